@@ -1,0 +1,1 @@
+"""Data files shipped with perfmodel: devices/, models/, calibration/, measurements/."""
