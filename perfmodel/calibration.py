@@ -1,0 +1,79 @@
+"""Efficiency profiles: achievable fractions of each roof, as data under ``specs/calibration``.
+
+``default`` holds documented datasheet deratings; fitted profiles (``perfmodel
+validate --fit``) hold per-device, per-implementation values with their fit quality.
+Fractions are capped at 1, so ``time_s`` is never below ``t_lower_s``.
+
+>>> load_calibration("default").matmul_efficiency
+0.8
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationError
+
+from perfmodel.data import data_dir
+from perfmodel.errors import PerfmodelError
+
+Fraction = Annotated[float, Field(gt=0, le=1)]
+
+
+class Calibration(BaseModel):
+    """Fractions of each roof a given implementation reaches, plus its launch overhead."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    description: str = ""
+    device: str | None = None
+    implementation: str | None = None
+    algorithm: Literal["naive", "flash"] | None = None
+    matmul_efficiency: Fraction = 1.0
+    vector_efficiency: Fraction = 1.0
+    exp_efficiency: Fraction = 1.0
+    hbm_efficiency: Fraction = 1.0
+    l2_efficiency: Fraction = 1.0
+    launch_overhead_s: NonNegativeFloat | None = None
+    fit: dict[str, float | str] = {}
+    sources: dict[str, str] = {}
+
+    def efficiency(self, roof: str) -> float:
+        return float(getattr(self, f"{roof}_efficiency"))
+
+
+def known_calibrations() -> list[str]:
+    return sorted(p.stem for p in data_dir("calibration").glob("*.toml"))
+
+
+@functools.cache
+def _load_named(name: str) -> Calibration:
+    path = data_dir("calibration") / f"{name}.toml"
+    if not path.is_file():
+        raise PerfmodelError(
+            f"unknown calibration {name!r}; known: {', '.join(known_calibrations())}"
+        )
+    return read_calibration(path)
+
+
+def read_calibration(path: Path) -> Calibration:
+    try:
+        return Calibration.model_validate(tomllib.loads(path.read_text()))
+    except (OSError, tomllib.TOMLDecodeError, ValidationError) as e:
+        raise PerfmodelError(f"invalid calibration file {str(path)!r}: {e}") from e
+
+
+def load_calibration(calibration: str | Path | Calibration | None) -> Calibration:
+    """A profile by name, by path, or as given; None means ``default``."""
+    if isinstance(calibration, Calibration):
+        return calibration
+    if calibration is None:
+        return _load_named("default")
+    text = str(calibration)
+    if text.endswith(".toml"):
+        return read_calibration(Path(text))
+    return _load_named(text)

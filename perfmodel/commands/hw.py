@@ -1,0 +1,56 @@
+"""``perfmodel hw list`` and ``perfmodel hw show NAME``: the shipped device specs."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from perfmodel.units import si
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("hw", help="list or show hardware specs")
+    verbs = p.add_subparsers(dest="verb", required=True, parser_class=type(p))
+    verbs.add_parser("list", help="every shipped device").set_defaults(func=run_list)
+    show = verbs.add_parser("show", help="one device's figures and their sources")
+    show.add_argument("name")
+    show.add_argument("--json", action="store_true")
+    show.set_defaults(func=run_show)
+
+
+def run_list(args: argparse.Namespace) -> int:
+    from perfmodel.hardware import known_names, load_hardware
+
+    print(f"{'name':<18} {'aliases':<28} {'bf16':>12} {'HBM BW':>11} {'ridge':>6}")
+    for name in known_names():
+        spec = load_hardware(name)
+        bf16 = spec.peak_flops_per_s.bf16
+        ridge = f"{spec.ridge_point('bf16'):.0f}" if bf16 else "-"
+        print(
+            f"{spec.name:<18} {', '.join(spec.aliases):<28} {si(bf16, 'FLOP/s'):>12} "
+            f"{si(spec.hbm_bandwidth_bytes_per_s, 'B/s'):>11} {ridge:>6}"
+        )
+    return 0
+
+
+def run_show(args: argparse.Namespace) -> int:
+    from perfmodel.hardware import load_hardware
+
+    spec = load_hardware(args.name)
+    if args.json:
+        print(json.dumps(spec.model_dump(mode="json"), indent=2))
+        return 0
+    data = spec.model_dump(exclude={"sources", "notes"})
+    peaks = data.pop("peak_flops_per_s")
+    print(f"{spec.name} ({spec.vendor} {spec.kind}); aliases: {', '.join(spec.aliases)}")
+    for dtype, value in peaks.items():
+        if value is not None:
+            src = spec.sources.get(f"peak_flops_per_s.{dtype}", spec.sources.get("peak_flops_per_s"))
+            print(f"  peak_flops_per_s.{dtype:<6} {si(value, 'FLOP/s'):>14}   [{src}]")
+    for key, value in data.items():
+        if key in {"name", "aliases", "vendor", "kind"} or value is None:
+            continue
+        print(f"  {key:<24} {value!s:>14}   [{spec.sources.get(key, '')}]")
+    if spec.notes:
+        print(f"  notes: {spec.notes}")
+    return 0

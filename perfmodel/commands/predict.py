@@ -1,0 +1,39 @@
+"""``perfmodel predict``: the roofline placement of naive and flash attention for one shape."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("predict", help="naive vs flash attention on one device")
+    p.add_argument("--n", type=int, required=True, help="query length")
+    p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
+    p.add_argument("--d", type=int, default=128, help="head dimension")
+    p.add_argument("--h", type=int, default=1, help="query heads")
+    p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--kv-len", type=int, default=None, help="key length (default n)")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--block-q", type=int, default=128, help="B_r")
+    p.add_argument("--block-k", type=int, default=128, help="B_c")
+    p.add_argument("--calibration", action="append", default=None, help="profile name or path")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfmodel.predict import predict
+
+    pred = predict(
+        n=args.n, hw=args.hw, d=args.d, h=args.h, h_kv=args.h_kv, batch=args.batch,
+        dtype=args.dtype, causal=args.causal, block_q=args.block_q, block_k=args.block_k,
+        kv_len=args.kv_len, calibration=args.calibration,
+    )  # fmt: skip
+    if args.json:
+        print(json.dumps({**pred.model_dump(mode="json"), "speedup": pred.speedup}, indent=2))
+    else:
+        print(pred)
+    return 0

@@ -1,0 +1,76 @@
+"""The shape of a cost model: kernels, each with its work and its traffic, as sympy."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sympy as sp
+
+
+@dataclass(frozen=True)
+class Kernel:
+    """One launch: its work by execution unit and its memory traffic.
+
+    ``hbm_bytes`` is DRAM traffic; ``l2_bytes`` is traffic between L2 and the SMs
+    (every global load and store); None means no reuse, the same as ``hbm_bytes``.
+    """
+
+    name: str
+    matmul_flops: sp.Expr
+    vector_flops: sp.Expr
+    exp_count: sp.Expr
+    hbm_bytes: sp.Expr
+    l2_bytes: sp.Expr | None = None
+
+    def __post_init__(self) -> None:
+        if self.l2_bytes is None:  # streaming kernel: every byte passes L2 once
+            object.__setattr__(self, "l2_bytes", self.hbm_bytes)
+
+    @property
+    def flops(self) -> sp.Expr:
+        return self.matmul_flops + self.vector_flops
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """An algorithm as a sequence of kernels plus its memory footprint.
+
+    >>> from perfmodel.costs import symbolic
+    >>> symbolic("naive").extra_memory_bytes
+    2*b*h*m*n*s
+    """
+
+    name: str
+    kernels: tuple[Kernel, ...]
+    extra_memory_bytes: sp.Expr
+    #: Bytes the algorithm would move if no re-read hit a cache (flash's SEED-NOTES formula).
+    hbm_bytes_no_cache: sp.Expr
+    #: On-chip working set of one thread block: shared memory (SRAM) and registers.
+    sram_bytes: sp.Expr = sp.Integer(0)
+    register_bytes: sp.Expr = sp.Integer(0)
+    notes: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def matmul_flops(self) -> sp.Expr:
+        return sp.Add(*(k.matmul_flops for k in self.kernels))
+
+    @property
+    def vector_flops(self) -> sp.Expr:
+        return sp.Add(*(k.vector_flops for k in self.kernels))
+
+    @property
+    def exp_count(self) -> sp.Expr:
+        return sp.Add(*(k.exp_count for k in self.kernels))
+
+    @property
+    def flops(self) -> sp.Expr:
+        return self.matmul_flops + self.vector_flops
+
+    @property
+    def hbm_bytes(self) -> sp.Expr:
+        return sp.Add(*(k.hbm_bytes for k in self.kernels))
+
+    @property
+    def intensity(self) -> sp.Expr:
+        """Arithmetic intensity, FLOP per HBM byte."""
+        return self.flops / self.hbm_bytes

@@ -1,0 +1,61 @@
+"""Shared terms of the attention cost models, each written once.
+
+Every algorithm in ``perfmodel.costs`` builds its FLOPs, bytes and memory from these.
+Tensors are ``[b, n, h, d]`` (Q, O) and ``[b, m, h_kv, d]`` (K, V); ``s`` is bytes
+per element of the input dtype; statistics and the log-sum-exp are float32.
+"""
+
+from __future__ import annotations
+
+import sympy as sp
+
+from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, s
+
+# --- tensor sizes (bytes) -------------------------------------------------------
+q_bytes = b * h * n * d * s
+o_bytes = b * h * n * d * s
+k_bytes = b * h_kv * m * d * s
+v_bytes = b * h_kv * m * d * s
+kv_bytes = k_bytes + v_bytes
+#: One n x m matrix per (batch, head): the score matrix S, or the probabilities P.
+score_matrix_bytes = b * h * n * m * s
+#: Log-sum-exp per query row, float32 (what a flash forward keeps for the backward).
+lse_bytes = b * h * n * F32
+#: K and V of one (batch, kv-head): what a Q block streams, and what L2 must hold.
+kv_head_bytes = 2 * m * d * s
+
+# --- work (FLOPs and exponentials) ----------------------------------------------
+#: QK^T and PV over an n x m score matrix: 2 matmuls x 2 FLOPs per multiply-add.
+def matmul_flops(score_elements: sp.Expr) -> sp.Expr:
+    """FLOPs of QK^T plus PV over ``score_elements`` scores (4·d each)."""
+    return 4 * d * score_elements
+
+
+#: Vector-unit FLOPs per score of a softmax: scale, running max, subtract, sum.
+SOFTMAX_FLOPS_PER_SCORE = 4
+#: A two-pass softmax also divides every probability by its row sum.
+NORMALISE_FLOPS_PER_SCORE = 1
+
+all_scores = b * h * n * m
+
+# --- tiles ----------------------------------------------------------------------
+q_blocks = sp.ceiling(n / block_q)  # T_r in FlashAttention-2
+k_blocks = sp.ceiling(m / block_k)  # T_c
+
+
+def causal_tiles() -> sp.Expr:
+    """Exact count of (Q block, K block) tiles on or below the diagonal, per (b, h).
+
+    Q block i covers rows [i·B_r, (i+1)·B_r); it needs K blocks j with j·B_c < (i+1)·B_r,
+    so ceil((i+1)·B_r/B_c) of them, except the last Q block, which needs all T_c.
+    With power-of-two tiles one of B_r, B_c divides the other and the sum has a
+    closed form (the two branches below). Requires m == n (self-attention).
+    """
+    big_q = q_blocks - 1  # the Q blocks before the last
+    r_q = block_q / block_k  # B_r = r·B_c
+    r_k = block_k / block_q  # B_c = r·B_r
+    whole = sp.floor(big_q / r_k)
+    rest = big_q - whole * r_k
+    q_wider = r_q * big_q * (big_q + 1) / 2
+    k_wider = r_k * whole * (whole + 1) / 2 + rest * (whole + 1)
+    return sp.Piecewise((q_wider, block_q >= block_k), (k_wider, True)) + k_blocks

@@ -1,0 +1,117 @@
+"""Numbers from the symbolic models: compiled costs, then roofs, for scalars or arrays.
+
+This is the one place where a cost model meets a device. ``predict`` and ``sweep``
+both call :func:`evaluate`; neither holds a formula of its own.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from perfmodel import roofline
+from perfmodel.calibration import Calibration
+from perfmodel.compile import Compiled, compiled
+from perfmodel.costs import symbolic
+from perfmodel.hardware import HardwareSpec
+
+ALGORITHMS = ("naive", "flash")
+_PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
+_PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
+
+
+@functools.cache
+def _compiled_model(algorithm: str, causal: bool, l2: bool) -> tuple[Compiled, tuple[str, ...]]:
+    """All of a model's expressions as one lambdified tuple (shared subexpressions)."""
+    model = symbolic(algorithm, causal=causal, l2=l2)
+    exprs, names = [], []
+    for kernel in model.kernels:
+        for field in _PER_KERNEL:
+            value = getattr(kernel, field)
+            exprs.append(0 * kernel.hbm_bytes if value is None else value)
+            names.append(f"{kernel.name}:{field}")
+    for field in _PER_MODEL:
+        exprs.append(getattr(model, field))
+        names.append(field)
+    return compiled(tuple(exprs)), tuple(names)
+
+
+def shape_values(hw: HardwareSpec, **shape: object) -> dict[str, object]:
+    """Symbol values for a shape on a device (the L2 model's hardware symbols included)."""
+    return {**shape, "l2_capacity": hw.l2_bytes or 0, "resident_ctas": hw.sm_count}
+
+
+def _rates(hw: HardwareSpec, peak: np.ndarray | float) -> dict[str, float | None]:
+    return {
+        "matmul": peak,
+        "vector": hw.vector_fp32_flops_per_s,
+        "exp": hw.exp_per_s,
+        "hbm": hw.hbm_bandwidth_bytes_per_s,
+        "l2": hw.l2_bandwidth_bytes_per_s,
+    }
+
+
+def _kernel_roofs(raw: dict, kernel: str, rates: dict) -> dict[str, np.ndarray]:
+    work = {
+        "matmul": raw[f"{kernel}:matmul_flops"],
+        "vector": raw[f"{kernel}:vector_flops"],
+        "exp": raw[f"{kernel}:exp_count"],
+        "hbm": raw[f"{kernel}:hbm_bytes"],
+        "l2": raw[f"{kernel}:l2_bytes"],
+    }
+    return roofline.roof_times(work, rates)
+
+
+def evaluate(
+    algorithm: str,
+    *,
+    causal: bool,
+    hw: HardwareSpec,
+    peak: np.ndarray | float,
+    values: dict,
+    calibration: Calibration,
+) -> dict[str, np.ndarray]:
+    """Every reported quantity of one algorithm, as arrays broadcast over ``values``."""
+    l2 = hw.l2_bytes is not None
+    fn, names = _compiled_model(algorithm, causal, l2)
+    raw = dict(zip(names, fn(**values), strict=True))
+    kernels = [k.name for k in symbolic(algorithm, causal=causal, l2=l2).kernels]
+    rates = _rates(hw, peak)
+    efficiency = {r: calibration.efficiency(r) for r in rates}
+    launch = calibration.launch_overhead_s
+    launch = hw.launch_overhead_s if launch is None else launch
+
+    out: dict[str, np.ndarray] = {f: raw[f] for f in _PER_MODEL}
+    for f in _PER_KERNEL:
+        out[f] = sum(raw[f"{k}:{f}"] for k in kernels)
+    roof_totals: dict[str, np.ndarray] = {}
+    t_compute = t_memory = t_lower = time = 0.0
+    for k in kernels:
+        times = _kernel_roofs(raw, k, rates)
+        for roof, t in times.items():
+            roof_totals[roof] = roof_totals.get(roof, 0.0) + t
+        t_compute = t_compute + roofline.lower_bound(
+            {r: t for r, t in times.items() if r in roofline.COMPUTE_ROOFS}
+        )
+        t_memory = t_memory + roofline.lower_bound(
+            {r: t for r, t in times.items() if r in roofline.MEMORY_ROOFS}
+        )
+        t_lower = t_lower + roofline.lower_bound(times)
+        time = time + roofline.lower_bound(roofline.derated(times, efficiency)) + launch
+    flops = out["matmul_flops"] + out["vector_flops"]
+    out.update(
+        flops=flops,
+        intensity=roofline.arithmetic_intensity(flops, out["hbm_bytes"]),
+        t_compute_s=t_compute,
+        t_memory_s=t_memory,
+        t_lower_s=t_lower,
+        time_s=time,
+        attainable_flops_per_s=out["matmul_flops"] / t_lower,
+        bound=np.where(t_compute >= t_memory, "compute", "memory"),
+        binding_roof=roofline.binding_roof(roof_totals),
+        **{f"t_{roof}_s": t for roof, t in roof_totals.items()},
+    )
+    if not l2:
+        out["l2_bytes"] = np.full_like(flops, np.nan)
+    return out

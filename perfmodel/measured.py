@@ -1,0 +1,178 @@
+"""Measured attention timings: the schema, a loader and an atomic merge-writer.
+
+A measurement file (``specs/measurements/*.json``) holds runs; each run is one
+benchmark process on one device, with the ceilings it measured and one point per
+(implementation, shape) it timed. The GPU benchmark (``pallas_kernels/bench.py``)
+writes the same field names with plain ``json`` (its image has no pydantic); this
+module validates them. It never imports jax. Units are SI: seconds, bytes, FLOP/s.
+
+>>> ceil = Ceilings(matmul_bf16_flops_per_s=7.7e14, copy_bytes_per_s=4.3e12)
+>>> ceil.l2_bytes is None
+True
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Literal
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    NonNegativeInt,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+
+from perfmodel.errors import PerfmodelError
+
+SCHEMA_VERSION = 1
+
+Implementation = Literal[
+    "pallas_flash", "naive", "cudnn", "xla", "paged_decode", "contiguous_decode"
+]
+Status = Literal["ok", "oom", "error"]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Ceilings(_Frozen):
+    """Rates measured on the device in the same run as the points."""
+
+    matmul_bf16_flops_per_s: PositiveFloat
+    copy_bytes_per_s: PositiveFloat  #: bytes read + bytes written, per second
+    l2_read_bytes_per_s: PositiveFloat | None = None
+    launch_overhead_s: PositiveFloat | None = None
+    l2_bytes: PositiveInt | None = None
+    sm_count: PositiveInt | None = None
+    clock_hz: PositiveFloat | None = None
+
+
+class Point(_Frozen):
+    """One implementation timed at one shape; times are over ``runs`` timed calls."""
+
+    implementation: Implementation
+    n: PositiveInt  #: query length
+    kv_len: PositiveInt
+    d: PositiveInt
+    h: PositiveInt
+    h_kv: PositiveInt
+    batch: PositiveInt
+    dtype: str
+    causal: bool
+    block_q: PositiveInt | None = None
+    block_k: PositiveInt | None = None
+    num_warps: PositiveInt | None = None
+    num_stages: PositiveInt | None = None
+    status: Status
+    error: str | None = None
+    median_s: PositiveFloat | None = None
+    p10_s: PositiveFloat | None = None
+    p90_s: PositiveFloat | None = None
+    min_s: PositiveFloat | None = None
+    runs: NonNegativeInt = 0
+    #: nominal 4*b*h*n*kv_len*d FLOPs (halved when causal) over ``median_s``
+    tflops: PositiveFloat | None = None
+    tokens_per_s: PositiveFloat | None = None  #: batch * n / median_s
+    peak_memory_bytes: NonNegativeInt | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Point:
+        if self.h % self.h_kv:
+            raise ValueError(f"h={self.h} must be a multiple of h_kv={self.h_kv}")
+        if self.status == "ok" and self.median_s is None:
+            raise ValueError("an 'ok' point needs median_s")
+        if self.status != "ok" and self.error is None:
+            raise ValueError(f"a {self.status!r} point needs an error message")
+        return self
+
+    def nominal_flops(self) -> float:
+        """``4*b*h*n*kv_len*d``, halved when causal: QK^T and PV, softmax not counted."""
+        flops = 4.0 * self.batch * self.h * self.n * self.kv_len * self.d
+        return flops / 2 if self.causal else flops
+
+
+class Run(_Frozen):
+    """One benchmark process: where and when it ran, what it measured."""
+
+    run_id: str
+    device_name: str
+    jax_version: str
+    git_commit: str
+    timestamp: str  #: ISO 8601, UTC
+    ceilings: Ceilings
+    points: list[Point]
+
+
+class MeasurementFile(_Frozen):
+    """A whole measurement file: runs appended in the order they were made."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    runs: list[Run]
+
+    @model_validator(mode="after")
+    def _unique_ids(self) -> MeasurementFile:
+        ids = [r.run_id for r in self.runs]
+        dupes = sorted({i for i in ids if ids.count(i) > 1})
+        if dupes:
+            raise ValueError(f"duplicate run_id values: {dupes}")
+        return self
+
+
+def read_measurement_file(path: str | Path) -> MeasurementFile:
+    """Parse and validate one file; raises PerfmodelError naming the file and the problem."""
+    path = Path(path)
+    try:
+        raw = json.loads(path.read_text())
+    except FileNotFoundError:
+        raise PerfmodelError(f"measurement file {str(path)!r} does not exist") from None
+    except json.JSONDecodeError as err:
+        raise PerfmodelError(f"measurement file {str(path)!r} is not JSON: {err}") from None
+    try:
+        return MeasurementFile.model_validate(raw)
+    except ValidationError as err:
+        raise PerfmodelError(f"measurement file {str(path)!r} is invalid:\n{err}") from None
+
+
+def load_measurements(paths: str | Path | Iterable[str | Path]) -> list[tuple[Run, Point]]:
+    """Every ``(run, point)`` pair of one file or several, in file and run order."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    return [(run, p) for path in paths for run in read_measurement_file(path).runs
+            for p in run.points]
+
+
+def merge_write(path: str | Path, new_run: Run | dict) -> MeasurementFile:
+    """Append ``new_run`` to the file at ``path`` (created if absent), atomically.
+
+    The merged file is validated before anything is written and replaces the old one
+    with ``os.replace`` from a temporary file in the same folder, so a failure (invalid
+    run, duplicate id, full disk) leaves the earlier data as it was.
+    """
+    path = Path(path)
+    old = read_measurement_file(path).runs if path.exists() else []
+    try:
+        run = new_run if isinstance(new_run, Run) else Run.model_validate(new_run)
+        merged = MeasurementFile(runs=[*old, run])
+    except ValidationError as err:
+        raise PerfmodelError(f"run not added to {str(path)!r}:\n{err}") from None
+    text = json.dumps(merged.model_dump(mode="json"), indent=1) + "\n"
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return merged

@@ -1,0 +1,314 @@
+"""``predict`` and ``sweep``: a shape and a device in, the roofline placement out.
+
+Orchestration only: shapes are checked here, costs come from ``perfmodel.costs``
+through ``perfmodel.evaluate``.
+
+>>> p = predict(n=4096, hw="a100")
+>>> int(p.naive.extra_memory_bytes)   # S + P, the chapter's 67 MB
+67108864
+>>> p.flash.hbm_bytes < p.naive.hbm_bytes
+True
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any, Literal
+
+import numpy as np
+from pydantic import BaseModel, ConfigDict
+
+from perfmodel.calibration import Calibration, load_calibration
+from perfmodel.errors import PerfmodelError
+from perfmodel.evaluate import ALGORITHMS, evaluate, shape_values
+from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+
+_frozen = ConfigDict(frozen=True, extra="forbid")
+CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
+
+
+class Config(BaseModel):
+    """One attention shape: the inputs of ``predict``, resolved (kv_len, h_kv filled in)."""
+
+    model_config = _frozen
+
+    n: int
+    kv_len: int
+    d: int
+    h: int
+    h_kv: int
+    batch: int
+    dtype: str
+    causal: bool
+    block_q: int
+    block_k: int
+
+
+class AlgorithmPrediction(BaseModel):
+    """One algorithm's roofline placement. SI units: FLOPs, bytes, seconds."""
+
+    model_config = _frozen
+
+    flops: float
+    matmul_flops: float
+    vector_flops: float
+    exp_count: float
+    hbm_bytes: float
+    hbm_bytes_no_cache: float
+    l2_bytes: float | None
+    intensity: float
+    t_compute_s: float
+    t_memory_s: float
+    t_lower_s: float
+    time_s: float
+    bound: Literal["compute", "memory"]
+    binding_roof: str
+    roof_times_s: dict[str, float]
+    extra_memory_bytes: float
+    sram_bytes: float
+    register_bytes: float
+    attainable_flops_per_s: float
+    calibration: str
+
+
+class Prediction(BaseModel):
+    """Naive against flash attention for one shape on one device."""
+
+    model_config = _frozen
+
+    config: Config
+    hardware: HardwareSpec
+    ridge_point: float
+    naive: AlgorithmPrediction
+    flash: AlgorithmPrediction
+
+    @property
+    def speedup(self) -> float:
+        """naive.time_s / flash.time_s."""
+        return self.naive.time_s / self.flash.time_s
+
+    def __str__(self) -> str:
+        from perfmodel.report_table import prediction_table
+
+        return prediction_table(self)
+
+    def _repr_markdown_(self) -> str:
+        from perfmodel.report_table import prediction_markdown
+
+        return prediction_markdown(self)
+
+
+# --- input checks ---------------------------------------------------------------
+def _check_positive_int(name: str, value: Any) -> np.ndarray:
+    arr = np.asarray(value)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf" or arr.size == 0:
+        raise PerfmodelError(f"{name}={value!r} must be a positive integer")
+    bad = (arr <= 0) | (arr != np.floor(arr))
+    if np.any(bad):
+        raise PerfmodelError(f"{name}={arr[bad].flat[0].item()!r} must be a positive integer")
+    return arr
+
+
+def _check_shape(shape: dict[str, Any]) -> None:
+    arrays = {k: _check_positive_int(k, shape[k]) for k in ("n", "m", "d", "h", "h_kv", "b")}
+    for k in ("block_q", "block_k"):
+        blk = _check_positive_int(k, shape[k]).astype(np.int64)
+        if np.any(blk & (blk - 1)):
+            raise PerfmodelError(f"{k}={shape[k]!r} must be a power of two")
+    if np.any(arrays["h"] % arrays["h_kv"]):
+        raise PerfmodelError(f"h={shape['h']!r} is not divisible by h_kv={shape['h_kv']!r}")
+
+
+def _check_causal(n: Any, m: Any, causal: Any) -> None:
+    if np.any(np.asarray(causal) & (np.asarray(n) != np.asarray(m))):
+        raise PerfmodelError(f"causal attention needs kv_len == n; got n={n!r}, kv_len={m!r}")
+
+
+def _bytes_per_element(dtype: str) -> int:
+    if dtype not in BYTES_PER_ELEMENT:
+        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+    return BYTES_PER_ELEMENT[dtype]
+
+
+def _calibrations(calibration: CalibrationArg) -> dict[str, Calibration]:
+    """Which profile applies to each algorithm (a profile names its algorithm, or both)."""
+    given = (
+        calibration
+        if isinstance(calibration, list | tuple)
+        else [] if calibration is None else [calibration]
+    )
+    chosen = {a: load_calibration(None) for a in ALGORITHMS}
+    for item in given:
+        profile = load_calibration(item)
+        for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
+            chosen[a] = profile
+    return chosen
+
+
+# --- the API --------------------------------------------------------------------
+def predict(
+    n: int,
+    hw: str | Path | HardwareSpec,
+    *,
+    d: int = 128,
+    h: int = 1,
+    h_kv: int | None = None,
+    batch: int = 1,
+    dtype: str = "fp16",
+    causal: bool = False,
+    block_q: int = 128,
+    block_k: int = 128,
+    kv_len: int | None = None,
+    calibration: CalibrationArg = None,
+) -> Prediction:
+    """Roofline placement of naive and flash attention for one shape on one device."""
+    spec = load_hardware(hw)
+    m = n if kv_len is None else kv_len
+    h_kv = h if h_kv is None else h_kv
+    shape = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=batch, block_q=block_q, block_k=block_k)
+    _check_shape(shape)
+    _check_causal(n, m, causal)
+    s = _bytes_per_element(dtype)
+    peak = spec.peak(dtype)
+    values = shape_values(spec, s=s, **shape)
+    profiles = _calibrations(calibration)
+    results = {
+        a: _scalar(
+            evaluate(a, causal=causal, hw=spec, peak=peak, values=values, calibration=profiles[a]),
+            profiles[a].name,
+        )
+        for a in ALGORITHMS
+    }
+    if results["flash"].sram_bytes > spec.sram_per_sm_bytes:
+        raise PerfmodelError(
+            f"tile block_q={block_q}, block_k={block_k} at d={d} needs "
+            f"{results['flash'].sram_bytes:.0f} B of SRAM; {spec.name} has "
+            f"{spec.sram_per_sm_bytes} B per SM"
+        )
+    config = Config(
+        n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype, causal=causal,
+        block_q=block_q, block_k=block_k,
+    )  # fmt: skip
+    return Prediction(
+        config=config, hardware=spec, ridge_point=spec.ridge_point(dtype), **results
+    )
+
+
+def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
+    item = {k: np.asarray(v).item() for k, v in columns.items()}
+    roofs = {k[2:-2]: item.pop(k) for k in list(item) if k.startswith("t_") and k[2:-2] in
+             ("matmul", "vector", "exp", "hbm", "l2")}  # fmt: skip
+    if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
+        item["l2_bytes"] = None
+    return AlgorithmPrediction(roof_times_s=roofs, calibration=calibration, **item)
+
+
+class SweepResult(dict):
+    """Columnar sweep output: ``result["flash.time_s"]`` is a numpy array, one row a point."""
+
+    def __len__(self) -> int:
+        return len(next(iter(self.values()))) if self else 0
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The same data as one dict per point."""
+        return [{k: v[i].item() for k, v in self.items()} for i in range(len(self))]
+
+
+_SWEPT = ("n", "d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k", "kv_len")
+
+
+def sweep(
+    hw: str | Path | HardwareSpec,
+    *,
+    n: Any,
+    d: Any = 128,
+    h: Any = 1,
+    h_kv: Any = None,
+    batch: Any = 1,
+    dtype: Any = "fp16",
+    causal: Any = False,
+    block_q: Any = 128,
+    block_k: Any = 128,
+    kv_len: Any = None,
+    calibration: CalibrationArg = None,
+    grid: bool = True,
+) -> SweepResult:
+    """``predict`` over many shapes at once, vectorised.
+
+    Any argument may be a list or array. With ``grid=True`` (the default) the result
+    holds every combination; with ``grid=False`` the arguments broadcast together.
+
+    >>> r = sweep("h100", n=[1024, 2048, 4096], d=[64, 128])
+    >>> len(r), r["flash.time_s"].shape
+    (6, (6,))
+    """
+    spec = load_hardware(hw)
+    args = dict(n=n, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype, causal=causal,
+                block_q=block_q, block_k=block_k, kv_len=kv_len)  # fmt: skip
+    cols = _broadcast(args, grid)
+    cols["kv_len"] = np.where(_is_none(cols["kv_len"]), cols["n"], cols["kv_len"]).astype(float)
+    cols["h_kv"] = np.where(_is_none(cols["h_kv"]), cols["h"], cols["h_kv"]).astype(float)
+    shape = dict(n=cols["n"], m=cols["kv_len"], d=cols["d"], h=cols["h"], h_kv=cols["h_kv"],
+                 b=cols["batch"], block_q=cols["block_q"], block_k=cols["block_k"])  # fmt: skip
+    _check_shape(shape)
+    causal_arr = cols["causal"].astype(bool)
+    _check_causal(shape["n"], shape["m"], causal_arr)
+    dtypes = cols["dtype"].astype(str)
+    s = np.vectorize(_bytes_per_element, otypes=[float])(dtypes)
+    peak = np.vectorize(spec.peak, otypes=[float])(dtypes)
+    values = shape_values(spec, s=s, **shape)
+    profiles = _calibrations(calibration)
+    out = SweepResult({k: cols[k] for k in _SWEPT})
+    for a in ALGORITHMS:
+        both = [
+            evaluate(a, causal=c, hw=spec, peak=peak, values=values, calibration=profiles[a])
+            for c in (False, True)
+        ]
+        for key in both[0]:
+            out[f"{a}.{key}"] = np.where(causal_arr, both[1][key], both[0][key])
+    out["flash.fits_sram"] = out["flash.sram_bytes"] <= spec.sram_per_sm_bytes
+    out["speedup"] = out["naive.time_s"] / out["flash.time_s"]
+    return out
+
+
+def _is_none(col: np.ndarray) -> np.ndarray:
+    return np.asarray([v is None for v in col.ravel()], dtype=bool).reshape(col.shape)
+
+
+def _broadcast(args: dict[str, Any], grid: bool) -> dict[str, np.ndarray]:
+    as_lists = {k: _as_list(v) for k, v in args.items()}
+    if grid:
+        lengths = [len(v) for v in as_lists.values()]
+        if np.prod(lengths) > 50_000_000:
+            raise PerfmodelError(f"sweep grid of {int(np.prod(lengths))} points is too large")
+        if sum(length > 1 for length in lengths) <= 1:
+            size = max(lengths)
+            return {k: _repeat(v, size) for k, v in as_lists.items()}
+        combos = list(itertools.product(*as_lists.values()))
+        return {k: _column([c[i] for c in combos]) for i, k in enumerate(as_lists)}
+    arrays = {k: _column(v) for k, v in as_lists.items()}
+    try:
+        shapes = np.broadcast_shapes(*(a.shape for a in arrays.values()))
+    except ValueError as e:
+        raise PerfmodelError(f"sweep arguments do not broadcast: {e}") from e
+    return {k: np.broadcast_to(a, shapes) for k, a in arrays.items()}
+
+
+def _as_list(value: Any) -> Any:
+    if isinstance(value, str) or value is None or np.ndim(value) == 0:
+        return [value]
+    return value
+
+
+def _column(values: Iterable[Any]) -> np.ndarray:
+    values = list(values)
+    if any(v is None for v in values) or any(isinstance(v, str) for v in values):
+        return np.asarray(values, dtype=object)
+    return np.asarray(values)
+
+
+def _repeat(values: Any, size: int) -> np.ndarray:
+    col = _column(values)
+    return col if len(col) == size else np.repeat(col, size)

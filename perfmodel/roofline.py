@@ -1,0 +1,59 @@
+"""The roofline, as pure functions over numbers or numpy arrays.
+
+A kernel's time is bounded below by each of its roofs — work over the rate of the
+unit that does it, bytes over the bandwidth of the level that moves them — and by
+their maximum. A sequence of kernels adds up kernel by kernel: a sum of per-kernel
+maxima, never one maximum over the totals (that would let QKᵀ's compute hide behind
+the softmax's memory traffic, which separate launches cannot do).
+
+>>> ridge_point(989e12, 4.8e12)
+206.04166666666666
+>>> float(lower_bound({"matmul": 2.0, "hbm": 3.0}))
+3.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+
+#: Roofs on execution units, and roofs on memory levels.
+COMPUTE_ROOFS = ("matmul", "vector", "exp")
+MEMORY_ROOFS = ("hbm", "l2")
+
+
+def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
+    """FLOP per byte where the compute roof meets the bandwidth slope."""
+    return peak_flops_per_s / bandwidth_bytes_per_s
+
+
+def arithmetic_intensity(flops: np.ndarray, bytes_moved: np.ndarray) -> np.ndarray:
+    return np.asarray(flops) / np.asarray(bytes_moved)
+
+
+def attainable_flops_per_s(intensity: np.ndarray, peak: float, bandwidth: float) -> np.ndarray:
+    """The classic roofline: min(peak, intensity × bandwidth)."""
+    return np.minimum(peak, np.asarray(intensity) * bandwidth)
+
+
+def roof_times(work: Mapping[str, np.ndarray], rates: Mapping[str, float | None]) -> dict:
+    """Seconds on each roof: work (FLOPs, exps or bytes) over its rate; no rate, no roof."""
+    return {roof: np.asarray(w) / rates[roof] for roof, w in work.items() if rates.get(roof)}
+
+
+def lower_bound(times: Mapping[str, np.ndarray]) -> np.ndarray:
+    """One kernel's floor: the largest of its roof times."""
+    return np.maximum.reduce([np.asarray(t, dtype=np.float64) for t in times.values()])
+
+
+def derated(times: Mapping[str, np.ndarray], efficiency: Mapping[str, float]) -> dict:
+    """Roof times at the achievable fraction of each roof."""
+    return {roof: t / efficiency[roof] for roof, t in times.items()}
+
+
+def binding_roof(times: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Name of the largest roof, elementwise."""
+    names = list(times)
+    stacked = np.stack(np.broadcast_arrays(*(np.asarray(times[k]) for k in names)))
+    return np.asarray(names)[np.argmax(stacked, axis=0)]
