@@ -146,8 +146,9 @@ def load_measurements(paths: str | Path | Iterable[str | Path]) -> list[tuple[Ru
     """Every ``(run, point)`` pair of one file or several, in file and run order."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    return [(run, p) for path in paths for run in read_measurement_file(path).runs
-            for p in run.points]
+    return [
+        (run, p) for path in paths for run in read_measurement_file(path).runs for p in run.points
+    ]
 
 
 def merge_write(path: str | Path, new_run: Run | dict) -> MeasurementFile:

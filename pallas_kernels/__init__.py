@@ -1,0 +1,12 @@
+"""JAX/Pallas attention kernels measured on a GPU to check the roofline model.
+
+``flash_attention`` is the fused FlashAttention-2 forward kernel; ``naive_attention``
+runs the three unfused steps the model calls "naive"; ``reference_attention`` is the
+plain-JAX specification both are tested against.
+"""
+
+from pallas_kernels.flash_attention import BlockSizes, flash_attention
+from pallas_kernels.naive import naive_attention
+from pallas_kernels.reference import reference_attention
+
+__all__ = ["BlockSizes", "flash_attention", "naive_attention", "reference_attention"]

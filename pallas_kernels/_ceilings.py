@@ -1,0 +1,145 @@
+"""Device ceilings measured in the benchmark's own process (GPU only).
+
+Each function returns one number in SI units: a large bf16 matrix product's FLOP/s, a
+large elementwise pass's bytes read + written per second, an L2-resident read
+kernel's bytes per second, and the round-trip time of a trivial jitted op. Device
+properties (L2 size, SM count, SM clock) come from torch / NVML when present.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+
+from pallas_kernels.flash_attention import _compiler_params
+
+
+def median_time(fn, args_sets, *, samples: int = 20, calls_per_sample: int = 1) -> list[float]:
+    """Per-call seconds of ``samples`` timed samples; each sample is synchronised.
+
+    A sample makes ``calls_per_sample`` back-to-back calls (rotating over
+    ``args_sets``) then blocks; its wall time is divided by the number of calls.
+    """
+    out = fn(*args_sets[0])
+    jax.block_until_ready(out)
+    times = []
+    i = 0
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        for _ in range(calls_per_sample):
+            out = fn(*args_sets[i % len(args_sets)])
+            i += 1
+        jax.block_until_ready(out)
+        times.append((time.perf_counter() - t0) / calls_per_sample)
+    return times
+
+
+def matmul_flops_per_s(size: int = 8192) -> float:
+    """bf16 ``size^3`` matrix product on random data, 2*size^3 FLOPs per call."""
+    keys = jax.random.split(jax.random.key(1), 4)
+    sets = [
+        (
+            jax.random.normal(keys[2 * i], (size, size), jnp.bfloat16),
+            jax.random.normal(keys[2 * i + 1], (size, size), jnp.bfloat16),
+        )
+        for i in range(2)
+    ]
+    f = jax.jit(jnp.matmul)
+    t = statistics.median(median_time(f, sets, samples=20, calls_per_sample=5))
+    return 2.0 * size**3 / t
+
+
+def copy_bytes_per_s(n_bytes: int = 2 << 30) -> float:
+    """An elementwise ``x + 1`` over ``n_bytes`` of bf16: bytes read + written per second."""
+    x = jax.random.normal(jax.random.key(2), (n_bytes // 2,), jnp.bfloat16)
+    f = jax.jit(lambda a: a + jnp.bfloat16(1))
+    t = statistics.median(median_time(f, [(x,)], samples=20, calls_per_sample=5))
+    return 2.0 * n_bytes / t
+
+
+def _l2_read_kernel(x_ref, o_ref, *, rows_per_tile, n_tiles):
+    """Each program sums every tile of the buffer, starting at its own tile index."""
+    pid = pl.program_id(0)
+
+    def body(i, acc):
+        start = pl.multiple_of(((pid + i) % n_tiles) * rows_per_tile, rows_per_tile)
+        return acc + x_ref[pl.ds(start, rows_per_tile), :]
+
+    acc = jnp.zeros((rows_per_tile, x_ref.shape[1]), jnp.float32)
+    o_ref[...] = lax.fori_loop(0, n_tiles, body, acc)
+
+
+def l2_read_bytes_per_s(buffer_bytes: int = 16 << 20, programs: int = 1056) -> float:
+    """Bytes/s when ``programs`` Pallas programs each read a ``buffer_bytes`` buffer (in L2)."""
+    cols, rows_per_tile = 1024, 8
+    rows = buffer_bytes // (4 * cols)
+    n_tiles = rows // rows_per_tile
+    x = jax.random.normal(jax.random.key(3), (rows, cols), jnp.float32)
+    kernel = pl.pallas_call(
+        lambda x_ref, o_ref: _l2_read_kernel(
+            x_ref, o_ref, rows_per_tile=rows_per_tile, n_tiles=n_tiles
+        ),
+        grid=(programs,),
+        in_specs=[pl.BlockSpec((rows, cols), lambda p: (0, 0))],
+        out_specs=pl.BlockSpec((None, rows_per_tile, cols), lambda p: (p, 0, 0)),
+        out_shape=jax.ShapeDtypeStruct((programs, rows_per_tile, cols), jnp.float32),
+        compiler_params=_compiler_params(4, 3),
+        name="l2_read",
+    )
+    f = jax.jit(kernel)
+    t = statistics.median(median_time(f, [(x,)], samples=20, calls_per_sample=5))
+    return float(programs) * rows * cols * 4 / t
+
+
+def launch_overhead_s() -> float:
+    """Median time of a trivial jitted op on one element, synchronised each call."""
+    x = jnp.ones((1,), jnp.float32)
+    f = jax.jit(lambda a: a + 1)
+    return statistics.median(median_time(f, [(x,)], samples=200))
+
+
+def device_properties() -> dict:
+    """``l2_bytes``, ``sm_count``, ``clock_hz`` (max SM clock) where the tools are present."""
+    props: dict = {"l2_bytes": None, "sm_count": None, "clock_hz": None}
+    try:
+        import torch
+
+        p = torch.cuda.get_device_properties(0)
+        props["l2_bytes"] = int(p.L2_cache_size)
+        props["sm_count"] = int(p.multi_processor_count)
+        if getattr(p, "clock_rate", None):
+            props["clock_hz"] = float(p.clock_rate) * 1e3
+    except Exception as err:  # noqa: BLE001 - optional tool, report and go on
+        print(f"torch device properties unavailable: {err!r}")
+    if props["clock_hz"] is None:
+        try:
+            import pynvml
+
+            pynvml.nvmlInit()
+            handle = pynvml.nvmlDeviceGetHandleByIndex(0)
+            props["clock_hz"] = 1e6 * pynvml.nvmlDeviceGetMaxClockInfo(handle, pynvml.NVML_CLOCK_SM)
+        except Exception as err:  # noqa: BLE001
+            print(f"NVML clock unavailable: {err!r}")
+    return props
+
+
+def measure_ceilings() -> dict:
+    """All ceilings as a dict with the field names of ``perfmodel.measured.Ceilings``."""
+    result = device_properties()
+    for name, fn in [
+        ("matmul_bf16_flops_per_s", matmul_flops_per_s),
+        ("copy_bytes_per_s", copy_bytes_per_s),
+        ("l2_read_bytes_per_s", l2_read_bytes_per_s),
+        ("launch_overhead_s", launch_overhead_s),
+    ]:
+        try:
+            result[name] = float(fn())
+        except Exception as err:  # noqa: BLE001 - a failed ceiling must not stop the run
+            print(f"ceiling {name} failed: {err!r}")
+            result[name] = None
+    return result

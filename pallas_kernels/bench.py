@@ -1,0 +1,475 @@
+"""Attention benchmark on a GPU: our Pallas kernel, naive, cuDNN and XLA, plus ceilings.
+
+Sweep mode (default) times, in one process, every (n, d, causal) of the sweep for
+four implementations and measures the device ceilings first::
+
+    python -m pallas_kernels.bench --out specs/measurements/h200.json
+    python -m pallas_kernels.bench --out FILE --tune        # block/warp/stage sweep
+    python -m pallas_kernels.bench --table FILE             # markdown table, no GPU
+
+Shapes: h = h_kv = 16 heads and ``batch = max(1, 16384 // n)``, so each point covers
+16384 tokens (32768 at n = 32768). Each point: warm-up (compiles), then ``--samples``
+synchronised samples, each of back-to-back calls that rotate over two input sets
+(inputs alone exceed the 60 MB L2). FLOPs are nominal, ``4*b*h*n*kv_len*d`` halved
+when causal. ``peak_memory_bytes`` comes from XLA's compiled memory analysis (inputs,
+outputs and temporaries live at the worst step), since jax cannot reset the device's
+peak-memory counter between points. Results go to ``--out`` as plain JSON with the
+field names of ``perfmodel.measured`` (the GPU image has no pydantic), rewritten
+atomically after every point; a rerun appends a new run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import math
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+SWEEP_N = (512, 1024, 2048, 4096, 8192, 16384, 32768)
+SWEEP_D = (64, 128)
+HEADS = 16
+TOKENS = 16384
+IMPLEMENTATIONS = ("pallas_flash", "cudnn", "xla", "naive")
+# (block_q, block_k, num_warps, num_stages) tried by --tune
+TUNE_CONFIGS = [
+    (bq, bk, w, s)
+    for bq, bk in ((128, 64), (128, 128), (64, 64), (128, 32), (64, 128))
+    for w in (4, 8)
+    for s in (2, 3)
+]
+# Kernel config per (d, causal) used by the sweep; filled in from --tune on the H200.
+TUNED: dict[tuple[int, bool], dict] = {}
+
+
+def tuned_config(d: int, causal: bool) -> dict:
+    default = {"block_q": 128, "block_k": 128, "num_warps": 4 if d <= 64 else 8, "num_stages": 2}
+    return TUNED.get((d, causal), default)
+
+
+# ---------------------------------------------------------------- JSON, no pydantic
+
+
+def atomic_write_json(path: Path, data: dict) -> None:
+    """Write ``data`` to ``path`` through a temporary file in the same folder."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(data, f, indent=1)
+            f.write("\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+class RunWriter:
+    """Holds the current run and re-writes the file with it after every point."""
+
+    def __init__(self, path: Path, run: dict):
+        self.path, self.run = path, run
+        self.earlier = []
+        if path.exists():
+            self.earlier = json.loads(path.read_text())["runs"]
+
+    def add(self, point: dict) -> None:
+        self.run["points"].append(point)
+        self.flush()
+
+    def flush(self) -> None:
+        atomic_write_json(self.path, {"schema_version": 1, "runs": [*self.earlier, self.run]})
+
+
+def git_commit() -> str:
+    if os.environ.get("PERFMODEL_GIT_COMMIT"):
+        return os.environ["PERFMODEL_GIT_COMMIT"]
+    try:
+        return subprocess.run(
+            ["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+        ).stdout.strip()
+    except Exception:  # noqa: BLE001 - the device copy of the tree has no .git
+        return "unknown"
+
+
+# ---------------------------------------------------------------- implementations
+
+
+def _impl_fn(impl: str, *, causal: bool, cfg: dict | None):
+    import jax
+
+    from pallas_kernels.flash_attention import flash_attention
+    from pallas_kernels.naive import naive_attention
+
+    if impl == "pallas_flash":
+        return jax.jit(lambda q, k, v: flash_attention(q, k, v, causal=causal, **(cfg or {})))
+    if impl in ("cudnn", "xla"):
+        return jax.jit(
+            lambda q, k, v: jax.nn.dot_product_attention(
+                q, k, v, is_causal=causal, implementation=impl
+            )
+        )
+    if impl == "naive":
+        return lambda q, k, v: naive_attention(q, k, v, causal=causal)
+    raise ValueError(f"{impl=} unknown")
+
+
+def _bytes(x) -> int:
+    return int(x.size * x.dtype.itemsize)
+
+
+def _compiled_bytes(f, *args) -> int:
+    m = f.lower(*args).compile().memory_analysis()
+    return int(
+        m.argument_size_in_bytes
+        + m.output_size_in_bytes
+        + m.temp_size_in_bytes
+        - m.alias_size_in_bytes
+    )
+
+
+def peak_memory_bytes(impl: str, fn, q, k, v, causal: bool) -> int | None:
+    """Bytes live at the worst step, from XLA's memory analysis of the compiled code."""
+    try:
+        if impl != "naive":
+            return _compiled_bytes(fn, q, k, v)
+        from pallas_kernels.naive import pv_step, scores_step, softmax_step
+
+        scale = 1.0 / math.sqrt(q.shape[-1])
+        s = jax_shape_like_scores(q, k)
+        p = s
+        step1 = _compiled_bytes(scores_step, q, k, causal=causal, sm_scale=scale) + _bytes(v)
+        step2 = _compiled_bytes(softmax_step, s) + _bytes(q) + _bytes(k) + _bytes(v)
+        step3 = _compiled_bytes(pv_step, p, v) + _bytes(q) + _bytes(k)
+        return max(step1, step2, step3)
+    except Exception as err:  # noqa: BLE001
+        print(f"memory analysis failed for {impl}: {err!r}")
+        return None
+
+
+def jax_shape_like_scores(q, k):
+    import jax
+
+    b, n, h, _ = q.shape
+    return jax.ShapeDtypeStruct((b, h, n, k.shape[1]), q.dtype)
+
+
+def _classify(err: Exception) -> str:
+    text = f"{type(err).__name__}: {err}"
+    oom = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "OOM")
+    return "oom" if any(s in text for s in oom) else "error"
+
+
+def make_inputs(key, b, n, kv_len, h, h_kv, d, dtype, sets=2):
+    import jax
+
+    out = []
+    for i in range(sets):
+        kq, kk, kv = jax.random.split(jax.random.fold_in(key, i), 3)
+        out.append(
+            (
+                jax.random.normal(kq, (b, n, h, d), dtype),
+                jax.random.normal(kk, (b, kv_len, h_kv, d), dtype),
+                jax.random.normal(kv, (b, kv_len, h_kv, d), dtype),
+            )
+        )
+    return out
+
+
+def time_point(impl, shape, *, cfg=None, samples=20, min_sample_s=2e-3) -> dict:
+    """Measure one implementation at one shape; never raises (errors become points)."""
+    import jax
+
+    from pallas_kernels._ceilings import median_time
+
+    b, n, kv_len, h, h_kv, d, dtype, causal = (
+        shape[x] for x in ("batch", "n", "kv_len", "h", "h_kv", "d", "dtype", "causal")
+    )
+    point = {
+        "implementation": impl,
+        **shape,
+        "block_q": None,
+        "block_k": None,
+        "num_warps": None,
+        "num_stages": None,
+        "status": "ok",
+        "error": None,
+        "median_s": None,
+        "p10_s": None,
+        "p90_s": None,
+        "min_s": None,
+        "runs": 0,
+        "tflops": None,
+        "tokens_per_s": None,
+        "peak_memory_bytes": None,
+    }
+    if impl == "pallas_flash":
+        point.update(cfg or {})
+    sets = None
+    try:
+        sets = make_inputs(jax.random.key(0), b, n, kv_len, h, h_kv, d, getattr(jax.numpy, dtype))
+        fn = _impl_fn(impl, causal=causal, cfg=cfg)
+        t_one = min(median_time(fn, sets, samples=2))  # first call compiles, untimed
+        calls = max(1, min(50, math.ceil(min_sample_s / t_one)))
+        times = sorted(median_time(fn, sets, samples=samples, calls_per_sample=calls))
+        med = statistics.median(times)
+        flops = 4.0 * b * h * n * kv_len * d / (2 if causal else 1)
+        point.update(
+            median_s=med,
+            p10_s=times[int(0.1 * (len(times) - 1))],
+            p90_s=times[math.ceil(0.9 * (len(times) - 1))],
+            min_s=times[0],
+            runs=len(times),
+            tflops=flops / med / 1e12,
+            tokens_per_s=b * n / med,
+            peak_memory_bytes=peak_memory_bytes(impl, fn, *sets[0], causal),
+        )
+    except Exception as err:  # noqa: BLE001 - recorded as a point, the sweep goes on
+        point.update(status=_classify(err), error=f"{type(err).__name__}: {err}"[:2000])
+        if point["status"] == "error":
+            traceback.print_exc(limit=3)
+    finally:
+        del sets
+        gc.collect()
+    return point
+
+
+def shape_of(n, d, causal, dtype="bfloat16", heads=HEADS, h_kv=None, tokens=TOKENS) -> dict:
+    return {
+        "n": n,
+        "kv_len": n,
+        "d": d,
+        "h": heads,
+        "h_kv": h_kv or heads,
+        "batch": max(1, tokens // n),
+        "dtype": dtype,
+        "causal": causal,
+    }
+
+
+# ---------------------------------------------------------------- runs
+
+
+def new_run(kind: str) -> dict:
+    import jax
+
+    from pallas_kernels._ceilings import measure_ceilings
+
+    stamp = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    t0 = time.perf_counter()
+    ceilings = measure_ceilings()
+    print(f"ceilings ({time.perf_counter() - t0:.1f} s): {json.dumps(ceilings)}")
+    return {
+        "run_id": f"{kind}-{stamp.strftime('%Y%m%dT%H%M%SZ')}",
+        "device_name": jax.devices()[0].device_kind,
+        "jax_version": jax.__version__,
+        "git_commit": git_commit(),
+        "timestamp": stamp.isoformat(),
+        "ceilings": ceilings,
+        "points": [],
+    }
+
+
+def _progress(total):
+    try:
+        from tqdm import tqdm
+
+        return tqdm(total=total, file=sys.stdout, mininterval=5.0)
+    except ImportError:
+
+        class Counter:
+            i = 0
+
+            def update(self, k=1):
+                self.i += k
+                print(f"[{self.i}/{total}]", flush=True)
+
+            def set_postfix_str(self, s):
+                print(s, flush=True)
+
+            def close(self):
+                pass
+
+        return Counter()
+
+
+def _run_jobs(writer: RunWriter, jobs, *, deadline: float, samples: int) -> None:
+    bar = _progress(len(jobs))
+    for impl, shape, cfg in jobs:
+        if time.monotonic() > deadline:
+            print(f"deadline reached: {len(jobs) - len(writer.run['points'])} points skipped")
+            break
+        point = time_point(impl, shape, cfg=cfg, samples=samples)
+        writer.add(point)
+        tf = f"{point['tflops']:.0f}" if point["tflops"] else point["status"]
+        bar.set_postfix_str(f"{impl} n={shape['n']} d={shape['d']} c={shape['causal']} {tf}")
+        bar.update(1)
+    bar.close()
+
+
+def sweep_jobs(ns, ds, impls, cfg_for) -> list:
+    jobs = []
+    for n in ns:
+        for d in ds:
+            for causal in (False, True):
+                for impl in impls:
+                    jobs.append((impl, shape_of(n, d, causal), cfg_for(d, causal)))
+    for n in (4096, 16384):  # fp16 at a few points
+        if n in ns and 128 in ds:
+            for causal in (False, True):
+                for impl in ("pallas_flash", "cudnn"):
+                    jobs.append((impl, shape_of(n, 128, causal, "float16"), cfg_for(128, causal)))
+    return jobs
+
+
+def tune_jobs(ns, ds) -> list:
+    jobs = []
+    for n in ns:
+        for d in ds:
+            for causal in (False, True):
+                jobs.append(("cudnn", shape_of(n, d, causal), None))
+                for bq, bk, w, s in TUNE_CONFIGS:
+                    cfg = {"block_q": bq, "block_k": bk, "num_warps": w, "num_stages": s}
+                    jobs.append(("pallas_flash", shape_of(n, d, causal), cfg))
+    return jobs
+
+
+def print_tune_summary(points) -> None:
+    best: dict = {}
+    cudnn: dict = {}
+    for p in points:
+        key = (p["n"], p["d"], p["causal"], p["dtype"])
+        if p["status"] != "ok":
+            continue
+        if p["implementation"] == "cudnn":
+            cudnn[key] = p["tflops"]
+        elif p["tflops"] > best.get(key, {"tflops": 0})["tflops"]:
+            best[key] = p
+    for key, p in sorted(best.items()):
+        c = cudnn.get(key)
+        ratio = f"{p['tflops'] / c:.2f}" if c else "-"
+        print(
+            f"best n={key[0]} d={key[1]} causal={key[2]}: {p['tflops']:.0f} TFLOP/s "
+            f"bq={p['block_q']} bk={p['block_k']} w={p['num_warps']} s={p['num_stages']} "
+            f"cudnn={c and round(c)} ratio={ratio}"
+        )
+
+
+# ---------------------------------------------------------------- table (no GPU)
+
+
+def _load_runs(path: Path) -> list[dict]:
+    try:
+        from perfmodel.measured import read_measurement_file
+
+        return [r.model_dump() for r in read_measurement_file(path).runs]
+    except ImportError:
+        return json.loads(path.read_text())["runs"]
+
+
+def markdown_table(path: Path) -> str:
+    """TFLOP/s per shape of the last sweep run in ``path``, with ours/cuDNN."""
+    runs = [r for r in _load_runs(path) if not r["run_id"].startswith("tune")]
+    if not runs:
+        raise SystemExit(f"no sweep run in {path}")
+    run = runs[-1]
+    cells: dict = {}
+    for p in run["points"]:
+        key = (p["dtype"], p["d"], p["causal"], p["n"], p["batch"], p["h"])
+        cells.setdefault(key, {})[p["implementation"]] = p
+    c = run["ceilings"]
+    lines = [
+        f"Run `{run['run_id']}` on {run['device_name']}, jax {run['jax_version']}, "
+        f"commit `{run['git_commit'][:12]}`. Ceilings measured in the same run: "
+        f"bf16 matmul {c['matmul_bf16_flops_per_s'] / 1e12:.0f} TFLOP/s, "
+        f"copy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write).",
+        "",
+        "TFLOP/s = nominal 4·b·h·n²·d (halved when causal) / median time; "
+        "`oom`/`error` = not measured (see the JSON).",
+        "",
+        "| dtype | d | causal | n | batch×heads | ours | naive | cuDNN | XLA | ours/cuDNN |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+
+    def cell(p):
+        if p is None:
+            return "-"
+        return f"{p['tflops']:.0f}" if p["status"] == "ok" else p["status"]
+
+    for key in sorted(cells):
+        row = cells[key]
+        ours, cud = row.get("pallas_flash"), row.get("cudnn")
+        ratio = "-"
+        if ours and cud and ours["status"] == cud["status"] == "ok":
+            ratio = f"{ours['tflops'] / cud['tflops']:.2f}"
+        dtype, d, causal, n, b, h = key
+        lines.append(
+            f"| {dtype} | {d} | {'yes' if causal else 'no'} | {n} | {b}×{h} | {cell(ours)} | "
+            f"{cell(row.get('naive'))} | {cell(cud)} | {cell(row.get('xla'))} | {ratio} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- main
+
+
+def _parse(argv):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, help="measurement JSON to append a run to")
+    ap.add_argument("--table", type=Path, help="print the markdown table of a file and exit")
+    ap.add_argument("--tune", action="store_true", help="sweep block sizes/warps/stages")
+    ap.add_argument("--quick", action="store_true", help="n in {1024, 4096}, d=128 only")
+    ap.add_argument("--n", type=int, nargs="+")
+    ap.add_argument("--d", type=int, nargs="+")
+    ap.add_argument("--impl", nargs="+", default=list(IMPLEMENTATIONS))
+    ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument(
+        "--budget-s",
+        type=float,
+        default=480.0,
+        help="stop starting new points after this many seconds",
+    )
+    return ap.parse_args(argv)
+
+
+def main(argv=None) -> int:
+    args = _parse(argv)
+    if args.table:
+        print(markdown_table(args.table), end="")
+        return 0
+    if not args.out:
+        raise SystemExit("--out FILE is required unless --table is given")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.92")
+    deadline = time.monotonic() + args.budget_s
+    import jax
+
+    print(f"jax {jax.__version__} on {jax.devices()[0].device_kind}", flush=True)
+    ns = args.n or ((1024, 4096) if args.quick else SWEEP_N)
+    ds = args.d or ((128,) if args.quick else SWEEP_D)
+    if args.tune:
+        jobs = tune_jobs(args.n or (4096, 16384), args.d or (128,))
+    else:
+        jobs = sweep_jobs(ns, ds, args.impl, tuned_config)
+    writer = RunWriter(args.out, new_run("tune" if args.tune else "sweep"))
+    writer.flush()
+    _run_jobs(writer, jobs, deadline=deadline, samples=args.samples)
+    if args.tune:
+        print_tune_summary(writer.run["points"])
+    else:
+        print(markdown_table(args.out), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,305 @@
+"""Forward FlashAttention-2 in Pallas for NVIDIA GPUs (Triton lowering).
+
+Layout is ``[batch, seq, heads, head_dim]`` for q, k and v (k and v may have fewer
+heads: grouped-query attention). The kernel follows FlashAttention-2 (Dao 2023),
+Algorithm 1: the Pallas grid is the outer loop over blocks of B_r = ``block_q`` query
+rows, and inside each program a ``fori_loop`` streams blocks of B_c = ``block_k``
+keys and values through on-chip memory with an online softmax (``m_i``, ``l_i``,
+``acc``, all float32). Neither the n x n scores S nor the probabilities P touch HBM.
+
+>>> import jax.numpy as jnp
+>>> q = jnp.ones((1, 40, 2, 16), jnp.float32)
+>>> flash_attention(q, q, q, block_q=16, block_k=16, interpret=True).shape
+(1, 40, 2, 16)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as plgpu
+
+SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
+SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
+BACKENDS = ("triton",)
+_LOG2_E = math.log2(math.e)
+_LN_2 = math.log(2.0)
+
+
+def _is_power_of_two(x: int) -> bool:
+    return x > 0 and (x & (x - 1)) == 0
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BlockSizes:
+    """Tile sizes: ``block_q`` query rows (B_r) and ``block_k`` key rows (B_c) per step."""
+
+    block_q: int = 128
+    block_k: int = 128
+
+    def __post_init__(self) -> None:
+        for name in ("block_q", "block_k"):
+            value = getattr(self, name)
+            if not _is_power_of_two(value) or value < 16:
+                raise ValueError(f"{name}={value} must be a power of two >= 16")
+
+    def fit(self, n: int, kv_len: int) -> BlockSizes:
+        """Shrink the blocks to the smallest power of two >= 16 that covers a short sequence."""
+        cover = lambda m: max(16, pl.next_power_of_2(m))  # noqa: E731
+        return BlockSizes(min(self.block_q, cover(n)), min(self.block_k, cover(kv_len)))
+
+
+def _compiler_params(num_warps: int, num_stages: int):
+    """Triton compiler parameters; the class was ``TritonCompilerParams`` in older jax."""
+    cls = getattr(plgpu, "CompilerParams", None) or plgpu.TritonCompilerParams
+    return cls(num_warps=num_warps, num_stages=num_stages)
+
+
+def _kv_tile_range(q_block, *, block_q, block_k, kv_len, causal, diagonal_offset):
+    """Key tiles ``[0, n_end)`` this query block needs; tiles ``[n_full, n_end)`` need a mask.
+
+    Key j is visible to query row i iff ``j < kv_len`` and (if causal)
+    ``j <= i + diagonal_offset``. Tiles wholly above the diagonal are never loaded.
+    """
+    n_tiles = pl.cdiv(kv_len, block_k)
+    n_unpadded = kv_len // block_k
+    if not causal:
+        return n_unpadded, n_tiles
+    first_row = q_block * block_q + diagonal_offset  # smallest row index of the block
+    last_row = first_row + block_q - 1
+    n_full = jnp.minimum(lax.div(jnp.maximum(first_row + 1, 0), block_k), n_unpadded)
+    n_end = jnp.minimum(lax.div(jnp.maximum(last_row + block_k, 0), block_k), n_tiles)
+    return jnp.minimum(n_full, n_end), n_end
+
+
+def _flash_kernel(
+    q_ref,
+    k_ref,
+    v_ref,
+    *refs,
+    scale_log2,
+    causal,
+    block_q,
+    block_k,
+    kv_len,
+    diagonal_offset,
+    n_poisoned,
+):
+    """One program: one block of ``block_q`` query rows of one (batch, head).
+
+    ``refs`` are ``n_poisoned`` aliased output buffers (inputs, unused) then O and,
+    optionally, the log-sum-exp.
+    """
+    o_ref, *lse_refs = refs[n_poisoned:]
+    q_block = pl.program_id(0)
+    q = q_ref[...]  # [block_q, d], stays on chip for the whole K/V loop
+    d = q.shape[-1]
+    m_i = jnp.full((block_q,), -jnp.inf, jnp.float32)
+    l_i = jnp.zeros((block_q,), jnp.float32)
+    acc = jnp.zeros((block_q, d), jnp.float32)
+    rows = q_block * block_q + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 0)
+
+    def step(k_tile, carry, *, masked):
+        acc, m_i, l_i = carry
+        start = pl.multiple_of(k_tile * block_k, block_k)
+        k = k_ref[pl.ds(start, block_k), :]
+        v = v_ref[pl.ds(start, block_k), :]
+        # Scores in log2 units: exp(x) = exp2(x * log2(e)), folded into one multiply.
+        s = plgpu.dot(q, k, trans_b=True) * scale_log2  # f32 [block_q, block_k]
+        if masked:
+            cols = start + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
+            visible = cols < kv_len
+            if causal:
+                visible &= cols <= rows + diagonal_offset
+            s = jnp.where(visible, s, -jnp.inf)
+        m_new = jnp.maximum(m_i, jnp.max(s, axis=1))
+        # a row whose keys are all masked so far keeps m = -inf: subtract 0 instead
+        m_new_safe = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new
+        alpha = jnp.exp2(m_i - m_new_safe)
+        p = jnp.exp2(s - m_new_safe[:, None])
+        l_i = alpha * l_i + jnp.sum(p, axis=1)
+        acc = acc * alpha[:, None] + plgpu.dot(p.astype(v.dtype), v)
+        return acc, m_new, l_i
+
+    n_full, n_end = _kv_tile_range(
+        q_block,
+        block_q=block_q,
+        block_k=block_k,
+        kv_len=kv_len,
+        causal=causal,
+        diagonal_offset=diagonal_offset,
+    )
+    carry = (acc, m_i, l_i)
+    carry = lax.fori_loop(0, n_full, functools.partial(step, masked=False), carry)
+    carry = lax.fori_loop(n_full, n_end, functools.partial(step, masked=True), carry)
+    acc, m_i, l_i = carry
+    l_safe = jnp.where(l_i == 0.0, 1.0, l_i)  # fully masked rows give O = 0, lse = -inf
+    o_ref[...] = (acc / l_safe[:, None]).astype(o_ref.dtype)
+    if lse_refs:
+        lse_refs[0][...] = m_i * _LN_2 + jnp.log(l_i)
+
+
+def _check_args(q, k, v, block_sizes: BlockSizes, backend: str) -> None:
+    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
+        raise ValueError(f"q, k, v must be [batch, seq, heads, head_dim]: {q.shape=} {k.shape=}")
+    b, n, h, d = q.shape
+    if k.shape != v.shape:
+        raise ValueError(f"k and v must have one shape: {k.shape=} {v.shape=}")
+    if k.shape[0] != b or k.shape[3] != d:
+        raise ValueError(f"k must match q in batch and head_dim: {q.shape=} {k.shape=}")
+    h_kv = k.shape[2]
+    if h_kv == 0 or h % h_kv:
+        raise ValueError(f"heads {h=} must be a multiple of kv heads {h_kv=}")
+    if d not in SUPPORTED_HEAD_DIMS:
+        raise ValueError(f"head_dim {d=} not supported; choose one of {SUPPORTED_HEAD_DIMS}")
+    if n == 0 or k.shape[1] == 0:
+        raise ValueError(f"sequence lengths must be positive: {n=} kv_len={k.shape[1]}")
+    for x in (q, k, v):
+        if x.dtype.name not in SUPPORTED_DTYPES:
+            raise ValueError(f"dtype {x.dtype.name!r} not supported: {SUPPORTED_DTYPES}")
+    if not q.dtype == k.dtype == v.dtype:
+        raise ValueError(f"q, k, v must share a dtype: {q.dtype=} {k.dtype=} {v.dtype=}")
+    if backend not in BACKENDS:
+        raise ValueError(f"{backend=} unknown; choose one of {BACKENDS}")
+
+
+def _pad_seq(x, multiple):
+    pad = -x.shape[1] % multiple
+    return x if pad == 0 else jnp.pad(x, ((0, 0), (0, pad), (0, 0), (0, 0)))
+
+
+@functools.partial(
+    jax.jit,
+    static_argnames=(
+        "causal",
+        "sm_scale",
+        "block_sizes",
+        "interpret",
+        "return_lse",
+        "num_warps",
+        "num_stages",
+        "diagonal_offset",
+        "poison",
+    ),
+)
+def _flash_forward(
+    q,
+    k,
+    v,
+    *,
+    causal,
+    sm_scale,
+    block_sizes,
+    interpret,
+    return_lse,
+    num_warps,
+    num_stages,
+    diagonal_offset=0,
+    poison=False,
+):
+    """The pallas_call. Test hooks: ``diagonal_offset`` shifts the causal diagonal (key j
+    visible to row i iff ``j <= i + offset``; negative offsets leave rows fully masked);
+    ``poison`` fills the output buffers with NaN before the kernel runs (aliased
+    inputs), so an element the kernel fails to write stays NaN.
+    """
+    b, n, h, d = q.shape
+    kv_len, h_kv = k.shape[1], k.shape[2]
+    group = h // h_kv
+    block_q, block_k = block_sizes.block_q, block_sizes.block_k
+    q_p, k_p, v_p = _pad_seq(q, block_q), _pad_seq(k, block_k), _pad_seq(v, block_k)
+    n_pad, kv_pad = q_p.shape[1], k_p.shape[1]
+
+    # The grid is the outer loop of FlashAttention-2 Algorithm 1 (over Q blocks); the
+    # Q-block axis comes first so programs running at once share one head's K/V in L2.
+    grid = (pl.cdiv(n_pad, block_q), b, h)
+    q_spec = pl.BlockSpec((None, block_q, None, d), lambda q_blk, bi, hi: (bi, q_blk, hi, 0))
+    # K and V: the whole (padded) sequence of the kv head this query head reads (GQA).
+    kv_spec = pl.BlockSpec((None, kv_pad, None, d), lambda q_blk, bi, hi: (bi, 0, hi // group, 0))
+    out_shape = [jax.ShapeDtypeStruct((b, n_pad, h, d), q.dtype)]
+    out_specs = [q_spec]
+    if return_lse:
+        out_shape.append(jax.ShapeDtypeStruct((b, h, n_pad), jnp.float32))
+        out_specs.append(pl.BlockSpec((None, None, block_q), lambda q_blk, bi, hi: (bi, hi, q_blk)))
+    poisoned = [jnp.full(s.shape, jnp.nan, s.dtype) for s in out_shape] if poison else []
+    kernel = functools.partial(
+        _flash_kernel,
+        scale_log2=sm_scale * _LOG2_E,
+        causal=causal,
+        block_q=block_q,
+        block_k=block_k,
+        kv_len=kv_len,
+        diagonal_offset=diagonal_offset,
+        n_poisoned=len(poisoned),
+    )
+    outs = pl.pallas_call(
+        kernel,
+        grid=grid,
+        in_specs=[q_spec, kv_spec, kv_spec, *out_specs[: len(poisoned)]],
+        out_specs=out_specs,
+        out_shape=out_shape,
+        input_output_aliases={3 + i: i for i in range(len(poisoned))},
+        compiler_params=_compiler_params(num_warps, num_stages),
+        interpret=interpret,
+        name="flash_attention_fwd",
+    )(q_p, k_p, v_p, *poisoned)
+    o = outs[0][:, :n]
+    return (o, outs[1][:, :, :n]) if return_lse else o
+
+
+def flash_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    block_q: int = 128,
+    block_k: int = 128,
+    interpret: bool = False,
+    return_lse: bool = False,
+    num_warps: int | None = None,
+    num_stages: int | None = None,
+    backend: str = "triton",
+):
+    """Attention ``softmax(sm_scale * q k^T) v`` without materialising the scores.
+
+    Args:
+      q: ``[batch, n, heads, head_dim]``; k, v: ``[batch, kv_len, kv_heads, head_dim]``
+        with ``heads`` a multiple of ``kv_heads``. float32, float16 or bfloat16.
+      causal: query i sees keys ``j <= i`` (top-left aligned, as ``jax.nn``).
+      sm_scale: score scale, ``1/sqrt(head_dim)`` when None.
+      block_q, block_k: tile sizes (powers of two >= 16); shrunk for short sequences.
+      interpret: run the kernel in the Pallas interpreter (any backend, e.g. CPU).
+      return_lse: also return the natural-log log-sum-exp, f32 ``[batch, heads, n]``.
+      num_warps, num_stages: Triton launch parameters (defaults tuned on an H200).
+
+    Returns:
+      O with q's shape and dtype, and the log-sum-exp if ``return_lse``.
+    """
+    sizes = BlockSizes(block_q, block_k)
+    _check_args(q, k, v, sizes, backend)
+    d = q.shape[-1]
+    if sm_scale is None:
+        sm_scale = 1.0 / math.sqrt(d)
+    if num_warps is None:
+        num_warps = 4 if d <= 64 else 8
+    if num_stages is None:
+        num_stages = 2
+    return _flash_forward(
+        q,
+        k,
+        v,
+        causal=bool(causal),
+        sm_scale=float(sm_scale),
+        block_sizes=sizes.fit(q.shape[1], k.shape[1]),
+        interpret=bool(interpret),
+        return_lse=bool(return_lse),
+        num_warps=int(num_warps),
+        num_stages=int(num_stages),
+    )
