@@ -128,8 +128,8 @@ def _bytes(x) -> int:
     return int(x.size * x.dtype.itemsize)
 
 
-def _compiled_bytes(f, *args) -> int:
-    m = f.lower(*args).compile().memory_analysis()
+def _compiled_bytes(f, *args, **kwargs) -> int:
+    m = f.lower(*args, **kwargs).compile().memory_analysis()
     return int(
         m.argument_size_in_bytes
         + m.output_size_in_bytes
