@@ -209,11 +209,11 @@ class SweepResult(dict):
     """Columnar sweep output: ``result["flash.time_s"]`` is a numpy array, one row a point."""
 
     def __len__(self) -> int:
-        return len(next(iter(self.values()))) if self else 0
+        return len(next(iter(self.values()))) if dict.__len__(self) else 0
 
     def rows(self) -> list[dict[str, Any]]:
         """The same data as one dict per point."""
-        return [{k: v[i].item() for k, v in self.items()} for i in range(len(self))]
+        return [{k: np.asarray(v[i]).item() for k, v in self.items()} for i in range(len(self))]
 
 
 _SWEPT = ("n", "d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k", "kv_len")

@@ -39,7 +39,7 @@ def attainable_flops_per_s(intensity: np.ndarray, peak: float, bandwidth: float)
 
 def roof_times(work: Mapping[str, np.ndarray], rates: Mapping[str, float | None]) -> dict:
     """Seconds on each roof: work (FLOPs, exps or bytes) over its rate; no rate, no roof."""
-    return {roof: np.asarray(w) / rates[roof] for roof, w in work.items() if rates.get(roof)}
+    return {roof: np.asarray(w) / rates[roof] for roof, w in work.items() if rates.get(roof) is not None}
 
 
 def lower_bound(times: Mapping[str, np.ndarray]) -> np.ndarray:

@@ -1,0 +1,46 @@
+"""The command line: tables, JSON, and one-line errors with exit code 2."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from perfmodel.cli import main
+
+
+def test_predict_table(capsys):
+    assert main(["predict", "--n", "8192", "--hw", "a100"]) == 0
+    out = capsys.readouterr().out
+    assert "A100 SXM 80GB" in out and "268,435,456" in out and "faster" in out
+
+
+def test_predict_json(capsys):
+    assert main(["predict", "--n", "2048", "--hw", "h100", "--causal", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["config"]["causal"] is True and data["speedup"] > 0
+
+
+def test_hw_list_and_show(capsys):
+    assert main(["hw", "list"]) == 0
+    assert "H200 SXM" in capsys.readouterr().out
+    assert main(["hw", "show", "h200"]) == 0
+    assert "hbm_bandwidth_bytes_per_s" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["predict", "--n", "0", "--hw", "a100"],
+        ["predict", "--n", "1024", "--hw", "nope"],
+        ["predict", "--n", "1024", "--hw", "a100", "--h", "6", "--h-kv", "4"],
+        ["predict", "--n", "abc", "--hw", "a100"],
+        ["hw", "show", "nope"],
+    ],
+)
+def test_errors_are_one_line_exit_2(argv):
+    proc = subprocess.run([sys.executable, "-m", "perfmodel.cli", *argv],
+                          capture_output=True, text=True)  # fmt: skip
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
