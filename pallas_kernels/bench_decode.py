@@ -109,11 +109,12 @@ def make_sets(rng, batch, m, copies, page_size, dtype):
     """``copies`` independent (q, k, v, k_pages, v_pages, table, identity, lengths) sets."""
     pages = math.ceil(m / page_size)
     sets = []
-    for _ in range(copies):
-        q = jnp.asarray(rng.standard_normal((batch, 1, H, D)), dtype)
-        k = jnp.asarray(rng.standard_normal((batch, m, H_KV, D)), dtype)
-        v = jnp.asarray(rng.standard_normal((batch, m, H_KV, D)), dtype)
-        # The pool is the contiguous cache viewed as pages: [b*pages, page, h_kv, d].
+    key = jax.random.key(int(rng.integers(2**31)))
+    for i in range(copies):  # random data made on the device: host RNG is too slow here
+        kq, kk, kv = jax.random.split(jax.random.fold_in(key, i), 3)
+        q = jax.random.normal(kq, (batch, 1, H, D), dtype)
+        k = jax.random.normal(kk, (batch, m, H_KV, D), dtype)
+        v = jax.random.normal(kv, (batch, m, H_KV, D), dtype)
         k_pages = k.reshape(batch * pages, page_size, H_KV, D)
         v_pages = v.reshape(batch * pages, page_size, H_KV, D)
         shuffled = rng.permutation(batch * pages).reshape(batch, pages).astype(np.int32)
