@@ -1,0 +1,128 @@
+"""Model configurations: frozen pydantic specs loaded from ``specs/models/*.toml``.
+
+Each file copies the figures of one open model's published ``config.json`` and names
+its source. ``params`` is stated in the file and checked against the count implied by
+the layer shapes (:meth:`ModelSpec.counted_params`), so a mistyped figure is caught.
+
+>>> spec = load_model("llama-3.1-8b")
+>>> spec.layers, spec.kv_heads, spec.head_dim
+(32, 8, 128)
+>>> spec.weight_bytes("bf16") / 1e9
+16.060522496
+"""
+
+from __future__ import annotations
+
+import functools
+import tomllib
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError, model_validator
+
+from perfmodel.data import data_dir
+from perfmodel.errors import PerfmodelError
+from perfmodel.hardware import BYTES_PER_ELEMENT
+
+#: Largest relative gap allowed between the stated and the counted parameter number.
+PARAMS_TOLERANCE = 0.01
+
+
+class ModelSpec(BaseModel):
+    """A decoder-only transformer as the KV-cache and prefill models see it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    layers: PositiveInt
+    hidden: PositiveInt
+    heads: PositiveInt
+    kv_heads: PositiveInt
+    head_dim: PositiveInt
+    intermediate: PositiveInt
+    vocab: PositiveInt
+    tie_embeddings: bool
+    qkv_bias: bool = False
+    max_context_tokens: PositiveInt
+    params: PositiveInt
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ModelSpec:
+        for key in ("config", "params"):
+            if key not in self.sources:
+                raise ValueError(f"model {self.name!r} gives no source for {key!r}")
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads={self.heads} is not a multiple of kv_heads={self.kv_heads}")
+        gap = abs(self.counted_params() - self.params) / self.params
+        if gap > PARAMS_TOLERANCE:
+            raise ValueError(
+                f"params={self.params} differs from the {self.counted_params()} the layer "
+                f"shapes imply by {gap:.1%}"
+            )
+        return self
+
+    def counted_params(self) -> int:
+        """Parameters implied by the shapes: embeddings, attention, SwiGLU MLP, RMSNorms."""
+        q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        attention = self.hidden * (q_out + 2 * kv_out) + q_out * self.hidden
+        if self.qkv_bias:
+            attention += q_out + 2 * kv_out
+        mlp = 3 * self.hidden * self.intermediate  # gate, up, down
+        layer = attention + mlp + 2 * self.hidden  # two RMSNorm weights
+        embeddings = self.vocab * self.hidden * (1 if self.tie_embeddings else 2)
+        return self.layers * layer + embeddings + self.hidden  # final norm
+
+    def weight_bytes(self, dtype: str) -> float:
+        """Bytes of the weights stored in ``dtype``."""
+        if dtype not in BYTES_PER_ELEMENT:
+            raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+        return float(self.params * BYTES_PER_ELEMENT[dtype])
+
+
+def _read_model(path: Path) -> ModelSpec:
+    try:
+        return ModelSpec.model_validate(tomllib.loads(path.read_text()))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PerfmodelError(f"cannot read model file {str(path)!r}: {e}") from e
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "model"
+        raise PerfmodelError(f"invalid model file {str(path)!r}: {where}: {first['msg']}") from e
+
+
+@functools.cache
+def model_registry() -> dict[str, ModelSpec]:
+    """Every shipped model, keyed by lower-cased name and each declared alias."""
+    table: dict[str, ModelSpec] = {}
+    for path in sorted(data_dir("models").glob("*.toml")):
+        spec = _read_model(path)
+        for key in (spec.name, *spec.aliases):
+            key = key.lower()
+            if key in table and table[key] is not spec:
+                raise PerfmodelError(f"{key!r} names both {table[key].name!r} and {spec.name!r}")
+            table[key] = spec
+    return table
+
+
+def known_models() -> list[str]:
+    """Canonical names of the shipped models."""
+    return sorted({spec.name for spec in model_registry().values()})
+
+
+def load_model(model: str | Path | ModelSpec) -> ModelSpec:
+    """A model by exact name or alias (case-insensitive), or from a path to a TOML file."""
+    if isinstance(model, ModelSpec):
+        return model
+    text = str(model)
+    if text.endswith(".toml"):
+        if not Path(text).is_file():
+            raise PerfmodelError(f"model file {text!r} does not exist")
+        return _read_model(Path(text))
+    spec = model_registry().get(text.lower())
+    if spec is None:
+        raise PerfmodelError(
+            f"unknown model {text!r}; known: {', '.join(known_models())}, "
+            "or give a path to a .toml file"
+        )
+    return spec
