@@ -50,8 +50,11 @@ SM_COUNT = 132
 
 
 def auto_splits(batch: int, h_kv: int, pages: int, sm_count: int = SM_COUNT) -> int:
-    """Flash-decoding split rule: enough KV chunks that batch·h_kv·splits fills the SMs."""
-    return max(1, min(pages, math.ceil(sm_count / (batch * h_kv))))
+    """Flash-decoding split rule: the most KV chunks with batch·h_kv·splits in one wave.
+
+    The same rule as ``perfmodel.costs.decode.auto_splits``.
+    """
+    return max(1, min(pages, sm_count // (batch * h_kv)))
 
 
 def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits) -> float:
