@@ -4,27 +4,57 @@
 >>> p = perfmodel.predict(n=8192, hw="a100")
 >>> int(p.naive.extra_memory_bytes)
 268435456
+
+The public names load on first use, so ``import perfmodel`` stays fast (sympy and
+pydantic load when a model is first needed; jax and matplotlib never do here).
 """
 
-from perfmodel.calibration import Calibration, load_calibration
-from perfmodel.costs import symbolic
-from perfmodel.errors import PerfmodelError
-from perfmodel.hardware import HardwareSpec, known_names, load_hardware
-from perfmodel.predict import AlgorithmPrediction, Config, Prediction, SweepResult, predict, sweep
+from __future__ import annotations
 
-__all__ = [
-    "AlgorithmPrediction",
-    "Calibration",
-    "Config",
-    "HardwareSpec",
-    "PerfmodelError",
-    "Prediction",
-    "SweepResult",
-    "known_names",
-    "load_calibration",
-    "load_hardware",
-    "predict",
-    "sweep",
-    "symbolic",
-]
+import importlib
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "predict": "perfmodel.predict",
+    "sweep": "perfmodel.predict",
+    "Prediction": "perfmodel.predict",
+    "AlgorithmPrediction": "perfmodel.predict",
+    "Config": "perfmodel.predict",
+    "SweepResult": "perfmodel.predict",
+    "symbolic": "perfmodel.costs",
+    "HardwareSpec": "perfmodel.hardware",
+    "load_hardware": "perfmodel.hardware",
+    "known_names": "perfmodel.hardware",
+    "Calibration": "perfmodel.calibration",
+    "load_calibration": "perfmodel.calibration",
+    "PerfmodelError": "perfmodel.errors",
+}
+
+__all__ = sorted(_EXPORTS)
 __version__ = "0.1.0"
+
+if TYPE_CHECKING:
+    from perfmodel.calibration import Calibration, load_calibration
+    from perfmodel.costs import symbolic
+    from perfmodel.errors import PerfmodelError
+    from perfmodel.hardware import HardwareSpec, known_names, load_hardware
+    from perfmodel.predict import (
+        AlgorithmPrediction,
+        Config,
+        Prediction,
+        SweepResult,
+        predict,
+        sweep,
+    )
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'perfmodel' has no attribute {name!r}")
+    value = getattr(importlib.import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS])

@@ -108,10 +108,16 @@ def evaluate(
         t_lower_s=t_lower,
         time_s=time,
         attainable_flops_per_s=out["matmul_flops"] / t_lower,
-        bound=np.where(t_compute >= t_memory, "compute", "memory"),
+        bound=_bound(t_compute, t_memory),
         binding_roof=roofline.binding_roof(roof_totals),
         **{f"t_{roof}_s": t for roof, t in roof_totals.items()},
     )
     if not l2:
-        out["l2_bytes"] = np.full_like(flops, np.nan)
+        out["l2_bytes"] = flops * np.nan
     return out
+
+
+def _bound(t_compute, t_memory):
+    if isinstance(t_compute, float) and isinstance(t_memory, float):
+        return "compute" if t_compute >= t_memory else "memory"
+    return np.where(t_compute >= t_memory, "compute", "memory")

@@ -153,12 +153,14 @@ def load_hardware(hw: str | Path | HardwareSpec) -> HardwareSpec:
     if isinstance(hw, HardwareSpec):
         return hw
     text = str(hw)
+    spec = registry().get(text.lower())
+    if spec is not None:
+        return spec
     if text.endswith(".toml") or Path(text).is_file():
         path = Path(text)
         if not path.is_file():
             raise PerfmodelError(f"spec file {text!r} does not exist")
         return _read_spec(path)
-    spec = registry().get(text.lower())
     if spec is None:
         aliases = sorted(k for k in registry() if k not in {s.lower() for s in known_names()})
         raise PerfmodelError(

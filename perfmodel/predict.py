@@ -101,7 +101,11 @@ class Prediction(BaseModel):
 
 
 # --- input checks ---------------------------------------------------------------
-def _check_positive_int(name: str, value: Any) -> np.ndarray:
+def _check_positive_int(name: str, value: Any) -> Any:
+    if type(value) is int:  # the common scalar case, without numpy
+        if value <= 0:
+            raise PerfmodelError(f"{name}={value!r} must be a positive integer")
+        return value
     arr = np.asarray(value)
     if arr.dtype == bool or arr.dtype.kind not in "iuf" or arr.size == 0:
         raise PerfmodelError(f"{name}={value!r} must be a positive integer")
@@ -114,10 +118,10 @@ def _check_positive_int(name: str, value: Any) -> np.ndarray:
 def _check_shape(shape: dict[str, Any]) -> None:
     arrays = {k: _check_positive_int(k, shape[k]) for k in ("n", "m", "d", "h", "h_kv", "b")}
     for k in ("block_q", "block_k"):
-        blk = _check_positive_int(k, shape[k]).astype(np.int64)
+        blk = np.asarray(_check_positive_int(k, shape[k])).astype(np.int64)
         if np.any(blk & (blk - 1)):
             raise PerfmodelError(f"{k}={shape[k]!r} must be a power of two")
-    if np.any(arrays["h"] % arrays["h_kv"]):
+    if np.any(np.asarray(arrays["h"]) % np.asarray(arrays["h_kv"])):
         raise PerfmodelError(f"h={shape['h']!r} is not divisible by h_kv={shape['h_kv']!r}")
 
 
@@ -197,12 +201,13 @@ def predict(
 
 
 def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
-    item = {k: np.asarray(v).item() for k, v in columns.items()}
+    item = {k: v.item() if hasattr(v, "item") else v for k, v in columns.items()}
     roofs = {k[2:-2]: item.pop(k) for k in list(item) if k.startswith("t_") and k[2:-2] in
              ("matmul", "vector", "exp", "hbm", "l2")}  # fmt: skip
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
-    return AlgorithmPrediction(roof_times_s=roofs, calibration=calibration, **item)
+    # Built from our own computed floats: skip re-validation (model_construct) for speed.
+    return AlgorithmPrediction.model_construct(roof_times_s=roofs, calibration=calibration, **item)
 
 
 class SweepResult(dict):
@@ -255,25 +260,31 @@ def sweep(
     _check_shape(shape)
     causal_arr = cols["causal"].astype(bool)
     _check_causal(shape["n"], shape["m"], causal_arr)
-    dtypes = cols["dtype"].astype(str)
-    s = np.vectorize(_bytes_per_element, otypes=[float])(dtypes)
-    peak = np.vectorize(spec.peak, otypes=[float])(dtypes)
+    dtypes, which = np.unique(cols["dtype"].astype(str), return_inverse=True)
+    s = np.array([_bytes_per_element(t) for t in dtypes], dtype=float)[which]
+    peak = np.array([spec.peak(t) for t in dtypes])[which]
     values = shape_values(spec, s=s, **shape)
     profiles = _calibrations(calibration)
     out = SweepResult({k: cols[k] for k in _SWEPT})
     for a in ALGORITHMS:
-        both = [
-            evaluate(a, causal=c, hw=spec, peak=peak, values=values, calibration=profiles[a])
+        cases = {
+            c: evaluate(a, causal=c, hw=spec, peak=peak, values=values, calibration=profiles[a])
             for c in (False, True)
-        ]
-        for key in both[0]:
-            out[f"{a}.{key}"] = np.where(causal_arr, both[1][key], both[0][key])
+            if np.any(causal_arr == c)
+        }
+        for key in next(iter(cases.values())):
+            if len(cases) == 1:
+                out[f"{a}.{key}"] = np.broadcast_to(next(iter(cases.values()))[key], causal_arr.shape)
+            else:
+                out[f"{a}.{key}"] = np.where(causal_arr, cases[True][key], cases[False][key])
     out["flash.fits_sram"] = out["flash.sram_bytes"] <= spec.sram_per_sm_bytes
     out["speedup"] = out["naive.time_s"] / out["flash.time_s"]
     return out
 
 
 def _is_none(col: np.ndarray) -> np.ndarray:
+    if col.dtype != object:
+        return np.zeros(col.shape, dtype=bool)
     return np.asarray([v is None for v in col.ravel()], dtype=bool).reshape(col.shape)
 
 
@@ -303,6 +314,8 @@ def _as_list(value: Any) -> Any:
 
 
 def _column(values: Iterable[Any]) -> np.ndarray:
+    if isinstance(values, np.ndarray) and values.dtype != object:
+        return values
     values = list(values)
     if any(v is None for v in values) or any(isinstance(v, str) for v in values):
         return np.asarray(values, dtype=object)

@@ -38,13 +38,17 @@ def attainable_flops_per_s(intensity: np.ndarray, peak: float, bandwidth: float)
 
 
 def roof_times(work: Mapping[str, np.ndarray], rates: Mapping[str, float | None]) -> dict:
+    # work and rates are floats or arrays; a rate of None means the device has no such roof
     """Seconds on each roof: work (FLOPs, exps or bytes) over its rate; no rate, no roof."""
-    return {roof: np.asarray(w) / rates[roof] for roof, w in work.items() if rates.get(roof) is not None}
+    return {roof: w / rates[roof] for roof, w in work.items() if rates.get(roof) is not None}
 
 
 def lower_bound(times: Mapping[str, np.ndarray]) -> np.ndarray:
     """One kernel's floor: the largest of its roof times."""
-    return np.maximum.reduce([np.asarray(t, dtype=np.float64) for t in times.values()])
+    values = list(times.values())
+    if isinstance(values[0], float):  # one point: all are floats
+        return max(values)
+    return np.maximum.reduce([np.asarray(t, dtype=np.float64) for t in values])
 
 
 def derated(times: Mapping[str, np.ndarray], efficiency: Mapping[str, float]) -> dict:
@@ -55,5 +59,7 @@ def derated(times: Mapping[str, np.ndarray], efficiency: Mapping[str, float]) ->
 def binding_roof(times: Mapping[str, np.ndarray]) -> np.ndarray:
     """Name of the largest roof, elementwise."""
     names = list(times)
+    if isinstance(times[names[0]], float):
+        return max(names, key=times.__getitem__)
     stacked = np.stack(np.broadcast_arrays(*(np.asarray(times[k]) for k in names)))
     return np.asarray(names)[np.argmax(stacked, axis=0)]

@@ -1,0 +1,293 @@
+"""The model along n: sweep columns, the n→∞ speedup limit, the crossover and the OOM point.
+
+The chapter's method varies one dimension, the sequence length n (self-attention,
+kv_len = n), with everything else fixed. This module answers its three questions
+from the cost models themselves:
+
+* :func:`asymptotic_speedup` — the limit of naive time / flash time as n→∞, from
+  the n² coefficient of every roof's symbolic work (``sp.ceiling(x)`` → x where x
+  grows, → 1 where x shrinks to 0; a ``Piecewise`` takes the branch that holds for
+  large n). The chapter says the relative gain "grows with n"; this is where it ends.
+* :func:`crossover_n` — the smallest n at which the predicted speedup reaches a
+  threshold, by evaluating the model at every integer n (not by bisection: the
+  speedup need not be monotone in n).
+* :func:`naive_oom_n` — the smallest n at which naive attention's footprint
+  (Q, K, V, O plus S and P) exceeds the device's HBM.
+
+>>> lim = asymptotic_speedup("h200")
+>>> round(lim.value, 2), lim.naive_roofs, lim.flash_roofs
+(2.86, ('hbm', 'hbm', 'hbm'), ('matmul',))
+>>> x = crossover_n("h200", 1.5, metric="t_lower_s")
+>>> speedup_at("h200", [x - 1, x], metric="t_lower_s").round(3).tolist()
+[1.492, 1.5]
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import sympy as sp
+
+from perfmodel.calibration import Calibration
+from perfmodel.compile import compiled
+from perfmodel.costs import symbolic
+from perfmodel.costs import terms as t
+from perfmodel.errors import PerfmodelError
+from perfmodel.evaluate import ALGORITHMS, _rates, evaluate, shape_values
+from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.predict import _calibrations, predict
+from perfmodel.symbols import m, n
+
+#: Roofs in the order the model knows them; the work that each one bounds.
+ROOFS = ("matmul", "vector", "exp", "hbm", "l2")
+_WORK = {"matmul": "matmul_flops", "vector": "vector_flops", "exp": "exp_count",
+         "hbm": "hbm_bytes", "l2": "l2_bytes"}  # fmt: skip
+#: One rate symbol per roof (FLOP/s, exp/s or bytes/s), for the symbolic limit.
+RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
+#: Largest n the crossover scan evaluates (one vectorised pass per power-of-two window).
+N_SCAN_MAX = 1 << 20
+
+Hw = str | Path | HardwareSpec
+
+
+@dataclass(frozen=True)
+class Shape:
+    """Everything but n, fixed: the chapter's one-varying-dimension configuration."""
+
+    d: int = 128
+    h: int = 1
+    h_kv: int | None = None
+    batch: int = 1
+    dtype: str = "fp16"
+    causal: bool = False
+    block_q: int = 128
+    block_k: int = 128
+
+    def kwargs(self) -> dict[str, Any]:
+        return dict(d=self.d, h=self.h, h_kv=self.h_kv, batch=self.batch, dtype=self.dtype,
+                    causal=self.causal, block_q=self.block_q, block_k=self.block_k)  # fmt: skip
+
+    def symbol_values(self) -> dict[str, Any]:
+        h_kv = self.h if self.h_kv is None else self.h_kv
+        s = BYTES_PER_ELEMENT[self.dtype]
+        return dict(d=self.d, h=self.h, h_kv=h_kv, b=self.batch, s=s,
+                    block_q=self.block_q, block_k=self.block_k)  # fmt: skip
+
+
+def _shape(shape: Shape | None, kw: dict[str, Any]) -> Shape:
+    if shape is not None and kw:
+        raise PerfmodelError(f"give either shape= or keyword fields, not both: {sorted(kw)}")
+    try:
+        return shape or Shape(**kw)
+    except TypeError as e:
+        raise PerfmodelError(str(e)) from None
+
+
+# --- sweep columns along n -------------------------------------------------------------
+def along_n(
+    hw: Hw, n_values: Any, shape: Shape | None = None, calibration: Any = None, **kw: Any
+) -> dict[str, np.ndarray]:
+    """``sweep``'s columns for an array of n, everything else fixed (self-attention).
+
+    The same ``evaluate`` call that ``sweep`` makes, with the dtype's peak as a scalar,
+    so one vectorised pass serves millions of n. Also adds ``*.io_bytes`` (Q, K, V, O)
+    and ``*.footprint_bytes`` (io + extra memory).
+
+    >>> cols = along_n("h200", [1024, 4096])
+    >>> cols["naive.extra_memory_bytes"].tolist()
+    [4194304.0, 67108864.0]
+    """
+    spec, shape = load_hardware(hw), _shape(shape, kw)
+    ns = np.asarray(n_values, dtype=np.float64)
+    if ns.ndim != 1 or ns.size == 0 or np.any(ns < 1) or np.any(ns != np.floor(ns)):
+        raise PerfmodelError(f"n={n_values!r} must be a non-empty list of positive integers")
+    predict(n=int(ns[0]), hw=spec, calibration=calibration, **shape.kwargs())  # checks shape
+    values = shape_values(spec, n=ns, m=ns, **shape.symbol_values())
+    peak = spec.peak(shape.dtype)
+    profiles = _calibrations(calibration)
+    io = _io_bytes()(**values)
+    out: dict[str, np.ndarray] = {"n": ns}
+    for a in ALGORITHMS:
+        cols = evaluate(a, causal=shape.causal, hw=spec, peak=peak, values=values,
+                        calibration=profiles[a])  # fmt: skip
+        out.update({f"{a}.{k}": np.asarray(v) for k, v in cols.items()})
+        out[f"{a}.io_bytes"] = io
+        out[f"{a}.footprint_bytes"] = io + out[f"{a}.extra_memory_bytes"]
+    out["speedup"] = out["naive.time_s"] / out["flash.time_s"]
+    return out
+
+
+@functools.cache
+def _io_bytes():
+    return compiled(t.q_bytes + t.k_bytes + t.v_bytes + t.o_bytes)
+
+
+def speedup_at(
+    hw: Hw, n_values: Any, *, metric: str = "time_s", shape: Shape | None = None,
+    calibration: Any = None, **kw: Any,
+) -> np.ndarray:  # fmt: skip
+    """naive/flash ratio of ``metric`` ("time_s": the estimate; "t_lower_s": the roofline)."""
+    if metric not in ("time_s", "t_lower_s"):
+        raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
+    cols = along_n(hw, n_values, shape, calibration, **kw)
+    return cols[f"naive.{metric}"] / cols[f"flash.{metric}"]
+
+
+# --- the crossover ------------------------------------------------------------------
+def crossover_n(
+    hw: Hw, threshold: float, *, metric: str = "time_s", n_min: int = 1,
+    n_max: int = N_SCAN_MAX, shape: Shape | None = None, calibration: Any = None, **kw: Any,
+) -> int | None:  # fmt: skip
+    """Smallest integer n in [n_min, n_max] with predicted speedup >= ``threshold``.
+
+    Every integer is evaluated (in windows [2^k, 2^(k+1)) so the first hit stops the
+    scan); None when the model never reaches the threshold in range.
+    """
+    if not threshold > 0:
+        raise PerfmodelError(f"threshold={threshold!r} must be a positive speedup")
+    if not 1 <= n_min <= n_max:
+        raise PerfmodelError(f"need 1 <= n_min <= n_max; got n_min={n_min!r}, n_max={n_max!r}")
+    lo = n_min
+    while lo <= n_max:
+        hi = min(n_max, max(2 * lo - 1, lo + 1023))
+        ns = np.arange(lo, hi + 1)
+        hit = np.flatnonzero(speedup_at(hw, ns, metric=metric, shape=shape,
+                                        calibration=calibration, **kw) >= threshold)  # fmt: skip
+        if hit.size:
+            return int(ns[hit[0]])
+        lo = hi + 1
+    return None
+
+
+def naive_oom_n(hw: Hw, shape: Shape | None = None, **kw: Any) -> int:
+    """Smallest n at which naive attention's footprint exceeds the device's HBM capacity.
+
+    The footprint, 4·b·h·n·d·s (Q, K, V, O at h_kv = h) + 2·b·h·n²·s, is a quadratic in
+    n: its positive root, rounded up, then checked against the model.
+    """
+    spec, shape = load_hardware(hw), _shape(shape, kw)
+    model = symbolic("naive", causal=shape.causal)
+    footprint = (t.q_bytes + t.k_bytes + t.v_bytes + t.o_bytes + model.extra_memory_bytes)
+    x_real = sp.Symbol("x", positive=True)  # n is declared integer: solve would drop roots
+    expr = footprint.subs(m, n).subs(_sym_values(shape, spec)).subs(n, x_real)
+    roots = sp.solve(expr - spec.hbm_capacity_bytes, x_real)
+    x = int(sp.ceiling(max(roots)))
+    cols = along_n(spec, [x - 1, x], shape)
+    assert cols["naive.footprint_bytes"][1] > spec.hbm_capacity_bytes, "root off by one"
+    return x if cols["naive.footprint_bytes"][0] <= spec.hbm_capacity_bytes else x - 1
+
+
+def _sym_values(shape: Shape, spec: HardwareSpec) -> dict[sp.Symbol, Any]:
+    from perfmodel import symbols
+
+    values = shape_values(spec, **shape.symbol_values())
+    return {getattr(symbols, k): v for k, v in values.items()}
+
+
+# --- the n→∞ limit ------------------------------------------------------------------
+def large_n(expr: sp.Expr) -> sp.Expr:
+    """``expr`` (m = n) with ceilings, floors and piecewise branches as they are for large n."""
+    expr = sp.sympify(expr).subs(m, n)
+    if not expr.args:
+        return expr
+    args = [large_n(a) for a in expr.args]
+    if isinstance(expr, sp.ceiling | sp.floor):
+        lim = sp.limit(args[0], n, sp.oo)
+        if lim in (sp.oo, -sp.oo):
+            return args[0]
+        return type(expr)(lim) if lim != 0 else sp.Integer(isinstance(expr, sp.ceiling))
+    if isinstance(expr, sp.Piecewise) and any(n in c.free_symbols for _, c in expr.args):
+        for value, cond in args:  # ExprCondPair (value, condition), in order
+            if _eventually(cond):
+                return value
+        raise PerfmodelError(f"no branch of {expr} holds for large n")
+    return expr.func(*args)  # a Piecewise on tile sizes alone stays one
+
+
+def _eventually(cond: sp.Basic) -> bool:
+    """Whether a relational condition holds for all large n."""
+    if cond in (sp.true, sp.false):
+        return bool(cond)
+    if isinstance(cond, sp.core.relational.Relational):
+        gap = sp.limit(cond.lhs - cond.rhs, n, sp.oo)
+        sign = {sp.oo: 1, -sp.oo: -1}.get(gap, None)
+        if sign is None and gap.is_number:
+            sign = int(sp.sign(gap))
+        if sign is None:
+            raise PerfmodelError(f"cannot decide {cond} for large n (limit {gap})")
+        return bool(cond.func(sign, 0)) if sign else bool(cond.func(0, 0))
+    raise PerfmodelError(f"cannot decide {cond} for large n")
+
+
+@functools.cache
+def leading_coefficients(algorithm: str, causal: bool = False, l2: bool = True) -> dict:
+    """Per kernel, per roof: lim work/n² as n→∞ (sympy, in the shape symbols).
+
+    >>> leading_coefficients("naive")["softmax"]["hbm"]
+    4*b*h*s
+    """
+    out = {}
+    for kernel in symbolic(algorithm, causal=causal, l2=l2).kernels:
+        out[kernel.name] = {r: sp.simplify(sp.limit(large_n(getattr(kernel, _WORK[r])) / n**2,
+                                                    n, sp.oo)) for r in ROOFS}  # fmt: skip
+    return out
+
+
+@dataclass(frozen=True)
+class Asymptote:
+    """The n→∞ naive/flash time ratio on one device for one fixed shape."""
+
+    value: float
+    #: The limit with roof rates as symbols R_<roof> (already derated for ``time_s``).
+    expr: sp.Expr
+    naive_roofs: tuple[str, ...]  #: binding roof of each naive kernel at large n
+    flash_roofs: tuple[str, ...]
+    metric: str
+
+
+def _limit_time(coeffs: dict, values: dict, rates: dict) -> tuple[sp.Expr, sp.Expr, list[str]]:
+    """Σ_kernels Max_roofs coef/R, symbolic and numeric, with each kernel's binding roof."""
+    sym, num, roofs = [], [], []
+    for per_roof in coeffs.values():
+        terms = {r: c for r, c in per_roof.items() if rates.get(r) and c != 0}
+        sym.append(sp.Max(*(c / RATE[r] for r, c in terms.items())))
+        times = {r: float(c.subs(values)) / rates[r] for r, c in terms.items()}
+        roofs.append(max(times, key=times.get))
+        num.append(max(times.values()))
+    return sp.Add(*sym), sp.Float(sum(num)), roofs
+
+
+def asymptotic_speedup(
+    hw: Hw, *, metric: str = "time_s", shape: Shape | None = None,
+    calibration: Calibration | str | None = None, **kw: Any,
+) -> Asymptote:  # fmt: skip
+    """lim n→∞ of naive/flash ``metric`` ("time_s" derates each roof; "t_lower_s" does not).
+
+    Launch overheads vanish against n² work; what stays is, per kernel, the slowest
+    roof's n² coefficient over its rate.
+    """
+    spec, shape = load_hardware(hw), _shape(shape, kw)
+    if metric not in ("time_s", "t_lower_s"):
+        raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
+    predict(n=shape.block_q, hw=spec, **shape.kwargs())  # checks the shape
+    profiles = _calibrations(calibration)
+    values = _sym_values(shape, spec)
+    parts, roofs = {}, {}
+    for a in ALGORITHMS:
+        eff = {r: profiles[a].efficiency(r) if metric == "time_s" else 1.0 for r in ROOFS}
+        raw = _rates(spec, spec.peak(shape.dtype))
+        rates = {r: (rate * eff[r] if rate else None) for r, rate in raw.items()}
+        coeffs = leading_coefficients(a, shape.causal, spec.l2_bytes is not None)
+        sym, num, roofs[a] = _limit_time(coeffs, values, rates)
+        parts[a] = (sym, num)
+    return Asymptote(
+        value=float(parts["naive"][1] / parts["flash"][1]),
+        expr=parts["naive"][0] / parts["flash"][0],
+        naive_roofs=tuple(roofs["naive"]),
+        flash_roofs=tuple(roofs["flash"]),
+        metric=metric,
+    )

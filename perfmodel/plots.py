@@ -1,0 +1,306 @@
+"""The chapter's figures, from the model (and measured points where given).
+
+matplotlib is imported inside each function and figures are drawn on a plain
+``Figure`` with the Agg canvas, so ``import perfmodel`` never loads matplotlib and
+nothing needs a display. Every function takes a device, a fixed :class:`Shape`
+(everything but n) and the n values, writes one PNG and returns its path.
+
+Measured points are any objects with the attributes of
+:class:`perfmodel.report.MeasuredPoint` (``algorithm``, ``implementation``, ``n``,
+``median_s``, ``model_flops`` ...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfmodel.asymptotics import Shape, along_n, asymptotic_speedup, crossover_n, naive_oom_n
+from perfmodel.hardware import load_hardware
+from perfmodel.units import si
+
+#: n from 128 to 128K tokens, powers of two.
+DEFAULT_N = tuple(2**k for k in range(7, 18))
+COLORS = {"naive": "tab:red", "flash": "tab:blue"}
+#: Marker per measured implementation (the model's algorithm in brackets in legends).
+MARKERS = {"naive": "o", "xla": "v", "pallas_flash": "s", "cudnn": "D"}
+
+
+def _figure(ncols: int = 1, width: float = 8.0):
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, 5.2), dpi=120, layout="constrained")
+    axes = fig.subplots(1, ncols)
+    return fig, axes
+
+
+def _save(fig: Any, path: str | Path) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    return path
+
+
+def _config_label(spec: Any, shape: Shape) -> str:
+    kv = "" if shape.h_kv in (None, shape.h) else f", h_kv={shape.h_kv}"
+    return (f"{spec.name}, d={shape.d}, h={shape.h}{kv}, batch={shape.batch}, {shape.dtype}"
+            f"{', causal' if shape.causal else ''}")  # fmt: skip
+
+
+def _n_label(n: float) -> str:
+    n = int(n)
+    return f"{n // 1024}K" if n >= 1024 and n % 1024 == 0 else str(n)
+
+
+def _n_axis(ax: Any, ns: np.ndarray) -> None:
+    ax.set_xscale("log", base=2)
+    ax.set_xticks(ns)
+    ax.set_xticklabels([_n_label(x) for x in ns], rotation=45 if len(ns) > 8 else 0)
+    ax.set_xlabel("sequence length n (tokens)")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def _measured(ax: Any, points: Sequence[Any] | None, y: Any, label_suffix: str = "") -> None:
+    """Scatter measured points, one series per implementation; ``y(point)`` or None to skip."""
+    by_impl: dict[str, list[tuple[float, float]]] = {}
+    for p in points or ():
+        value = y(p)
+        if p.status == "ok" and value is not None:
+            by_impl.setdefault(p.implementation, []).append((p.n, value))
+    for impl, xy in sorted(by_impl.items()):
+        xs, ys = zip(*sorted(xy), strict=True)
+        algo = "flash" if impl in ("pallas_flash", "cudnn") else "naive"
+        ax.scatter(xs, ys, marker=MARKERS.get(impl, "x"), s=46, facecolors="none",
+                   edgecolors=COLORS[algo], linewidths=1.6, zorder=5,
+                   label=f"measured: {impl}{label_suffix}")  # fmt: skip
+
+
+# --- 1. the roofline chart ----------------------------------------------------------------
+def roofline_chart(
+    hw: Any, path: str | Path, *, shape: Shape | None = None,
+    n_values: Sequence[int] = DEFAULT_N, measured: Sequence[Any] | None = None,
+) -> Path:  # fmt: skip
+    """Compute and bandwidth roofs, the ridge point, naive and flash points for each n."""
+    spec, shape = load_hardware(hw), shape or Shape()
+    ns = np.asarray(n_values, dtype=float)
+    cols = along_n(spec, ns, shape)
+    fig, ax = _figure(width=9.0)
+    peak, bw = spec.peak(shape.dtype), spec.hbm_bandwidth_bytes_per_s
+    ridge = peak / bw
+    lo = min(cols["naive.intensity"].min(), ridge) / 4
+    hi = max(cols["flash.intensity"].max(), ridge) * 4
+    x = np.geomspace(lo, hi, 200)
+    ax.plot(x, np.minimum(peak, bw * x), color="k", lw=2,
+            label=f"roofline: HBM {si(bw, 'B/s')} slope, {shape.dtype} matmul peak "
+                  f"{si(peak, 'FLOP/s')}")  # fmt: skip
+    if spec.l2_bandwidth_bytes_per_s:
+        l2 = spec.l2_bandwidth_bytes_per_s
+        ax.plot(x, np.minimum(peak, l2 * x), color="gray", ls="--",
+                label=f"L2 slope {si(l2, 'B/s')} (per L2 byte)")  # fmt: skip
+    big = -1  # the largest n: the FLOP-per-exp and FLOP-per-vector ratios at large n
+    per_exp = cols["flash.flops"][big] / cols["flash.exp_count"][big]
+    if spec.exp_per_s:
+        ax.axhline(spec.exp_per_s * per_exp, color="tab:purple", ls=":", lw=1.8,
+                   label=f"exp roof: {si(spec.exp_per_s, 'exp/s')} × {per_exp:.0f} "
+                         "FLOP per exp")  # fmt: skip
+    per_vec = cols["flash.flops"][big] / cols["flash.vector_flops"][big]
+    ax.axhline(spec.vector_fp32_flops_per_s * per_vec, color="tab:olive", ls="-.", lw=1.4,
+               label=f"vector roof: {si(spec.vector_fp32_flops_per_s, 'FLOP/s')} fp32 × "
+                     f"{per_vec:.0f} FLOP per vector FLOP")  # fmt: skip
+    ax.axvline(ridge, color="k", ls=":", lw=1)
+    ax.annotate(f"ridge point\n{ridge:.0f} FLOP/B", (ridge, peak), xytext=(6, -34),
+                textcoords="offset points", fontsize=9)  # fmt: skip
+    for algo, marker in (("naive", "o"), ("flash", "s")):
+        xs, ys = cols[f"{algo}.intensity"], cols[f"{algo}.flops"] / cols[f"{algo}.time_s"]
+        ax.plot(xs, ys, marker=marker, color=COLORS[algo], ls="-", lw=0.8,
+                label=f"{algo} (model estimate), n = {_n_label(ns[0])} … {_n_label(ns[-1])}")
+        for i in _label_indices(len(ns)):
+            ax.annotate(_n_label(ns[i]), (xs[i], ys[i]), xytext=(4, -12 if algo == "naive" else 6),
+                        textcoords="offset points", fontsize=8, color=COLORS[algo])  # fmt: skip
+    _measured_roofline(ax, measured)
+    ax.set_xscale("log")
+    ax.set_yscale("log")
+    ax.set_xlabel("arithmetic intensity (FLOP per HBM byte)")
+    ax.set_ylabel("attained FLOP/s (attention FLOPs / time)")
+    ax.set_title(f"Roofline: naive vs flash attention\n{_config_label(spec, shape)}")
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize=7.5, loc="lower right")
+    return _save(fig, path)
+
+
+def _label_indices(count: int) -> list[int]:
+    return list(range(0, count, 2)) + ([count - 1] if count % 2 == 0 else [])
+
+
+def _measured_roofline(ax: Any, measured: Sequence[Any] | None) -> None:
+    by_impl: dict[str, list[tuple[float, float]]] = {}
+    for p in measured or ():
+        if p.status == "ok":
+            by_impl.setdefault(p.implementation, []).append(
+                (p.model_intensity, p.model_flops / p.median_s))
+    for impl, xy in sorted(by_impl.items()):
+        xs, ys = zip(*xy, strict=True)
+        algo = "flash" if impl in ("pallas_flash", "cudnn") else "naive"
+        ax.scatter(xs, ys, marker=MARKERS.get(impl, "x"), s=46, facecolors="none",
+                   edgecolors=COLORS[algo], linewidths=1.6, zorder=5,
+                   label=f"measured: {impl} (model FLOPs and bytes / measured time)")
+
+
+# --- 2. throughput ---------------------------------------------------------------------------
+def throughput_chart(
+    hw: Any, path: str | Path, *, shape: Shape | None = None,
+    n_values: Sequence[int] = DEFAULT_N, measured: Sequence[Any] | None = None,
+) -> Path:  # fmt: skip
+    """Tokens/s and TFLOP/s against n, naive against flash (model estimate, measured)."""
+    spec, shape = load_hardware(hw), shape or Shape()
+    ns = np.asarray(n_values, dtype=float)
+    cols = along_n(spec, ns, shape)
+    fig, (ax_tok, ax_fl) = _figure(ncols=2, width=12.0)
+    for algo in ("naive", "flash"):
+        t = cols[f"{algo}.time_s"]
+        ax_tok.plot(ns, shape.batch * ns / t, marker="o", color=COLORS[algo],
+                    label=f"{algo} (model estimate)")  # fmt: skip
+        ax_fl.plot(ns, cols[f"{algo}.matmul_flops"] / t / 1e12, marker="o", color=COLORS[algo],
+                   label=f"{algo} (model estimate)")  # fmt: skip
+    ax_fl.axhline(spec.peak(shape.dtype) / 1e12, color="k", ls="--", lw=1,
+                  label=f"{shape.dtype} matmul peak")  # fmt: skip
+    _measured(ax_tok, measured, lambda p: p.tokens_per_s)
+    _measured(ax_fl, measured, lambda p: p.tflops)
+    for ax in (ax_tok, ax_fl):
+        _n_axis(ax, ns)
+        ax.set_yscale("log")
+        ax.legend(fontsize=8)
+    ax_tok.set_ylabel("throughput (query tokens/s, whole batch)")
+    ax_tok.set_title("Tokens per second")
+    ax_fl.set_ylabel("TFLOP/s (4·b·h·n²·d matmul FLOPs / time)")
+    ax_fl.set_title("Matmul TFLOP/s")
+    fig.suptitle(f"Attention throughput against n: {_config_label(spec, shape)}")
+    return _save(fig, path)
+
+
+# --- 3. memory -----------------------------------------------------------------------------
+def memory_chart(
+    hw: Any, path: str | Path, *, shape: Shape | None = None,
+    n_values: Sequence[int] | None = None, measured: Sequence[Any] | None = None,
+) -> Path:  # fmt: skip
+    """S+P against the flash footprint, with the HBM capacity and where naive runs out."""
+    spec, shape = load_hardware(hw), shape or Shape()
+    n_oom = naive_oom_n(spec, shape)
+    if n_values is None:
+        top = int(2 ** np.ceil(np.log2(n_oom)))
+        n_values = [2**k for k in range(7, int(np.log2(top)) + 2)]
+    ns = np.asarray(n_values, dtype=float)
+    cols = along_n(spec, ns, shape)
+    fig, ax = _figure(width=9.0)
+    ax.plot(ns, cols["naive.footprint_bytes"], marker="o", color=COLORS["naive"],
+            label="naive footprint: Q, K, V, O + S + P")  # fmt: skip
+    ax.plot(ns, cols["naive.extra_memory_bytes"], ls="--", color=COLORS["naive"],
+            label="S + P alone (2·b·h·n²·s)")  # fmt: skip
+    ax.plot(ns, cols["flash.footprint_bytes"], marker="s", color=COLORS["flash"],
+            label="flash footprint: Q, K, V, O + log-sum-exp")  # fmt: skip
+    cap = spec.hbm_capacity_bytes
+    ax.axhline(cap, color="k", lw=1.5, label=f"HBM capacity {si(cap, 'B')}")
+    ax.axvline(n_oom, color=COLORS["naive"], ls=":", lw=1.2)
+    ax.annotate(f"naive runs out of HBM\nat n = {n_oom:,}", (n_oom, cap), xytext=(-120, 18),
+                textcoords="offset points", fontsize=9, color=COLORS["naive"],
+                arrowprops=dict(arrowstyle="->", color=COLORS["naive"]))  # fmt: skip
+    ax.fill_between(ns, cap, max(cap, cols["naive.footprint_bytes"].max()) * 2, color="gray",
+                    alpha=0.12, label="beyond the device's HBM")  # fmt: skip
+    _measured(ax, measured, lambda p: p.peak_memory_bytes or None, " (peak memory)")
+    _n_axis(ax, ns)
+    ax.set_yscale("log")
+    ax.set_ylabel("attention memory (bytes)")
+    ax.set_title(f"Attention memory against n\n{_config_label(spec, shape)}")
+    ax.legend(fontsize=8, loc="upper left")
+    return _save(fig, path)
+
+
+# --- 4. speedup ---------------------------------------------------------------------------
+def speedup_chart(
+    hw: Any, path: str | Path, *, shape: Shape | None = None,
+    n_values: Sequence[int] = DEFAULT_N, measured: Sequence[Any] | None = None,
+    threshold: float = 1.5,
+) -> Path:  # fmt: skip
+    """naive/flash time against n, the symbolic n→∞ limits, the crossover n."""
+    spec, shape = load_hardware(hw), shape or Shape()
+    ns = np.asarray(n_values, dtype=float)
+    cols = along_n(spec, ns, shape)
+    fig, ax = _figure(width=9.0)
+    styles = {"time_s": ("-", "estimate (derated roofs + launches)"),
+              "t_lower_s": ("--", "roofline lower bound (no launches)")}  # fmt: skip
+    for metric, (ls, what) in styles.items():
+        ratio = cols[f"naive.{metric}"] / cols[f"flash.{metric}"]
+        line = ax.plot(ns, ratio, marker="o", ls=ls, label=f"model {what}")[0]
+        lim = asymptotic_speedup(spec, metric=metric, shape=shape).value
+        ax.axhline(lim, color=line.get_color(), ls=":", lw=1.4,
+                   label=f"n→∞ limit of the {metric.split('_')[0]} ratio: {lim:.2f}×")
+        x = crossover_n(spec, threshold, metric=metric, shape=shape)
+        if x is not None and ns[0] <= x <= ns[-1]:
+            ax.axvline(x, color=line.get_color(), ls="-.", lw=1,
+                       label=f"crossover ({metric}): ≥{threshold:g}× from n = {x:,}")
+    ax.axhline(1.0, color="k", lw=0.8)
+    _measured_speedup(ax, measured)
+    _n_axis(ax, ns)
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("speedup: naive time / flash time (×)")
+    ax.set_title(f"Flash speedup against n\n{_config_label(spec, shape)}")
+    ax.legend(fontsize=8, loc="lower right")
+    return _save(fig, path)
+
+
+def _measured_speedup(ax: Any, measured: Sequence[Any] | None) -> None:
+    """Measured naive / pallas_flash at equal shapes."""
+    times = {(p.implementation, p.n, p.batch): p.median_s for p in measured or ()
+             if p.status == "ok"}  # fmt: skip
+    pairs = sorted((n, t / times[("pallas_flash", n, b)]) for (impl, n, b), t in times.items()
+                   if impl == "naive" and ("pallas_flash", n, b) in times)  # fmt: skip
+    if pairs:
+        xs, ys = zip(*pairs, strict=True)
+        ax.plot(xs, ys, "k*", ms=10, label="measured: naive / pallas_flash median time")
+
+
+# --- 5. time breakdown by roof -----------------------------------------------------------
+def time_breakdown_chart(
+    hw: Any, path: str | Path, *, n: int = 4096, shape: Shape | None = None
+) -> Path:
+    """Each kernel's time on each roof for one n; the largest bar is the kernel's bound."""
+    from perfmodel.report import kernel_roof_times
+
+    spec, shape = load_hardware(hw), shape or Shape()
+    table = kernel_roof_times(spec, n, shape)
+    roofs = [r for r in ("matmul", "vector", "exp", "hbm", "l2")
+             if any(r in times for times in table.values())]  # fmt: skip
+    fig, ax = _figure(width=10.0)
+    labels = list(table)
+    height = 0.8 / len(roofs)
+    for j, roof in enumerate(roofs):
+        ys = np.arange(len(labels)) + (j - (len(roofs) - 1) / 2) * height
+        ws = [table[k].get(roof, 0.0) * 1e6 for k in labels]
+        ax.barh(ys, ws, height=height, label=f"{roof} roof")
+    for i, k in enumerate(labels):
+        bound = max(table[k].values())
+        ax.plot([bound * 1e6] * 2, [i - 0.45, i + 0.45], color="k", lw=2)
+        ax.annotate(f"{bound * 1e6:.2f} µs", (bound * 1e6, i + 0.3), xytext=(4, 0),
+                    textcoords="offset points", fontsize=8)  # fmt: skip
+    ax.set_yticks(np.arange(len(labels)))
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("time on each roof, µs (roofline bound: no derating, no launch overhead)")
+    ax.set_title(f"Time by roof per kernel, n = {n:,} (black tick: the kernel's bound)\n"
+                 f"{_config_label(spec, shape)}")  # fmt: skip
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(True, axis="x", alpha=0.3)
+    return _save(fig, path)
+
+
+#: Figure name -> function, in the report's order.
+FIGURES = {
+    "roofline": roofline_chart,
+    "throughput": throughput_chart,
+    "memory": memory_chart,
+    "speedup": speedup_chart,
+    "time_breakdown": time_breakdown_chart,
+}
