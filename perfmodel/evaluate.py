@@ -27,7 +27,7 @@ def _compiled_model(algorithm: str, causal: bool, l2: bool) -> tuple[Compiled, t
     model = symbolic(algorithm, causal=causal, l2=l2)
     exprs, names = [], []
     for kernel in model.kernels:
-        for field in _PER_KERNEL:
+        for field in (*_PER_KERNEL, "work_items"):
             value = getattr(kernel, field)
             exprs.append(0 * kernel.hbm_bytes if value is None else value)
             names.append(f"{kernel.name}:{field}")
@@ -89,16 +89,18 @@ def evaluate(
     t_compute = t_memory = t_lower = time = 0.0
     for k in kernels:
         times = _kernel_roofs(raw, k, rates)
+        floor_times, estimate_times = _with_parallelism(times, raw[f"{k}:work_items"], hw)
         for roof, t in times.items():
             roof_totals[roof] = roof_totals.get(roof, 0.0) + t
         t_compute = t_compute + roofline.lower_bound(
-            {r: t for r, t in times.items() if r in roofline.COMPUTE_ROOFS}
+            {r: t for r, t in floor_times.items() if r in roofline.COMPUTE_ROOFS}
         )
         t_memory = t_memory + roofline.lower_bound(
-            {r: t for r, t in times.items() if r in roofline.MEMORY_ROOFS}
+            {r: t for r, t in floor_times.items() if r in roofline.MEMORY_ROOFS}
         )
-        t_lower = t_lower + roofline.lower_bound(times)
-        time = time + roofline.lower_bound(roofline.derated(times, efficiency)) + launch
+        t_lower = t_lower + roofline.lower_bound(floor_times)
+        estimate = roofline.lower_bound(roofline.derated(estimate_times, efficiency))
+        time = time + estimate + launch
     flops = out["matmul_flops"] + out["vector_flops"]
     out.update(
         flops=flops,
@@ -115,6 +117,22 @@ def evaluate(
     if not l2:
         out["l2_bytes"] = flops * np.nan
     return out
+
+
+def _with_parallelism(times: dict, work_items, hw: HardwareSpec) -> tuple[dict, dict]:
+    """Compute roofs stretched by idle SMs: for the floor, only SMs with no block at all;
+    for the estimate, wave quantisation too. A kernel without ``work_items`` fills the chip."""
+    if not np.any(work_items):
+        return times, times
+    floor = roofline.busy_fraction(work_items, hw.sm_count)
+    waves = roofline.wave_efficiency(work_items, hw.sm_count)
+    if isinstance(work_items, float):
+        floor, waves = float(floor), float(waves)
+    stretch = {r: (floor, waves) if r in roofline.COMPUTE_ROOFS else (1.0, 1.0) for r in times}
+    return (
+        {r: t / stretch[r][0] for r, t in times.items()},
+        {r: t / stretch[r][1] for r, t in times.items()},
+    )
 
 
 def _bound(t_compute, t_memory):

@@ -117,8 +117,8 @@ def roofline_chart(
         xs, ys = cols[f"{algo}.intensity"], cols[f"{algo}.flops"] / cols[f"{algo}.time_s"]
         ax.plot(xs, ys, marker=marker, color=COLORS[algo], ls="-", lw=0.8,
                 label=f"{algo} (model estimate), n = {_n_label(ns[0])} … {_n_label(ns[-1])}")
-        for i in _label_indices(len(ns)):
-            ax.annotate(_n_label(ns[i]), (xs[i], ys[i]), xytext=(4, -12 if algo == "naive" else 6),
+        for i in _label_indices(xs, ys):
+            ax.annotate(_n_label(ns[i]), (xs[i], ys[i]), xytext=(5, -12 if algo == "naive" else 6),
                         textcoords="offset points", fontsize=8, color=COLORS[algo])  # fmt: skip
     _measured_roofline(ax, measured)
     ax.set_xscale("log")
@@ -131,8 +131,14 @@ def roofline_chart(
     return _save(fig, path)
 
 
-def _label_indices(count: int) -> list[int]:
-    return list(range(0, count, 2)) + ([count - 1] if count % 2 == 0 else [])
+def _label_indices(xs: np.ndarray, ys: np.ndarray, gap: float = 0.12) -> list[int]:
+    """Points to label with their n: skip one within ``gap`` decades of a labelled one."""
+    keep: list[int] = []
+    for i in range(len(xs)):
+        if all(max(abs(np.log10(xs[i] / xs[j])), abs(np.log10(ys[i] / ys[j]))) > gap
+               for j in keep):  # fmt: skip
+            keep.append(i)
+    return keep
 
 
 def _measured_roofline(ax: Any, measured: Sequence[Any] | None) -> None:

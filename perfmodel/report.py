@@ -27,6 +27,7 @@ from perfmodel.asymptotics import (
     crossover_n,
     naive_oom_n,
 )
+from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import _compiled_model, _kernel_roofs, _rates, shape_values
 from perfmodel.hardware import HardwareSpec, load_hardware
 from perfmodel.predict import predict
@@ -193,10 +194,16 @@ def _misconceptions(spec: HardwareSpec, shape: Shape, c: Conclusions, ns: np.nda
     alt = "fp32" if shape.dtype != "fp32" and spec.peak_flops_per_s.fp32 else None
     alt_line = ""
     if alt:
-        a = predict(n=c.n_reference, hw=spec, **{**shape.kwargs(), "dtype": alt})
+        alt_shape, tiles = replace(shape, dtype=alt), ""
+        try:
+            a = predict(n=c.n_reference, hw=spec, **alt_shape.kwargs())
+        except PerfmodelError:  # wider elements: halve the tiles so that they fit in SRAM
+            alt_shape = replace(alt_shape, block_q=shape.block_q // 2, block_k=shape.block_k // 2)
+            tiles = f", tiles {alt_shape.block_q}×{alt_shape.block_k} to fit SRAM"
+            a = predict(n=c.n_reference, hw=spec, **alt_shape.kwargs())
         alt_line = (
-            f" Change one thing, the dtype to {alt} ({si(spec.peak(alt), 'FLOP/s')} without "
-            f"tensor cores, ridge {a.ridge_point:.0f} FLOP/B): naive's intensity "
+            f" Change the dtype to {alt} ({si(spec.peak(alt), 'FLOP/s')} without "
+            f"tensor cores, ridge {a.ridge_point:.0f} FLOP/B{tiles}): naive's intensity "
             f"{a.naive.intensity:.0f} FLOP/B is now above the ridge, naive is "
             f"{a.naive.bound}-bound ({a.naive.binding_roof}), and flash is only "
             f"{a.speedup:.2f}× faster."

@@ -56,6 +56,19 @@ def derated(times: Mapping[str, np.ndarray], efficiency: Mapping[str, float]) ->
     return {roof: t / efficiency[roof] for roof, t in times.items()}
 
 
+def busy_fraction(work_items: np.ndarray, units: int) -> np.ndarray:
+    """Share of the units a grid can keep busy at all: with fewer blocks than SMs,
+    the rest idle. A true bound, whatever the occupancy."""
+    return np.minimum(1.0, np.asarray(work_items) / units)
+
+
+def wave_efficiency(work_items: np.ndarray, units: int) -> np.ndarray:
+    """Share of unit-time doing work when equal blocks run in waves of ``units``
+    (wave quantisation: 133 blocks on 132 SMs take two full waves)."""
+    items = np.asarray(work_items, dtype=np.float64)
+    return items / (np.ceil(items / units) * units)
+
+
 def binding_roof(times: Mapping[str, np.ndarray]) -> np.ndarray:
     """Name of the largest roof, elementwise."""
     names = list(times)

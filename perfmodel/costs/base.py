@@ -21,6 +21,8 @@ class Kernel:
     exp_count: sp.Expr
     hbm_bytes: sp.Expr
     l2_bytes: sp.Expr | None = None
+    #: Independent thread blocks in the grid, where few enough to leave SMs idle (else None).
+    work_items: sp.Expr | None = None
 
     def __post_init__(self) -> None:
         if self.l2_bytes is None:  # streaming kernel: every byte passes L2 once

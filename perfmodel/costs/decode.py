@@ -67,11 +67,12 @@ def auto_splits(kv_blocks: sp.Expr = pages_per_seq) -> sp.Expr:
     return sp.Max(1, sp.Min(kv_blocks, sp.floor(resident / (b * h_kv))))
 
 
-def _attend(kv_read: sp.Expr, out: sp.Expr) -> Kernel:
+def _attend(kv_read: sp.Expr, out: sp.Expr, normalise: sp.Expr) -> Kernel:
+    """The attention kernel: online softmax over the scores, plus ``normalise`` FLOPs."""
     return Kernel(
         name="attend",
         matmul_flops=t.matmul_flops(scores),
-        vector_flops=t.SOFTMAX_FLOPS_PER_SCORE * scores,
+        vector_flops=t.SOFTMAX_FLOPS_PER_SCORE * scores + normalise,
         exp_count=scores,
         hbm_bytes=q_bytes + kv_read + out,
     )
@@ -83,9 +84,7 @@ def build(paged: bool = False, split: bool = False) -> CostModel:
     kv_read = t.kv_bytes + (table_bytes if paged else 0)
     rows = b * h * q_len
     if not split:
-        attend = _attend(kv_read, o_bytes)
-        attend = Kernel(**{**attend.__dict__, "vector_flops": attend.vector_flops + rows * d})
-        kernels: tuple[Kernel, ...] = (attend,)
+        kernels: tuple[Kernel, ...] = (_attend(kv_read, o_bytes, normalise=rows * d),)
     else:
         reduce = Kernel(
             name="reduce",
@@ -95,7 +94,7 @@ def build(paged: bool = False, split: bool = False) -> CostModel:
             exp_count=rows * splits,
             hbm_bytes=partial_bytes + o_bytes,
         )
-        kernels = (_attend(kv_read, partial_bytes), reduce)
+        kernels = (_attend(kv_read, partial_bytes, normalise=0 * rows), reduce)
     hbm = sp.Add(*(k.hbm_bytes for k in kernels))
     return CostModel(
         name="decode" + ("-paged" if paged else "") + ("-split" if split else ""),

@@ -65,6 +65,7 @@ def build(causal: bool = False, l2: bool = True) -> CostModel:
         exp_count=scores + rows_rescaled,
         hbm_bytes=dram,
         l2_bytes=l2_traffic,
+        work_items=b * h * t.q_blocks,  # the grid: one thread block per (Q block, b, h)
     )
     return CostModel(
         name="flash",

@@ -1,0 +1,162 @@
+"""KV-cache memory: contiguous against paged allocation, and how many sequences fit.
+
+A sequence of m tokens keeps ``2·layers·h_kv·d·m·s`` bytes of K and V (the chapter's
+exercise formula, per sequence). Two ways to hold it:
+
+* **contiguous**: each sequence reserves room for the longest it may become
+  (``max_len`` tokens) when it is admitted; the gap to its real length is waste.
+* **paged** (PagedAttention, Kwon et al. 2023): memory comes in pages of ``page``
+  tokens, taken as the sequence grows; only the last page is partly empty, so the waste
+  is below one page per sequence. The price is a block table (int32 page ids) that
+  the kernel reads: ``4·ceil(m/page)`` bytes per (sequence, KV head) on top of
+  ``2·m·d·s`` bytes of K/V, a fraction ``2/(page·d·s)`` of the traffic.
+
+Left out: external fragmentation of the contiguous allocator (it only adds waste),
+activations and workspace (``memory_fraction`` of HBM is the budget), prefix sharing.
+
+>>> from perfmodel.models import load_model
+>>> spec = load_model("llama-3.1-8b")
+>>> kv_bytes_per_token(spec, "bf16")   # 2 x 32 layers x 8 heads x 128 x 2 B
+131072.0
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import sympy as sp
+from pydantic import BaseModel, ConfigDict
+
+from perfmodel.compile import compiled
+from perfmodel.costs import decode
+from perfmodel.costs import terms as t
+from perfmodel.errors import PerfmodelError
+from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.models import ModelSpec, load_model
+from perfmodel.symbols import b, layers, m, page
+
+#: Fraction of HBM a serving engine gives to weights + KV cache (vLLM's default 0.9).
+MEMORY_FRACTION = 0.9
+
+# --- symbolic, written once ------------------------------------------------------------
+#: K and V of one sequence of m tokens over every layer: 2·layers·h_kv·d·m·s.
+seq_kv_bytes = layers * t.kv_bytes.subs(b, 1)
+#: What paging allocates for it: whole pages.
+paged_seq_kv_bytes = seq_kv_bytes.subs(m, page * sp.ceiling(m / page))
+#: Internal fragmentation: the empty slots of the last page (< one page).
+paged_waste_bytes = paged_seq_kv_bytes - seq_kv_bytes
+#: Extra HBM traffic of a paged decode step over a contiguous one, relative to K/V.
+paging_traffic_overhead = (decode.build(paged=True).hbm_bytes - decode.build().hbm_bytes) / (
+    t.kv_bytes
+)
+
+
+class Allocation(BaseModel):
+    """One allocation scheme for one model, device and length distribution. SI units."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    scheme: Literal["contiguous", "paged"]
+    page_tokens: int | None
+    bytes_per_token: float
+    kv_budget_bytes: float  #: HBM left for the KV cache after the weights
+    used_bytes_per_seq: float  #: mean bytes of K/V the sequences hold
+    reserved_bytes_per_seq: float  #: mean bytes the scheme sets aside for them
+    waste_fraction: float  #: 1 - used / reserved
+    max_concurrency: int  #: sequences that fit at once
+
+
+def _values(spec: ModelSpec, dtype: str) -> dict[str, float]:
+    if dtype not in BYTES_PER_ELEMENT:
+        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+    return {"layers": spec.layers, "h_kv": spec.kv_heads, "d": spec.head_dim,
+            "s": BYTES_PER_ELEMENT[dtype]}  # fmt: skip
+
+
+def kv_bytes_per_token(model: str | ModelSpec, dtype: str) -> float:
+    """K and V bytes one token adds to the cache, over all layers."""
+    spec = load_model(model)
+    return float(compiled(seq_kv_bytes)(m=1, **_values(spec, dtype)))
+
+
+def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens, batch=1) -> np.ndarray:
+    """``2·layers·h_kv·d·tokens·batch·s``: the cache of ``batch`` sequences of ``tokens``."""
+    spec = load_model(model)
+    tokens = _positive("tokens", tokens)
+    return batch * compiled(seq_kv_bytes)(m=tokens, **_values(spec, dtype))
+
+
+def _positive(name: str, value) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if arr.size == 0 or np.any(~np.isfinite(arr)) or np.any(arr <= 0):
+        bad = arr[~(arr > 0)].flat[0] if arr.size and np.any(~(arr > 0)) else value
+        raise PerfmodelError(f"{name}={bad!r} must be positive")
+    return arr
+
+
+def kv_budget_bytes(spec: ModelSpec, hw: HardwareSpec, dtype: str,
+                    memory_fraction: float = MEMORY_FRACTION) -> float:  # fmt: skip
+    """HBM left for the KV cache: ``memory_fraction`` of capacity minus the weights."""
+    if not 0 < memory_fraction <= 1:
+        raise PerfmodelError(f"{memory_fraction=} must lie in (0, 1]")
+    budget = hw.hbm_capacity_bytes * memory_fraction - spec.weight_bytes(dtype)
+    if budget <= 0:
+        raise PerfmodelError(
+            f"{spec.name} weights ({spec.weight_bytes(dtype) / 1e9:.1f} GB in {dtype}) do not "
+            f"fit in {memory_fraction:.0%} of {hw.name}'s {hw.hbm_capacity_bytes / 1e9:.0f} GB"
+        )
+    return budget
+
+
+def allocations(
+    model: str | ModelSpec,
+    hw: str | HardwareSpec,
+    *,
+    dtype: str,
+    tokens: Sequence[float] | np.ndarray,
+    max_len: int,
+    page_tokens: int = 16,
+    memory_fraction: float = MEMORY_FRACTION,
+) -> dict[str, Allocation]:
+    """Contiguous and paged allocation of sequences holding ``tokens`` (samples, equal weight).
+
+    Contiguous reserves ``max_len`` tokens per sequence; paged reserves whole pages of
+    ``page_tokens``. Concurrency is the KV budget over the mean reservation.
+    """
+    spec, device = load_model(model), load_hardware(hw)
+    held = _positive("tokens", tokens)
+    _positive("max_len", max_len)
+    _positive("page_tokens", page_tokens)
+    if np.any(held > max_len):
+        raise PerfmodelError(f"tokens={held.max():g} exceeds max_len={max_len}")
+    values = _values(spec, dtype)
+    budget = kv_budget_bytes(spec, device, dtype, memory_fraction)
+    used = float(np.mean(compiled(seq_kv_bytes)(m=held, **values)))
+    reserved = {
+        "contiguous": float(compiled(seq_kv_bytes)(m=max_len, **values)),
+        "paged": float(np.mean(compiled(paged_seq_kv_bytes)(m=held, page=page_tokens, **values))),
+    }
+    per_token = kv_bytes_per_token(spec, dtype)
+    return {
+        scheme: Allocation(
+            scheme=scheme,  # type: ignore[arg-type]
+            page_tokens=page_tokens if scheme == "paged" else None,
+            bytes_per_token=per_token,
+            kv_budget_bytes=budget,
+            used_bytes_per_seq=used,
+            reserved_bytes_per_seq=r,
+            waste_fraction=1.0 - used / r,
+            max_concurrency=int(budget // r),
+        )
+        for scheme, r in reserved.items()
+    }
+
+
+def paging_overhead(model: str | ModelSpec, dtype: str, *, tokens, page_tokens: int = 16):
+    """Extra decode HBM traffic of paging (block-table reads) as a fraction of K/V bytes."""
+    spec = load_model(model)
+    values = {**_values(spec, dtype), "h": spec.heads, "q_len": 1, "b": 1}
+    tokens = _positive("tokens", tokens)
+    return compiled(paging_traffic_overhead)(m=tokens, page=page_tokens, **values)
