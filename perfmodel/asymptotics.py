@@ -37,9 +37,9 @@ from perfmodel.compile import compiled
 from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, _rates, evaluate, shape_values
+from perfmodel.evaluate import ALGORITHMS, _rates, shape_values
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
-from perfmodel.predict import _calibrations, predict
+from perfmodel.predict import _calibrations, predict, sweep
 from perfmodel.symbols import m, n
 
 #: Roofs in the order the model knows them; the work that each one bounds.
@@ -56,7 +56,11 @@ Hw = str | Path | HardwareSpec
 
 @dataclass(frozen=True)
 class Shape:
-    """Everything but n, fixed: the chapter's one-varying-dimension configuration."""
+    """Everything but n, fixed: the chapter's one-varying-dimension configuration.
+
+    With ``tokens`` set, the batch at each n is ``max(1, tokens // n)`` (a constant
+    number of tokens per point, the benchmark's rule) and ``batch`` is ignored.
+    """
 
     d: int = 128
     h: int = 1
@@ -66,16 +70,34 @@ class Shape:
     causal: bool = False
     block_q: int = 128
     block_k: int = 128
+    tokens: int | None = None
 
-    def kwargs(self) -> dict[str, Any]:
-        return dict(d=self.d, h=self.h, h_kv=self.h_kv, batch=self.batch, dtype=self.dtype,
-                    causal=self.causal, block_q=self.block_q, block_k=self.block_k)  # fmt: skip
+    def batch_at(self, n: Any) -> Any:
+        """The batch at sequence length n (an int, or an array for an array of n)."""
+        if n is sp.oo:  # the n→∞ limit: one sequence when tokens are fixed
+            return 1 if self.tokens else self.batch
+        if self.tokens is None:
+            return self.batch if np.ndim(n) == 0 else np.full(np.shape(n), self.batch)
+        return max(1, self.tokens // int(n)) if np.ndim(n) == 0 else np.maximum(
+            1, self.tokens // np.asarray(n, dtype=np.int64))
 
-    def symbol_values(self) -> dict[str, Any]:
+    def kwargs(self, n: int) -> dict[str, Any]:
+        """``predict`` keyword arguments at sequence length n."""
+        return dict(d=self.d, h=self.h, h_kv=self.h_kv, batch=self.batch_at(n),
+                    dtype=self.dtype, causal=self.causal, block_q=self.block_q,
+                    block_k=self.block_k)  # fmt: skip
+
+    def symbol_values(self, n: Any) -> dict[str, Any]:
         h_kv = self.h if self.h_kv is None else self.h_kv
-        s = BYTES_PER_ELEMENT[self.dtype]
-        return dict(d=self.d, h=self.h, h_kv=h_kv, b=self.batch, s=s,
+        s = BYTES_PER_ELEMENT.get(self.dtype, 0)
+        return dict(d=self.d, h=self.h, h_kv=h_kv, b=self.batch_at(n), s=s,
                     block_q=self.block_q, block_k=self.block_k)  # fmt: skip
+
+    def label(self) -> str:
+        kv = "" if self.h_kv in (None, self.h) else f", h_kv={self.h_kv}"
+        batch = f"batch=max(1, {self.tokens}//n)" if self.tokens else f"batch={self.batch}"
+        return (f"d={self.d}, h={self.h}{kv}, {batch}, {self.dtype}"
+                f"{', causal' if self.causal else ''}")  # fmt: skip
 
 
 def _shape(shape: Shape | None, kw: dict[str, Any]) -> Shape:
@@ -93,31 +115,27 @@ def along_n(
 ) -> dict[str, np.ndarray]:
     """``sweep``'s columns for an array of n, everything else fixed (self-attention).
 
-    The same ``evaluate`` call that ``sweep`` makes, with the dtype's peak as a scalar,
-    so one vectorised pass serves millions of n. Also adds ``*.io_bytes`` (Q, K, V, O)
-    and ``*.footprint_bytes`` (io + extra memory).
+    Adds ``*.io_bytes`` (Q, K, V, O) and ``*.footprint_bytes`` (io + extra memory).
 
     >>> cols = along_n("h200", [1024, 4096])
     >>> cols["naive.extra_memory_bytes"].tolist()
     [4194304.0, 67108864.0]
     """
     spec, shape = load_hardware(hw), _shape(shape, kw)
-    ns = np.asarray(n_values, dtype=np.float64)
+    ns = np.asarray(n_values)
     if ns.ndim != 1 or ns.size == 0 or np.any(ns < 1) or np.any(ns != np.floor(ns)):
         raise PerfmodelError(f"n={n_values!r} must be a non-empty list of positive integers")
-    predict(n=int(ns[0]), hw=spec, calibration=calibration, **shape.kwargs())  # checks shape
-    values = shape_values(spec, n=ns, m=ns, **shape.symbol_values())
-    peak = spec.peak(shape.dtype)
-    profiles = _calibrations(calibration)
+    ns = ns.astype(np.int64)
+    kwargs = {**shape.kwargs(0 if shape.tokens is None else 1), "batch": shape.batch_at(ns)}
+    out: dict[str, np.ndarray] = dict(sweep(spec, n=ns, calibration=calibration, grid=False,
+                                            **kwargs))  # fmt: skip
+    if not np.all(out["flash.fits_sram"]):
+        predict(n=int(ns[0]), hw=spec, **shape.kwargs(int(ns[0])))  # raises, naming the tile
+    values = shape_values(spec, n=ns, m=ns, **shape.symbol_values(ns))
     io = _io_bytes()(**values)
-    out: dict[str, np.ndarray] = {"n": ns}
     for a in ALGORITHMS:
-        cols = evaluate(a, causal=shape.causal, hw=spec, peak=peak, values=values,
-                        calibration=profiles[a])  # fmt: skip
-        out.update({f"{a}.{k}": np.asarray(v) for k, v in cols.items()})
         out[f"{a}.io_bytes"] = io
         out[f"{a}.footprint_bytes"] = io + out[f"{a}.extra_memory_bytes"]
-    out["speedup"] = out["naive.time_s"] / out["flash.time_s"]
     return out
 
 
@@ -140,51 +158,60 @@ def speedup_at(
 # --- the crossover ------------------------------------------------------------------
 def crossover_n(
     hw: Hw, threshold: float, *, metric: str = "time_s", n_min: int = 1,
-    n_max: int = N_SCAN_MAX, shape: Shape | None = None, calibration: Any = None, **kw: Any,
+    n_max: int = N_SCAN_MAX, sustained: bool = False, shape: Shape | None = None,
+    calibration: Any = None, **kw: Any,
 ) -> int | None:  # fmt: skip
     """Smallest integer n in [n_min, n_max] with predicted speedup >= ``threshold``.
 
-    Every integer is evaluated (in windows [2^k, 2^(k+1)) so the first hit stops the
-    scan); None when the model never reaches the threshold in range.
+    Every integer is evaluated (the speedup need not be monotone in n). With
+    ``sustained``, the smallest X such that the speedup stays >= threshold for every n
+    in [X, n_max] ("gains are significant beyond X"). None when there is no such n.
     """
     if not threshold > 0:
         raise PerfmodelError(f"threshold={threshold!r} must be a positive speedup")
     if not 1 <= n_min <= n_max:
         raise PerfmodelError(f"need 1 <= n_min <= n_max; got n_min={n_min!r}, n_max={n_max!r}")
+
+    def reached(ns: np.ndarray) -> np.ndarray:
+        return speedup_at(hw, ns, metric=metric, shape=shape, calibration=calibration,
+                          **kw) >= threshold  # fmt: skip
+
+    if not sustained:
+        return _first_n(reached, n_min, n_max)
+    ns = np.arange(n_min, n_max + 1)
+    below = np.flatnonzero(~reached(ns))
+    if below.size == 0:
+        return n_min
+    return None if below[-1] == ns.size - 1 else int(ns[below[-1] + 1])
+
+
+def naive_oom_n(hw: Hw, shape: Shape | None = None, n_max: int = N_SCAN_MAX, **kw: Any) -> int | None:
+    """Smallest n at which naive attention's footprint (Q, K, V, O, S, P) exceeds HBM.
+
+    Every integer n is evaluated, as in :func:`crossover_n`; None if not up to ``n_max``.
+    """
+    spec, shape = load_hardware(hw), _shape(shape, kw)
+    return _first_n(lambda ns: along_n(spec, ns, shape)["naive.footprint_bytes"]
+                    > spec.hbm_capacity_bytes, 1, n_max)  # fmt: skip
+
+
+def _first_n(hits: Any, n_min: int, n_max: int) -> int | None:
+    """Smallest integer n in [n_min, n_max] where ``hits(ns)`` is True, window by window."""
     lo = n_min
     while lo <= n_max:
         hi = min(n_max, max(2 * lo - 1, lo + 1023))
         ns = np.arange(lo, hi + 1)
-        hit = np.flatnonzero(speedup_at(hw, ns, metric=metric, shape=shape,
-                                        calibration=calibration, **kw) >= threshold)  # fmt: skip
-        if hit.size:
-            return int(ns[hit[0]])
+        found = np.flatnonzero(hits(ns))
+        if found.size:
+            return int(ns[found[0]])
         lo = hi + 1
     return None
-
-
-def naive_oom_n(hw: Hw, shape: Shape | None = None, **kw: Any) -> int:
-    """Smallest n at which naive attention's footprint exceeds the device's HBM capacity.
-
-    The footprint, 4·b·h·n·d·s (Q, K, V, O at h_kv = h) + 2·b·h·n²·s, is a quadratic in
-    n: its positive root, rounded up, then checked against the model.
-    """
-    spec, shape = load_hardware(hw), _shape(shape, kw)
-    model = symbolic("naive", causal=shape.causal)
-    footprint = (t.q_bytes + t.k_bytes + t.v_bytes + t.o_bytes + model.extra_memory_bytes)
-    x_real = sp.Symbol("x", positive=True)  # n is declared integer: solve would drop roots
-    expr = footprint.subs(m, n).subs(_sym_values(shape, spec)).subs(n, x_real)
-    roots = sp.solve(expr - spec.hbm_capacity_bytes, x_real)
-    x = int(sp.ceiling(max(roots)))
-    cols = along_n(spec, [x - 1, x], shape)
-    assert cols["naive.footprint_bytes"][1] > spec.hbm_capacity_bytes, "root off by one"
-    return x if cols["naive.footprint_bytes"][0] <= spec.hbm_capacity_bytes else x - 1
 
 
 def _sym_values(shape: Shape, spec: HardwareSpec) -> dict[sp.Symbol, Any]:
     from perfmodel import symbols
 
-    values = shape_values(spec, **shape.symbol_values())
+    values = shape_values(spec, **shape.symbol_values(sp.oo))  # with tokens: batch 1
     return {getattr(symbols, k): v for k, v in values.items()}
 
 
@@ -273,7 +300,7 @@ def asymptotic_speedup(
     spec, shape = load_hardware(hw), _shape(shape, kw)
     if metric not in ("time_s", "t_lower_s"):
         raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
-    predict(n=shape.block_q, hw=spec, **shape.kwargs())  # checks the shape
+    predict(n=shape.block_q, hw=spec, **shape.kwargs(shape.block_q))  # checks the shape
     profiles = _calibrations(calibration)
     values = _sym_values(shape, spec)
     parts, roofs = {}, {}

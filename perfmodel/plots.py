@@ -45,9 +45,7 @@ def _save(fig: Any, path: str | Path) -> Path:
 
 
 def _config_label(spec: Any, shape: Shape) -> str:
-    kv = "" if shape.h_kv in (None, shape.h) else f", h_kv={shape.h_kv}"
-    return (f"{spec.name}, d={shape.d}, h={shape.h}{kv}, batch={shape.batch}, {shape.dtype}"
-            f"{', causal' if shape.causal else ''}")  # fmt: skip
+    return f"{spec.name}, {shape.label()}"
 
 
 def _n_label(n: float) -> str:
@@ -167,7 +165,7 @@ def throughput_chart(
     fig, (ax_tok, ax_fl) = _figure(ncols=2, width=12.0)
     for algo in ("naive", "flash"):
         t = cols[f"{algo}.time_s"]
-        ax_tok.plot(ns, shape.batch * ns / t, marker="o", color=COLORS[algo],
+        ax_tok.plot(ns, cols["batch"] * ns / t, marker="o", color=COLORS[algo],
                     label=f"{algo} (model estimate)")  # fmt: skip
         ax_fl.plot(ns, cols[f"{algo}.matmul_flops"] / t / 1e12, marker="o", color=COLORS[algo],
                    label=f"{algo} (model estimate)")  # fmt: skip
@@ -235,18 +233,21 @@ def speedup_chart(
     ns = np.asarray(n_values, dtype=float)
     cols = along_n(spec, ns, shape)
     fig, ax = _figure(width=9.0)
-    styles = {"time_s": ("-", "estimate (derated roofs + launches)"),
-              "t_lower_s": ("--", "roofline lower bound (no launches)")}  # fmt: skip
-    for metric, (ls, what) in styles.items():
+    styles = {"time_s": ("-", "estimate", "derated roofs + launch overheads"),
+              "t_lower_s": ("--", "roofline bound", "no derating, no launches")}  # fmt: skip
+    for metric, (ls, name, what) in styles.items():
         ratio = cols[f"naive.{metric}"] / cols[f"flash.{metric}"]
-        line = ax.plot(ns, ratio, marker="o", ls=ls, label=f"model {what}")[0]
+        line = ax.plot(ns, ratio, marker="o", ls=ls, label=f"model {name} ({what})")[0]
         lim = asymptotic_speedup(spec, metric=metric, shape=shape).value
         ax.axhline(lim, color=line.get_color(), ls=":", lw=1.4,
-                   label=f"n→∞ limit of the {metric.split('_')[0]} ratio: {lim:.2f}×")
+                   label=f"symbolic n→∞ limit, {name}: {lim:.2f}×")
         x = crossover_n(spec, threshold, metric=metric, shape=shape)
+        where = "never" if x is None else f"n = {x:,}"
         if x is not None and ns[0] <= x <= ns[-1]:
-            ax.axvline(x, color=line.get_color(), ls="-.", lw=1,
-                       label=f"crossover ({metric}): ≥{threshold:g}× from n = {x:,}")
+            ax.axvline(x, color=line.get_color(), ls="-.", lw=1)
+        else:
+            where += " (off this axis)" if x is not None else ""
+        ax.plot([], [], " ", label=f"first n with {name} speedup ≥ {threshold:g}×: {where}")
     ax.axhline(1.0, color="k", lw=0.8)
     _measured_speedup(ax, measured)
     _n_axis(ax, ns)
@@ -291,6 +292,13 @@ def time_breakdown_chart(
         ax.plot([bound * 1e6] * 2, [i - 0.45, i + 0.45], color="k", lw=2)
         ax.annotate(f"{bound * 1e6:.2f} µs", (bound * 1e6, i + 0.3), xytext=(4, 0),
                     textcoords="offset points", fontsize=8)  # fmt: skip
+    longest = max(max(times.values()) for times in table.values())
+    ax.set_xlim(0, longest * 1e6 * 1.18)
+    totals = {a: sum(max(v.values()) for k, v in table.items() if k.startswith(a))
+              for a in ("naive", "flash")}  # fmt: skip
+    ax.text(0.99, 0.5, "roofline bound (sum of kernel bounds):\n" + "\n".join(
+        f"{a}: {t * 1e6:.2f} µs" for a, t in totals.items()), transform=ax.transAxes,
+        ha="right", va="center", fontsize=9, bbox=dict(fc="white", ec="0.7"))  # fmt: skip
     ax.set_yticks(np.arange(len(labels)))
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
