@@ -55,11 +55,42 @@ def matmul_flops_per_s(size: int = 8192) -> float:
 
 
 def copy_bytes_per_s(n_bytes: int = 2 << 30) -> float:
-    """An elementwise ``x + 1`` over ``n_bytes`` of bf16: bytes read + written per second."""
+    """Bytes read + written per second by the faster of two large device copies.
+
+    JAX: an elementwise ``x + 1`` over ``n_bytes`` of bf16 (an XLA loop fusion);
+    torch (when present): ``dst.copy_(src)`` timed with CUDA events. Both are printed.
+    """
     x = jax.random.normal(jax.random.key(2), (n_bytes // 2,), jnp.bfloat16)
     f = jax.jit(lambda a: a + jnp.bfloat16(1))
     t = statistics.median(median_time(f, [(x,)], samples=20, calls_per_sample=5))
-    return 2.0 * n_bytes / t
+    del x
+    rates = {"jax_add_one": 2.0 * n_bytes / t}
+    try:
+        rates["torch_copy"] = _torch_copy_bytes_per_s(n_bytes)
+    except Exception as err:  # noqa: BLE001 - torch is optional
+        print(f"torch copy unavailable: {err!r}")
+    print(f"copy rates (B/s): {rates}", flush=True)
+    return max(rates.values())
+
+
+def _torch_copy_bytes_per_s(n_bytes: int) -> float:
+    import torch
+
+    src = torch.randn(n_bytes // 2, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    for _ in range(3):
+        dst.copy_(src)
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    times = []
+    for _ in range(20):
+        start.record()
+        dst.copy_(src)
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    del src, dst
+    torch.cuda.empty_cache()
+    return 2.0 * n_bytes / statistics.median(times)
 
 
 def _l2_read_kernel(x_ref, o_ref, *, rows_per_tile, n_tiles):

@@ -46,13 +46,52 @@ TUNE_CONFIGS = [
     for w in (4, 8)
     for s in (2, 3)
 ]
-# Kernel config per (d, causal) used by the sweep; filled in from --tune on the H200.
-TUNED: dict[tuple[int, bool], dict] = {}
+# Short list tried by --autotune at n = 8192 before the sweep, per (d, causal).
+SHORTLIST = [
+    (128, 128, 8, 3),
+    (128, 64, 8, 3),
+    (128, 64, 4, 2),
+    (128, 128, 4, 3),
+    (64, 64, 4, 3),
+    (128, 128, 8, 4),
+    (256, 64, 8, 2),
+]
+# Kernel config per (d, causal) used by the sweep: the winners of --tune on the H200
+# (docs/perf-notes.md); --autotune replaces them with the short list's winners.
+_CFG = ("block_q", "block_k", "num_warps", "num_stages")
+TUNED: dict[tuple[int, bool], dict] = {
+    (128, False): dict(zip(_CFG, (128, 128, 8, 3), strict=True)),
+    (128, True): dict(zip(_CFG, (128, 128, 8, 3), strict=True)),
+    (64, False): dict(zip(_CFG, (128, 64, 8, 3), strict=True)),
+    (64, True): dict(zip(_CFG, (128, 64, 8, 3), strict=True)),
+}
 
 
 def tuned_config(d: int, causal: bool) -> dict:
-    default = {"block_q": 128, "block_k": 128, "num_warps": 4 if d <= 64 else 8, "num_stages": 2}
+    default = dict(zip(_CFG, (128, 128, 4 if d <= 64 else 8, 3), strict=True))
     return TUNED.get((d, causal), default)
+
+
+def autotune_shortlist(path: Path, ceilings: dict, ds, *, samples: int) -> None:
+    """Time SHORTLIST at n = 8192 for each (d, causal); store the winners in TUNED."""
+    writer = RunWriter(path, new_run("tune", ceilings=ceilings))
+    for d in ds:
+        for causal in (False, True):
+            best = None
+            for values in SHORTLIST:
+                cfg = dict(zip(_CFG, values, strict=True))
+                shape = shape_of(8192, d, causal)
+                p = time_point("pallas_flash", shape, cfg=cfg, samples=samples)
+                writer.add(p)
+                if p["status"] == "ok" and (best is None or p["tflops"] > best["tflops"]):
+                    best = p
+            if best is not None:
+                TUNED[(d, causal)] = {x: best[x] for x in _CFG}
+                print(
+                    f"autotune d={d} causal={causal}: {TUNED[(d, causal)]} "
+                    f"{best['tflops']:.0f} TFLOP/s",
+                    flush=True,
+                )
 
 
 # ---------------------------------------------------------------- JSON, no pydantic
@@ -260,15 +299,16 @@ def shape_of(n, d, causal, dtype="bfloat16", heads=HEADS, h_kv=None, tokens=TOKE
 # ---------------------------------------------------------------- runs
 
 
-def new_run(kind: str) -> dict:
+def new_run(kind: str, ceilings: dict | None = None) -> dict:
     import jax
 
     from pallas_kernels._ceilings import measure_ceilings
 
     stamp = dt.datetime.now(dt.UTC).replace(microsecond=0)
-    t0 = time.perf_counter()
-    ceilings = measure_ceilings()
-    print(f"ceilings ({time.perf_counter() - t0:.1f} s): {json.dumps(ceilings)}")
+    if ceilings is None:
+        t0 = time.perf_counter()
+        ceilings = measure_ceilings()
+        print(f"ceilings ({time.perf_counter() - t0:.1f} s): {json.dumps(ceilings)}")
     return {
         "run_id": f"{kind}-{stamp.strftime('%Y%m%dT%H%M%SZ')}",
         "device_name": jax.devices()[0].device_kind,
@@ -428,6 +468,12 @@ def _parse(argv):
     ap.add_argument("--out", type=Path, help="measurement JSON to append a run to")
     ap.add_argument("--table", type=Path, help="print the markdown table of a file and exit")
     ap.add_argument("--tune", action="store_true", help="sweep block sizes/warps/stages")
+    ap.add_argument(
+        "--autotune",
+        type=Path,
+        metavar="TUNE_FILE",
+        help="before the sweep, time the short list at n=8192 (saved here)",
+    )
     ap.add_argument("--quick", action="store_true", help="n in {1024, 4096}, d=128 only")
     ap.add_argument("--n", type=int, nargs="+")
     ap.add_argument("--d", type=int, nargs="+")
@@ -461,7 +507,11 @@ def main(argv=None) -> int:
         jobs = tune_jobs(args.n or (4096, 16384), args.d or (128,))
     else:
         jobs = sweep_jobs(ns, ds, args.impl, tuned_config)
-    writer = RunWriter(args.out, new_run("tune" if args.tune else "sweep"))
+    run = new_run("tune" if args.tune else "sweep")
+    if args.autotune and not args.tune:
+        autotune_shortlist(args.autotune, run["ceilings"], ds, samples=args.samples)
+        jobs = sweep_jobs(ns, ds, args.impl, tuned_config)
+    writer = RunWriter(args.out, run)
     writer.flush()
     _run_jobs(writer, jobs, deadline=deadline, samples=args.samples)
     if args.tune:

@@ -61,6 +61,12 @@ def _compiler_params(num_warps: int, num_stages: int):
     return cls(num_warps=num_warps, num_stages=num_stages)
 
 
+def _q_block_index(program, n_programs, causal):
+    """Causal: the last (longest) query blocks are launched first, so that the short
+    ones fill the tail of the grid instead of leaving SMs idle at the end."""
+    return n_programs - 1 - program if causal else program
+
+
 def _kv_tile_range(q_block, *, block_q, block_k, kv_len, causal, diagonal_offset):
     """Key tiles ``[0, n_end)`` this query block needs; tiles ``[n_full, n_end)`` need a mask.
 
@@ -97,9 +103,11 @@ def _flash_kernel(
     optionally, the log-sum-exp.
     """
     o_ref, *lse_refs = refs[n_poisoned:]
-    q_block = pl.program_id(0)
+    q_block = _q_block_index(pl.program_id(0), pl.num_programs(0), causal)
     q = q_ref[...]  # [block_q, d], stays on chip for the whole K/V loop
     d = q.shape[-1]
+    # float32 inputs get float32 products (no tf32); 16-bit inputs use the tensor cores
+    precision = lax.Precision.HIGHEST if q.dtype == jnp.float32 else None
     m_i = jnp.full((block_q,), -jnp.inf, jnp.float32)
     l_i = jnp.zeros((block_q,), jnp.float32)
     acc = jnp.zeros((block_q, d), jnp.float32)
@@ -110,21 +118,22 @@ def _flash_kernel(
         start = pl.multiple_of(k_tile * block_k, block_k)
         k = k_ref[pl.ds(start, block_k), :]
         v = v_ref[pl.ds(start, block_k), :]
-        # Scores in log2 units: exp(x) = exp2(x * log2(e)), folded into one multiply.
-        s = plgpu.dot(q, k, trans_b=True) * scale_log2  # f32 [block_q, block_k]
+        qk = plgpu.dot(q, k, trans_b=True, precision=precision)  # f32 [block_q, block_k]
         if masked:
             cols = start + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
             visible = cols < kv_len
             if causal:
                 visible &= cols <= rows + diagonal_offset
-            s = jnp.where(visible, s, -jnp.inf)
-        m_new = jnp.maximum(m_i, jnp.max(s, axis=1))
+            qk = jnp.where(visible, qk, -jnp.inf)
+        # m_i is kept in log2 units of the scaled scores: exp(x) = exp2(x * log2(e)), so
+        # the scale and log2(e) fold into one fused multiply-add before the exp2.
+        m_new = jnp.maximum(m_i, jnp.max(qk, axis=1) * scale_log2)
         # a row whose keys are all masked so far keeps m = -inf: subtract 0 instead
         m_new_safe = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new
         alpha = jnp.exp2(m_i - m_new_safe)
-        p = jnp.exp2(s - m_new_safe[:, None])
+        p = jnp.exp2(qk * scale_log2 - m_new_safe[:, None])
         l_i = alpha * l_i + jnp.sum(p, axis=1)
-        acc = acc * alpha[:, None] + plgpu.dot(p.astype(v.dtype), v)
+        acc = acc * alpha[:, None] + plgpu.dot(p.astype(v.dtype), v, precision=precision)
         return acc, m_new, l_i
 
     n_full, n_end = _kv_tile_range(
@@ -218,14 +227,20 @@ def _flash_forward(
     # The grid is the outer loop of FlashAttention-2 Algorithm 1 (over Q blocks); the
     # Q-block axis comes first so programs running at once share one head's K/V in L2.
     grid = (pl.cdiv(n_pad, block_q), b, h)
-    q_spec = pl.BlockSpec((None, block_q, None, d), lambda q_blk, bi, hi: (bi, q_blk, hi, 0))
+    n_q = grid[0]
+    q_index = functools.partial(_q_block_index, n_programs=n_q, causal=causal)
+    q_spec = pl.BlockSpec(
+        (None, block_q, None, d), lambda q_blk, bi, hi: (bi, q_index(q_blk), hi, 0)
+    )
     # K and V: the whole (padded) sequence of the kv head this query head reads (GQA).
     kv_spec = pl.BlockSpec((None, kv_pad, None, d), lambda q_blk, bi, hi: (bi, 0, hi // group, 0))
     out_shape = [jax.ShapeDtypeStruct((b, n_pad, h, d), q.dtype)]
     out_specs = [q_spec]
     if return_lse:
         out_shape.append(jax.ShapeDtypeStruct((b, h, n_pad), jnp.float32))
-        out_specs.append(pl.BlockSpec((None, None, block_q), lambda q_blk, bi, hi: (bi, hi, q_blk)))
+        out_specs.append(
+            pl.BlockSpec((None, None, block_q), lambda q_blk, bi, hi: (bi, hi, q_index(q_blk)))
+        )
     poisoned = [jnp.full(s.shape, jnp.nan, s.dtype) for s in out_shape] if poison else []
     kernel = functools.partial(
         _flash_kernel,
@@ -287,10 +302,12 @@ def flash_attention(
     d = q.shape[-1]
     if sm_scale is None:
         sm_scale = 1.0 / math.sqrt(d)
+    if not sm_scale > 0:
+        raise ValueError(f"{sm_scale=} must be positive")
     if num_warps is None:
         num_warps = 4 if d <= 64 else 8
     if num_stages is None:
-        num_stages = 2
+        num_stages = 3 if d <= 128 else 1
     return _flash_forward(
         q,
         k,

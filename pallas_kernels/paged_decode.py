@@ -291,12 +291,13 @@ def _reference(q, k, v, lengths, *, sm_scale):
     b, q_len, h, d = q.shape
     group = h // k.shape[2]
     k, v = (jnp.repeat(x.astype(jnp.float32), group, axis=2) for x in (k, v))
-    s = jnp.einsum("bqhd,bkhd->bhqk", q.astype(jnp.float32), k) * sm_scale
+    exact = jax.lax.Precision.HIGHEST  # true f32 dots: no TF32 on the GPU
+    s = jnp.einsum("bqhd,bkhd->bhqk", q.astype(jnp.float32), k, precision=exact) * sm_scale
     key = jnp.arange(k.shape[1])[None, None, None, :]
     last = (lengths[:, None] - q_len + jnp.arange(q_len)[None, :])[:, None, :, None]
     s = jnp.where(key <= last, s, -jnp.inf)
     p = jax.nn.softmax(s, axis=-1)
-    return jnp.einsum("bhqk,bkhd->bqhd", p, v).astype(q.dtype)
+    return jnp.einsum("bhqk,bkhd->bqhd", p, v, precision=exact).astype(q.dtype)
 
 
 def contiguous_decode_reference(q, k, v, lengths, *, sm_scale: float | None = None):

@@ -187,3 +187,9 @@ def test_gpu_default_config_fp16():
     o = flash_attention(q, k, v, causal=True)
     ref, _ = attention_float64(q, k, v, causal=True)
     assert rel_err(o, ref) < TOLERANCE["float16"]
+
+
+def test_non_positive_scale_is_rejected():
+    x = jnp.zeros((1, 8, 2, 16), jnp.float32)
+    with pytest.raises(ValueError, match="sm_scale=-1.0"):
+        flash_attention(x, x, x, sm_scale=-1.0, interpret=True)
