@@ -13,7 +13,7 @@ import sys
 from perfmodel.errors import PerfmodelError
 
 #: Subcommand modules under perfmodel.commands, in the order ``--help`` lists them.
-COMMANDS = ("predict", "hw")
+COMMANDS = ("predict", "hw", "validate", "report", "diagnose")
 
 
 class _Parser(argparse.ArgumentParser):

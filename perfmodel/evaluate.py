@@ -63,6 +63,26 @@ def _kernel_roofs(raw: dict, kernel: str, rates: dict) -> dict[str, np.ndarray]:
     return roofline.roof_times(work, rates)
 
 
+def _raw(algorithm: str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[dict, list]:
+    l2 = hw.l2_bytes is not None
+    fn, names = _compiled_model(algorithm, causal, l2)
+    raw = dict(zip(names, fn(**values), strict=True))
+    return raw, [k.name for k in symbolic(algorithm, causal=causal, l2=l2).kernels]
+
+
+def kernel_roofs(
+    algorithm: str, *, causal: bool, hw: HardwareSpec, peak, values: dict
+) -> list[tuple[dict, dict]]:
+    """Per kernel: (roof times for the floor, roof times for the estimate), before any
+    efficiency derating. Calibration fits work on these."""
+    raw, kernels = _raw(algorithm, causal, hw, values)
+    rates = _rates(hw, peak)
+    return [
+        _with_parallelism(_kernel_roofs(raw, k, rates), raw[f"{k}:work_items"], hw)
+        for k in kernels
+    ]
+
+
 def evaluate(
     algorithm: str,
     *,
@@ -73,10 +93,7 @@ def evaluate(
     calibration: Calibration,
 ) -> dict[str, np.ndarray]:
     """Every reported quantity of one algorithm, as arrays broadcast over ``values``."""
-    l2 = hw.l2_bytes is not None
-    fn, names = _compiled_model(algorithm, causal, l2)
-    raw = dict(zip(names, fn(**values), strict=True))
-    kernels = [k.name for k in symbolic(algorithm, causal=causal, l2=l2).kernels]
+    raw, kernels = _raw(algorithm, causal, hw, values)
     rates = _rates(hw, peak)
     efficiency = {r: calibration.efficiency(r) for r in rates}
     launch = calibration.launch_overhead_s
@@ -114,7 +131,7 @@ def evaluate(
         binding_roof=roofline.binding_roof(roof_totals),
         **{f"t_{roof}_s": t for roof, t in roof_totals.items()},
     )
-    if not l2:
+    if hw.l2_bytes is None:
         out["l2_bytes"] = flops * np.nan
     return out
 

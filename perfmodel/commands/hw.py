@@ -50,7 +50,16 @@ def run_show(args: argparse.Namespace) -> int:
     for key, value in data.items():
         if key in {"name", "aliases", "vendor", "kind"} or value is None:
             continue
-        print(f"  {key:<24} {value!s:>14}   [{spec.sources.get(key, '')}]")
+        print(f"  {key:<24} {_show(key, value):>14}   [{spec.sources.get(key, '')}]")
     if spec.notes:
         print(f"  notes: {spec.notes}")
     return 0
+
+
+def _show(key: str, value: object) -> str:
+    """A figure in readable units, read off the unit suffix of its name."""
+    for suffix, unit in (("_flops_per_s", "FLOP/s"), ("_bytes_per_s", "B/s"), ("_per_s", "/s"),
+                         ("_bytes", "B"), ("_s", "s")):  # fmt: skip
+        if key.endswith(suffix) and isinstance(value, int | float):
+            return si(float(value), unit)
+    return str(value)

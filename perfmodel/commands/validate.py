@@ -1,0 +1,43 @@
+"""``perfmodel validate FILE...``: predicted against measured, per implementation."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("validate", help="compare predictions with measured points")
+    p.add_argument("files", nargs="+", help="measurement JSON files (perfmodel.measured)")
+    p.add_argument("--hw", default=None, help="device (default: each run's device name)")
+    p.add_argument("--fit", action="store_true", help="fit calibration profiles, report LOO error")
+    p.add_argument("--save-calibration", metavar="DIR", default=None,
+                   help="write fitted profiles as TOML into DIR (implies --fit)")  # fmt: skip
+    p.add_argument("--plot", metavar="DIR", default=None, help="write parity and time-vs-n PNGs")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfmodel.validate import validate
+    from perfmodel.validation_report import profile_toml, report_json, report_text
+
+    fit = args.fit or args.save_calibration is not None
+    rows, summary = validate(args.files, args.hw, fit_profiles=fit)
+    if args.save_calibration:
+        out = Path(args.save_calibration)
+        out.mkdir(parents=True, exist_ok=True)
+        for s in summary.values():
+            if s.calibration is not None:
+                from perfmodel.validation_report import write_atomic
+
+                write_atomic(out / f"{s.calibration.name}.toml", profile_toml(s.calibration))
+    if args.plot:
+        from perfmodel.validation_plots import parity_plot, time_vs_n_plot
+
+        Path(args.plot).mkdir(parents=True, exist_ok=True)
+        parity_plot(rows, Path(args.plot) / "parity.png")
+        time_vs_n_plot(rows, Path(args.plot) / "time_vs_n.png")
+    print(json.dumps(report_json(rows, summary), indent=2) if args.json else report_text(rows, summary))
+    return 1 if any(s.violations for s in summary.values()) else 0

@@ -1,0 +1,71 @@
+"""Validation figures: parity (predicted vs measured) and time vs n. matplotlib loads lazily."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from perfmodel.validate import Row
+
+_COLOURS = {"pallas_flash": "tab:blue", "cudnn": "tab:green", "xla": "tab:orange",
+            "naive": "tab:red"}  # fmt: skip
+
+
+def _pyplot():
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def parity_plot(rows: Sequence[Row], path: Path) -> Path:
+    """Predicted against measured time, log-log, one colour per implementation."""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 6.0))
+    lo = min(min(r.measured_s, r.predicted_s) for r in rows) / 1.5
+    hi = max(max(r.measured_s, r.predicted_s) for r in rows) * 1.5
+    ax.plot([lo, hi], [lo, hi], "k-", lw=1, label="predicted = measured")
+    for band in (0.85, 1.15):
+        ax.plot([lo, hi], [lo * band, hi * band], "k:", lw=0.8)
+    for impl in sorted({r.point.implementation for r in rows}):
+        mine = [r for r in rows if r.point.implementation == impl]
+        ax.scatter([r.measured_s for r in mine], [r.predicted_s for r in mine],
+                   s=18, color=_COLOURS.get(impl), label=impl, alpha=0.8)  # fmt: skip
+    ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
+           xlabel="measured time (s)", ylabel="predicted time (s)",
+           title="perfmodel vs measurement (dotted: ±15%)")  # fmt: skip
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def time_vs_n_plot(rows: Sequence[Row], path: Path) -> Path:
+    """Measured points over predicted lines, one panel per (d, causal)."""
+    plt = _pyplot()
+    panels = sorted({(r.point.d, r.point.causal) for r in rows})
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
+    for ax, (d, causal) in zip(axes[0], panels, strict=True):
+        for impl in sorted({r.point.implementation for r in rows}):
+            mine = sorted((r for r in rows if r.point.implementation == impl
+                           and (r.point.d, r.point.causal) == (d, causal)),
+                          key=lambda r: r.point.n)  # fmt: skip
+            if not mine:
+                continue
+            n = [r.point.n for r in mine]
+            colour = _COLOURS.get(impl)
+            ax.plot(n, [r.predicted_s * 1e3 for r in mine], "-", color=colour, lw=1)
+            ax.plot(n, [r.measured_s * 1e3 for r in mine], "o", color=colour, ms=4, label=impl)
+        ax.set(xscale="log", yscale="log", xlabel="sequence length n (tokens)",
+               ylabel="time per call (ms)",
+               title=f"d={d}{', causal' if causal else ''} (lines: model)")  # fmt: skip
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

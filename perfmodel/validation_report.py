@@ -1,0 +1,103 @@
+"""Text, JSON and TOML renderings of a validation (see ``perfmodel.validate``)."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+from perfmodel.calibration import Calibration
+from perfmodel.units import si
+from perfmodel.validate import ImplementationSummary, Row
+
+
+def _pct(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1%}"
+
+
+def report_text(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) -> str:
+    lines = [
+        f"{len(rows)} measured points; error = predicted / measured - 1",
+        f"{'implementation':<14} {'points':>6} {'median|err|':>12} {'max|err|':>9} "
+        f"{'LOO median':>11} {'LOO max':>8} {'below floor':>11}",
+    ]
+    for s in summary.values():
+        lines.append(
+            f"{s.implementation:<14} {s.count:>6} {_pct(s.median_abs_error):>12} "
+            f"{_pct(s.max_abs_error):>9} {_pct(s.loo_median_abs_error):>11} "
+            f"{_pct(s.loo_max_abs_error):>8} {len(s.violations):>11}"
+        )
+    for s in summary.values():
+        if s.calibration is not None:
+            c = s.calibration
+            lines.append(
+                f"fit {c.name}: matmul {c.matmul_efficiency:.3f} "
+                f"[{c.fit['matmul_efficiency_loo_range']}], memory {c.hbm_efficiency:.3f} "
+                f"[{c.fit['memory_efficiency_loo_range']}], launch "
+                f"{si(c.launch_overhead_s, 's')} [{c.fit['launch_overhead_s_loo_range']}]"
+            )
+    lines.append("worst points (uncalibrated):")
+    for s in summary.values():
+        for r in s.worst:
+            lines.append(f"  {r.label():<48} measured {si(r.measured_s, 's'):>9} "
+                         f"predicted {si(r.predicted_s, 's'):>9} ({r.error:+.1%})")  # fmt: skip
+    violations = [r for s in summary.values() for r in s.violations]
+    if violations:
+        lines.append(f"LOWER-BOUND VIOLATIONS ({len(violations)}): the model is wrong here")
+        for r in violations:
+            lines.append(f"  {r.label()}: fastest {si(r.fastest_s, 's')} < "
+                         f"t_lower {si(r.t_lower_s, 's')}")  # fmt: skip
+    else:
+        lines.append("lower bound: no measured point is faster than t_lower")
+    return "\n".join(lines)
+
+
+def report_json(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) -> dict:
+    return {
+        "summary": {
+            k: {
+                "points": s.count,
+                "median_abs_error": s.median_abs_error,
+                "max_abs_error": s.max_abs_error,
+                "loo_median_abs_error": s.loo_median_abs_error,
+                "loo_max_abs_error": s.loo_max_abs_error,
+                "violations": len(s.violations),
+                "calibration": None if s.calibration is None else s.calibration.model_dump(),
+            }
+            for k, s in summary.items()
+        },
+        "points": [
+            {"label": r.label(), "measured_s": r.measured_s, "predicted_s": r.predicted_s,
+             "t_lower_s": r.t_lower_s, "error": r.error} for r in rows
+        ],  # fmt: skip
+    }
+
+
+def _toml_value(v: object) -> str:
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    return repr(v)
+
+
+def profile_toml(c: Calibration) -> str:
+    """A calibration profile as TOML (the format ``load_calibration`` reads)."""
+    data = c.model_dump(exclude_none=True)
+    tables = {k: data.pop(k) for k in ("fit", "sources") if k in data}
+    lines = [f"{k} = {_toml_value(v)}" for k, v in data.items()]
+    for name, table in tables.items():
+        lines += ["", f"[{name}]"] + [f"{k} = {_toml_value(v)}" for k, v in table.items()]
+    return "\n".join(lines) + "\n"
+
+
+def write_atomic(path: Path, text: str) -> None:
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,125 @@
+"""The validation loop on synthetic data with a known answer, and on the committed H200 data."""
+
+import json
+from pathlib import Path
+
+import pytest
+
+from perfmodel import Calibration, predict
+from perfmodel.cli import main
+from perfmodel.data import data_dir
+from perfmodel.measured import merge_write
+from perfmodel.validate import validate
+
+TRUE = {"matmul_efficiency": 0.6, "hbm_efficiency": 0.7, "l2_efficiency": 0.7,
+        "launch_overhead_s": 1e-5}  # fmt: skip
+SHAPES = [(n, d, c) for n in (1024, 2048, 4096, 8192, 16384) for d in (64, 128)
+          for c in (False, True)]  # fmt: skip
+
+
+def _point(impl, n, d, causal, seconds, block=128):
+    batch = max(1, 16384 // n)
+    return {
+        "implementation": impl, "n": n, "kv_len": n, "d": d, "h": 16, "h_kv": 16,
+        "batch": batch, "dtype": "bfloat16", "causal": causal,
+        "block_q": block if impl == "pallas_flash" else None,
+        "block_k": block if impl == "pallas_flash" else None,
+        "status": "ok", "median_s": seconds, "p10_s": seconds, "p90_s": seconds,
+        "min_s": seconds, "runs": 20,
+    }  # fmt: skip
+
+
+def _run(points, run_id="r1"):
+    return {
+        "run_id": run_id, "device_name": "NVIDIA H200", "jax_version": "test",
+        "git_commit": "0" * 40, "timestamp": "2026-11-29T00:00:00Z",
+        "ceilings": {"matmul_bf16_flops_per_s": 7.7e14, "copy_bytes_per_s": 4.3e12},
+        "points": points,
+    }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def synthetic(tmp_path_factory):
+    """Measurements the model would produce under known efficiencies: a fit must find them."""
+    path = tmp_path_factory.mktemp("m") / "synthetic.json"
+    points = []
+    for impl, algorithm in (("pallas_flash", "flash"), ("naive", "naive")):
+        profile = Calibration(name="true", algorithm=algorithm, **TRUE)
+        for n, d, c in SHAPES:
+            kw = dict(n=n, d=d, h=16, batch=max(1, 16384 // n), dtype="bf16", causal=c)
+            t = getattr(predict(hw="h200", calibration=profile, **kw), algorithm).time_s
+            points.append(_point(impl, n, d, c, t))
+    merge_write(path, _run(points))
+    return path
+
+
+def test_fit_recovers_known_parameters(synthetic):
+    rows, summary = validate(synthetic, fit_profiles=True)
+    assert len(rows) == 2 * len(SHAPES)
+    flash, naive = summary["pallas_flash"], summary["naive"]
+    assert flash.calibration.matmul_efficiency == pytest.approx(0.6, abs=0.0125)
+    assert flash.calibration.launch_overhead_s == pytest.approx(1e-5, abs=2e-6)
+    assert naive.calibration.hbm_efficiency == pytest.approx(0.7, abs=0.0125)
+    for s in summary.values():
+        assert s.loo_median_abs_error < 0.01
+        assert not s.violations
+
+
+def test_uncalibrated_errors_are_reported_not_hidden(synthetic):
+    _, summary = validate(synthetic)
+    # the default profile differs from the true one, so errors are visibly non-zero
+    assert summary["pallas_flash"].median_abs_error > 0.05
+    assert summary["pallas_flash"].worst[0].error != 0
+
+
+def test_a_point_below_the_floor_is_a_violation(tmp_path):
+    floor = predict(n=4096, hw="h200", h=16, batch=4, dtype="bf16").flash.t_lower_s
+    path = tmp_path / "fast.json"
+    merge_write(path, _run([_point("pallas_flash", 4096, 128, False, floor * 0.9)]))
+    _, summary = validate(path)
+    assert len(summary["pallas_flash"].violations) == 1
+    assert main(["validate", str(path)]) == 1  # the CLI fails loudly too
+
+
+def test_cli_validate_fit_plot_and_save(synthetic, tmp_path, capsys):
+    assert main(["validate", str(synthetic), "--save-calibration", str(tmp_path),
+                 "--plot", str(tmp_path)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert "pallas_flash" in out and "fit h200-pallas_flash" in out
+    saved = tmp_path / "h200-pallas_flash.toml"
+    assert predict(n=4096, hw="h200", calibration=str(saved)).flash.calibration == (
+        "h200-pallas_flash"
+    )
+    for png in ("parity.png", "time_vs_n.png"):
+        assert (tmp_path / png).stat().st_size > 10_000
+
+
+def test_validate_json(synthetic, capsys):
+    assert main(["validate", str(synthetic), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["summary"]["naive"]["points"] == len(SHAPES)
+
+
+def test_bad_file_is_one_line_error(tmp_path, capsys):
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json")
+    assert main(["validate", str(bad)]) == 2
+
+
+# --- the committed H200 measurements ----------------------------------------------
+COMMITTED = sorted(Path(data_dir("measurements")).glob("h200-2*.json"))
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no committed H200 measurements")
+def test_committed_data_never_beats_the_floor():
+    _, summary = validate(COMMITTED)
+    assert {impl: [r.label() for r in s.violations] for impl, s in summary.items()} == {
+        impl: [] for impl in summary
+    }
+
+
+@pytest.mark.skipif(not COMMITTED, reason="no committed H200 measurements")
+def test_committed_data_leave_one_out_error():
+    _, summary = validate(COMMITTED, fit_profiles=True)
+    for impl in ("pallas_flash", "naive"):
+        assert summary[impl].loo_median_abs_error < 0.10, impl
