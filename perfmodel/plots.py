@@ -194,7 +194,7 @@ def memory_chart(
     spec, shape = load_hardware(hw), shape or Shape()
     n_oom = naive_oom_n(spec, shape)
     if n_values is None:
-        top = int(2 ** np.ceil(np.log2(n_oom)))
+        top = int(2 ** np.ceil(np.log2(n_oom or max(DEFAULT_N))))
         n_values = [2**k for k in range(7, int(np.log2(top)) + 2)]
     ns = np.asarray(n_values, dtype=float)
     cols = along_n(spec, ns, shape)
@@ -207,10 +207,11 @@ def memory_chart(
             label="flash footprint: Q, K, V, O + log-sum-exp")  # fmt: skip
     cap = spec.hbm_capacity_bytes
     ax.axhline(cap, color="k", lw=1.5, label=f"HBM capacity {si(cap, 'B')}")
-    ax.axvline(n_oom, color=COLORS["naive"], ls=":", lw=1.2)
-    ax.annotate(f"naive runs out of HBM\nat n = {n_oom:,}", (n_oom, cap), xytext=(-120, 18),
-                textcoords="offset points", fontsize=9, color=COLORS["naive"],
-                arrowprops=dict(arrowstyle="->", color=COLORS["naive"]))  # fmt: skip
+    if n_oom is not None:
+        ax.axvline(n_oom, color=COLORS["naive"], ls=":", lw=1.2)
+        ax.annotate(f"naive runs out of HBM\nat n = {n_oom:,}", (n_oom, cap), xytext=(-120, 18),
+                    textcoords="offset points", fontsize=9, color=COLORS["naive"],
+                    arrowprops=dict(arrowstyle="->", color=COLORS["naive"]))  # fmt: skip
     ax.fill_between(ns, cap, max(cap, cols["naive.footprint_bytes"].max()) * 2, color="gray",
                     alpha=0.12, label="beyond the device's HBM")  # fmt: skip
     _measured(ax, measured, lambda p: p.peak_memory_bytes or None, " (peak memory)")
@@ -241,20 +242,21 @@ def speedup_chart(
         lim = asymptotic_speedup(spec, metric=metric, shape=shape).value
         ax.axhline(lim, color=line.get_color(), ls=":", lw=1.4,
                    label=f"symbolic n→∞ limit, {name}: {lim:.2f}×")
-        x = crossover_n(spec, threshold, metric=metric, shape=shape)
+        x = crossover_n(spec, threshold, metric=metric, shape=shape, sustained=True,
+                        n_max=int(ns[-1]))  # fmt: skip
         where = "never" if x is None else f"n = {x:,}"
         if x is not None and ns[0] <= x <= ns[-1]:
             ax.axvline(x, color=line.get_color(), ls="-.", lw=1)
         else:
             where += " (off this axis)" if x is not None else ""
-        ax.plot([], [], " ", label=f"first n with {name} speedup ≥ {threshold:g}×: {where}")
+        ax.plot([], [], " ", label=f"{name} ≥ {threshold:g}× from {where} on")
     ax.axhline(1.0, color="k", lw=0.8)
     _measured_speedup(ax, measured)
     _n_axis(ax, ns)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("speedup: naive time / flash time (×)")
     ax.set_title(f"Flash speedup against n\n{_config_label(spec, shape)}")
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=8, loc="best")
     return _save(fig, path)
 
 

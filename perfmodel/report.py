@@ -13,7 +13,7 @@ True
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +28,13 @@ from perfmodel.asymptotics import (
     naive_oom_n,
 )
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import _compiled_model, _kernel_roofs, _rates, shape_values
+from perfmodel.evaluate import (
+    _compiled_model,
+    _kernel_roofs,
+    _rates,
+    _with_parallelism,
+    shape_values,
+)
 from perfmodel.hardware import HardwareSpec, load_hardware
 from perfmodel.predict import predict
 from perfmodel.units import si
@@ -46,7 +52,8 @@ KERNEL_LABELS = {"qk": "naive: S = QKᵀ", "softmax": "naive: P = softmax(S)",
 def kernel_roof_times(hw: Any, n: int, shape: Shape | None = None) -> dict[str, dict[str, float]]:
     """Seconds on each roof for each kernel of both algorithms (roofline, no derating).
 
-    The sum over an algorithm's kernels of each kernel's largest roof is its t_lower_s.
+    Compute roofs are stretched where the grid leaves SMs idle, as ``t_lower_s`` does:
+    the sum over an algorithm's kernels of each kernel's largest roof is its t_lower_s.
     """
     spec, shape = load_hardware(hw), shape or Shape()
     predict(n=n, hw=spec, **shape.kwargs(n))  # checks the shape
@@ -57,7 +64,9 @@ def kernel_roof_times(hw: Any, n: int, shape: Shape | None = None) -> dict[str, 
         fn, names = _compiled_model(algo, shape.causal, spec.l2_bytes is not None)
         raw = dict(zip(names, fn(**values), strict=True))
         for kernel in dict.fromkeys(name.split(":")[0] for name in names if ":" in name):
-            times = _kernel_roofs(raw, kernel, rates)
+            times, _ = _with_parallelism(
+                _kernel_roofs(raw, kernel, rates), raw[f"{kernel}:work_items"], spec
+            )  # compute roofs stretched by SMs that get no block (as in t_lower_s)
             out[KERNEL_LABELS.get(kernel, f"{algo}: {kernel}")] = {
                 r: float(t) for r, t in times.items()
             }
@@ -127,8 +136,10 @@ class Conclusions:
     hardware: str
     shape: Shape
     threshold: float
-    x_estimate: int | None  #: crossover on the estimate (time_s), None if never reached
-    x_lower: int | None  #: crossover on the roofline bound (t_lower_s)
+    n_max: int  #: the top of the sweep: "beyond X" means for every n in [X, n_max]
+    x_estimate: int | None  #: sustained crossover on the estimate (time_s)
+    x_lower: int | None  #: sustained crossover on the roofline bound (t_lower_s)
+    x_first: int | None  #: first n at which the estimate reaches the threshold
     n_reference: int
     speedup: float  #: naive/flash time_s at n_reference
     throughput_gain: float  #: flash tokens/s over naive tokens/s, minus 1
@@ -136,36 +147,37 @@ class Conclusions:
     sp_bytes: float  #: S + P at n_reference
     asymptote: Asymptote
     asymptote_lower: Asymptote
-    n_oom: int
-    extra: dict[str, Any] = field(default_factory=dict)
+    n_oom: int | None
 
     def headline(self) -> str:
         p = f"{(self.threshold - 1) * 100:.0f}%"
-        tail = (f"at n={self.n_reference} throughput is +{self.throughput_gain:.0%} and "
+        tail = (f"at n={self.n_reference:,} throughput is {self.throughput_gain:+.0%} and "
                 f"attention memory −{self.memory_saving:.1%}")  # fmt: skip
-        if self.x_estimate is not None and self.x_estimate > 1:
-            return f"Gains become significant beyond n ≈ {self.x_estimate:,} (flash at least {p} faster); {tail}."
-        lower = ("never on the roofline bound" if self.x_lower is None else
-                 f"beyond n ≈ {self.x_lower:,} on the roofline bound alone (flash's "
-                 f"t_lower at least {p} below naive's)")  # fmt: skip
-        return (f"Gains become significant {lower}; with launch overheads the estimate has "
-                f"flash at least {p} faster at every n ≥ 1 (naive is three launches, flash "
-                f"one); {tail}.")  # fmt: skip
+        if self.x_estimate is None:
+            return (f"The model never has flash {p} faster at every n up to {self.n_max:,}; "
+                    f"{tail}.")  # fmt: skip
+        if self.x_estimate == 1:
+            return (f"Gains are significant at every n (flash at least {p} faster from n = 1 "
+                    f"to {self.n_max:,}); {tail}.")  # fmt: skip
+        return (f"Gains become significant beyond n ≈ {self.x_estimate:,} (flash at least "
+                f"{p} faster at every n from there to {self.n_max:,}); {tail}.")  # fmt: skip
 
 
 def conclusions(
     hw: Any, shape: Shape | None = None, *, threshold: float = 1.5,
-    n_reference: int = N_REFERENCE,
+    n_reference: int = N_REFERENCE, n_max: int = max(N_GROWTH) * 2,
 ) -> Conclusions:  # fmt: skip
     """X, Y, Z and the n→∞ limit, from the model."""
     spec, shape = load_hardware(hw), shape or Shape()
     ref = predict(n=n_reference, hw=spec, **shape.kwargs(n_reference))
     cols = along_n(spec, [n_reference], shape)
     saving = 1 - cols["flash.footprint_bytes"][0] / cols["naive.footprint_bytes"][0]
+    cross = dict(hw=spec, threshold=threshold, shape=shape, n_max=n_max)
     return Conclusions(
-        hardware=spec.name, shape=shape, threshold=threshold,
-        x_estimate=crossover_n(spec, threshold, shape=shape),
-        x_lower=crossover_n(spec, threshold, metric="t_lower_s", shape=shape),
+        hardware=spec.name, shape=shape, threshold=threshold, n_max=n_max,
+        x_estimate=crossover_n(**cross, sustained=True),
+        x_lower=crossover_n(**cross, metric="t_lower_s", sustained=True),
+        x_first=crossover_n(**cross),
         n_reference=n_reference, speedup=ref.speedup, throughput_gain=ref.speedup - 1,
         memory_saving=float(saving), sp_bytes=ref.naive.extra_memory_bytes,
         asymptote=asymptotic_speedup(spec, shape=shape),
@@ -186,8 +198,9 @@ def _misconceptions(spec: HardwareSpec, shape: Shape, c: Conclusions, ns: np.nda
     cols = along_n(spec, ns, shape)
     peak_i = int(np.argmax(cols["speedup"]))
     rows = "\n".join(
-        f"| {int(n):,} | {_us(a)} | {_us(b)} | {_us(a - b)} | {a / b:.2f}× |"
-        for n, a, b in zip(grow["n"], grow["naive.time_s"], grow["flash.time_s"], strict=True)
+        f"| {int(n):,} | {int(bt)} | {_us(a)} | {_us(b)} | {_us(a - b)} | {a / b:.2f}× |"
+        for n, bt, a, b in zip(grow["n"], grow["batch"], grow["naive.time_s"],
+                               grow["flash.time_s"], strict=True)  # fmt: skip
     )
     amdahl = ", ".join(f"{f:.0%} of the step → {1 / ((1 - f) + f / c.speedup):.2f}×"
                        for f in (0.2, 0.5, 0.8))  # fmt: skip
@@ -220,17 +233,17 @@ FLOP/B against a ridge point of {ref.ridge_point:.0f} FLOP/B: naive is {nv.bound
 ({nv.binding_roof}), flash is {fl.bound}-bound ({fl.binding_roof}).
 
 **2. "The speedup grows without bound with n."** The relative gain saturates; the
-absolute time keeps growing as n²:
+absolute time keeps growing (as b·n²):
 
-| n | naive | flash | time saved | speedup |
-|---:|---:|---:|---:|---:|
+| n | batch | naive | flash | time saved | speedup |
+|---:|---:|---:|---:|---:|---:|
 {rows}
 
 Over n = {int(ns[0]):,}…{int(ns[-1]):,} the estimated speedup peaks at
 {cols['speedup'][peak_i]:.2f}× (n = {int(ns[peak_i]):,}) and tends to the symbolic n→∞
 limit **{c.asymptote.value:.2f}×** (roofline bound: {c.asymptote_lower.value:.2f}×): each naive
 kernel ends up on its {'/'.join(sorted(set(c.asymptote.naive_roofs)))} roof, flash on its
-{'/'.join(sorted(set(c.asymptote.flash_roofs)))} roof, and both times are n² times a constant.
+{'/'.join(sorted(set(c.asymptote.flash_roofs)))} roof, and both times are b·n² times a constant.
 The limit is (R_roof = the roof's rate, derated by the default calibration):
 
 `{c.asymptote.expr}`
@@ -312,6 +325,31 @@ def _measured_speedups(points: Sequence[MeasuredPoint]) -> str:
             + "\n".join(rows) + "\n")
 
 
+def _crossover_words(x: int | None, n_max: int) -> str:
+    if x is None:
+        return f"not at every n up to {n_max:,}"
+    return f"from n = {x:,} on (up to {n_max:,})"
+
+
+def _conclusion_bullets(spec: HardwareSpec, c: Conclusions, ref: Any) -> str:
+    p = f"{(c.threshold - 1) * 100:.0f}%"
+    oom = ("does not exceed the device's HBM in range" if c.n_oom is None else
+           f"exceeds the {si(spec.hbm_capacity_bytes, 'B')} of HBM from n = {c.n_oom:,}")  # fmt: skip
+    first = "never" if c.x_first is None else f"first at n = {c.x_first:,}"
+    return f"""- X is solved from the model: the smallest n from which the estimated speedup stays
+  ≥ {c.threshold:g}× (flash at least {p} faster) at every integer n up to {c.n_max:,}
+  (`perfmodel.asymptotics.crossover_n(..., sustained=True)`). The estimate reaches
+  {c.threshold:g}× {first}; on the roofline bound alone (no launch overheads, no derating)
+  flash is {p} faster {_crossover_words(c.x_lower, c.n_max)}.
+- At n={c.n_reference:,}: naive {_us(ref.naive.time_s)}, flash {_us(ref.flash.time_s)}
+  ({c.speedup:.2f}×); S+P = {si(c.sp_bytes, 'B')} ({int(c.sp_bytes):,} B) that flash never
+  writes. Memory counts Q, K, V, O plus what each algorithm keeps.
+- The speedup's symbolic n→∞ limit is **{c.asymptote.value:.2f}×** (roofline bound
+  {c.asymptote_lower.value:.2f}×).
+- Naive attention's footprint {oom}; flash's stays linear in n.
+"""
+
+
 def render_markdown(
     hw: Any, shape: Shape, ns: np.ndarray, c: Conclusions, figures: dict[str, Path],
     measured: Sequence[MeasuredPoint] | None, command: str,
@@ -333,14 +371,7 @@ default calibration, plus one launch overhead per kernel); "roofline bound" is `
 
 **{c.headline()}**
 
-- At n={c.n_reference:,}: naive {_us(ref.naive.time_s)}, flash {_us(ref.flash.time_s)}
-  ({c.speedup:.2f}×); S+P = {si(c.sp_bytes, 'B')} ({int(c.sp_bytes):,} B) that flash never
-  writes.
-- The speedup's symbolic n→∞ limit is {c.asymptote.value:.2f}× (roofline bound
-  {c.asymptote_lower.value:.2f}×).
-- Naive attention's footprint exceeds the {si(spec.hbm_capacity_bytes, 'B')} of HBM from
-  n = {c.n_oom:,}; flash's stays linear in n.
-
+{_conclusion_bullets(spec, c, ref)}
 {_misconceptions(spec, shape, c, ns)}
 ## The sweep (model)
 
@@ -381,7 +412,7 @@ def write_report(
         if name == "speedup":
             kwargs["threshold"] = threshold
         figures[name] = fn(spec, out / f"{name}.png", **kwargs)
-    c = conclusions(spec, shape, threshold=threshold)
+    c = conclusions(spec, shape, threshold=threshold, n_max=int(ns[-1]))
     command = command or f"perfmodel report --hw {hw} --out {out}"
     text = render_markdown(spec, shape, ns, c, figures, measured, command)
     path = out / "report.md"

@@ -1,0 +1,53 @@
+"""``perfmodel report``: the chapter's scaling report (report.md plus five figures)."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("report", help="sweep n: conclusions, misconceptions, figures")
+    p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
+    p.add_argument("--out", required=True, help="folder for report.md and the PNGs")
+    p.add_argument("--measurements", nargs="+", action="extend", default=[], metavar="FILE",
+                   help="measured points (perfmodel.measured JSON) to show beside the model")
+    p.add_argument("--d", type=int, default=128, help="head dimension")
+    p.add_argument("--h", type=int, default=1, help="query heads")
+    p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA)")
+    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--tokens", type=int, default=None,
+                   help="instead of --batch: batch = max(1, TOKENS // n) at each n")
+    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--causal", action="store_true")
+    p.add_argument("--block-q", type=int, default=128, help="B_r")
+    p.add_argument("--block-k", type=int, default=128, help="B_c")
+    p.add_argument("--n", type=int, nargs="+", default=None, help="the n values of the sweep")
+    p.add_argument("--threshold", type=float, default=1.5,
+                   help="speedup that counts as significant (1.5: flash 50%% faster)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfmodel.asymptotics import Shape
+    from perfmodel.errors import PerfmodelError
+    from perfmodel.report import write_report
+
+    for name in ("d", "h", "h_kv", "batch", "tokens", "block_q", "block_k"):
+        value = getattr(args, name)
+        if value is not None and value <= 0:
+            raise PerfmodelError(f"--{name.replace('_', '-')}={value} must be positive")
+    if args.n is not None and min(args.n) <= 0:
+        raise PerfmodelError(f"--n={min(args.n)} must be positive")
+    if not args.threshold > 1:
+        raise PerfmodelError(f"--threshold={args.threshold} must be a speedup above 1")
+    shape = Shape(d=args.d, h=args.h, h_kv=args.h_kv, batch=args.batch, dtype=args.dtype,
+                  causal=args.causal, block_q=args.block_q, block_k=args.block_k,
+                  tokens=args.tokens)  # fmt: skip
+    command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    path = write_report(args.hw, args.out, shape=shape, measurements=args.measurements,
+                        n_values=args.n, threshold=args.threshold,
+                        command=command if sys.argv[1:2] == ["report"] else None)  # fmt: skip
+    print(path)
+    return 0

@@ -1,0 +1,120 @@
+"""The chapter's bottleneck diagnosis: from HBM and SM utilisation to a verdict.
+
+Utilisations come from a profiler (Nsight Compute's DRAM throughput and SM busy,
+as fractions of peak) or from one measured time and the model's counts for that
+shape (:func:`utilisation_from_time`: bytes / time / bandwidth, FLOPs / time / peak).
+
+The rules (chapter 3.1, point 7), checked in this order:
+
+1. HBM utilisation high (>= ``HBM_HIGH``): bandwidth-bound — flash helps, it removes bytes.
+2. SMs busy (>= ``SM_BUSY``) and HBM not full: compute-bound — flash will not help much.
+3. Both low (HBM <= ``HBM_LOW`` and SM <= ``SM_LOW``): the bottleneck is outside
+   attention (pre-processing, tokenisation, the sampling loop, launches).
+4. Otherwise: neither roof is near its limit — partly latency-bound; no clear verdict.
+
+>>> diagnose(hbm_util=0.92, sm_util=0.35).verdict
+'bandwidth-bound'
+>>> diagnose(hbm_util=0.2, sm_util=0.15).verdict
+'outside attention'
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from perfmodel.errors import PerfmodelError
+
+#: Thresholds, as fractions of peak (the chapter: "near 90–100%", "about 30%").
+HBM_HIGH = 0.70
+SM_BUSY = 0.60
+HBM_LOW = 0.40
+SM_LOW = 0.40
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    """A verdict, whether flash attention would help, and why, in one or two sentences."""
+
+    verdict: str  #: bandwidth-bound, compute-bound, outside attention, inconclusive
+    flash_helps: bool | None
+    hbm_util: float
+    sm_util: float
+    explanation: str
+    source: str = "given utilisations"
+
+    def __str__(self) -> str:
+        helps = {True: "yes", False: "not much", None: "unclear"}[self.flash_helps]
+        return (f"verdict: {self.verdict} (HBM {self.hbm_util:.0%}, SM {self.sm_util:.0%}; "
+                f"{self.source})\nflash attention helps: {helps}\n{self.explanation}")  # fmt: skip
+
+
+def _check_fraction(name: str, value: Any) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise PerfmodelError(f"{name}={value!r} must be a number") from None
+    if not 0 <= x <= 1.5:  # a little over 1 tolerates profiler rounding and datasheet peaks
+        raise PerfmodelError(f"{name}={value!r} must be a fraction of peak, 0 to 1 (1.5 at most)")
+    return x
+
+
+def diagnose(hbm_util: float, sm_util: float, *, source: str = "given utilisations") -> Diagnosis:
+    """The chapter's verdict from HBM and SM utilisation (fractions of peak, 0..1)."""
+    hbm = _check_fraction("hbm_util", hbm_util)
+    sm = _check_fraction("sm_util", sm_util)
+    pct = f"HBM bandwidth is at {hbm:.0%} of peak and the SMs at {sm:.0%}"
+    if hbm >= HBM_HIGH:
+        return Diagnosis("bandwidth-bound", True, hbm, sm, (
+            f"{pct}: memory traffic is the limit (≥ {HBM_HIGH:.0%}). FlashAttention removes "
+            "the HBM round trips of S and P, so it helps here."), source)  # fmt: skip
+    if sm >= SM_BUSY:
+        return Diagnosis("compute-bound", False, hbm, sm, (
+            f"{pct}: the SMs are busy (≥ {SM_BUSY:.0%}) while bandwidth is not full. Fewer "
+            "bytes will not make the arithmetic faster, so flash will not help much."), source)
+    if hbm <= HBM_LOW and sm <= SM_LOW:
+        return Diagnosis("outside attention", False, hbm, sm, (
+            f"{pct}: both are low (≤ {HBM_LOW:.0%} and ≤ {SM_LOW:.0%}), so the GPU is waiting. "
+            "Look outside attention — pre-processing, tokenisation, the sampling loop, "
+            "kernel launches — before changing the kernel."), source)  # fmt: skip
+    return Diagnosis("inconclusive", None, hbm, sm, (
+        f"{pct}: neither roof is near its limit nor are both idle — partly latency-bound "
+        "(small grids, dependent launches). Profile per kernel before deciding."), source)
+
+
+def utilisation_from_time(
+    time_s: float, n: int, hw: Any, *, algorithm: str = "naive", **shape: Any
+) -> tuple[float, float]:
+    """(HBM, SM) utilisation of one measured time, from the model's bytes and FLOPs.
+
+    HBM: the model's HBM bytes / time / datasheet bandwidth. SM: matmul FLOPs / time /
+    dtype matmul peak (tensor-core utilisation, the part flash cannot reduce).
+
+    >>> hbm, sm = utilisation_from_time(60e-6, 4096, "h200")
+    >>> round(hbm, 2), round(sm, 2)
+    (0.48, 0.14)
+    """
+    from perfmodel.predict import predict
+
+    if algorithm not in ("naive", "flash"):
+        raise PerfmodelError(f"algorithm={algorithm!r} must be 'naive' or 'flash'")
+    try:
+        t = float(time_s)
+    except (TypeError, ValueError):
+        raise PerfmodelError(f"time_s={time_s!r} must be a number of seconds") from None
+    if not t > 0:
+        raise PerfmodelError(f"time_s={time_s!r} must be positive")
+    p = predict(n=n, hw=hw, **shape)
+    a = getattr(p, algorithm)
+    hbm = a.hbm_bytes / t / p.hardware.hbm_bandwidth_bytes_per_s
+    sm = a.matmul_flops / t / p.hardware.peak(p.config.dtype)
+    return hbm, sm
+
+
+def diagnose_time(
+    time_s: float, n: int, hw: Any, *, algorithm: str = "naive", **shape: Any
+) -> Diagnosis:
+    """:func:`diagnose` on the utilisations implied by one measured time."""
+    hbm, sm = utilisation_from_time(time_s, n, hw, algorithm=algorithm, **shape)
+    source = f"{algorithm} attention, n={n}, measured {time_s * 1e6:.3g} µs, model's bytes/FLOPs"
+    return diagnose(min(hbm, 1.5), min(sm, 1.5), source=source)
