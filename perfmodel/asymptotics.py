@@ -185,7 +185,9 @@ def crossover_n(
     return None if below[-1] == ns.size - 1 else int(ns[below[-1] + 1])
 
 
-def naive_oom_n(hw: Hw, shape: Shape | None = None, n_max: int = N_SCAN_MAX, **kw: Any) -> int | None:
+def naive_oom_n(
+    hw: Hw, shape: Shape | None = None, n_max: int = N_SCAN_MAX, **kw: Any
+) -> int | None:
     """Smallest n at which naive attention's footprint (Q, K, V, O, S, P) exceeds HBM.
 
     Every integer n is evaluated, as in :func:`crossover_n`; None if not up to ``n_max``.
@@ -241,7 +243,7 @@ def _eventually(cond: sp.Basic) -> bool:
         return bool(cond)
     if isinstance(cond, sp.core.relational.Relational):
         gap = sp.limit(cond.lhs - cond.rhs, n, sp.oo)
-        sign = {sp.oo: 1, -sp.oo: -1}.get(gap, None)
+        sign = {sp.oo: 1, -sp.oo: -1}.get(gap)
         if sign is None and gap.is_number:
             sign = int(sp.sign(gap))
         if sign is None:

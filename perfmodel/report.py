@@ -333,8 +333,9 @@ def _crossover_words(x: int | None, n_max: int) -> str:
 
 def _conclusion_bullets(spec: HardwareSpec, c: Conclusions, ref: Any) -> str:
     p = f"{(c.threshold - 1) * 100:.0f}%"
+    hbm = si(spec.hbm_capacity_bytes, "B")
     oom = ("does not exceed the device's HBM in range" if c.n_oom is None else
-           f"exceeds the {si(spec.hbm_capacity_bytes, 'B')} of HBM from n = {c.n_oom:,}")  # fmt: skip
+           f"exceeds the {hbm} of HBM from n = {c.n_oom:,}")  # fmt: skip
     first = "never" if c.x_first is None else f"first at n = {c.x_first:,}"
     return f"""- X is solved from the model: the smallest n from which the estimated speedup stays
   ≥ {c.threshold:g}× (flash at least {p} faster) at every integer n up to {c.n_max:,}
