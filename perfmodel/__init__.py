@@ -30,7 +30,21 @@ _EXPORTS = {
     "PerfmodelError": "perfmodel.errors",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "AlgorithmPrediction",
+    "Calibration",
+    "Config",
+    "HardwareSpec",
+    "PerfmodelError",
+    "Prediction",
+    "SweepResult",
+    "known_names",
+    "load_calibration",
+    "load_hardware",
+    "predict",
+    "sweep",
+    "symbolic",
+]
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:

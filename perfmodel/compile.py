@@ -61,7 +61,7 @@ class Compiled:
         return f"Compiled({self.expr})"
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def compiled(expr: sp.Expr | tuple[sp.Expr, ...]) -> Compiled:
     """The cached numpy callable for ``expr`` (sympy expressions are hashable)."""
     return Compiled(expr)

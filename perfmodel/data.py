@@ -1,4 +1,4 @@
-"""Where the shipped data files live: installed as ``perfmodel.specs``, or ``specs/`` in a checkout."""
+"""Where shipped data lives: installed as ``perfmodel.specs``, or ``specs/`` in a checkout."""
 
 from __future__ import annotations
 

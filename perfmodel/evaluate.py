@@ -78,8 +78,7 @@ def kernel_roofs(
     raw, kernels = _raw(algorithm, causal, hw, values)
     rates = _rates(hw, peak)
     return [
-        _with_parallelism(_kernel_roofs(raw, k, rates), raw[f"{k}:work_items"], hw)
-        for k in kernels
+        _with_parallelism(_kernel_roofs(raw, k, rates), raw[f"{k}:work_items"], hw) for k in kernels
     ]
 
 

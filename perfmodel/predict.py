@@ -141,7 +141,9 @@ def _calibrations(calibration: CalibrationArg) -> dict[str, Calibration]:
     given = (
         calibration
         if isinstance(calibration, list | tuple)
-        else [] if calibration is None else [calibration]
+        else []
+        if calibration is None
+        else [calibration]
     )
     chosen = {a: load_calibration(None) for a in ALGORITHMS}
     for item in given:
@@ -195,9 +197,7 @@ def predict(
         n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype, causal=causal,
         block_q=block_q, block_k=block_k,
     )  # fmt: skip
-    return Prediction(
-        config=config, hardware=spec, ridge_point=spec.ridge_point(dtype), **results
-    )
+    return Prediction(config=config, hardware=spec, ridge_point=spec.ridge_point(dtype), **results)
 
 
 def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
@@ -274,7 +274,9 @@ def sweep(
         }
         for key in next(iter(cases.values())):
             if len(cases) == 1:
-                out[f"{a}.{key}"] = np.broadcast_to(next(iter(cases.values()))[key], causal_arr.shape)
+                out[f"{a}.{key}"] = np.broadcast_to(
+                    next(iter(cases.values()))[key], causal_arr.shape
+                )
             else:
                 out[f"{a}.{key}"] = np.where(causal_arr, cases[True][key], cases[False][key])
     out["flash.fits_sram"] = out["flash.sram_bytes"] <= spec.sram_per_sm_bytes

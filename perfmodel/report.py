@@ -43,8 +43,6 @@ from perfmodel.units import si
 N_REFERENCE = 4096
 #: Lengths of the misconception-2 table.
 N_GROWTH = (1024, 4096, 16384, 65536)
-#: Measured implementation -> the model algorithm it is compared with.
-ALGORITHM_OF = {"pallas_flash": "flash", "cudnn": "flash", "naive": "naive", "xla": "naive"}
 KERNEL_LABELS = {"qk": "naive: S = QKᵀ", "softmax": "naive: P = softmax(S)",
                  "pv": "naive: O = PV", "flash": "flash: fused kernel"}  # fmt: skip
 
@@ -96,32 +94,45 @@ class MeasuredPoint:
 def match_measurements(paths: Sequence[str | Path], hw: Any, shape: Shape) -> list[MeasuredPoint]:
     """Points of the files with this shape's d, h, h_kv, dtype and causality (any batch).
 
-    The model is linear in batch (up to launch overhead), so tokens/s and TFLOP/s of a
-    point at another batch compare with the curves; times compare at the point's batch.
+    Per (implementation, n, batch) the fastest 'ok' point is kept (a tuning run times
+    several tiles), or else the last failed one. The model is evaluated at the point's
+    own batch and tiles. The model is linear in batch (up to launches and idle SMs), so
+    tokens/s and TFLOP/s of a point at another batch compare with the curves.
     """
     from perfmodel.measured import load_measurements
+    from perfmodel.validate import ALGORITHM_OF, dtype_name
 
     spec = load_hardware(hw)
     h_kv = shape.h if shape.h_kv is None else shape.h_kv
-    out = []
+    want = (shape.d, shape.h, h_kv, shape.dtype, shape.causal)
+    best: dict[tuple[str, int, int], Any] = {}
     for _run, p in load_measurements(list(paths)):
         if p.implementation not in ALGORITHM_OF or p.kv_len != p.n:
             continue
-        if (p.d, p.h, p.h_kv, p.dtype, p.causal) != (shape.d, shape.h, h_kv, shape.dtype,
-                                                      shape.causal):  # fmt: skip
+        if (p.d, p.h, p.h_kv, dtype_name(p.dtype), p.causal) != want:
             continue
-        algo = ALGORITHM_OF[p.implementation]
-        at = replace(shape, batch=p.batch, tokens=None)
-        model = getattr(predict(n=p.n, hw=spec, **at.kwargs(p.n)), algo)
-        out.append(MeasuredPoint(
-            implementation=p.implementation, algorithm=algo, n=p.n, batch=p.batch,
-            status=p.status, median_s=p.median_s, tokens_per_s=p.tokens_per_s,
-            tflops=p.tflops, peak_memory_bytes=p.peak_memory_bytes,
-            predicted_s=model.time_s, model_flops=model.flops,
-            model_intensity=model.intensity,
-            model_footprint_bytes=_footprint(spec, p.n, at, algo),
-        ))  # fmt: skip
-    return out
+        key = (p.implementation, p.n, p.batch)
+        old = best.get(key)
+        if old is None or (p.status == "ok" and (old.status != "ok" or p.median_s < old.median_s)):
+            best[key] = p
+    return [_measured_point(spec, shape, p) for p in best.values()]
+
+
+def _measured_point(spec: HardwareSpec, shape: Shape, p: Any) -> MeasuredPoint:
+    from perfmodel.validate import ALGORITHM_OF
+
+    algo = ALGORITHM_OF[p.implementation]
+    at = replace(shape, batch=p.batch, tokens=None, block_q=p.block_q or shape.block_q,
+                 block_k=p.block_k or shape.block_k)  # fmt: skip
+    model = getattr(predict(n=p.n, hw=spec, **at.kwargs(p.n)), algo)
+    return MeasuredPoint(
+        implementation=p.implementation, algorithm=algo, n=p.n, batch=p.batch,
+        status=p.status, median_s=p.median_s, tokens_per_s=p.tokens_per_s,
+        tflops=p.tflops, peak_memory_bytes=p.peak_memory_bytes,
+        predicted_s=model.time_s, model_flops=model.flops,
+        model_intensity=model.intensity,
+        model_footprint_bytes=_footprint(spec, p.n, at, algo),
+    )  # fmt: skip
 
 
 def _footprint(spec: HardwareSpec, n: int, shape: Shape, algo: str) -> float:

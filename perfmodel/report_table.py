@@ -19,7 +19,10 @@ def _rows(p: Prediction) -> list[tuple[str, str, str]]:
 
     rows = [
         ("FLOPs", *both(lambda a: si(a.flops, "FLOP"))),
-        ("  matmul / softmax", *both(lambda a: f"{si(a.matmul_flops, '').strip()} / {si(a.vector_flops, '').strip()}")),
+        (
+            "  matmul / softmax",
+            *both(lambda a: f"{si(a.matmul_flops, '').strip()} / {si(a.vector_flops, '').strip()}"),
+        ),
         ("  exponentials", *both(lambda a: si(a.exp_count, ""))),
         ("HBM bytes", *both(lambda a: si(a.hbm_bytes, "B"))),
         ("L2->SM bytes", *both(lambda a: si(a.l2_bytes, "B"))),
@@ -65,7 +68,9 @@ def prediction_table(p: Prediction) -> str:
 
 def prediction_markdown(p: Prediction) -> str:
     body = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in _rows(p))
-    return f"**{_title(p)}**\n\n| | naive | flash |\n|---|---:|---:|\n{body}\n\n{_speedup_line(p)}\n"
+    return (
+        f"**{_title(p)}**\n\n| | naive | flash |\n|---|---:|---:|\n{body}\n\n{_speedup_line(p)}\n"
+    )
 
 
 def algorithm_summary(a: AlgorithmPrediction) -> str:

@@ -68,8 +68,14 @@ def report_json(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) 
             for k, s in summary.items()
         },
         "points": [
-            {"label": r.label(), "measured_s": r.measured_s, "predicted_s": r.predicted_s,
-             "t_lower_s": r.t_lower_s, "error": r.error} for r in rows
+            {
+                "label": r.label(),
+                "measured_s": r.measured_s,
+                "predicted_s": r.predicted_s,
+                "t_lower_s": r.t_lower_s,
+                "error": r.error,
+            }
+            for r in rows
         ],  # fmt: skip
     }
 

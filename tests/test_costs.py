@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from perfmodel.compile import compiled
 from perfmodel.costs import symbolic, terms
-from perfmodel.symbols import b, block_k, block_q, d, h, h_kv, l2_capacity, m, n, s
+from perfmodel.symbols import b, block_k, block_q, d, h, h_kv, l2_capacity, m, n, resident_ctas, s
 
 naive = symbolic("naive")
 flash = symbolic("flash")
@@ -120,7 +120,7 @@ def test_gqa_divides_kv_bytes(group, h_):
 def test_lambdified_equals_subs(n_, d_, bq, bk, h_, b_, causal):
     model = symbolic("flash", causal=causal)
     subs = {n: n_, m: n_, d: d_, block_q: bq, block_k: bk, h: h_, h_kv: h_, b: b_, s: 2,
-            l2_capacity: 50 * 2**20, sp.Symbol("resident_ctas", integer=True, positive=True): 132}  # fmt: skip
+            l2_capacity: 50 * 2**20, resident_ctas: 132}  # fmt: skip
     for expr in (model.flops, model.hbm_bytes, model.exp_count, naive.hbm_bytes):
         exact = float(expr.subs(subs))
         fast = value(expr, n=n_, d=d_, block_q=bq, block_k=bk, h=h_, h_kv=h_, b=b_)

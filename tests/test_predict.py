@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import PerfmodelError, predict, sweep
-from perfmodel.costs import symbolic
 from perfmodel import symbols as S
+from perfmodel.costs import symbolic
 
 FIELDS = ("flops", "hbm_bytes", "intensity", "t_compute_s", "t_memory_s", "t_lower_s",
           "time_s", "bound", "extra_memory_bytes", "attainable_flops_per_s")  # fmt: skip

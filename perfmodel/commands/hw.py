@@ -45,7 +45,9 @@ def run_show(args: argparse.Namespace) -> int:
     print(f"{spec.name} ({spec.vendor} {spec.kind}); aliases: {', '.join(spec.aliases)}")
     for dtype, value in peaks.items():
         if value is not None:
-            src = spec.sources.get(f"peak_flops_per_s.{dtype}", spec.sources.get("peak_flops_per_s"))
+            src = spec.sources.get(
+                f"peak_flops_per_s.{dtype}", spec.sources.get("peak_flops_per_s")
+            )
             print(f"  peak_flops_per_s.{dtype:<6} {si(value, 'FLOP/s'):>14}   [{src}]")
     for key, value in data.items():
         if key in {"name", "aliases", "vendor", "kind"} or value is None:

@@ -39,5 +39,9 @@ def run(args: argparse.Namespace) -> int:
         Path(args.plot).mkdir(parents=True, exist_ok=True)
         parity_plot(rows, Path(args.plot) / "parity.png")
         time_vs_n_plot(rows, Path(args.plot) / "time_vs_n.png")
-    print(json.dumps(report_json(rows, summary), indent=2) if args.json else report_text(rows, summary))
+    print(
+        json.dumps(report_json(rows, summary), indent=2)
+        if args.json
+        else report_text(rows, summary)
+    )
     return 1 if any(s.violations for s in summary.values()) else 0

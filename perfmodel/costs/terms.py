@@ -24,6 +24,7 @@ lse_bytes = b * h * n * F32
 #: K and V of one (batch, kv-head): what a Q block streams, and what L2 must hold.
 kv_head_bytes = 2 * m * d * s
 
+
 # --- work (FLOPs and exponentials) ----------------------------------------------
 #: QK^T and PV over an n x m score matrix: 2 matmuls x 2 FLOPs per multiply-add.
 def matmul_flops(score_elements: sp.Expr) -> sp.Expr:
