@@ -257,7 +257,7 @@ def leading_coefficients(algorithm: str, causal: bool = False, l2: bool = True) 
     """Per kernel, per roof: lim work/n² as n→∞ (sympy, in the shape symbols).
 
     >>> leading_coefficients("naive")["softmax"]["hbm"]
-    4*b*h*s
+    2*b*h*s
     """
     out = {}
     for kernel in symbolic(algorithm, causal=causal, l2=l2).kernels:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+from typing import NoReturn
 
 from perfmodel.errors import PerfmodelError
 
@@ -17,7 +18,7 @@ COMMANDS = ("predict", "hw", "validate", "report", "diagnose")
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+    def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
         self.exit(2, f"perfmodel: error: {message}\n")
 
 

@@ -15,6 +15,7 @@ from perfmodel.calibration import Calibration
 from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import symbolic
 from perfmodel.hardware import HardwareSpec
+from perfmodel.roofline import Num
 
 ALGORITHMS = ("naive", "flash")
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
@@ -42,7 +43,7 @@ def shape_values(hw: HardwareSpec, **shape: object) -> dict[str, object]:
     return {**shape, "l2_capacity": hw.l2_bytes or 0, "resident_ctas": hw.sm_count}
 
 
-def _rates(hw: HardwareSpec, peak: np.ndarray | float) -> dict[str, float | None]:
+def _rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
     return {
         "matmul": peak,
         "vector": hw.vector_fp32_flops_per_s,
@@ -52,7 +53,7 @@ def _rates(hw: HardwareSpec, peak: np.ndarray | float) -> dict[str, float | None
     }
 
 
-def _kernel_roofs(raw: dict, kernel: str, rates: dict) -> dict[str, np.ndarray]:
+def _kernel_roofs(raw: dict, kernel: str, rates: dict) -> dict[str, Num]:
     work = {
         "matmul": raw[f"{kernel}:matmul_flops"],
         "vector": raw[f"{kernel}:vector_flops"],
@@ -87,10 +88,10 @@ def evaluate(
     *,
     causal: bool,
     hw: HardwareSpec,
-    peak: np.ndarray | float,
+    peak: Num | float,
     values: dict,
     calibration: Calibration,
-) -> dict[str, np.ndarray]:
+) -> dict[str, Num]:
     """Every reported quantity of one algorithm, as arrays broadcast over ``values``."""
     raw, kernels = _raw(algorithm, causal, hw, values)
     rates = _rates(hw, peak)
@@ -98,11 +99,14 @@ def evaluate(
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
 
-    out: dict[str, np.ndarray] = {f: raw[f] for f in _PER_MODEL}
+    out: dict[str, Num] = {f: raw[f] for f in _PER_MODEL}
     for f in _PER_KERNEL:
         out[f] = sum(raw[f"{k}:{f}"] for k in kernels)
-    roof_totals: dict[str, np.ndarray] = {}
-    t_compute = t_memory = t_lower = time = 0.0
+    roof_totals: dict[str, Num] = {}
+    t_compute: Num = 0.0
+    t_memory: Num = 0.0
+    t_lower: Num = 0.0
+    time: Num = 0.0
     for k in kernels:
         times = _kernel_roofs(raw, k, rates)
         floor_times, estimate_times = _with_parallelism(times, raw[f"{k}:work_items"], hw)

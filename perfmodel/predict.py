@@ -138,13 +138,11 @@ def _bytes_per_element(dtype: str) -> int:
 
 def _calibrations(calibration: CalibrationArg) -> dict[str, Calibration]:
     """Which profile applies to each algorithm (a profile names its algorithm, or both)."""
-    given = (
-        calibration
-        if isinstance(calibration, list | tuple)
-        else []
-        if calibration is None
-        else [calibration]
-    )
+    given: Sequence[Any]
+    if isinstance(calibration, list | tuple):
+        given = calibration
+    else:
+        given = [] if calibration is None else [calibration]
     chosen = {a: load_calibration(None) for a in ALGORITHMS}
     for item in given:
         profile = load_calibration(item)
@@ -201,7 +199,7 @@ def predict(
 
 
 def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
-    item = {k: v.item() if hasattr(v, "item") else v for k, v in columns.items()}
+    item: dict[str, Any] = {k: v.item() if hasattr(v, "item") else v for k, v in columns.items()}
     roofs = {k[2:-2]: item.pop(k) for k in list(item) if k.startswith("t_") and k[2:-2] in
              ("matmul", "vector", "exp", "hbm", "l2")}  # fmt: skip
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device

@@ -15,8 +15,12 @@ the softmax's memory traffic, which separate launches cannot do).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
+
+#: A float for one point, or a numpy array for a sweep: every function takes either.
+Num = Any
 
 #: Roofs on execution units, and roofs on memory levels.
 COMPUTE_ROOFS = ("matmul", "vector", "exp")
@@ -28,22 +32,22 @@ def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
     return peak_flops_per_s / bandwidth_bytes_per_s
 
 
-def arithmetic_intensity(flops: np.ndarray, bytes_moved: np.ndarray) -> np.ndarray:
+def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:
     return np.asarray(flops) / np.asarray(bytes_moved)
 
 
-def attainable_flops_per_s(intensity: np.ndarray, peak: float, bandwidth: float) -> np.ndarray:
+def attainable_flops_per_s(intensity: Num, peak: float, bandwidth: float) -> Num:
     """The classic roofline: min(peak, intensity × bandwidth)."""
     return np.minimum(peak, np.asarray(intensity) * bandwidth)
 
 
-def roof_times(work: Mapping[str, np.ndarray], rates: Mapping[str, float | None]) -> dict:
+def roof_times(work: Mapping[str, Num], rates: Mapping[str, float | None]) -> dict:
     # work and rates are floats or arrays; a rate of None means the device has no such roof
     """Seconds on each roof: work (FLOPs, exps or bytes) over its rate; no rate, no roof."""
     return {roof: w / rates[roof] for roof, w in work.items() if rates.get(roof) is not None}
 
 
-def lower_bound(times: Mapping[str, np.ndarray]) -> np.ndarray:
+def lower_bound(times: Mapping[str, Num]) -> Num:
     """One kernel's floor: the largest of its roof times."""
     values = list(times.values())
     if isinstance(values[0], float):  # one point: all are floats
@@ -51,25 +55,25 @@ def lower_bound(times: Mapping[str, np.ndarray]) -> np.ndarray:
     return np.maximum.reduce([np.asarray(t, dtype=np.float64) for t in values])
 
 
-def derated(times: Mapping[str, np.ndarray], efficiency: Mapping[str, float]) -> dict:
+def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict:
     """Roof times at the achievable fraction of each roof."""
     return {roof: t / efficiency[roof] for roof, t in times.items()}
 
 
-def busy_fraction(work_items: np.ndarray, units: int) -> np.ndarray:
+def busy_fraction(work_items: Num, units: int) -> Num:
     """Share of the units a grid can keep busy at all: with fewer blocks than SMs,
     the rest idle. A true bound, whatever the occupancy."""
     return np.minimum(1.0, np.asarray(work_items) / units)
 
 
-def wave_efficiency(work_items: np.ndarray, units: int) -> np.ndarray:
+def wave_efficiency(work_items: Num, units: int) -> Num:
     """Share of unit-time doing work when equal blocks run in waves of ``units``
     (wave quantisation: 133 blocks on 132 SMs take two full waves)."""
     items = np.asarray(work_items, dtype=np.float64)
     return items / (np.ceil(items / units) * units)
 
 
-def binding_roof(times: Mapping[str, np.ndarray]) -> np.ndarray:
+def binding_roof(times: Mapping[str, Num]) -> Num:
     """Name of the largest roof, elementwise."""
     names = list(times)
     if isinstance(times[names[0]], float):

@@ -17,6 +17,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -216,7 +217,7 @@ def fit(rows: Sequence[Row], name: str) -> tuple[Calibration, list[float]]:
 
 # --- the report -----------------------------------------------------------------
 def summarise(rows: Sequence[Row], worst: int = 3) -> dict[str, ImplementationSummary]:
-    out = {}
+    out: dict[str, ImplementationSummary] = {}
     for impl in sorted({r.point.implementation for r in rows}):
         mine = [r for r in rows if r.point.implementation == impl]
         errors = [abs(r.error) for r in mine]
@@ -239,7 +240,7 @@ def validate(
     fit_profiles: bool = False,
 ) -> tuple[list[Row], dict[str, ImplementationSummary]]:
     """Compare every measured point with the model; optionally fit profiles (with LOO)."""
-    pairs = measurements if _is_pairs(measurements) else load_measurements(measurements)
+    pairs: Any = measurements if _is_pairs(measurements) else load_measurements(measurements)  # type: ignore[arg-type]
     rows = compare(pairs, hw, calibration)
     if not rows:
         raise PerfmodelError("no measured 'ok' points of a modelled implementation found")
