@@ -1,0 +1,321 @@
+"""The chapter's decision table: how much FlashAttention-2 and PagedAttention matter to a service.
+
+A workload (``specs/workloads/*.toml``) gives prompt and response length quantiles,
+the concurrency the service wants, its model and dtype. Two questions, each answered
+with computed reasons:
+
+* **FlashAttention-2** pays where attention is a large share of prefill. Attention per
+  layer comes from :func:`perfmodel.sweep` (naive and flash, causal, the model's heads);
+  the rest of prefill is estimated as ``2·params`` FLOPs per prompt token on the matmul
+  roof (derated by the default calibration). Also: naive attention's S+P scratch.
+* **PagedAttention** pays where contiguous allocation wastes KV memory and so caps how
+  many sequences run at once (:func:`perfmodel.kvcache.allocations`). A sequence in
+  flight holds its prompt plus, on average over its life, half its response.
+
+Thresholds are constants below; the reasons quote the numbers they were applied to.
+
+>>> advice = advise("contract-review", "h200")
+>>> advice.flash.priority, advice.paged.priority
+('high', 'low')
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+import tomllib
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    PositiveFloat,
+    PositiveInt,
+    ValidationError,
+    model_validator,
+)
+
+from perfmodel.calibration import load_calibration
+from perfmodel.data import data_dir
+from perfmodel.errors import PerfmodelError
+from perfmodel.hardware import HardwareSpec, load_hardware
+from perfmodel.kvcache import Allocation, allocations, kv_budget_bytes, paging_overhead
+from perfmodel.models import ModelSpec, load_model
+from perfmodel.units import si
+
+Priority = Literal["high", "medium", "low"]
+#: FlashAttention-2: prefill time saved at the median prompt for "high" / "medium".
+FLASH_HIGH, FLASH_MEDIUM = 0.20, 0.05
+#: PagedAttention: share of concurrency lost without paging for "high" / "medium".
+PAGED_HIGH, PAGED_MEDIUM = 0.50, 0.20
+#: Page size assumed for PagedAttention (vLLM's default block size).
+PAGE_TOKENS = 16
+_QUANTILE = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
+_frozen = ConfigDict(frozen=True, extra="forbid")
+
+
+class LengthDistribution(BaseModel):
+    """Length quantiles (``p50 = 200``), in tokens or characters."""
+
+    model_config = _frozen
+
+    unit: Literal["tokens", "characters"]
+    quantiles: dict[str, PositiveFloat]
+
+    @model_validator(mode="after")
+    def _ordered(self) -> LengthDistribution:
+        if not self.quantiles:
+            raise ValueError("quantiles must not be empty")
+        for key in self.quantiles:
+            match = _QUANTILE.fullmatch(key)
+            if not match or not 0 < float(match.group(1)) < 100:
+                raise ValueError(f"quantile key {key!r} must look like 'p50' (0 < p < 100)")
+        values = [self.quantiles[k] for k in sorted(self.quantiles, key=lambda k: float(k[1:]))]
+        if values != sorted(values):
+            raise ValueError(f"quantiles {self.quantiles} must not decrease")
+        return self
+
+
+class Workload(BaseModel):
+    """A serving workload: who sends what, how many at once, on which model."""
+
+    model_config = _frozen
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    description: str = ""
+    model: str
+    dtype: str = "bf16"
+    concurrency: PositiveInt
+    max_len_tokens: PositiveInt
+    chars_per_token: PositiveFloat | None = None
+    prompt: LengthDistribution
+    response: LengthDistribution
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Workload:
+        chars = "characters" in (self.prompt.unit, self.response.unit)
+        if chars and self.chars_per_token is None:
+            raise ValueError("lengths in characters need chars_per_token")
+        if set(self.prompt.quantiles) != set(self.response.quantiles):
+            raise ValueError("prompt and response must give the same quantiles")
+        missing = [k for k in ("prompt", "response") if k not in self.sources]
+        if missing:
+            raise ValueError(f"workload {self.name!r} gives no source for {missing}")
+        if max(self.held_tokens().values()) > self.max_len_tokens:
+            raise ValueError(f"max_len_tokens={self.max_len_tokens} is below the longest request")
+        return self
+
+    def tokens(self, which: Literal["prompt", "response"]) -> dict[str, int]:
+        """Quantiles of ``which`` in tokens (characters / chars_per_token, rounded up)."""
+        dist = getattr(self, which)
+        per = self.chars_per_token if dist.unit == "characters" else 1.0
+        ordered = sorted(dist.quantiles, key=lambda k: float(k[1:]))
+        return {k: math.ceil(dist.quantiles[k] / per) for k in ordered}
+
+    def held_tokens(self) -> dict[str, float]:
+        """Tokens a sequence holds, averaged over its decode: prompt + response / 2."""
+        prompt, response = self.tokens("prompt"), self.tokens("response")
+        return {k: prompt[k] + response[k] / 2 for k in prompt}
+
+
+def _read_workload(path: Path) -> Workload:
+    try:
+        return Workload.model_validate(tomllib.loads(path.read_text()))
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PerfmodelError(f"cannot read workload file {str(path)!r}: {e}") from e
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "workload"
+        raise PerfmodelError(f"invalid workload file {str(path)!r}: {where}: {first['msg']}") from e
+
+
+@functools.cache
+def workload_registry() -> dict[str, Workload]:
+    table: dict[str, Workload] = {}
+    for path in sorted(data_dir("workloads").glob("*.toml")):
+        wl = _read_workload(path)
+        for key in (wl.name, *wl.aliases):
+            table[key.lower()] = wl
+    return table
+
+
+def load_workload(workload: str | Path | Workload) -> Workload:
+    """A shipped workload by name or alias, or a TOML file."""
+    if isinstance(workload, Workload):
+        return workload
+    text = str(workload)
+    if text.endswith(".toml"):
+        if not Path(text).is_file():
+            raise PerfmodelError(f"workload file {text!r} does not exist")
+        return _read_workload(Path(text))
+    wl = workload_registry().get(text.lower())
+    if wl is None:
+        known = sorted({w.name for w in workload_registry().values()})
+        raise PerfmodelError(
+            f"unknown workload {text!r}; known: {', '.join(known)}, or give a .toml path"
+        )
+    return wl
+
+
+class Recommendation(BaseModel):
+    model_config = _frozen
+
+    technique: str
+    priority: Priority
+    reasons: tuple[str, ...]
+    numbers: dict[str, float]
+
+
+class Advice(BaseModel):
+    """Both recommendations for one workload on one device, with the numbers behind them."""
+
+    model_config = _frozen
+
+    workload: str
+    model: str
+    hardware: str
+    dtype: str
+    prompt_tokens: dict[str, int]
+    held_tokens: dict[str, float]
+    flash: Recommendation
+    paged: Recommendation
+    kv: dict[str, Allocation]
+
+
+# --- FlashAttention-2 -------------------------------------------------------------------
+def prefill_breakdown(spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: list[int]) -> dict:
+    """Per prompt length: attention (naive, flash) and the rest of prefill, in seconds."""
+    from perfmodel.predict import sweep
+
+    r = sweep(hw, n=prompt, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads, dtype=dtype,
+              causal=True)  # fmt: skip
+    efficiency = load_calibration("default").matmul_efficiency
+    rest = 2.0 * spec.params * np.asarray(prompt, float) / (hw.peak(dtype) * efficiency)
+    naive = spec.layers * r["naive.time_s"]
+    flash = spec.layers * r["flash.time_s"]
+    return {
+        "naive_attention_s": naive,
+        "flash_attention_s": flash,
+        "rest_s": rest,
+        "share_naive": naive / (naive + rest),
+        "share_flash": flash / (flash + rest),
+        "saved": 1.0 - (flash + rest) / (naive + rest),
+        "naive_scratch_bytes": r["naive.extra_memory_bytes"],
+    }
+
+
+def _flash_advice(spec, hw, wl, dtype, budget) -> Recommendation:
+    prompt = wl.tokens("prompt")
+    keys = list(prompt)
+    p = prefill_breakdown(spec, hw, dtype, list(prompt.values()))
+    mid = keys.index("p50") if "p50" in keys else len(keys) // 2
+    top = len(keys) - 1
+    reasons = []
+    shown = (mid,) if prompt[keys[top]] == prompt[keys[mid]] else (mid, top)
+    for i in shown:
+        reasons.append(
+            f"{keys[i]} prompt {prompt[keys[i]]} tok: attention {p['share_naive'][i]:.1%} of "
+            f"prefill naive -> {p['share_flash'][i]:.1%} with flash; prefill "
+            f"{p['saved'][i]:.1%} faster"
+        )
+    scratch = float(p["naive_scratch_bytes"][top])
+    reasons.append(
+        f"naive S+P scratch per layer at {keys[top]}: {si(scratch, 'B')} "
+        f"({scratch / budget:.1%} of the {si(budget, 'B')} KV budget)"
+    )
+    saved = float(p["saved"][mid])
+    if saved >= FLASH_HIGH or scratch > budget:
+        priority: Priority = "high"
+    elif saved >= FLASH_MEDIUM:
+        priority = "medium"
+    else:
+        priority = "low"
+    numbers = {
+        "prefill_saved_p50": saved,
+        "attention_share_naive_p50": float(p["share_naive"][mid]),
+        "attention_share_flash_p50": float(p["share_flash"][mid]),
+        f"prefill_saved_{keys[top]}": float(p["saved"][top]),
+        f"naive_scratch_bytes_{keys[top]}": scratch,
+    }
+    return Recommendation(technique="FlashAttention-2", priority=priority,
+                          reasons=tuple(reasons), numbers=numbers)  # fmt: skip
+
+
+# --- PagedAttention ---------------------------------------------------------------------
+def _paged_advice(spec, wl, dtype, kv: dict[str, Allocation], held) -> Recommendation:
+    contig, paged = kv["contiguous"], kv["paged"]
+    lost = 1.0 - contig.max_concurrency / max(paged.max_concurrency, 1)
+    overhead = float(np.mean(paging_overhead(spec, dtype, tokens=held, page_tokens=PAGE_TOKENS)))
+    reasons = (
+        f"contiguous reserves {wl.max_len_tokens} tok/seq; sequences hold "
+        f"{np.mean(held):.0f} on average: {contig.waste_fraction:.1%} of KV memory wasted",
+        f"paged ({PAGE_TOKENS}-token pages) wastes {paged.waste_fraction:.1%}",
+        f"sequences that fit: {contig.max_concurrency} contiguous vs {paged.max_concurrency} "
+        f"paged ({lost:.0%} lost without paging); target {wl.concurrency}",
+        f"paging costs +{overhead:.2%} decode HBM traffic (block-table reads)",
+    )
+    if lost >= PAGED_HIGH or contig.max_concurrency < wl.concurrency:
+        priority: Priority = "high"
+    elif lost >= PAGED_MEDIUM:
+        priority = "medium"
+    else:
+        priority = "low"
+    numbers = {
+        "waste_contiguous": contig.waste_fraction,
+        "waste_paged": paged.waste_fraction,
+        "concurrency_contiguous": float(contig.max_concurrency),
+        "concurrency_paged": float(paged.max_concurrency),
+        "concurrency_lost": lost,
+        "paging_traffic_overhead": overhead,
+    }
+    return Recommendation(technique="PagedAttention", priority=priority, reasons=reasons,
+                          numbers=numbers)  # fmt: skip
+
+
+def advise(
+    workload: str | Path | Workload,
+    hw: str | Path | HardwareSpec,
+    *,
+    model: str | ModelSpec | None = None,
+    dtype: str | None = None,
+) -> Advice:
+    """Priority of FlashAttention-2 and PagedAttention for ``workload`` on ``hw``."""
+    wl = load_workload(workload)
+    spec = load_model(wl.model if model is None else model)
+    device = load_hardware(hw)
+    dtype = wl.dtype if dtype is None else dtype
+    budget = kv_budget_bytes(spec, device, dtype)
+    held = wl.held_tokens()
+    if max(held.values()) > spec.max_context_tokens:
+        raise PerfmodelError(
+            f"workload {wl.name!r} needs {max(held.values()):.0f} tokens; {spec.name} "
+            f"handles max_context_tokens={spec.max_context_tokens}"
+        )
+    kv = allocations(spec, device, dtype=dtype, tokens=list(held.values()),
+                     max_len=wl.max_len_tokens, page_tokens=PAGE_TOKENS)  # fmt: skip
+    return Advice(
+        workload=wl.name, model=spec.name, hardware=device.name, dtype=dtype,
+        prompt_tokens=wl.tokens("prompt"), held_tokens=held,
+        flash=_flash_advice(spec, device, wl, dtype, budget),
+        paged=_paged_advice(spec, wl, dtype, kv, list(held.values())),
+        kv=kv,
+    )  # fmt: skip
+
+
+def advice_table(advices: list[Advice]) -> str:
+    """The decision table: one row per (workload, technique), reasons one per line."""
+    head = f"{'workload':<24} {'technique':<17} {'priority':<8}  reasons"
+    lines = [head, "-" * 100]
+    for a in advices:
+        lines.append(f"{a.workload} ({a.model}, {a.hardware}, {a.dtype})")
+        for rec in (a.flash, a.paged):
+            for i, reason in enumerate(rec.reasons):
+                left = f"{'':<24} {rec.technique:<17} {rec.priority:<8}" if i == 0 else " " * 51
+                lines.append(f"{left}  {reason}")
+        lines.append("")
+    return "\n".join(lines).rstrip() + "\n"
