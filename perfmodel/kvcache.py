@@ -89,10 +89,14 @@ def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens, batch=1) -> np.nd
 
 
 def _positive(name: str, value) -> np.ndarray:
-    arr = np.asarray(value, dtype=float)
-    if arr.size == 0 or np.any(~np.isfinite(arr)) or np.any(arr <= 0):
-        bad = arr[~(arr > 0)].flat[0] if arr.size and np.any(~(arr > 0)) else value
-        raise PerfmodelError(f"{name}={bad!r} must be positive")
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise PerfmodelError(f"{name}={value!r} must be a positive number") from None
+    bad = ~(np.isfinite(arr) & (arr > 0))
+    if arr.size == 0 or np.any(bad):
+        shown = f"{arr[bad].flat[0].item():g}" if np.any(bad) else repr(value)
+        raise PerfmodelError(f"{name}={shown} must be positive")
     return arr
 
 
@@ -160,3 +164,78 @@ def paging_overhead(model: str | ModelSpec, dtype: str, *, tokens, page_tokens: 
     values = {**_values(spec, dtype), "h": spec.heads, "q_len": 1, "b": 1}
     tokens = _positive("tokens", tokens)
     return compiled(paging_traffic_overhead)(m=tokens, page=page_tokens, **values)
+
+
+# --- one decode step: reading the cache ------------------------------------------------
+class DecodeStep(BaseModel):
+    """Roofline placement of one decode attention step (one layer). SI units."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    hbm_bytes: float
+    flops: float
+    intensity: float
+    work_items: int
+    waves: int
+    sm_occupancy: float
+    t_lower_s: float  #: bytes at full bandwidth (or FLOPs at peak), no occupancy loss
+    time_s: float  #: at the reachable bandwidth (occupancy x calibrated efficiency) + launches
+
+
+def decode_step(
+    hw: str | HardwareSpec,
+    *,
+    batch: int,
+    kv_len: int,
+    h: int,
+    h_kv: int,
+    d: int = 128,
+    dtype: str = "bf16",
+    q_len: int = 1,
+    page_tokens: int | None = None,
+    splits: int = 1,
+) -> DecodeStep:
+    """One decode step of attention over a KV cache of ``kv_len`` tokens per sequence.
+
+    >>> step = decode_step("h200", batch=16, kv_len=16384, h=32, h_kv=8, page_tokens=64)
+    >>> round(step.hbm_bytes / 1e9, 3), step.work_items, round(step.intensity, 2)
+    (1.074, 128, 4.03)
+    """
+    from perfmodel import roofline
+    from perfmodel.calibration import load_calibration
+
+    device = load_hardware(hw)
+    for name, value in dict(batch=batch, kv_len=kv_len, h=h, h_kv=h_kv, d=d, q_len=q_len,
+                            splits=splits, page_tokens=page_tokens or 1).items():  # fmt: skip
+        if not isinstance(value, int | np.integer) or value <= 0:
+            raise PerfmodelError(f"{name}={value!r} must be a positive integer")
+    if h % h_kv:
+        raise PerfmodelError(f"h={h} is not divisible by h_kv={h_kv}")
+    if dtype not in BYTES_PER_ELEMENT:
+        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+    model = decode.build(paged=page_tokens is not None, split=splits > 1)
+    values = dict(b=batch, m=kv_len, h=h, h_kv=h_kv, d=d, q_len=q_len, page=page_tokens or 1,
+                  splits=splits, s=BYTES_PER_ELEMENT[dtype],
+                  resident_ctas=device.sm_count)  # fmt: skip
+    occupancy = float(compiled(decode.sm_occupancy())(**values))
+    calibration = load_calibration("default")
+    rates = {"matmul": device.peak(dtype), "vector": device.vector_fp32_flops_per_s,
+             "hbm": device.hbm_bandwidth_bytes_per_s}  # fmt: skip
+    efficiency = {r: calibration.efficiency(r) for r in rates}
+    t_lower = time = 0.0
+    for i, kernel in enumerate(model.kernels):
+        work = {"matmul": kernel.matmul_flops, "vector": kernel.vector_flops,
+                "hbm": kernel.hbm_bytes}  # fmt: skip
+        times = roofline.roof_times({k: float(compiled(v)(**values)) for k, v in work.items()},
+                                    rates)  # fmt: skip
+        t_lower += float(roofline.lower_bound(times))
+        share = occupancy if i == 0 else 1.0  # the reduction is a small full-grid kernel
+        reachable = {r: t / share for r, t in roofline.derated(times, efficiency).items()}
+        time += float(roofline.lower_bound(reachable)) + device.launch_overhead_s
+    hbm, flops = (float(compiled(e)(**values)) for e in (model.hbm_bytes, model.flops))
+    return DecodeStep(
+        hbm_bytes=hbm, flops=flops, intensity=flops / hbm,
+        work_items=int(compiled(decode.work_items())(**values)),
+        waves=int(compiled(decode.waves())(**values)),
+        sm_occupancy=occupancy, t_lower_s=t_lower, time_s=time,
+    )  # fmt: skip

@@ -1,0 +1,146 @@
+"""Decode attention cost model: scaling laws, the O(1) intensity limit, GQA, split-KV."""
+
+from __future__ import annotations
+
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.compile import compiled
+from perfmodel.costs import decode
+from perfmodel.costs import terms as t
+from perfmodel.errors import PerfmodelError
+from perfmodel.kvcache import decode_step
+from perfmodel.symbols import b, d, h, h_kv, m, page, q_len, s, splits
+
+DET = settings(derandomize=True, deadline=None, max_examples=40)
+MODELS = [(p, sp_) for p in (False, True) for sp_ in (False, True)]
+
+shapes = st.fixed_dictionaries(
+    {
+        "b": st.integers(1, 64),
+        "h_kv": st.sampled_from([1, 2, 4, 8]),
+        "group": st.sampled_from([1, 2, 4, 8]),
+        "d": st.sampled_from([64, 128, 256]),
+        "q_len": st.integers(1, 8),
+        "s": st.sampled_from([1, 2, 4]),
+        "page": st.sampled_from([1, 16, 64, 256]),
+        "splits": st.integers(1, 16),
+    }
+)
+
+
+def values(shape: dict, kv_len: int) -> dict:
+    v = {k: x for k, x in shape.items() if k != "group"}
+    return {**v, "h": shape["h_kv"] * shape["group"], "m": kv_len}
+
+
+def test_contiguous_bytes_exactly_affine_in_m():
+    bytes_ = decode.build().hbm_bytes
+    assert sp.simplify(sp.diff(bytes_, m, 2)) == 0
+    assert sp.simplify(sp.diff(bytes_, m) - 2 * b * h_kv * d * s) == 0
+
+
+@DET
+@given(shape=shapes, pages=st.integers(1, 500), paged=st.booleans(), split=st.booleans())
+def test_bytes_linear_in_m(shape, pages, paged, split):
+    """At whole pages, bytes(k·page) is affine in k: equal steps for equal growth."""
+    fn = compiled(decode.build(paged=paged, split=split).hbm_bytes)
+    step = shape["page"]
+    b1, b2, b3 = (float(fn(**values(shape, k * step))) for k in (pages, 2 * pages, 3 * pages))
+    assert b3 - b2 == pytest.approx(b2 - b1, rel=1e-12)
+    assert b2 > b1
+
+
+def test_intensity_limit_is_finite_and_exact():
+    lim = decode.intensity_limit(decode.build())
+    assert sp.simplify(lim - 2 * h * q_len * (d + 1) / (h_kv * d * s)) == 0
+    for paged, split in MODELS:
+        assert decode.intensity_limit(decode.build(paged=paged, split=split)).is_finite is not False
+        assert m not in decode.intensity_limit(decode.build(paged=paged, split=split)).free_symbols
+
+
+@DET
+@given(shape=shapes, kv_len=st.integers(1, 10**6), paged=st.booleans(), split=st.booleans())
+def test_intensity_bounded_by_its_limit(shape, kv_len, paged, split):
+    """O(1) in m: decode intensity never exceeds 2·(h/h_kv)·q_len·(d+1)/(d·s)."""
+    model = decode.build(paged=paged, split=split)
+    v = values(shape, kv_len)
+    intensity = float(compiled(model.flops)(**v) / compiled(model.hbm_bytes)(**v))
+    bound = float(compiled(decode.intensity_limit(decode.build()))(**v))
+    assert 0 < intensity <= bound * (1 + 1e-12)
+
+
+def test_gqa_divides_kv_bytes_by_group():
+    kv = decode.build().hbm_bytes - decode.q_bytes - decode.o_bytes
+    assert sp.simplify(kv.subs(h_kv, h) / kv - h / h_kv) == 0
+    assert sp.simplify(kv - t.kv_bytes) == 0
+
+
+@DET
+@given(shape=shapes, kv_len=st.integers(1, 10**5))
+def test_mha_over_gqa_kv_ratio_numeric(shape, kv_len):
+    v = values(shape, kv_len)
+    kv = compiled(t.kv_bytes)
+    assert float(kv(**{**v, "h_kv": v["h"]})) == pytest.approx(
+        float(kv(**v)) * v["h"] / v["h_kv"], rel=1e-12
+    )
+
+
+def test_paged_adds_only_block_table():
+    extra = sp.simplify(decode.build(paged=True).hbm_bytes - decode.build().hbm_bytes)
+    assert sp.simplify(extra - b * h_kv * sp.ceiling(m / page) * 4) == 0
+
+
+@DET
+@given(shape=shapes, kv_len=st.integers(1, 10**5), sms=st.integers(1, 200))
+def test_occupancy_and_split_rule(shape, kv_len, sms):
+    v = {**values(shape, kv_len), "resident_ctas": sms}
+    occ = float(compiled(decode.sm_occupancy())(**v))
+    assert 0 < occ <= 1
+    auto = int(compiled(decode.auto_splits())(**v))
+    assert auto >= 1
+    if shape["b"] * shape["h_kv"] <= sms:  # the rule keeps one wave
+        assert int(compiled(decode.waves())(**{**v, "splits": auto})) == 1
+
+
+def test_lambdified_equals_subs():
+    model = decode.build(paged=True, split=True)
+    point = {b: 3, h: 32, h_kv: 8, d: 128, m: 1000, q_len: 2, s: 2, page: 16, splits: 4}
+    exact = model.hbm_bytes.subs(point)
+    assert float(compiled(model.hbm_bytes)(**{str(k): v for k, v in point.items()})) == float(exact)
+
+
+def test_bench_formula_matches_the_model():
+    """pallas_kernels.bench_decode (no pydantic on the GPU) computes the same bytes."""
+    bench = pytest.importorskip("pallas_kernels.bench_decode")
+    for split in (1, 8):
+        v = dict(b=4, q_len=1, h=32, h_kv=8, d=128, m=8192, s=2, page=64, splits=split)
+        model = decode.build(paged=True, split=split > 1)
+        want = float(compiled(model.hbm_bytes)(**v))
+        got = bench.model_bytes(batch=4, q_len=1, h=32, h_kv=8, d=128, m=8192, s=2,
+                                page_size=64, splits=split)  # fmt: skip
+        assert got == want
+    assert bench.auto_splits(1, 8, 128, sm_count=132) == int(
+        compiled(decode.auto_splits())(b=1, h_kv=8, m=8192, page=64, resident_ctas=132)
+    )
+
+
+def test_decode_step_small_batch_leaves_sms_idle():
+    one = decode_step("h200", batch=1, kv_len=8192, h=32, h_kv=8, page_tokens=64)
+    split = decode_step("h200", batch=1, kv_len=8192, h=32, h_kv=8, page_tokens=64, splits=16)
+    assert one.work_items == 8 and one.waves == 1
+    assert split.work_items == 128 and split.time_s < one.time_s
+    assert one.t_lower_s <= one.time_s
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [({"kv_len": 0}, "kv_len=0"), ({"h": 6, "h_kv": 4}, "h=6"), ({"dtype": "int3"}, "int3"),
+     ({"splits": -1}, "splits=-1")],
+)  # fmt: skip
+def test_decode_step_bad_input(kwargs, message):
+    args = dict(batch=1, kv_len=128, h=8, h_kv=8) | kwargs
+    with pytest.raises(PerfmodelError, match=message):
+        decode_step("h200", **args)
