@@ -5,6 +5,7 @@ heads, h_kv = 8, d = 128, bf16) over a few KV lengths ``m`` and batch sizes::
 
     python -m pallas_kernels.bench_decode --out specs/measurements/h200-decode-DATE.json \
         --details specs/measurements/details/h200-decode-DATE.json --git-commit SHA
+    python -m pallas_kernels.bench_decode --table specs/measurements/details/FILE.json  # CPU
 
 Variants per shape: the paged kernel with a shuffled block table and the split count
 the occupancy rule picks (``paged_decode``); the same kernel with ``splits = 1`` and
@@ -265,14 +266,58 @@ def bench_shape(rng, batch, m, page_size, samples, num_warps=4, num_stages=2, in
         )
 
 
+def comparison_table(details_path: Path, hw: str = "h200") -> str:
+    """Markdown: each measured point against ``perfmodel.kvcache.decode_step`` (CPU only).
+
+    ``achieved`` is the model's bytes over the measured median; ``floor`` the model's
+    bytes at the datasheet bandwidth; ``error`` the measured median over the model's
+    ``time_s`` (SM occupancy x calibrated bandwidth + launches), minus one. The XLA
+    reference is not the modelled kernel (it materialises K/V repeated per query head
+    in float32), so it gets no error, only its bytes-equivalent bandwidth.
+    """
+    from perfmodel.kvcache import decode_step  # needs pydantic: not on the GPU image
+
+    data = json.loads(Path(details_path).read_text())
+    lines = [
+        "| impl | table | b | m | page | splits | median µs | model bytes | achieved TB/s "
+        "| floor µs | model µs | error |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in data["points"]:
+        if p.get("status") != "ok":
+            continue
+        step = decode_step(hw, batch=p["batch"], kv_len=p["kv_len"], h=p["h"], h_kv=p["h_kv"],
+                           d=p["d"], dtype="bf16", page_tokens=p["page_size"],
+                           splits=p["splits"] or 1)  # fmt: skip
+        med = p["median_s"]
+        lines.append(
+            f"| {p['implementation']} | {p['table']} | {p['batch']} | {p['kv_len']} | "
+            f"{p['page_size'] or '-'} | {p['splits'] or '-'} | {med * 1e6:.1f} | "
+            f"{step.hbm_bytes / 1e6:.1f} MB | {step.hbm_bytes / med / 1e12:.2f} | "
+            f"{step.t_lower_s * 1e6:.1f} | "
+            + (
+                f"{step.time_s * 1e6:.1f} | {med / step.time_s - 1:+.0%} |"
+                if p["splits"]
+                else "- | - |"
+            )
+        )
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--details", type=Path, required=True)
+    ap.add_argument("--table", type=Path, help="print a details file against the model (CPU)")
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--details", type=Path)
     ap.add_argument("--git-commit", default="unknown")
     ap.add_argument("--samples", type=int, default=25)
     ap.add_argument("--quick", action="store_true", help="tiny shapes (CPU smoke run)")
     args = ap.parse_args(argv)
+    if args.table:
+        print(comparison_table(args.table))
+        return 0
+    if not (args.out and args.details):
+        ap.error("--out and --details are required unless --table is given")
     stamp = dt.datetime.now(dt.UTC).replace(microsecond=0)
     run = {
         "run_id": f"decode-{stamp.strftime('%Y%m%dT%H%M%SZ')}",
