@@ -20,9 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel import load_hardware, predict
+from perfmodel.hardware import load_hardware
 from perfmodel.kvcache import kv_budget_bytes, kv_cache_bytes
 from perfmodel.models import load_model
+from perfmodel.predict import predict
 from perfmodel.units import binary, si
 
 HW, MODEL, DTYPE = "h200", "llama-3.1-8b", "fp16"

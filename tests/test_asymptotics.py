@@ -6,7 +6,6 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel import predict, sweep
 from perfmodel.asymptotics import (
     Shape,
     along_n,
@@ -18,6 +17,7 @@ from perfmodel.asymptotics import (
     speedup_at,
 )
 from perfmodel.errors import PerfmodelError
+from perfmodel.predict import predict, sweep
 from perfmodel.symbols import b, block_q, d, h, n, resident_ctas, s
 
 BIG_N = 1 << 22

@@ -5,10 +5,10 @@ import sys
 
 import pytest
 
-from perfmodel import predict
 from perfmodel.cli import main
 from perfmodel.diagnose import HBM_HIGH, diagnose, diagnose_time, utilisation_from_time
 from perfmodel.errors import PerfmodelError
+from perfmodel.predict import predict
 
 
 @pytest.mark.parametrize(

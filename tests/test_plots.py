@@ -73,10 +73,21 @@ def test_devices_without_exp_or_l2_roofs(tmp_path):
     assert_real_png(path)
 
 
-def test_example_runs_headless(tmp_path):
+@pytest.mark.parametrize("script", ["plot_speedup.py", "exercise_memory_pressure.py"])
+def test_example_runs_headless(script, tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("DISPLAY", "MPLBACKEND")}
-    script = ROOT / "examples" / "plot_speedup.py"
-    proc = subprocess.run([sys.executable, str(script), str(tmp_path / "s.png")], env=env,
-                          capture_output=True, text=True, cwd=tmp_path)  # fmt: skip
+    argv = [sys.executable, str(ROOT / "examples" / script), str(tmp_path / "s.png")]
+    proc = subprocess.run(argv, env=env, capture_output=True, text=True, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert_real_png(tmp_path / "s.png")
+
+
+def test_memory_pressure_numbers():
+    sys.path.insert(0, str(ROOT / "examples"))
+    try:
+        from exercise_memory_pressure import pressures
+    finally:
+        sys.path.pop(0)
+    p = pressures(8192)
+    assert p["sp_one_head"] == 2 * 8192 * 8192 * 2  # the chapter's 268 MB
+    assert p["kv_cache"] == 2 * 32 * 8 * 128 * 8192 * 2  # 2·layers·kv_heads·d·n·bytes

@@ -7,10 +7,10 @@ import sys
 import numpy as np
 import pytest
 
-from perfmodel import predict, sweep
 from perfmodel.asymptotics import Shape, asymptotic_speedup, crossover_n
 from perfmodel.cli import main
 from perfmodel.measured import MeasurementFile
+from perfmodel.predict import predict, sweep
 from perfmodel.report import conclusions, kernel_roof_times, match_measurements, write_report
 from perfmodel.units import si
 
