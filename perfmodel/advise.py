@@ -259,7 +259,10 @@ def _paged_advice(spec, wl, dtype, kv: dict[str, Allocation], held) -> Recommend
         f"paged ({lost:.0%} lost without paging); target {wl.concurrency}",
         f"paging costs +{overhead:.2%} decode HBM traffic (block-table reads)",
     )
-    if lost >= PAGED_HIGH or contig.max_concurrency < wl.concurrency:
+    if paged.max_concurrency < wl.concurrency:
+        reasons += (f"neither scheme reaches {wl.concurrency} sequences: that needs more "
+                    "memory or a smaller max_len, not paging",)  # fmt: skip
+    if lost >= PAGED_HIGH or contig.max_concurrency < wl.concurrency <= paged.max_concurrency:
         priority: Priority = "high"
     elif lost >= PAGED_MEDIUM:
         priority = "medium"
