@@ -109,8 +109,9 @@ def roofline_chart(
                label=f"vector roof: {si(spec.vector_fp32_flops_per_s, 'FLOP/s')} fp32 × "
                      f"{per_vec:.0f} FLOP per vector FLOP")  # fmt: skip
     ax.axvline(ridge, color="k", ls=":", lw=1)
-    ax.annotate(f"ridge point\n{ridge:.0f} FLOP/B", (ridge, peak), xytext=(6, -34),
-                textcoords="offset points", fontsize=9)  # fmt: skip
+    ax.annotate(f"ridge point\n{ridge:.0f} FLOP/B", (ridge, 0.03), xytext=(4, 0),
+                xycoords=("data", "axes fraction"), textcoords="offset points",
+                fontsize=9)  # fmt: skip
     for algo, marker in (("naive", "o"), ("flash", "s")):
         xs, ys = cols[f"{algo}.intensity"], cols[f"{algo}.flops"] / cols[f"{algo}.time_s"]
         ax.plot(xs, ys, marker=marker, color=COLORS[algo], ls="-", lw=0.8,
@@ -175,8 +176,9 @@ def throughput_chart(
     _measured(ax_fl, measured, lambda p: p.tflops)
     for ax in (ax_tok, ax_fl):
         _n_axis(ax, ns)
-        ax.set_yscale("log")
         ax.legend(fontsize=8)
+    ax_tok.set_yscale("log")
+    ax_fl.set_ylim(0, spec.peak(shape.dtype) / 1e12 * 1.08)
     ax_tok.set_ylabel("throughput (query tokens/s, whole batch)")
     ax_tok.set_title("Tokens per second")
     ax_fl.set_ylabel("TFLOP/s (4·b·h·n²·d matmul FLOPs / time)")
@@ -244,12 +246,13 @@ def speedup_chart(
                    label=f"symbolic n→∞ limit, {name}: {lim:.2f}×")
         x = crossover_n(spec, threshold, metric=metric, shape=shape, sustained=True,
                         n_max=int(ns[-1]))  # fmt: skip
-        where = "never" if x is None else f"n = {x:,}"
+        if x is None:
+            where = f"not at every n up to {_n_label(ns[-1])}"
+        else:
+            where = f"at every n ≥ {x:,}" + ("" if x >= ns[0] else " (left of this axis)")
         if x is not None and ns[0] <= x <= ns[-1]:
             ax.axvline(x, color=line.get_color(), ls="-.", lw=1)
-        else:
-            where += " (off this axis)" if x is not None else ""
-        ax.plot([], [], " ", label=f"{name} ≥ {threshold:g}× from {where} on")
+        ax.plot([], [], " ", label=f"{name} ≥ {threshold:g}× {where}")
     ax.axhline(1.0, color="k", lw=0.8)
     _measured_speedup(ax, measured)
     _n_axis(ax, ns)
@@ -292,20 +295,21 @@ def time_breakdown_chart(
     for i, k in enumerate(labels):
         bound = max(table[k].values())
         ax.plot([bound * 1e6] * 2, [i - 0.45, i + 0.45], color="k", lw=2)
-        ax.annotate(f"{bound * 1e6:.2f} µs", (bound * 1e6, i + 0.3), xytext=(4, 0),
+        ax.annotate(si(bound, "s"), (bound * 1e6, i + 0.3), xytext=(4, 0),
                     textcoords="offset points", fontsize=8)  # fmt: skip
     longest = max(max(times.values()) for times in table.values())
     ax.set_xlim(0, longest * 1e6 * 1.18)
     totals = {a: sum(max(v.values()) for k, v in table.items() if k.startswith(a))
               for a in ("naive", "flash")}  # fmt: skip
-    ax.text(0.99, 0.5, "roofline bound (sum of kernel bounds):\n" + "\n".join(
-        f"{a}: {t * 1e6:.2f} µs" for a, t in totals.items()), transform=ax.transAxes,
-        ha="right", va="center", fontsize=9, bbox=dict(fc="white", ec="0.7"))  # fmt: skip
+    ax.text(0.99, 0.97, "roofline bound (sum of kernel bounds):\n" + "\n".join(
+        f"{a}: {si(t, 's')}" for a, t in totals.items()), transform=ax.transAxes,
+        ha="right", va="top", fontsize=9, bbox=dict(fc="white", ec="0.7"))  # fmt: skip
     ax.set_yticks(np.arange(len(labels)))
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
     ax.set_xlabel("time on each roof, µs (roofline bound: no derating, no launch overhead)")
-    ax.set_title(f"Time by roof per kernel, n = {n:,} (black tick: the kernel's bound)\n"
+    ax.set_title(f"Time by roof per kernel, n = {n:,}, batch {shape.batch_at(n)} "
+                 "(black tick: the kernel's bound)\n"
                  f"{_config_label(spec, shape)}")  # fmt: skip
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, axis="x", alpha=0.3)

@@ -261,8 +261,9 @@ The limit is (R_roof = the roof's rate, derated by the default calibration):
 
 **3. "Flash always doubles inference speed."** Only attention's HBM traffic is
 removed, so the gain is the ratio of naive's byte-bound time to flash's compute-bound
-time — {c.speedup:.2f}× here at n={c.n_reference:,}, {c.asymptote.value:.2f}× at most for
-large n — and it applies to attention's share of the step only. If attention is
+time — {c.speedup:.2f}× here at n={c.n_reference:,}, tending to {c.asymptote.value:.2f}× for
+large n, a constant set by bytes per element, head dimension and the device's FLOP/byte
+ratio, not 2× — and it applies to attention's share of the step only. If attention is
 {amdahl}.{alt_line} Use `perfmodel diagnose` on a profile first: flash helps only when
 attention is bandwidth-bound.
 """
