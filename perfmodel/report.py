@@ -27,6 +27,7 @@ from perfmodel.asymptotics import (
     crossover_n,
     naive_oom_n,
 )
+from perfmodel.diagnose import diagnose, utilisation_from_time
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     _compiled_model,
@@ -89,6 +90,9 @@ class MeasuredPoint:
     model_flops: float
     model_intensity: float
     model_footprint_bytes: float
+    hbm_util: float | None = None  #: model HBM bytes / measured time / bandwidth
+    sm_util: float | None = None  #: model matmul FLOPs / measured time / peak
+    verdict: str | None = None  #: perfmodel.diagnose's verdict on those
 
 
 def match_measurements(paths: Sequence[str | Path], hw: Any, shape: Shape) -> list[MeasuredPoint]:
@@ -125,6 +129,10 @@ def _measured_point(spec: HardwareSpec, shape: Shape, p: Any) -> MeasuredPoint:
     at = replace(shape, batch=p.batch, tokens=None, block_q=p.block_q or shape.block_q,
                  block_k=p.block_k or shape.block_k)  # fmt: skip
     model = getattr(predict(n=p.n, hw=spec, **at.kwargs(p.n)), algo)
+    hbm = sm = verdict = None
+    if p.status == "ok":
+        hbm, sm = utilisation_from_time(p.median_s, p.n, spec, algorithm=algo, **at.kwargs(p.n))
+        verdict = diagnose(min(hbm, 1.5), min(sm, 1.5)).verdict
     return MeasuredPoint(
         implementation=p.implementation, algorithm=algo, n=p.n, batch=p.batch,
         status=p.status, median_s=p.median_s, tokens_per_s=p.tokens_per_s,
@@ -132,6 +140,7 @@ def _measured_point(spec: HardwareSpec, shape: Shape, p: Any) -> MeasuredPoint:
         predicted_s=model.time_s, model_flops=model.flops,
         model_intensity=model.intensity,
         model_footprint_bytes=_footprint(spec, p.n, at, algo),
+        hbm_util=hbm, sm_util=sm, verdict=verdict,
     )  # fmt: skip
 
 
@@ -298,22 +307,26 @@ def _measured_section(points: Sequence[MeasuredPoint]) -> str:
     for p in sorted(points, key=lambda p: (p.n, p.algorithm, p.implementation)):
         if p.status != "ok":
             rows.append(f"| {p.n:,} | {p.batch} | {p.implementation} ({p.algorithm}) | "
-                        f"{p.status} | {_us(p.predicted_s)} | | | | |")  # fmt: skip
+                        f"{p.status} | {_us(p.predicted_s)} | | | | | |")  # fmt: skip
             continue
         mem = si(p.peak_memory_bytes, "B") if p.peak_memory_bytes is not None else "n/a"
         rows.append(
             f"| {p.n:,} | {p.batch} | {p.implementation} ({p.algorithm}) | {_us(p.median_s)} | "
             f"{_us(p.predicted_s)} | {p.median_s / p.predicted_s:.2f} | "
             f"{si(p.tflops * 1e12 if p.tflops else None, 'FLOP/s')} | {mem} | "
-            f"{si(p.model_footprint_bytes, 'B')} |"
+            f"{si(p.model_footprint_bytes, 'B')} | {p.hbm_util:.0%} / {p.sm_util:.0%}: "
+            f"{p.verdict} |"
         )
     speed = _measured_speedups(points)
     return (
         "## Measured beside predicted\n\n"
-        "Each point's model numbers are for its own shape (batch included). Ratio = "
-        "measured / model estimate.\n\n"
+        "Each point's model numbers are for its own shape (batch and tiles included). Ratio = "
+        "measured / model estimate. Diagnosis: HBM / SM utilisation implied by the model's "
+        "bytes and matmul FLOPs over the measured time, and `perfmodel diagnose`'s verdict "
+        "on them.\n\n"
         "| n | batch | implementation (model) | measured | model | ratio | measured TFLOP/s | "
-        "measured peak memory | model footprint |\n|---:|---:|---|---:|---:|---:|---:|---:|---:|\n"
+        "measured peak memory | model footprint | diagnosis |\n"
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n"
         + "\n".join(rows) + "\n\n" + speed
     )
 

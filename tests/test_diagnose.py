@@ -6,7 +6,13 @@ import sys
 import pytest
 
 from perfmodel.cli import main
-from perfmodel.diagnose import HBM_HIGH, diagnose, diagnose_time, utilisation_from_time
+from perfmodel.diagnose import (
+    HBM_HIGH,
+    SM_BUSY,
+    diagnose,
+    diagnose_time,
+    utilisation_from_time,
+)
 from perfmodel.errors import PerfmodelError
 from perfmodel.predict import predict
 
@@ -17,7 +23,9 @@ from perfmodel.predict import predict
         (0.92, 0.30, "bandwidth-bound", True),  # near the chapter's 90-100%
         (HBM_HIGH, 0.10, "bandwidth-bound", True),  # the threshold itself counts
         (0.45, 0.85, "compute-bound", False),  # SMs busy, bandwidth not full
+        (0.05, 0.45, "compute-bound", False),  # a flash kernel at 45% of the tensor peak
         (0.30, 0.20, "outside attention", False),  # the chapter's "~30% and SMs idle"
+        (0.30, SM_BUSY, "compute-bound", False),  # the SM threshold itself counts as busy
         (0.55, 0.30, "inconclusive", None),
     ],
 )
