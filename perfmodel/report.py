@@ -38,7 +38,7 @@ from perfmodel.evaluate import (
 )
 from perfmodel.hardware import HardwareSpec, load_hardware
 from perfmodel.predict import predict
-from perfmodel.units import si
+from perfmodel.units import binary, si
 
 #: The chapter's reference length for "at n=4096 throughput is +Y%".
 N_REFERENCE = 4096
@@ -362,6 +362,9 @@ def _conclusion_bullets(spec: HardwareSpec, c: Conclusions, ref: Any) -> str:
     oom = ("does not exceed the device's HBM in range" if c.n_oom is None else
            f"exceeds the {hbm} of HBM from n = {c.n_oom:,}")  # fmt: skip
     first = "never" if c.x_first is None else f"first at n = {c.x_first:,}"
+    one = replace(c.shape, h=1, h_kv=None, batch=1, tokens=None)
+    per_head = predict(n=c.n_reference, hw=spec, **one.kwargs(c.n_reference))
+    per_head = per_head.naive.extra_memory_bytes
     return f"""- X is solved from the model: the smallest n from which the estimated speedup stays
   ≥ {c.threshold:g}× (flash at least {p} faster) at every integer n up to {c.n_max:,}
   (`perfmodel.asymptotics.crossover_n(..., sustained=True)`). The estimate reaches
@@ -369,7 +372,8 @@ def _conclusion_bullets(spec: HardwareSpec, c: Conclusions, ref: Any) -> str:
   flash is {p} faster {_crossover_words(c.x_lower, c.n_max)}.
 - At n={c.n_reference:,}: naive {_us(ref.naive.time_s)}, flash {_us(ref.flash.time_s)}
   ({c.speedup:.2f}×); S+P = {si(c.sp_bytes, 'B')} ({int(c.sp_bytes):,} B) that flash never
-  writes. Memory counts Q, K, V, O plus what each algorithm keeps.
+  writes ({binary(per_head)} per sequence and head, the chapter's figure). Memory counts
+  Q, K, V, O plus what each algorithm keeps.
 - The speedup's symbolic n→∞ limit is **{c.asymptote.value:.2f}×** (roofline bound
   {c.asymptote_lower.value:.2f}×).
 - Naive attention's footprint {oom}; flash's stays linear in n.
