@@ -251,7 +251,7 @@ def _paged_advice(spec, wl, dtype, kv: dict[str, Allocation], held) -> Recommend
     contig, paged = kv["contiguous"], kv["paged"]
     lost = 1.0 - contig.max_concurrency / max(paged.max_concurrency, 1)
     overhead = float(np.mean(paging_overhead(spec, dtype, tokens=held, page_tokens=PAGE_TOKENS)))
-    reasons = (
+    reasons: tuple[str, ...] = (
         f"contiguous reserves {wl.max_len_tokens} tok/seq; sequences hold "
         f"{np.mean(held):.0f} on average: {contig.waste_fraction:.1%} of KV memory wasted",
         f"paged ({PAGE_TOKENS}-token pages) wastes {paged.waste_fraction:.1%}",
