@@ -106,7 +106,7 @@ class Workload(BaseModel):
         missing = [k for k in ("prompt", "response") if k not in self.sources]
         if missing:
             raise ValueError(f"workload {self.name!r} gives no source for {missing}")
-        if max(self.held_tokens().values()) > self.max_len_tokens:
+        if max(self.total_tokens().values()) > self.max_len_tokens:
             raise ValueError(f"max_len_tokens={self.max_len_tokens} is below the longest request")
         return self
 
@@ -116,6 +116,11 @@ class Workload(BaseModel):
         per = self.chars_per_token if dist.unit == "characters" else 1.0
         ordered = sorted(dist.quantiles, key=lambda k: float(k[1:]))
         return {k: math.ceil(dist.quantiles[k] / per) for k in ordered}
+
+    def total_tokens(self) -> dict[str, int]:
+        """Tokens of a whole request at each quantile: prompt + response."""
+        prompt, response = self.tokens("prompt"), self.tokens("response")
+        return {k: prompt[k] + response[k] for k in prompt}
 
     def held_tokens(self) -> dict[str, float]:
         """Tokens a sequence holds, averaged over its decode: prompt + response / 2."""
@@ -226,7 +231,7 @@ def _flash_advice(spec, hw, wl, dtype, budget) -> Recommendation:
     scratch = float(p["naive_scratch_bytes"][top])
     reasons.append(
         f"naive S+P scratch per layer at {keys[top]}: {si(scratch, 'B')} "
-        f"({scratch / budget:.1%} of the {si(budget, 'B')} KV budget)"
+        f"({scratch / budget:.2%} of the {si(budget, 'B')} KV budget)"
     )
     saved = float(p["saved"][mid])
     if saved >= FLASH_HIGH or scratch > budget:
@@ -294,9 +299,10 @@ def advise(
     dtype = wl.dtype if dtype is None else dtype
     budget = kv_budget_bytes(spec, device, dtype)
     held = wl.held_tokens()
-    if max(held.values()) > spec.max_context_tokens:
+    longest = max(wl.total_tokens().values())
+    if longest > spec.max_context_tokens:
         raise PerfmodelError(
-            f"workload {wl.name!r} needs {max(held.values()):.0f} tokens; {spec.name} "
+            f"workload {wl.name!r} needs {longest} tokens; {spec.name} "
             f"handles max_context_tokens={spec.max_context_tokens}"
         )
     kv = allocations(spec, device, dtype=dtype, tokens=list(held.values()),
