@@ -144,3 +144,25 @@ def test_decode_step_bad_input(kwargs, message):
     args = dict(batch=1, kv_len=128, h=8, h_kv=8) | kwargs
     with pytest.raises(PerfmodelError, match=message):
         decode_step("h200", **args)
+
+
+def test_committed_decode_measurements_match_the_model_bytes():
+    """The H200 decode run validates against the schema; its bytes are the model's bytes."""
+    import json
+    from pathlib import Path
+
+    from perfmodel.measured import read_measurement_file
+
+    root = Path(__file__).resolve().parents[1] / "specs" / "measurements"
+    runs = read_measurement_file(root / "h200-decode-2026-11-29.json").runs
+    impls = {p.implementation for r in runs for p in r.points}
+    assert impls == {"paged_decode", "contiguous_decode"}
+    details = json.loads((root / "details" / "h200-decode-2026-11-29.json").read_text())
+    paged = [p for p in details["points"] if p["status"] == "ok" and p["splits"]]
+    assert len(paged) >= 10
+    for p in paged:
+        step = decode_step("h200", batch=p["batch"], kv_len=p["kv_len"], h=p["h"],
+                           h_kv=p["h_kv"], d=p["d"], page_tokens=p["page_size"],
+                           splits=p["splits"])  # fmt: skip
+        assert p["model_hbm_bytes"] == step.hbm_bytes
+        assert p["runs"] >= 20
