@@ -286,7 +286,7 @@ def _limit_time(coeffs: dict, values: dict, rates: dict) -> tuple[sp.Expr, sp.Ex
         terms = {r: c for r, c in per_roof.items() if rates.get(r) and c != 0}
         sym.append(sp.Max(*(c / RATE[r] for r, c in terms.items())))
         times = {r: float(c.subs(values)) / rates[r] for r, c in terms.items()}
-        roofs.append(max(times, key=times.get))
+        roofs.append(max(times, key=lambda r: times[r]))
         num.append(max(times.values()))
     return sp.Add(*sym), sp.Float(sum(num)), roofs
 

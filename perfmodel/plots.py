@@ -12,7 +12,7 @@ Measured points are any objects with the attributes of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -317,7 +317,7 @@ def time_breakdown_chart(
 
 
 #: Figure name -> function, in the report's order.
-FIGURES = {
+FIGURES: dict[str, Callable[..., Path]] = {
     "roofline": roofline_chart,
     "throughput": throughput_chart,
     "memory": memory_chart,

@@ -12,6 +12,7 @@ True
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -192,12 +193,12 @@ def conclusions(
     ref = predict(n=n_reference, hw=spec, **shape.kwargs(n_reference))
     cols = along_n(spec, [n_reference], shape)
     saving = 1 - cols["flash.footprint_bytes"][0] / cols["naive.footprint_bytes"][0]
-    cross = dict(hw=spec, threshold=threshold, shape=shape, n_max=n_max)
+    cross = functools.partial(crossover_n, spec, threshold, shape=shape, n_max=n_max)
     return Conclusions(
         hardware=spec.name, shape=shape, threshold=threshold, n_max=n_max,
-        x_estimate=crossover_n(**cross, sustained=True),
-        x_lower=crossover_n(**cross, metric="t_lower_s", sustained=True),
-        x_first=crossover_n(**cross),
+        x_estimate=cross(sustained=True),
+        x_lower=cross(metric="t_lower_s", sustained=True),
+        x_first=cross(),
         n_reference=n_reference, speedup=ref.speedup, throughput_gain=ref.speedup - 1,
         memory_saving=float(saving), sp_bytes=ref.naive.extra_memory_bytes,
         asymptote=asymptotic_speedup(spec, shape=shape),
@@ -305,7 +306,7 @@ def _measured_section(points: Sequence[MeasuredPoint]) -> str:
                 "d, h, dtype and causality.\n")  # fmt: skip
     rows = []
     for p in sorted(points, key=lambda p: (p.n, p.algorithm, p.implementation)):
-        if p.status != "ok":
+        if p.status != "ok" or p.median_s is None:
             rows.append(f"| {p.n:,} | {p.batch} | {p.implementation} ({p.algorithm}) | "
                         f"{p.status} | {_us(p.predicted_s)} | | | | | |")  # fmt: skip
             continue
@@ -332,11 +333,11 @@ def _measured_section(points: Sequence[MeasuredPoint]) -> str:
 
 
 def _measured_speedups(points: Sequence[MeasuredPoint]) -> str:
-    ok = {(p.implementation, p.n, p.batch): p for p in points if p.status == "ok"}
+    ok = {(p.implementation, p.n, p.batch): p for p in points if p.median_s is not None}
     rows = []
     for (impl, n, b), nv in sorted(ok.items(), key=lambda kv: kv[0][1]):
         fl = ok.get(("pallas_flash", n, b))
-        if impl != "naive" or fl is None:
+        if impl != "naive" or fl is None or nv.median_s is None or fl.median_s is None:
             continue
         mem = ""
         if nv.peak_memory_bytes and fl.peak_memory_bytes:
@@ -363,8 +364,8 @@ def _conclusion_bullets(spec: HardwareSpec, c: Conclusions, ref: Any) -> str:
            f"exceeds the {hbm} of HBM from n = {c.n_oom:,}")  # fmt: skip
     first = "never" if c.x_first is None else f"first at n = {c.x_first:,}"
     one = replace(c.shape, h=1, h_kv=None, batch=1, tokens=None)
-    per_head = predict(n=c.n_reference, hw=spec, **one.kwargs(c.n_reference))
-    per_head = per_head.naive.extra_memory_bytes
+    per_head = predict(n=c.n_reference, hw=spec, **one.kwargs(c.n_reference)).naive
+    per_head_bytes = per_head.extra_memory_bytes
     return f"""- X is solved from the model: the smallest n from which the estimated speedup stays
   ≥ {c.threshold:g}× (flash at least {p} faster) at every integer n up to {c.n_max:,}
   (`perfmodel.asymptotics.crossover_n(..., sustained=True)`). The estimate reaches
@@ -372,7 +373,7 @@ def _conclusion_bullets(spec: HardwareSpec, c: Conclusions, ref: Any) -> str:
   flash is {p} faster {_crossover_words(c.x_lower, c.n_max)}.
 - At n={c.n_reference:,}: naive {_us(ref.naive.time_s)}, flash {_us(ref.flash.time_s)}
   ({c.speedup:.2f}×); S+P = {si(c.sp_bytes, 'B')} ({int(c.sp_bytes):,} B) that flash never
-  writes ({binary(per_head)} per sequence and head, the chapter's figure). Memory counts
+  writes ({binary(per_head_bytes)} per sequence and head, the chapter's figure). Memory counts
   Q, K, V, O plus what each algorithm keeps.
 - The speedup's symbolic n→∞ limit is **{c.asymptote.value:.2f}×** (roofline bound
   {c.asymptote_lower.value:.2f}×).
