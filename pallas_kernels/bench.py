@@ -60,10 +60,10 @@ SHORTLIST = [
 # (docs/perf-notes.md); --autotune replaces them with the short list's winners.
 _CFG = ("block_q", "block_k", "num_warps", "num_stages")
 TUNED: dict[tuple[int, bool], dict] = {
-    (128, False): dict(zip(_CFG, (128, 128, 8, 3), strict=True)),
+    (128, False): dict(zip(_CFG, (128, 64, 4, 2), strict=True)),
     (128, True): dict(zip(_CFG, (128, 128, 8, 3), strict=True)),
-    (64, False): dict(zip(_CFG, (128, 64, 8, 3), strict=True)),
-    (64, True): dict(zip(_CFG, (128, 64, 8, 3), strict=True)),
+    (64, False): dict(zip(_CFG, (64, 64, 4, 3), strict=True)),
+    (64, True): dict(zip(_CFG, (64, 64, 4, 3), strict=True)),
 }
 
 
@@ -205,6 +205,8 @@ def jax_shape_like_scores(q, k):
 
 def _classify(err: Exception) -> str:
     text = f"{type(err).__name__}: {err}"
+    if "Shared memory size limit" in text:  # a kernel config too large, not device memory
+        return "error"
     oom = ("RESOURCE_EXHAUSTED", "out of memory", "Out of memory", "OOM")
     return "oom" if any(s in text for s in oom) else "error"
 
@@ -357,13 +359,15 @@ def _run_jobs(writer: RunWriter, jobs, *, deadline: float, samples: int) -> None
     bar.close()
 
 
-def sweep_jobs(ns, ds, impls, cfg_for) -> list:
+def sweep_jobs(ns, ds, impls, cfg_for, dtype="bfloat16") -> list:
     jobs = []
     for n in ns:
         for d in ds:
             for causal in (False, True):
                 for impl in impls:
-                    jobs.append((impl, shape_of(n, d, causal), cfg_for(d, causal)))
+                    jobs.append((impl, shape_of(n, d, causal, dtype), cfg_for(d, causal)))
+    if dtype != "bfloat16":
+        return jobs
     for n in (4096, 16384):  # fp16 at a few points
         if n in ns and 128 in ds:
             for causal in (False, True):
@@ -478,6 +482,7 @@ def _parse(argv):
     ap.add_argument("--n", type=int, nargs="+")
     ap.add_argument("--d", type=int, nargs="+")
     ap.add_argument("--impl", nargs="+", default=list(IMPLEMENTATIONS))
+    ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument(
         "--budget-s",
@@ -506,11 +511,11 @@ def main(argv=None) -> int:
     if args.tune:
         jobs = tune_jobs(args.n or (4096, 16384), args.d or (128,))
     else:
-        jobs = sweep_jobs(ns, ds, args.impl, tuned_config)
+        jobs = sweep_jobs(ns, ds, args.impl, tuned_config, args.dtype)
     run = new_run("tune" if args.tune else "sweep")
     if args.autotune and not args.tune:
         autotune_shortlist(args.autotune, run["ceilings"], ds, samples=args.samples)
-        jobs = sweep_jobs(ns, ds, args.impl, tuned_config)
+        jobs = sweep_jobs(ns, ds, args.impl, tuned_config, args.dtype)
     writer = RunWriter(args.out, run)
     writer.flush()
     _run_jobs(writer, jobs, deadline=deadline, samples=args.samples)
