@@ -10,7 +10,8 @@ with computed reasons:
   roof (derated by the default calibration). Also: naive attention's S+P scratch.
 * **PagedAttention** pays where contiguous allocation wastes KV memory and so caps how
   many sequences run at once (:func:`perfmodel.kvcache.allocations`). A sequence in
-  flight holds its prompt plus, on average over its life, half its response.
+  flight holds its prompt plus the response so far; the model averages over every
+  decode step of each quantile's request (prompt + response/2 on average).
 
 Thresholds are constants below; the reasons quote the numbers they were applied to.
 
@@ -122,6 +123,14 @@ class Workload(BaseModel):
         prompt, response = self.tokens("prompt"), self.tokens("response")
         return {k: prompt[k] + response[k] for k in prompt}
 
+    def life_tokens(self) -> np.ndarray:
+        """Tokens held at every decode step of each quantile's request, pooled: what the
+        KV-cache model averages over (so the last page's fill runs through all its values)."""
+        prompt, response = self.tokens("prompt"), self.tokens("response")
+        return np.concatenate(
+            [np.arange(prompt[k], prompt[k] + response[k] + 1, dtype=float) for k in prompt]
+        )
+
     def held_tokens(self) -> dict[str, float]:
         """Tokens a sequence holds, averaged over its decode: prompt + response / 2."""
         prompt, response = self.tokens("prompt"), self.tokens("response")
@@ -192,6 +201,10 @@ class Advice(BaseModel):
     kv: dict[str, Allocation]
 
 
+def _pct(x: float) -> str:
+    return f"{x:.1%}" if abs(x) >= 0.01 else f"{x:.2%}"
+
+
 # --- FlashAttention-2 -------------------------------------------------------------------
 def prefill_breakdown(spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: list[int]) -> dict:
     """Per prompt length: attention (naive, flash) and the rest of prefill, in seconds."""
@@ -231,7 +244,7 @@ def _flash_advice(spec, hw, wl, dtype, budget) -> Recommendation:
     scratch = float(p["naive_scratch_bytes"][top])
     reasons.append(
         f"naive S+P scratch per layer at {keys[top]}: {si(scratch, 'B')} "
-        f"({scratch / budget:.2%} of the {si(budget, 'B')} KV budget)"
+        f"({_pct(scratch / budget)} of the {si(budget, 'B')} KV budget)"
     )
     saved = float(p["saved"][mid])
     if saved >= FLASH_HIGH or scratch > budget:
@@ -259,7 +272,7 @@ def _paged_advice(spec, wl, dtype, kv: dict[str, Allocation], held) -> Recommend
     reasons: tuple[str, ...] = (
         f"contiguous reserves {wl.max_len_tokens} tok/seq; sequences hold "
         f"{np.mean(held):.0f} on average: {contig.waste_fraction:.1%} of KV memory wasted",
-        f"paged ({PAGE_TOKENS}-token pages) wastes {paged.waste_fraction:.1%}",
+        f"paged ({PAGE_TOKENS}-token pages) wastes {_pct(paged.waste_fraction)}",
         f"sequences that fit: {contig.max_concurrency} contiguous vs {paged.max_concurrency} "
         f"paged ({lost:.0%} lost without paging); target {wl.concurrency}",
         f"paging costs +{overhead:.2%} decode HBM traffic (block-table reads)",
@@ -305,13 +318,14 @@ def advise(
             f"workload {wl.name!r} needs {longest} tokens; {spec.name} "
             f"handles max_context_tokens={spec.max_context_tokens}"
         )
-    kv = allocations(spec, device, dtype=dtype, tokens=list(held.values()),
+    life = wl.life_tokens()
+    kv = allocations(spec, device, dtype=dtype, tokens=life,
                      max_len=wl.max_len_tokens, page_tokens=PAGE_TOKENS)  # fmt: skip
     return Advice(
         workload=wl.name, model=spec.name, hardware=device.name, dtype=dtype,
         prompt_tokens=wl.tokens("prompt"), held_tokens=held,
         flash=_flash_advice(spec, device, wl, dtype, budget),
-        paged=_paged_advice(spec, wl, dtype, kv, list(held.values())),
+        paged=_paged_advice(spec, wl, dtype, kv, life),
         kv=kv,
     )  # fmt: skip
 
