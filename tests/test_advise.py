@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -126,3 +127,14 @@ def test_bad_workload_names_the_value(change, message):
 def test_missing_workload_file():
     with pytest.raises(PerfmodelError, match="does not exist"):
         load_workload("/nonexistent/w.toml")
+
+
+def test_life_tokens_average_is_prompt_plus_half_response():
+    """One sample per decode step of each quantile's request, in quantile order."""
+    wl = load_workload("contract")
+    response = wl.tokens("response")
+    sizes = [r + 1 for r in response.values()]
+    parts = np.split(wl.life_tokens(), np.cumsum(sizes)[:-1])
+    assert [len(p) for p in parts] == sizes
+    for part, held in zip(parts, wl.held_tokens().values(), strict=True):
+        assert part.mean() == held
