@@ -421,28 +421,41 @@ def _load_runs(path: Path) -> list[dict]:
         return json.loads(path.read_text())["runs"]
 
 
-def markdown_table(path: Path) -> str:
-    """TFLOP/s per shape of the last sweep run in ``path``, with ours/cuDNN."""
-    runs = [r for r in _load_runs(path) if not r["run_id"].startswith("tune")]
+def markdown_table(path: Path, since: str | None = None) -> str:
+    """TFLOP/s per shape with ours/cuDNN, from the sweep runs in ``path``.
+
+    Runs are read in file order and a later run's point replaces an earlier one of the
+    same implementation and shape; ``since`` skips sweep runs whose id sorts before it.
+    """
+    runs = [r for r in _load_runs(path) if r["run_id"].startswith("sweep")]
+    runs = [r for r in runs if since is None or r["run_id"] >= since]
     if not runs:
         raise SystemExit(f"no sweep run in {path}")
-    run = runs[-1]
     cells: dict = {}
-    for p in run["points"]:
-        key = (p["dtype"], p["d"], p["causal"], p["n"], p["batch"], p["h"])
-        cells.setdefault(key, {})[p["implementation"]] = p
-    c = run["ceilings"]
-    lines = [
-        f"Run `{run['run_id']}` on {run['device_name']}, jax {run['jax_version']}, "
-        f"commit `{run['git_commit'][:12]}`. Ceilings measured in the same run: "
-        f"bf16 matmul {c['matmul_bf16_flops_per_s'] / 1e12:.0f} TFLOP/s, "
-        f"copy {c['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write).",
+    source: dict = {}
+    for i, run in enumerate(runs):
+        for p in run["points"]:
+            key = (p["dtype"], p["d"], p["causal"], p["n"], p["batch"], p["h"])
+            cells.setdefault(key, {})[p["implementation"]] = p
+            source.setdefault(key, {})[p["implementation"]] = i + 1
+    lines = ["Sweep runs used (a later run's point replaces an earlier one):", ""]
+    for i, run in enumerate(runs):
+        c = run["ceilings"]
+        lines.append(
+            f"{i + 1}. `{run['run_id']}` on {run['device_name']}, jax {run['jax_version']}, "
+            f"commit `{run['git_commit'][:12]}`; ceilings of that run: bf16 matmul "
+            f"{c['matmul_bf16_flops_per_s'] / 1e12:.0f} TFLOP/s, copy "
+            f"{c['copy_bytes_per_s'] / 1e12:.2f} TB/s (read + write)."
+        )
+    lines += [
         "",
         "TFLOP/s = nominal 4·b·h·n²·d (halved when causal) / median time; "
-        "`oom`/`error` = not measured (see the JSON).",
+        "`oom`/`error` = not measured (see the JSON); `-` = not run. "
+        "The last column names the run(s) of the row.",
         "",
-        "| dtype | d | causal | n | batch×heads | ours | naive | cuDNN | XLA | ours/cuDNN |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| dtype | d | causal | n | batch×heads | ours | naive | cuDNN | XLA | ours/cuDNN "
+        "| run |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 
     def cell(p):
@@ -459,7 +472,8 @@ def markdown_table(path: Path) -> str:
         dtype, d, causal, n, b, h = key
         lines.append(
             f"| {dtype} | {d} | {'yes' if causal else 'no'} | {n} | {b}×{h} | {cell(ours)} | "
-            f"{cell(row.get('naive'))} | {cell(cud)} | {cell(row.get('xla'))} | {ratio} |"
+            f"{cell(row.get('naive'))} | {cell(cud)} | {cell(row.get('xla'))} | {ratio} | "
+            f"{','.join(map(str, sorted(set(source[key].values()))))} |"
         )
     return "\n".join(lines) + "\n"
 
@@ -471,6 +485,7 @@ def _parse(argv):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, help="measurement JSON to append a run to")
     ap.add_argument("--table", type=Path, help="print the markdown table of a file and exit")
+    ap.add_argument("--since", help="with --table: ignore sweep runs whose id sorts before this")
     ap.add_argument("--tune", action="store_true", help="sweep block sizes/warps/stages")
     ap.add_argument(
         "--autotune",
@@ -496,7 +511,7 @@ def _parse(argv):
 def main(argv=None) -> int:
     args = _parse(argv)
     if args.table:
-        print(markdown_table(args.table), end="")
+        print(markdown_table(args.table, args.since), end="")
         return 0
     if not args.out:
         raise SystemExit("--out FILE is required unless --table is given")
