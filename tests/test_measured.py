@@ -163,3 +163,17 @@ def test_bench_writer_output_validates(tmp_path):
     f = read_measurement_file(path)
     assert [r.run_id for r in f.runs] == ["old", "new"]
     assert [p.status for p in f.runs[1].points] == ["ok", "oom"]
+
+
+def test_bench_table_uses_latest_sweep_point(tmp_path):
+    from pallas_kernels.bench import markdown_table
+
+    path = tmp_path / "t.json"
+    merge_write(path, run("sweep-1", [point(), point(implementation="cudnn", tflops=550.0)]))
+    merge_write(path, run("sweep-2", [point(tflops=440.0)]))
+    merge_write(path, run("tune-3", [point(tflops=999.0)]))
+    table = markdown_table(path)
+    row = next(line for line in table.splitlines() if line.startswith("| bfloat16 | 128"))
+    cells = [c.strip() for c in row.strip("|").split("|")]
+    assert cells[5:] == ["440", "-", "550", "-", "0.80", "1,2"]
+    assert "999" not in table
