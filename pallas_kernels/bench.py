@@ -453,8 +453,7 @@ def markdown_table(path: Path, since: str | None = None) -> str:
         "`oom`/`error` = not measured (see the JSON); `-` = not run. "
         "The last column names the run(s) of the row.",
         "",
-        "| dtype | d | causal | n | batch×heads | ours | naive | cuDNN | XLA | ours/cuDNN "
-        "| run |",
+        "| dtype | d | causal | n | batch×heads | ours | naive | cuDNN | XLA | ours/cuDNN | run |",
         "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
 

@@ -292,7 +292,11 @@ def flash_attention(
       block_q, block_k: tile sizes (powers of two >= 16); shrunk for short sequences.
       interpret: run the kernel in the Pallas interpreter (any backend, e.g. CPU).
       return_lse: also return the natural-log log-sum-exp, f32 ``[batch, heads, n]``.
-      num_warps, num_stages: Triton launch parameters (defaults tuned on an H200).
+      num_warps, num_stages: Triton launch parameters; default 8 warps for d >= 128
+        (4 below) and 3 stages (1 for d = 256). On the H200 (docs/perf-notes.md) the
+        best d=128 configs were block_q=128, block_k=128, 8 warps, 3 stages (causal,
+        and non-causal at n >= 16384) and 128/64/4/2 (non-causal, n = 4096-8192);
+        d=64: 64/64/4/3. d=256 was checked on the GPU with 64/32 blocks only.
 
     Returns:
       O with q's shape and dtype, and the log-sum-exp if ``return_lse``.
