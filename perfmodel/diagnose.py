@@ -9,7 +9,8 @@ The rules (chapter 3.1, point 7), checked in this order:
 1. HBM utilisation high (>= ``HBM_HIGH``): bandwidth-bound — flash helps, it removes bytes.
 2. SMs busy (>= ``SM_BUSY``) and HBM not full: compute-bound — flash will not help much.
 3. Both low (HBM <= ``HBM_LOW`` and SM below ``SM_LOW``): the bottleneck is outside
-   attention (pre-processing, tokenisation, the sampling loop, launches).
+   attention (pre-processing, tokenisation, the sampling loop, launches) — or, when the
+   time is attention's alone, the kernels are latency-bound.
 4. Otherwise (HBM between the two thresholds, SMs idle): no clear verdict.
 
 >>> diagnose(hbm_util=0.92, sm_util=0.35).verdict
@@ -61,8 +62,16 @@ def _check_fraction(name: str, value: Any) -> float:
     return x
 
 
-def diagnose(hbm_util: float, sm_util: float, *, source: str = "given utilisations") -> Diagnosis:
-    """The chapter's verdict from HBM and SM utilisation (fractions of peak, 0..1)."""
+def diagnose(
+    hbm_util: float, sm_util: float, *, source: str = "given utilisations",
+    attention_only: bool = False,
+) -> Diagnosis:  # fmt: skip
+    """The chapter's verdict from HBM and SM utilisation (fractions of peak, 0..1).
+
+    ``attention_only``: the utilisations cover the attention kernels alone (a timed
+    kernel, not a whole step), so "both low" cannot point outside attention: the kernels
+    themselves wait (launch gaps, small grids, latency) — verdict "latency-bound".
+    """
     hbm = _check_fraction("hbm_util", hbm_util)
     sm = _check_fraction("sm_util", sm_util)
     pct = f"HBM bandwidth is at {hbm:.0%} of peak and the SMs at {sm:.0%}"
@@ -74,6 +83,11 @@ def diagnose(hbm_util: float, sm_util: float, *, source: str = "given utilisatio
         return Diagnosis("compute-bound", False, hbm, sm, (
             f"{pct}: the SMs are busy (≥ {SM_BUSY:.0%}) while bandwidth is not full. Fewer "
             "bytes will not make the arithmetic faster, so flash will not help much."), source)
+    if hbm <= HBM_LOW and attention_only:
+        return Diagnosis("latency-bound", False, hbm, sm, (
+            f"{pct}: both are low (≤ {HBM_LOW:.0%} and < {SM_LOW:.0%}) for a time that covers "
+            "attention alone, so the kernels wait on launches, small grids or latency, not "
+            "on bytes; removing bytes will not help much."), source)  # fmt: skip
     if hbm <= HBM_LOW:
         return Diagnosis("outside attention", False, hbm, sm, (
             f"{pct}: both are low (≤ {HBM_LOW:.0%} and < {SM_LOW:.0%}), so the GPU is waiting. "
@@ -85,12 +99,16 @@ def diagnose(hbm_util: float, sm_util: float, *, source: str = "given utilisatio
 
 
 def utilisation_from_time(
-    time_s: float, n: int, hw: Any, *, algorithm: str = "naive", **shape: Any
-) -> tuple[float, float]:
+    time_s: float, n: int, hw: Any, *, algorithm: str = "naive",
+    hbm_bytes_per_s: float | None = None, matmul_flops_per_s: float | None = None,
+    **shape: Any,
+) -> tuple[float, float]:  # fmt: skip
     """(HBM, SM) utilisation of one measured time, from the model's bytes and FLOPs.
 
-    HBM: the model's HBM bytes / time / datasheet bandwidth. SM: matmul FLOPs / time /
-    dtype matmul peak (tensor-core utilisation, the part flash cannot reduce).
+    HBM: the model's HBM bytes / time / bandwidth. SM: matmul FLOPs / time / matmul
+    peak (tensor-core utilisation, the part flash cannot reduce). The rates are the
+    datasheet's unless measured ceilings are given (``hbm_bytes_per_s``: a copy's
+    read + write rate; ``matmul_flops_per_s``: a large GEMM's rate).
 
     >>> hbm, sm = utilisation_from_time(60e-6, 4096, "h200")
     >>> round(hbm, 2), round(sm, 2)
@@ -100,23 +118,36 @@ def utilisation_from_time(
 
     if algorithm not in ("naive", "flash"):
         raise PerfmodelError(f"algorithm={algorithm!r} must be 'naive' or 'flash'")
-    try:
-        t = float(time_s)
-    except (TypeError, ValueError):
-        raise PerfmodelError(f"time_s={time_s!r} must be a number of seconds") from None
-    if not t > 0:
-        raise PerfmodelError(f"time_s={time_s!r} must be positive")
+    t = _positive("time_s", time_s)
     p = predict(n=n, hw=hw, **shape)
     a = getattr(p, algorithm)
-    hbm = a.hbm_bytes / t / p.hardware.hbm_bandwidth_bytes_per_s
-    sm = a.matmul_flops / t / p.hardware.peak(p.config.dtype)
+    bw = p.hardware.hbm_bandwidth_bytes_per_s if hbm_bytes_per_s is None else hbm_bytes_per_s
+    peak = p.hardware.peak(p.config.dtype) if matmul_flops_per_s is None else matmul_flops_per_s
+    hbm = a.hbm_bytes / t / _positive("hbm_bytes_per_s", bw)
+    sm = a.matmul_flops / t / _positive("matmul_flops_per_s", peak)
     return hbm, sm
 
 
+def _positive(name: str, value: Any) -> float:
+    try:
+        x = float(value)
+    except (TypeError, ValueError):
+        raise PerfmodelError(f"{name}={value!r} must be a number") from None
+    if not x > 0:
+        raise PerfmodelError(f"{name}={value!r} must be positive")
+    return x
+
+
 def diagnose_time(
-    time_s: float, n: int, hw: Any, *, algorithm: str = "naive", **shape: Any
-) -> Diagnosis:
-    """:func:`diagnose` on the utilisations implied by one measured time."""
-    hbm, sm = utilisation_from_time(time_s, n, hw, algorithm=algorithm, **shape)
-    source = f"{algorithm} attention, n={n}, measured {time_s * 1e6:.3g} µs, model's bytes/FLOPs"
-    return diagnose(min(hbm, 1.5), min(sm, 1.5), source=source)
+    time_s: float, n: int, hw: Any, *, algorithm: str = "naive",
+    hbm_bytes_per_s: float | None = None, matmul_flops_per_s: float | None = None,
+    **shape: Any,
+) -> Diagnosis:  # fmt: skip
+    """:func:`diagnose` on the utilisations implied by one measured attention time."""
+    hbm, sm = utilisation_from_time(time_s, n, hw, algorithm=algorithm,
+                                    hbm_bytes_per_s=hbm_bytes_per_s,
+                                    matmul_flops_per_s=matmul_flops_per_s, **shape)  # fmt: skip
+    rates = "datasheet" if hbm_bytes_per_s is None and matmul_flops_per_s is None else "measured"
+    source = (f"{algorithm} attention, n={n}, measured {time_s * 1e6:.3g} µs; model's "
+              f"bytes/FLOPs over {rates} rates")  # fmt: skip
+    return diagnose(min(hbm, 1.5), min(sm, 1.5), source=source, attention_only=True)

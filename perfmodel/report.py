@@ -91,8 +91,8 @@ class MeasuredPoint:
     model_flops: float
     model_intensity: float
     model_footprint_bytes: float
-    hbm_util: float | None = None  #: model HBM bytes / measured time / bandwidth
-    sm_util: float | None = None  #: model matmul FLOPs / measured time / peak
+    hbm_util: float | None = None  #: model HBM bytes / measured time / run's copy rate
+    sm_util: float | None = None  #: model matmul FLOPs / measured time / run's matmul rate
     verdict: str | None = None  #: perfmodel.diagnose's verdict on those
 
 
@@ -111,19 +111,19 @@ def match_measurements(paths: Sequence[str | Path], hw: Any, shape: Shape) -> li
     h_kv = shape.h if shape.h_kv is None else shape.h_kv
     want = (shape.d, shape.h, h_kv, shape.dtype, shape.causal)
     best: dict[tuple[str, int, int], Any] = {}
-    for _run, p in load_measurements(list(paths)):
+    for run, p in load_measurements(list(paths)):
         if p.implementation not in ALGORITHM_OF or p.kv_len != p.n:
             continue
         if (p.d, p.h, p.h_kv, dtype_name(p.dtype), p.causal) != want:
             continue
         key = (p.implementation, p.n, p.batch)
-        old = best.get(key)
+        old = best.get(key, (None, None))[1]
         if old is None or (p.status == "ok" and (old.status != "ok" or p.median_s < old.median_s)):
-            best[key] = p
-    return [_measured_point(spec, shape, p) for p in best.values()]
+            best[key] = (run, p)
+    return [_measured_point(spec, shape, run, p) for run, p in best.values()]
 
 
-def _measured_point(spec: HardwareSpec, shape: Shape, p: Any) -> MeasuredPoint:
+def _measured_point(spec: HardwareSpec, shape: Shape, run: Any, p: Any) -> MeasuredPoint:
     from perfmodel.validate import ALGORITHM_OF
 
     algo = ALGORITHM_OF[p.implementation]
@@ -132,8 +132,12 @@ def _measured_point(spec: HardwareSpec, shape: Shape, p: Any) -> MeasuredPoint:
     model = getattr(predict(n=p.n, hw=spec, **at.kwargs(p.n)), algo)
     hbm = sm = verdict = None
     if p.status == "ok":
-        hbm, sm = utilisation_from_time(p.median_s, p.n, spec, algorithm=algo, **at.kwargs(p.n))
-        verdict = diagnose(min(hbm, 1.5), min(sm, 1.5)).verdict
+        ceil = run.ceilings  # the rates measured in the same run, where they apply
+        peak = ceil.matmul_bf16_flops_per_s if at.dtype == "bf16" else None
+        hbm, sm = utilisation_from_time(p.median_s, p.n, spec, algorithm=algo,
+                                        hbm_bytes_per_s=ceil.copy_bytes_per_s,
+                                        matmul_flops_per_s=peak, **at.kwargs(p.n))  # fmt: skip
+        verdict = diagnose(min(hbm, 1.5), min(sm, 1.5), attention_only=True).verdict
     return MeasuredPoint(
         implementation=p.implementation, algorithm=algo, n=p.n, batch=p.batch,
         status=p.status, median_s=p.median_s, tokens_per_s=p.tokens_per_s,
@@ -323,8 +327,8 @@ def _measured_section(points: Sequence[MeasuredPoint]) -> str:
         "## Measured beside predicted\n\n"
         "Each point's model numbers are for its own shape (batch and tiles included). Ratio = "
         "measured / model estimate. Diagnosis: HBM / SM utilisation implied by the model's "
-        "bytes and matmul FLOPs over the measured time, and `perfmodel diagnose`'s verdict "
-        "on them.\n\n"
+        "bytes and matmul FLOPs over the measured time, against the copy and bf16 matmul "
+        "rates measured in the same run, and `perfmodel diagnose`'s verdict on them.\n\n"
         "| n | batch | implementation (model) | measured | model | ratio | measured TFLOP/s | "
         "measured peak memory | model footprint | diagnosis |\n"
         "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n"

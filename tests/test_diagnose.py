@@ -50,8 +50,20 @@ def test_model_times_get_the_chapter_verdicts():
     flash = diagnose_time(p.flash.time_s, 8192, "h200", algorithm="flash", **shape)
     assert naive.verdict == "bandwidth-bound" and naive.flash_helps
     assert flash.verdict == "compute-bound" and not flash.flash_helps
-    slow = diagnose_time(20 * p.naive.time_s, 8192, "h200", **shape)  # waiting elsewhere
-    assert slow.verdict == "outside attention"
+    slow = diagnose_time(20 * p.naive.time_s, 8192, "h200", **shape)  # the kernels wait
+    assert slow.verdict == "latency-bound"  # the time is attention's own: nothing "outside"
+
+
+def test_measured_ceilings_replace_the_datasheet():
+    p = predict(n=4096, hw="h200", h=16, dtype="bf16", batch=4)
+    hbm, sm = utilisation_from_time(3e-3, 4096, "h200", h=16, dtype="bf16", batch=4,
+                                    hbm_bytes_per_s=4.1e12, matmul_flops_per_s=6.9e14)
+    assert hbm == pytest.approx(p.naive.hbm_bytes / 3e-3 / 4.1e12)
+    assert sm == pytest.approx(p.naive.matmul_flops / 3e-3 / 6.9e14)
+
+
+def test_both_low_for_attention_alone_is_latency_bound():
+    assert diagnose(0.2, 0.1, attention_only=True).verdict == "latency-bound"
 
 
 @pytest.mark.parametrize(
@@ -84,6 +96,7 @@ def test_cli_verdict(capsys):
         ["diagnose", "--time-s", "1e-3", "--n", "4096"],
         ["diagnose", "--time-s", "1e-3", "--n", "4096", "--hw", "h200", "--sm-util", "0.1"],
         ["diagnose", "--hbm-util", "x", "--sm-util", "0.2"],
+        ["diagnose", "--time-s", "1e-3", "--n", "4096", "--hw", "h200", "--hbm-bw", "0"],
     ],
 )
 def test_cli_bad_input_one_line_exit_2(argv):

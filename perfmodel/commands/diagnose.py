@@ -18,6 +18,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hw", help="device name, alias or spec .toml path")
     p.add_argument("--algorithm", default="naive", choices=("naive", "flash"),
                    help="which implementation was measured")  # fmt: skip
+    p.add_argument("--hbm-bw", type=float, default=None,
+                   help="measured HBM rate, bytes/s (read + write); default: datasheet")
+    p.add_argument("--matmul-peak", type=float, default=None,
+                   help="measured matmul rate, FLOP/s; default: datasheet dtype peak")
+    p.add_argument("--attention-only", action="store_true",
+                   help="--hbm-util/--sm-util cover attention kernels alone, not a whole step")
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--h", type=int, default=1)
     p.add_argument("--h-kv", type=int, default=None)
@@ -38,11 +44,12 @@ def run(args: argparse.Namespace) -> int:
         if args.n is None or args.hw is None:
             raise PerfmodelError("--time-s needs --n and --hw (the measured shape and device)")
         result = diagnose_time(args.time_s, args.n, args.hw, algorithm=args.algorithm,
+                               hbm_bytes_per_s=args.hbm_bw, matmul_flops_per_s=args.matmul_peak,
                                d=args.d, h=args.h, h_kv=args.h_kv, batch=args.batch,
                                dtype=args.dtype, causal=args.causal)  # fmt: skip
     elif None in utils:
         raise PerfmodelError("give both --hbm-util and --sm-util, or --time-s with --n and --hw")
     else:
-        result = diagnose(args.hbm_util, args.sm_util)
+        result = diagnose(args.hbm_util, args.sm_util, attention_only=args.attention_only)
     print(result)
     return 0
