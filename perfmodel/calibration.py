@@ -39,7 +39,13 @@ class Calibration(BaseModel):
     hbm_efficiency: Fraction = 1.0
     l2_efficiency: Fraction = 1.0
     launch_overhead_s: NonNegativeFloat | None = None
-    fit: dict[str, float | str] = {}
+    #: How far the compute roofs of one kernel overlap: 1 = perfectly (the roofline's max),
+    #: 0 = not at all (matmul, exp and vector work add up, as in one warp's FA-2 loop).
+    compute_overlap: Annotated[float, Field(ge=0, le=1)] = 1.0
+    #: Fixed cost of each thread block of a tiled kernel (loading Q, filling the K/V
+    #: pipeline, writing O), in units of one inner-loop step.
+    block_overhead_tiles: NonNegativeFloat = 0.0
+    fit: dict[str, int | float | str] = {}
     sources: dict[str, str] = {}
 
     def efficiency(self, roof: str) -> float:

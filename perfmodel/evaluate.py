@@ -7,6 +7,7 @@ both call :func:`evaluate`; neither holds a formula of its own.
 from __future__ import annotations
 
 import functools
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,7 +29,7 @@ def _compiled_model(algorithm: str, causal: bool, l2: bool) -> tuple[Compiled, t
     model = symbolic(algorithm, causal=causal, l2=l2)
     exprs, names = [], []
     for kernel in model.kernels:
-        for field in (*_PER_KERNEL, "work_items"):
+        for field in (*_PER_KERNEL, "work_items", "tiles"):
             value = getattr(kernel, field)
             exprs.append(0 * kernel.hbm_bytes if value is None else value)
             names.append(f"{kernel.name}:{field}")
@@ -71,16 +72,49 @@ def _raw(algorithm: str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[
     return raw, [k.name for k in symbolic(algorithm, causal=causal, l2=l2).kernels]
 
 
+@dataclass(frozen=True)
+class KernelRoofs:
+    """One kernel's roof times at full efficiency: for the floor (idle SMs only) and for
+    the estimate (wave quantisation too), and its thread blocks per inner-loop step."""
+
+    floor: dict[str, Num]
+    estimate: dict[str, Num]
+    blocks_per_tile: Num
+
+
 def kernel_roofs(
-    algorithm: str, *, causal: bool, hw: HardwareSpec, peak, values: dict
-) -> list[tuple[dict, dict]]:
-    """Per kernel: (roof times for the floor, roof times for the estimate), before any
-    efficiency derating. Calibration fits work on these."""
+    algorithm: str, *, causal: bool, hw: HardwareSpec, peak: Num, values: dict
+) -> list[KernelRoofs]:
+    """Per kernel, its roof times before any derating. Calibration fits work on these."""
     raw, kernels = _raw(algorithm, causal, hw, values)
-    rates = _rates(hw, peak)
-    return [
-        _with_parallelism(_kernel_roofs(raw, k, rates), raw[f"{k}:work_items"], hw) for k in kernels
-    ]
+    return _roofs_from_raw(raw, kernels, _rates(hw, peak), hw)
+
+
+def _roofs_from_raw(raw: dict, kernels: list[str], rates: dict, hw: HardwareSpec) -> list:
+    out = []
+    for k in kernels:
+        work_items, tiles = raw[f"{k}:work_items"], raw[f"{k}:tiles"]
+        floor, estimate = _with_parallelism(_kernel_roofs(raw, k, rates), work_items, hw)
+        if isinstance(tiles, float):
+            blocks = work_items / tiles if tiles else 0.0
+        else:
+            blocks = np.divide(work_items, tiles, out=np.zeros_like(tiles), where=tiles > 0)
+        out.append(KernelRoofs(floor, estimate, blocks))
+    return out
+
+
+def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: Num) -> Num:
+    """The model's estimate: each kernel at its calibrated fractions, plus launches."""
+    roofs = roofline.COMPUTE_ROOFS + roofline.MEMORY_ROOFS
+    efficiency = {r: calibration.efficiency(r) for r in roofs}
+    total: Num = 0.0
+    for k in kernels:
+        stretch = 1 + calibration.block_overhead_tiles * k.blocks_per_tile
+        total = total + launch + roofline.kernel_estimate(
+            k.estimate, efficiency, compute_overlap=calibration.compute_overlap,
+            fill_stretch=stretch,
+        )  # fmt: skip
+    return total
 
 
 def evaluate(
@@ -95,7 +129,6 @@ def evaluate(
     """Every reported quantity of one algorithm, as arrays broadcast over ``values``."""
     raw, kernels = _raw(algorithm, causal, hw, values)
     rates = _rates(hw, peak)
-    efficiency = {r: calibration.efficiency(r) for r in rates}
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
 
@@ -106,11 +139,10 @@ def evaluate(
     t_compute: Num = 0.0
     t_memory: Num = 0.0
     t_lower: Num = 0.0
-    time: Num = 0.0
-    for k in kernels:
-        times = _kernel_roofs(raw, k, rates)
-        floor_times, estimate_times = _with_parallelism(times, raw[f"{k}:work_items"], hw)
-        for roof, t in times.items():
+    roofs = _roofs_from_raw(raw, kernels, rates, hw)
+    for k, kernel in zip(kernels, roofs, strict=True):
+        floor_times = kernel.floor
+        for roof, t in _kernel_roofs(raw, k, rates).items():
             roof_totals[roof] = roof_totals.get(roof, 0.0) + t
         t_compute = t_compute + roofline.lower_bound(
             {r: t for r, t in floor_times.items() if r in roofline.COMPUTE_ROOFS}
@@ -119,8 +151,7 @@ def evaluate(
             {r: t for r, t in floor_times.items() if r in roofline.MEMORY_ROOFS}
         )
         t_lower = t_lower + roofline.lower_bound(floor_times)
-        estimate = roofline.lower_bound(roofline.derated(estimate_times, efficiency))
-        time = time + estimate + launch
+    time = estimate_time(roofs, calibration, launch)
     flops = out["matmul_flops"] + out["vector_flops"]
     out.update(
         flops=flops,

@@ -60,6 +60,33 @@ def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict:
     return {roof: t / efficiency[roof] for roof, t in times.items()}
 
 
+def _max(values: list[Num]) -> Num:
+    return max(values) if isinstance(values[0], float) else np.maximum.reduce(values)
+
+
+def kernel_estimate(
+    times: Mapping[str, Num],
+    efficiency: Mapping[str, Num],
+    *,
+    compute_overlap: Num = 1.0,
+    fill_stretch: Num = 1.0,
+) -> Num:
+    """A kernel's estimated time from its roof times.
+
+    Each roof runs at its achievable fraction. Compute roofs overlap by
+    ``compute_overlap`` (1: the largest hides the rest, the roofline's assumption;
+    0: they add up, as matmul and exp do inside one FlashAttention-2 warp) and are
+    stretched by per-block fixed costs; memory roofs overlap with everything.
+    """
+    compute = [times[r] / efficiency[r] for r in COMPUTE_ROOFS if r in times]
+    memory = [times[r] / efficiency[r] for r in MEMORY_ROOFS if r in times]
+    if compute:
+        top = _max(compute)
+        busy = (top + (1 - compute_overlap) * (sum(compute) - top)) * fill_stretch
+        memory.append(busy)
+    return _max(memory)
+
+
 def busy_fraction(work_items: Num, units: int) -> Num:
     """Share of the units a grid can keep busy at all: with fewer blocks than SMs,
     the rest idle. A true bound, whatever the occupancy."""

@@ -2,10 +2,11 @@
 
 Every measured point gets the model's prediction for the same configuration; the
 error is ``predicted / measured − 1``. A point faster than ``t_lower_s`` is a model
-bug, reported as a violation. Calibration fits three interpretable parameters per
+bug, reported as a violation. Calibration fits five interpretable parameters per
 (device, implementation) — the achieved fraction of the matmul roof, of the memory
-roofs (HBM and L2), and a fixed overhead per launch — by least squares on log time
-over a grid, so the leave-one-out fits come from the same table for free.
+roofs (HBM and L2), how far the compute roofs overlap, a fixed cost per thread
+block, and a fixed overhead per launch — by least squares on log time, and reports
+each point's leave-one-out error.
 
 >>> ALGORITHM_OF["cudnn"], ALGORITHM_OF["xla"]
 ('flash', 'naive')
@@ -23,7 +24,8 @@ import numpy as np
 
 from perfmodel.calibration import Calibration
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import kernel_roofs, shape_values
+from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, shape_values
+from perfmodel.fitting import nelder_mead
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.measured import Point, Run, load_measurements
 from perfmodel.predict import predict
@@ -34,9 +36,6 @@ ALGORITHM_OF = {"pallas_flash": "flash", "cudnn": "flash", "naive": "naive", "xl
 #: Tiles a peer kernel may use (unknown to us): its floor is the lowest over these.
 PEER_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
-# Calibration grid: efficiencies and launch overhead (seconds).
-_EFF = np.round(np.arange(0.05, 1.0001, 0.0125), 4)
-_LAUNCH = np.arange(0.0, 62e-6, 2e-6)
 
 
 @dataclass(frozen=True)
@@ -136,83 +135,111 @@ def _as_algorithm(profile: Calibration | None, algorithm: str) -> Calibration | 
 
 
 # --- calibration ----------------------------------------------------------------
-def _roof_table(rows: Sequence[Row]) -> list[list[dict]]:
-    """Per row, per kernel: estimate roof times at full efficiency."""
-    table = []
+#: Fitted parameters, each mapped from an unbounded coordinate into its valid range.
+PARAMETERS = ("matmul_efficiency", "memory_efficiency", "compute_overlap",
+              "block_overhead_tiles", "launch_overhead_s")  # fmt: skip
+
+
+def _sigmoid(u: float) -> float:
+    return float(1 / (1 + np.exp(-u)))
+
+
+def _to_params(u: np.ndarray) -> dict[str, float]:
+    return {
+        "matmul_efficiency": _sigmoid(u[0]),
+        "memory_efficiency": _sigmoid(u[1]),
+        "compute_overlap": _sigmoid(u[2]),
+        "block_overhead_tiles": 8 * _sigmoid(u[3]),
+        "launch_overhead_s": 1e-4 * _sigmoid(u[4]),
+    }
+
+
+def _profile(params: dict[str, float], **labels: object) -> Calibration:
+    memory = params["memory_efficiency"]
+    return Calibration.model_construct(
+        matmul_efficiency=params["matmul_efficiency"], hbm_efficiency=memory,
+        l2_efficiency=memory, vector_efficiency=1.0, exp_efficiency=1.0,
+        compute_overlap=params["compute_overlap"],
+        block_overhead_tiles=params["block_overhead_tiles"],
+        launch_overhead_s=params["launch_overhead_s"], **labels,
+    )  # fmt: skip
+
+
+def _stacked_roofs(rows: Sequence[Row]) -> list[KernelRoofs]:
+    """Every row's kernels, stacked into arrays over rows (one algorithm, so same kernels)."""
+    per_row = []
     for r in rows:
-        spec = r.hw
         shape = _shape(r.point)
         values = shape_values(
-            spec, n=shape["n"], m=shape["kv_len"], d=shape["d"], h=shape["h"],
+            r.hw, n=shape["n"], m=shape["kv_len"], d=shape["d"], h=shape["h"],
             h_kv=shape["h_kv"], b=shape["batch"], block_q=shape["block_q"],
             block_k=shape["block_k"], s=BYTES_PER_ELEMENT[shape["dtype"]],
         )  # fmt: skip
-        kernels = kernel_roofs(ALGORITHM_OF[r.point.implementation], causal=shape["causal"],
-                               hw=spec, peak=spec.peak(shape["dtype"]), values=values)  # fmt: skip
-        table.append([estimate for _floor_times, estimate in kernels])
-    return table
+        per_row.append(kernel_roofs(ALGORITHM_OF[r.point.implementation], causal=shape["causal"],
+                                    hw=r.hw, peak=r.hw.peak(shape["dtype"]), values=values))  # fmt: skip
+    stacked = []
+    for i, first in enumerate(per_row[0]):
+        estimate = {k: np.array([row[i].estimate[k] for row in per_row]) for k in first.estimate}
+        blocks = np.array([row[i].blocks_per_tile for row in per_row])
+        stacked.append(KernelRoofs(floor={}, estimate=estimate, blocks_per_tile=blocks))
+    return stacked
 
 
-def _grid_log_errors(rows: Sequence[Row]) -> np.ndarray:
-    """log(predicted/measured) for every grid point (matmul eff, memory eff, launch) x row."""
-    table = _roof_table(rows)
-    em, ex, la = np.meshgrid(_EFF, _EFF, _LAUNCH, indexing="ij")
-    em, ex, la = em.ravel(), ex.ravel(), la.ravel()
-    out = np.empty((em.size, len(rows)), dtype=np.float32)
-    for j, (r, kernels) in enumerate(zip(rows, table, strict=True)):
-        total = np.zeros_like(em)
-        for roofs in kernels:
-            derated = [
-                roofs[k] / (em if k == "matmul" else ex if k in ("hbm", "l2") else 1.0)
-                for k in roofs
-            ]
-            total = total + np.maximum.reduce(np.broadcast_arrays(*derated)) + la
-        out[:, j] = np.log(total / r.measured_s)
-    return out
+def _log_errors(u: np.ndarray, kernels: list[KernelRoofs], measured: np.ndarray) -> np.ndarray:
+    params = _to_params(u)
+    predicted = estimate_time(kernels, _profile(params), params["launch_overhead_s"])
+    return np.log(predicted / measured)
 
 
-def _params(index: int) -> tuple[float, float, float]:
-    i, j, k = np.unravel_index(index, (_EFF.size, _EFF.size, _LAUNCH.size))
-    return float(_EFF[i]), float(_EFF[j]), float(_LAUNCH[k])
+def _fit_u(kernels: list[KernelRoofs], measured: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    def loss(u: np.ndarray) -> float:
+        return float(np.sum(weights * _log_errors(u, kernels, measured) ** 2))
+
+    starts = ([0.0, 0.0, 0.0, -2.0, -2.0], [1.0, 1.0, 2.0, -4.0, -4.0], [-1.0, 0.5, -2.0, 0.0, 0.0])
+    best = min((nelder_mead(loss, s, iterations=800) for s in starts), key=lambda r: r[1])
+    return nelder_mead(loss, best[0], step=0.3, iterations=800)[0]
 
 
 def fit(rows: Sequence[Row], name: str) -> tuple[Calibration, list[float]]:
-    """Least-squares fit of one implementation's profile, and its leave-one-out errors."""
-    if len(rows) < 3:
-        raise PerfmodelError(f"calibration {name!r} needs at least 3 points, got {len(rows)}")
-    errs = _grid_log_errors(rows)
-    sq = errs.astype(np.float64) ** 2
-    total = sq.sum(axis=1)
-    best = int(np.argmin(total))
+    """Least-squares fit (on log time) of one implementation's profile, with the
+    leave-one-out error of every point (its prediction from a fit without it)."""
+    if len(rows) < len(PARAMETERS) + 1:
+        raise PerfmodelError(
+            f"calibration {name!r} needs at least {len(PARAMETERS) + 1} points, got {len(rows)}"
+        )
+    kernels = _stacked_roofs(rows)
+    measured = np.array([r.measured_s for r in rows])
+    ones = np.ones(len(rows))
+    u = _fit_u(kernels, measured, ones)
     loo, loo_params = [], []
     for j in range(len(rows)):
-        k = int(np.argmin(total - sq[:, j]))
-        loo.append(float(np.expm1(errs[k, j])))
-        loo_params.append(_params(k))
-    spread = np.array(loo_params)
-    matmul, memory, launch = _params(best)
+        weights = ones.copy()
+        weights[j] = 0.0
+        u_j = _fit_u(kernels, measured, weights)
+        loo.append(float(np.expm1(_log_errors(u_j, kernels, measured)[j])))
+        loo_params.append(_to_params(u_j))
+    params = _to_params(u)
     p0, run0 = rows[0].point, rows[0].run
-    profile = Calibration(
+    rms = float(np.sqrt(np.mean(_log_errors(u, kernels, measured) ** 2)))
+    ranges = {
+        f"{k}_loo_range": f"{min(p[k] for p in loo_params):.4g}..{max(p[k] for p in loo_params):.4g}"
+        for k in PARAMETERS
+    }
+    profile = _profile(
+        params,
         name=name,
         description=f"Fitted on {len(rows)} measured points of {p0.implementation} "
         f"on {run0.device_name} (jax {run0.jax_version}, commit {run0.git_commit[:10]})",
         device=rows[0].hw.name,
         implementation=p0.implementation,
-        algorithm=ALGORITHM_OF[p0.implementation],  # type: ignore[arg-type]
-        matmul_efficiency=matmul,
-        hbm_efficiency=memory,
-        l2_efficiency=memory,
-        launch_overhead_s=launch,
-        fit={
-            "points": len(rows),
-            "rms_log_error": float(np.sqrt(total[best] / len(rows))),
-            "matmul_efficiency_loo_range": f"{spread[:, 0].min():.4g}..{spread[:, 0].max():.4g}",
-            "memory_efficiency_loo_range": f"{spread[:, 1].min():.4g}..{spread[:, 1].max():.4g}",
-            "launch_overhead_s_loo_range": f"{spread[:, 2].min():.3g}..{spread[:, 2].max():.3g}",
-        },
-        sources={"fit": "perfmodel validate --fit (least squares on log time, grid search)"},
+        algorithm=ALGORITHM_OF[p0.implementation],
+        fit={"points": len(rows), "rms_log_error": rms, **ranges},
+        sources={
+            "fit": "perfmodel validate --fit: least squares on log time (Nelder-Mead); "
+            "ranges are the leave-one-out fits"
+        },  # fmt: skip
     )
-    return profile, loo
+    return Calibration.model_validate(profile.model_dump()), loo
 
 
 # --- the report -----------------------------------------------------------------

@@ -32,10 +32,12 @@ def report_text(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) 
         if s.calibration is not None:
             c = s.calibration
             lines.append(
-                f"fit {c.name}: matmul {c.matmul_efficiency:.3f} "
+                f"fit {c.name} (LOO ranges in brackets): matmul {c.matmul_efficiency:.3f} "
                 f"[{c.fit['matmul_efficiency_loo_range']}], memory {c.hbm_efficiency:.3f} "
-                f"[{c.fit['memory_efficiency_loo_range']}], launch "
-                f"{si(c.launch_overhead_s, 's')} [{c.fit['launch_overhead_s_loo_range']}]"
+                f"[{c.fit['memory_efficiency_loo_range']}], compute overlap "
+                f"{c.compute_overlap:.2f} [{c.fit['compute_overlap_loo_range']}], block overhead "
+                f"{c.block_overhead_tiles:.2f} tiles [{c.fit['block_overhead_tiles_loo_range']}], "
+                f"launch {si(c.launch_overhead_s, 's')} [{c.fit['launch_overhead_s_loo_range']}]"
             )
     lines.append("worst points (uncalibrated):")
     for s in summary.values():

@@ -23,6 +23,8 @@ class Kernel:
     l2_bytes: sp.Expr | None = None
     #: Independent thread blocks in the grid, where few enough to leave SMs idle (else None).
     work_items: sp.Expr | None = None
+    #: Inner-loop steps over all blocks (tiled kernels): the unit of per-block fill cost.
+    tiles: sp.Expr | None = None
 
     def __post_init__(self) -> None:
         if self.l2_bytes is None:  # streaming kernel: every byte passes L2 once

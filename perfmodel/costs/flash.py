@@ -66,6 +66,7 @@ def build(causal: bool = False, l2: bool = True) -> CostModel:
         hbm_bytes=dram,
         l2_bytes=l2_traffic,
         work_items=b * h * t.q_blocks,  # the grid: one thread block per (Q block, b, h)
+        tiles=b * h * tiles_per_head,
     )
     return CostModel(
         name="flash",
