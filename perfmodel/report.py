@@ -336,17 +336,47 @@ def _measured_section(points: Sequence[MeasuredPoint]) -> str:
     )
 
 
-def _measured_speedups(points: Sequence[MeasuredPoint]) -> str:
+def _measured_pairs(points: Sequence[MeasuredPoint]) -> list[tuple[MeasuredPoint, MeasuredPoint]]:
+    """(naive, pallas_flash) pairs timed at the same n and batch, by n."""
     ok = {(p.implementation, p.n, p.batch): p for p in points if p.median_s is not None}
+    return sorted(((nv, ok[("pallas_flash", n, b)]) for (impl, n, b), nv in ok.items()
+                   if impl == "naive" and ("pallas_flash", n, b) in ok), key=lambda q: q[0].n)
+
+
+def measured_headline(points: Sequence[MeasuredPoint], c: Conclusions) -> str | None:
+    """The chapter's sentence from measured naive / pallas_flash pairs, or None without pairs."""
+    pairs = _measured_pairs(points)
+    if not pairs:
+        return None
+    speed = [(nv.n, nv.median_s / fl.median_s) for nv, fl in pairs]  # type: ignore[operator]
+    p = f"{(c.threshold - 1) * 100:.0f}%"
+    below = [n for n, r in speed if r < c.threshold]
+    after = [n for n, _ in speed if not below or n > max(below)]
+    if not after:
+        head = f"Measured: flash is not {p} faster at the largest measured n"
+    elif not below:
+        head = (f"Measured: flash is at least {p} faster at every measured n "
+                f"({speed[0][0]:,} … {speed[-1][0]:,})")  # fmt: skip
+    else:
+        head = f"Measured: gains are significant from n = {after[0]:,} (flash at least {p} faster)"
+    ref = [(nv, fl) for nv, fl in pairs if nv.n == c.n_reference]
+    if ref:
+        nv, fl = ref[0]
+        gain = nv.median_s / fl.median_s - 1  # type: ignore[operator]
+        head += f"; at n={c.n_reference:,} throughput is {gain:+.0%}"
+        if nv.peak_memory_bytes and fl.peak_memory_bytes:
+            head += f" and peak memory −{1 - fl.peak_memory_bytes / nv.peak_memory_bytes:.1%}"
+    return head + " (naive against pallas_flash, median times)."
+
+
+def _measured_speedups(points: Sequence[MeasuredPoint]) -> str:
     rows = []
-    for (impl, n, b), nv in sorted(ok.items(), key=lambda kv: kv[0][1]):
-        fl = ok.get(("pallas_flash", n, b))
-        if impl != "naive" or fl is None or nv.median_s is None or fl.median_s is None:
-            continue
+    for nv, fl in _measured_pairs(points):
         mem = ""
         if nv.peak_memory_bytes and fl.peak_memory_bytes:
             mem = f"−{1 - fl.peak_memory_bytes / nv.peak_memory_bytes:.1%}"
-        rows.append(f"| {n:,} | {b} | {nv.median_s / fl.median_s:.2f}× | "
+        ratio = nv.median_s / fl.median_s  # type: ignore[operator]
+        rows.append(f"| {nv.n:,} | {nv.batch} | {ratio:.2f}× | "
                     f"{nv.predicted_s / fl.predicted_s:.2f}× | {mem} |")  # fmt: skip
     if not rows:
         return ""
@@ -393,6 +423,8 @@ def render_markdown(
     ref = predict(n=c.n_reference, hw=spec, **shape.kwargs(c.n_reference))
     figs = "\n\n".join(f"![{name}]({path.name})" for name, path in figures.items())
     meas = "" if measured is None else _measured_section(measured)
+    line = measured_headline(measured, c) if measured else None
+    measured_line = "" if line is None else f"\n**{line}**\n"
     causal = "causal" if shape.causal else "non-causal"
     return f"""# {spec.name}: naive vs flash attention, the chapter's method
 
@@ -405,6 +437,7 @@ default calibration, plus one launch overhead per kernel); "roofline bound" is `
 ## Conclusions
 
 **{c.headline()}**
+{measured_line}
 
 {_conclusion_bullets(spec, c, ref)}
 {_misconceptions(spec, shape, c, ns)}

@@ -11,7 +11,13 @@ from perfmodel.asymptotics import Shape, asymptotic_speedup, crossover_n
 from perfmodel.cli import main
 from perfmodel.measured import MeasurementFile
 from perfmodel.predict import predict, sweep
-from perfmodel.report import conclusions, kernel_roof_times, match_measurements, write_report
+from perfmodel.report import (
+    conclusions,
+    kernel_roof_times,
+    match_measurements,
+    measured_headline,
+    write_report,
+)
 from perfmodel.units import si
 
 SHAPE = Shape(h=16, dtype="bf16", tokens=16384)
@@ -121,3 +127,14 @@ def test_cli_bad_input_one_line_exit_2(argv, tmp_path):
                           capture_output=True, text=True)  # fmt: skip
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
+
+
+def test_measured_headline(tmp_path):
+    data = measurement_file(tmp_path / "m.json", [
+        point("naive", 1024, 1.0e-3, batch=16), point("pallas_flash", 1024, 0.9e-3, batch=16),
+        point("naive", 4096, 3.0e-3), point("pallas_flash", 4096, 1.0e-3),
+    ])  # fmt: skip
+    pts = match_measurements([data], "h200", SHAPE)
+    line = measured_headline(pts, conclusions("h200", SHAPE, n_max=4096))
+    assert line.startswith("Measured: gains are significant from n = 4,096")
+    assert "throughput is +200% and peak memory −0.0%" in line
