@@ -25,7 +25,7 @@ import math
 import jax
 import jax.numpy as jnp
 
-from pallas_kernels.reference import attention_float64, causal_mask, reference_attention
+from pallas_kernels.reference import attention_float64, reference_attention
 
 __all__ = [
     "attention_float64",
@@ -45,8 +45,10 @@ def scores_step(q, k, *, causal: bool, sm_scale: float):
     qg = q.reshape(b, n, h_kv, h // h_kv, d)
     s = jnp.einsum("bqgjd,bkgd->bgjqk", qg, k, preferred_element_type=jnp.float32)
     s = s * sm_scale
-    if causal:
-        s = jnp.where(causal_mask(n, kv_len), s, -jnp.inf)
+    if causal:  # computed from iotas inside the step: no n x kv_len mask read from HBM
+        rows = jax.lax.broadcasted_iota(jnp.int32, (n, kv_len), 0)
+        cols = jax.lax.broadcasted_iota(jnp.int32, (n, kv_len), 1)
+        s = jnp.where(cols <= rows, s, -jnp.inf)
     return s.reshape(b, h, n, kv_len).astype(q.dtype)
 
 

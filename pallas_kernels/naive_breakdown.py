@@ -12,7 +12,6 @@ kernels (fusions and library calls) in its optimised HLO. Plain JSON out; no pyd
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import statistics
 import time
@@ -87,8 +86,11 @@ def main(argv=None) -> int:
         point = measure(n, d, causal, args.samples)
         result["points"].append(point)
         atomic_write_json(Path(args.out), result)
-        row = "  ".join(f"{k} {v['median_s'] * 1e3:7.3f} ms {v['xla_bytes_accessed'] / 1e9:6.2f} GB "
-                        f"{v['kernels']}k" for k, v in point["steps"].items())  # fmt: skip
+        row = "  ".join(
+            f"{k} {v['median_s'] * 1e3:7.3f} ms "
+            f"{v['xla_bytes_accessed'] / 1e9:6.2f} GB {v['kernels']}k"
+            for k, v in point["steps"].items()
+        )
         print(f"n={n:>5} d={d} causal={causal!s:<5} {row}", flush=True)
     return 0
 
