@@ -23,7 +23,7 @@ import numpy as np
 from perfmodel.hardware import load_hardware
 from perfmodel.kvcache import kv_budget_bytes, kv_cache_bytes
 from perfmodel.models import load_model
-from perfmodel.predict import predict
+from perfmodel.prediction import predict
 from perfmodel.units import binary, si
 
 HW, MODEL, DTYPE = "h200", "llama-3.1-8b", "fp16"

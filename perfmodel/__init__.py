@@ -15,12 +15,12 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 _EXPORTS = {
-    "predict": "perfmodel.predict",
-    "sweep": "perfmodel.predict",
-    "Prediction": "perfmodel.predict",
-    "AlgorithmPrediction": "perfmodel.predict",
-    "Config": "perfmodel.predict",
-    "SweepResult": "perfmodel.predict",
+    "predict": "perfmodel.prediction",
+    "sweep": "perfmodel.prediction",
+    "Prediction": "perfmodel.prediction",
+    "AlgorithmPrediction": "perfmodel.prediction",
+    "Config": "perfmodel.prediction",
+    "SweepResult": "perfmodel.prediction",
     "symbolic": "perfmodel.costs",
     "HardwareSpec": "perfmodel.hardware",
     "load_hardware": "perfmodel.hardware",
@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from perfmodel.costs import symbolic
     from perfmodel.errors import PerfmodelError
     from perfmodel.hardware import HardwareSpec, known_names, load_hardware
-    from perfmodel.predict import (
+    from perfmodel.prediction import (
         AlgorithmPrediction,
         Config,
         Prediction,

@@ -208,7 +208,7 @@ def _pct(x: float) -> str:
 # --- FlashAttention-2 -------------------------------------------------------------------
 def prefill_breakdown(spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: list[int]) -> dict:
     """Per prompt length: attention (naive, flash) and the rest of prefill, in seconds."""
-    from perfmodel.predict import sweep
+    from perfmodel.prediction import sweep
 
     r = sweep(hw, n=prompt, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads, dtype=dtype,
               causal=True)  # fmt: skip

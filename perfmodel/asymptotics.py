@@ -40,7 +40,7 @@ from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, _rates, shape_values
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
-from perfmodel.predict import _calibrations, predict, sweep
+from perfmodel.prediction import _calibrations, predict, sweep
 from perfmodel.symbols import m, n
 
 #: Roofs in the order the model knows them; the work that each one bounds.

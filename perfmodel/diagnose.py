@@ -114,7 +114,7 @@ def utilisation_from_time(
     >>> round(hbm, 2), round(sm, 2)
     (0.48, 0.14)
     """
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     if algorithm not in ("naive", "flash"):
         raise PerfmodelError(f"algorithm={algorithm!r} must be 'naive' or 'flash'")

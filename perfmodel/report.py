@@ -38,7 +38,7 @@ from perfmodel.evaluate import (
     shape_values,
 )
 from perfmodel.hardware import HardwareSpec, load_hardware
-from perfmodel.predict import predict
+from perfmodel.prediction import predict
 from perfmodel.units import binary, si
 
 #: The chapter's reference length for "at n=4096 throughput is +Y%".

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 from perfmodel.units import binary, si
 
 if TYPE_CHECKING:
-    from perfmodel.predict import AlgorithmPrediction, Prediction
+    from perfmodel.prediction import AlgorithmPrediction, Prediction
 
 
 def _rows(p: Prediction) -> list[tuple[str, str, str]]:

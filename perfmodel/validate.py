@@ -28,7 +28,7 @@ from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, shape_v
 from perfmodel.fitting import nelder_mead
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.measured import Point, Run, load_measurements
-from perfmodel.predict import predict
+from perfmodel.prediction import predict
 
 #: Which cost model describes each measured implementation. XLA's unfused path
 #: materialises the scores like the naive model; cuDNN is a fused flash kernel.

@@ -17,7 +17,7 @@ from perfmodel.asymptotics import (
     speedup_at,
 )
 from perfmodel.errors import PerfmodelError
-from perfmodel.predict import predict, sweep
+from perfmodel.prediction import predict, sweep
 from perfmodel.symbols import b, block_q, d, h, n, resident_ctas, s
 
 BIG_N = 1 << 22

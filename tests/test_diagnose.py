@@ -14,7 +14,7 @@ from perfmodel.diagnose import (
     utilisation_from_time,
 )
 from perfmodel.errors import PerfmodelError
-from perfmodel.predict import predict
+from perfmodel.prediction import predict
 
 
 @pytest.mark.parametrize(

@@ -157,3 +157,12 @@ def test_import_does_not_pull_jax_or_matplotlib():
     code = "import sys, perfmodel; print('jax' in sys.modules, 'matplotlib' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_public_names_survive_submodule_imports():
+    import perfmodel.calibration  # noqa: F401
+    import perfmodel.costs  # noqa: F401
+    import perfmodel.prediction  # noqa: F401
+
+    assert callable(perfmodel.predict) and callable(perfmodel.sweep)
+    assert callable(perfmodel.symbolic)

@@ -10,7 +10,7 @@ import pytest
 from perfmodel.asymptotics import Shape, asymptotic_speedup, crossover_n
 from perfmodel.cli import main
 from perfmodel.measured import MeasurementFile
-from perfmodel.predict import predict, sweep
+from perfmodel.prediction import predict, sweep
 from perfmodel.report import (
     conclusions,
     kernel_roof_times,

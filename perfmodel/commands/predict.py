@@ -25,7 +25,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.predict import predict
+    from perfmodel.prediction import predict
 
     pred = predict(
         n=args.n, hw=args.hw, d=args.d, h=args.h, h_kv=args.h_kv, batch=args.batch,
