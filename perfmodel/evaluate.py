@@ -24,9 +24,16 @@ _PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "registe
 
 
 @functools.cache
+def _model(algorithm: str, causal: bool, l2: bool):
+    """``naive``, ``naive-xla`` (naive as XLA compiles it) or ``flash``."""
+    base, _, variant = algorithm.partition("-")
+    return symbolic(base, causal=causal, l2=l2, naive=variant or "minimal")
+
+
+@functools.cache
 def _compiled_model(algorithm: str, causal: bool, l2: bool) -> tuple[Compiled, tuple[str, ...]]:
     """All of a model's expressions as one lambdified tuple (shared subexpressions)."""
-    model = symbolic(algorithm, causal=causal, l2=l2)
+    model = _model(algorithm, causal, l2)
     exprs, names = [], []
     for kernel in model.kernels:
         for field in (*_PER_KERNEL, "work_items", "tiles"):
@@ -69,7 +76,7 @@ def _raw(algorithm: str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[
     l2 = hw.l2_bytes is not None
     fn, names = _compiled_model(algorithm, causal, l2)
     raw = dict(zip(names, fn(**values), strict=True))
-    return raw, [k.name for k in symbolic(algorithm, causal=causal, l2=l2).kernels]
+    return raw, [k.name for k in _model(algorithm, causal, l2).kernels]
 
 
 @dataclass(frozen=True)

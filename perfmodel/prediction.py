@@ -21,6 +21,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict
 
 from perfmodel.calibration import Calibration, load_calibration
+from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, evaluate, shape_values
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
@@ -151,6 +152,13 @@ def _calibrations(calibration: CalibrationArg) -> dict[str, Calibration]:
     return chosen
 
 
+def _key(algorithm: str, naive: str) -> str:
+    """The evaluate() key of one side: ``naive-xla`` for naive compiled by XLA."""
+    if naive not in NAIVE_IMPLEMENTATIONS:
+        raise PerfmodelError(f"unknown naive={naive!r}; known: {NAIVE_IMPLEMENTATIONS}")
+    return algorithm if algorithm == "flash" or naive == "minimal" else f"naive-{naive}"
+
+
 # --- the API --------------------------------------------------------------------
 def predict(
     n: int,
@@ -166,8 +174,13 @@ def predict(
     block_k: int = 128,
     kv_len: int | None = None,
     calibration: CalibrationArg = None,
+    naive: str = "minimal",
 ) -> Prediction:
-    """Roofline placement of naive and flash attention for one shape on one device."""
+    """Roofline placement of naive and flash attention for one shape on one device.
+
+    ``naive`` is how the naive side is compiled: "minimal" (four trips of S and P,
+    the chapter's model) or "xla" (the extra passes XLA adds; ``perfmodel.costs.naive``).
+    """
     spec = load_hardware(hw)
     m = n if kv_len is None else kv_len
     h_kv = h if h_kv is None else h_kv
@@ -180,7 +193,8 @@ def predict(
     profiles = _calibrations(calibration)
     results = {
         a: _scalar(
-            evaluate(a, causal=causal, hw=spec, peak=peak, values=values, calibration=profiles[a]),
+            evaluate(_key(a, naive), causal=causal, hw=spec, peak=peak, values=values,
+                     calibration=profiles[a]),  # fmt: skip
             profiles[a].name,
         )
         for a in ALGORITHMS
@@ -236,6 +250,7 @@ def sweep(
     block_k: Any = 128,
     kv_len: Any = None,
     calibration: CalibrationArg = None,
+    naive: str = "minimal",
     grid: bool = True,
 ) -> SweepResult:
     """``predict`` over many shapes at once, vectorised.
@@ -266,7 +281,8 @@ def sweep(
     out = SweepResult({k: cols[k] for k in _SWEPT})
     for a in ALGORITHMS:
         cases = {
-            c: evaluate(a, causal=c, hw=spec, peak=peak, values=values, calibration=profiles[a])
+            c: evaluate(_key(a, naive), causal=c, hw=spec, peak=peak, values=values,
+                        calibration=profiles[a])  # fmt: skip
             for c in (False, True)
             if np.any(causal_arr == c)
         }

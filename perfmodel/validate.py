@@ -28,11 +28,15 @@ from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, shape_v
 from perfmodel.fitting import nelder_mead
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.measured import Point, Run, load_measurements
+from perfmodel.prediction import _key as evaluate_key
 from perfmodel.prediction import predict
 
 #: Which cost model describes each measured implementation. XLA's unfused path
 #: materialises the scores like the naive model; cuDNN is a fused flash kernel.
 ALGORITHM_OF = {"pallas_flash": "flash", "cudnn": "flash", "naive": "naive", "xla": "naive"}
+#: How each naive-style implementation is compiled (``perfmodel.costs.naive``): our
+#: three-step baseline's HLO is known; XLA's own attention path is held to the minimal one.
+NAIVE_OF = {"naive": "xla", "xla": "minimal"}
 #: Tiles a peer kernel may use (unknown to us): its floor is the lowest over these.
 PEER_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
 _DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
@@ -89,7 +93,8 @@ def dtype_name(dtype: str) -> str:
 def _shape(p: Point, tiles: tuple[int, int] | None = None) -> dict:
     bq, bk = tiles or (p.block_q or 128, p.block_k or 128)
     return dict(n=p.n, kv_len=p.kv_len, d=p.d, h=p.h, h_kv=p.h_kv, batch=p.batch,
-                dtype=dtype_name(p.dtype), causal=p.causal, block_q=bq, block_k=bk)  # fmt: skip
+                dtype=dtype_name(p.dtype), causal=p.causal, block_q=bq, block_k=bk,
+                naive=NAIVE_OF.get(p.implementation, "minimal"))  # fmt: skip
 
 
 def _floor(p: Point, hw: HardwareSpec) -> float:
@@ -103,6 +108,21 @@ def _floor(p: Point, hw: HardwareSpec) -> float:
         except PerfmodelError:  # tile does not fit this device's SRAM
             continue
     return min(floors)
+
+
+def _config_key(p: Point) -> tuple:
+    return (p.implementation, p.n, p.kv_len, p.d, p.h, p.h_kv, p.batch, p.dtype, p.causal,
+            p.block_q, p.block_k, p.num_warps, p.num_stages)  # fmt: skip
+
+
+def select(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list:
+    """The newest measurement of each configuration, from runs whose id starts with
+    ``run_prefix`` (e.g. "sweep": leave tuning runs out). Older repeats are superseded."""
+    newest: dict[tuple, tuple[Run, Point]] = {}
+    for run, p in sorted(pairs, key=lambda rp: rp[0].timestamp):
+        if run_prefix is None or run.run_id.startswith(run_prefix):
+            newest[_config_key(p)] = (run, p)
+    return list(newest.values())
 
 
 def resolve_hardware(run: Run, hw: str | Path | HardwareSpec | None) -> HardwareSpec:
@@ -175,8 +195,9 @@ def _stacked_roofs(rows: Sequence[Row]) -> list[KernelRoofs]:
             h_kv=shape["h_kv"], b=shape["batch"], block_q=shape["block_q"],
             block_k=shape["block_k"], s=BYTES_PER_ELEMENT[shape["dtype"]],
         )  # fmt: skip
-        per_row.append(kernel_roofs(ALGORITHM_OF[r.point.implementation], causal=shape["causal"],
-                                    hw=r.hw, peak=r.hw.peak(shape["dtype"]), values=values))  # fmt: skip
+        key = evaluate_key(ALGORITHM_OF[r.point.implementation], shape["naive"])
+        per_row.append(kernel_roofs(key, causal=shape["causal"], hw=r.hw,
+                                    peak=r.hw.peak(shape["dtype"]), values=values))  # fmt: skip
     stacked = []
     for i, first in enumerate(per_row[0]):
         estimate = {k: np.array([row[i].estimate[k] for row in per_row]) for k in first.estimate}
@@ -265,10 +286,12 @@ def validate(
     *,
     calibration: dict[str, Calibration] | None = None,
     fit_profiles: bool = False,
+    run_prefix: str | None = None,
 ) -> tuple[list[Row], dict[str, ImplementationSummary]]:
-    """Compare every measured point with the model; optionally fit profiles (with LOO)."""
+    """Compare the newest measurement of each configuration with the model; optionally
+    fit profiles (with leave-one-out errors). ``run_prefix`` keeps matching runs only."""
     pairs: Any = measurements if _is_pairs(measurements) else load_measurements(measurements)  # type: ignore[arg-type]
-    rows = compare(pairs, hw, calibration)
+    rows = compare(select(pairs, run_prefix), hw, calibration)
     if not rows:
         raise PerfmodelError("no measured 'ok' points of a modelled implementation found")
     summary = summarise(rows)

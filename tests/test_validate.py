@@ -9,7 +9,7 @@ from perfmodel import Calibration, predict
 from perfmodel.cli import main
 from perfmodel.data import data_dir
 from perfmodel.measured import merge_write
-from perfmodel.validate import validate
+from perfmodel.validate import NAIVE_OF, validate
 
 TRUE = {"matmul_efficiency": 0.6, "hbm_efficiency": 0.7, "l2_efficiency": 0.7,
         "launch_overhead_s": 1e-5}  # fmt: skip
@@ -46,7 +46,8 @@ def synthetic(tmp_path_factory):
     for impl, algorithm in (("pallas_flash", "flash"), ("naive", "naive")):
         profile = Calibration(name="true", algorithm=algorithm, **TRUE)
         for n, d, c in SHAPES:
-            kw = dict(n=n, d=d, h=16, batch=max(1, 16384 // n), dtype="bf16", causal=c)
+            kw = dict(n=n, d=d, h=16, batch=max(1, 16384 // n), dtype="bf16", causal=c,
+                      naive=NAIVE_OF.get(impl, "minimal"))  # fmt: skip
             t = getattr(predict(hw="h200", calibration=profile, **kw), algorithm).time_s
             points.append(_point(impl, n, d, c, t))
     merge_write(path, _run(points))

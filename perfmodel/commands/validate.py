@@ -15,6 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save-calibration", metavar="DIR", default=None,
                    help="write fitted profiles as TOML into DIR (implies --fit)")  # fmt: skip
     p.add_argument("--plot", metavar="DIR", default=None, help="write parity and time-vs-n PNGs")
+    p.add_argument("--runs", default=None, metavar="PREFIX",
+                   help='only runs whose id starts with PREFIX (e.g. "sweep")')  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
@@ -24,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
     from perfmodel.validation_report import profile_toml, report_json, report_text
 
     fit = args.fit or args.save_calibration is not None
-    rows, summary = validate(args.files, args.hw, fit_profiles=fit)
+    rows, summary = validate(args.files, args.hw, fit_profiles=fit, run_prefix=args.runs)
     if args.save_calibration:
         out = Path(args.save_calibration)
         out.mkdir(parents=True, exist_ok=True)

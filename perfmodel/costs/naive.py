@@ -12,26 +12,47 @@ that re-reads S more than once (those only add bytes).
 
 from __future__ import annotations
 
+import sympy as sp
+
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
+from perfmodel.symbols import F32, m
+
+#: How naive attention is compiled. "minimal": the four trips above, nothing more (the
+#: chapter's model, and the floor of any materialised implementation). "xla": what XLA
+#: makes of the three-step baseline (pallas_kernels/naive.py, HLO checked on the H200,
+#: specs/measurements/details/h200-naive-breakdown-2026-11-29.json): with a causal mask
+#: the score GEMM writes float32 scores and a separate pass masks and rounds them
+#: (+8 bytes per score), and a softmax row longer than XLA_ROW_FUSION_BYTES of float32
+#: no longer fits one thread block, so the softmax reads S three times (max, sum,
+#: normalise) instead of once.
+IMPLEMENTATIONS = ("minimal", "xla")
+XLA_ROW_FUSION_BYTES = 32 * 1024
 
 
-def build(causal: bool = False) -> CostModel:
-    """The naive model; ``causal`` changes nothing in its costs (see module docstring)."""
+def _softmax_reads(implementation: str) -> sp.Expr:
+    if implementation == "minimal":
+        return sp.Integer(1)
+    return sp.Piecewise((1, F32 * m <= XLA_ROW_FUSION_BYTES), (3, True))
+
+
+def build(causal: bool = False, implementation: str = "minimal") -> CostModel:
+    """The naive model. ``causal`` changes nothing in the minimal costs (see above)."""
     scores = t.all_scores
+    mask_pass = 2 * F32 * scores if causal and implementation == "xla" else 0 * scores
     qk = Kernel(
         name="qk",
         matmul_flops=t.matmul_flops(scores) / 2,
         vector_flops=scores,  # the scale
         exp_count=0 * scores,
-        hbm_bytes=t.q_bytes + t.k_bytes + t.score_matrix_bytes,
+        hbm_bytes=t.q_bytes + t.k_bytes + t.score_matrix_bytes + mask_pass,
     )
     softmax = Kernel(
         name="softmax",
         matmul_flops=0 * scores,
         vector_flops=(t.SOFTMAX_FLOPS_PER_SCORE - 1 + t.NORMALISE_FLOPS_PER_SCORE) * scores,
         exp_count=scores,
-        hbm_bytes=2 * t.score_matrix_bytes,
+        hbm_bytes=(_softmax_reads(implementation) + 1) * t.score_matrix_bytes,
     )
     pv = Kernel(
         name="pv",
@@ -41,7 +62,7 @@ def build(causal: bool = False) -> CostModel:
         hbm_bytes=t.score_matrix_bytes + t.v_bytes + t.o_bytes,
     )
     return CostModel(
-        name="naive",
+        name="naive" if implementation == "minimal" else f"naive-{implementation}",
         kernels=(qk, softmax, pv),
         extra_memory_bytes=2 * t.score_matrix_bytes,
         hbm_bytes_no_cache=qk.hbm_bytes + softmax.hbm_bytes + pv.hbm_bytes,
