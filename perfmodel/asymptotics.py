@@ -79,8 +79,11 @@ class Shape:
             return 1 if self.tokens else self.batch
         if self.tokens is None:
             return self.batch if np.ndim(n) == 0 else np.full(np.shape(n), self.batch)
-        return max(1, self.tokens // int(n)) if np.ndim(n) == 0 else np.maximum(
-            1, self.tokens // np.asarray(n, dtype=np.int64))
+        return (
+            max(1, self.tokens // int(n))
+            if np.ndim(n) == 0
+            else np.maximum(1, self.tokens // np.asarray(n, dtype=np.int64))
+        )
 
     def kwargs(self, n: int) -> dict[str, Any]:
         """``predict`` keyword arguments at sequence length n."""

@@ -80,9 +80,17 @@ def diagnose(
             f"{pct}: memory traffic is the limit (≥ {HBM_HIGH:.0%}). FlashAttention removes "
             "the HBM round trips of S and P, so it helps here."), source)  # fmt: skip
     if sm >= SM_BUSY:
-        return Diagnosis("compute-bound", False, hbm, sm, (
-            f"{pct}: the SMs are busy (≥ {SM_BUSY:.0%}) while bandwidth is not full. Fewer "
-            "bytes will not make the arithmetic faster, so flash will not help much."), source)
+        return Diagnosis(
+            "compute-bound",
+            False,
+            hbm,
+            sm,
+            (
+                f"{pct}: the SMs are busy (≥ {SM_BUSY:.0%}) while bandwidth is not full. Fewer "
+                "bytes will not make the arithmetic faster, so flash will not help much."
+            ),
+            source,
+        )
     if hbm <= HBM_LOW and attention_only:
         return Diagnosis("latency-bound", False, hbm, sm, (
             f"{pct}: both are low (≤ {HBM_LOW:.0%} and < {SM_LOW:.0%}) for a time that covers "
@@ -93,9 +101,17 @@ def diagnose(
             f"{pct}: both are low (≤ {HBM_LOW:.0%} and < {SM_LOW:.0%}), so the GPU is waiting. "
             "Look outside attention — pre-processing, tokenisation, the sampling loop, "
             "kernel launches — before changing the kernel."), source)  # fmt: skip
-    return Diagnosis("inconclusive", None, hbm, sm, (
-        f"{pct}: bandwidth is partly used and the SMs are idle — neither roof is the limit "
-        "(small grids, dependent launches). Profile per kernel before deciding."), source)
+    return Diagnosis(
+        "inconclusive",
+        None,
+        hbm,
+        sm,
+        (
+            f"{pct}: bandwidth is partly used and the SMs are idle — neither roof is the limit "
+            "(small grids, dependent launches). Profile per kernel before deciding."
+        ),
+        source,
+    )
 
 
 def utilisation_from_time(

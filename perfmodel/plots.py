@@ -114,8 +114,15 @@ def roofline_chart(
                 fontsize=9)  # fmt: skip
     for algo, marker in (("naive", "o"), ("flash", "s")):
         xs, ys = cols[f"{algo}.intensity"], cols[f"{algo}.flops"] / cols[f"{algo}.time_s"]
-        ax.plot(xs, ys, marker=marker, color=COLORS[algo], ls="-", lw=0.8,
-                label=f"{algo} (model estimate), n = {_n_label(ns[0])} … {_n_label(ns[-1])}")
+        ax.plot(
+            xs,
+            ys,
+            marker=marker,
+            color=COLORS[algo],
+            ls="-",
+            lw=0.8,
+            label=f"{algo} (model estimate), n = {_n_label(ns[0])} … {_n_label(ns[-1])}",
+        )
         for i in _label_indices(xs, ys):
             ax.annotate(_n_label(ns[i]), (xs[i], ys[i]), xytext=(5, -12 if algo == "naive" else 6),
                         textcoords="offset points", fontsize=8, color=COLORS[algo])  # fmt: skip
@@ -145,13 +152,22 @@ def _measured_roofline(ax: Any, measured: Sequence[Any] | None) -> None:
     for p in measured or ():
         if p.status == "ok":
             by_impl.setdefault(p.implementation, []).append(
-                (p.model_intensity, p.model_flops / p.median_s))
+                (p.model_intensity, p.model_flops / p.median_s)
+            )
     for impl, xy in sorted(by_impl.items()):
         xs, ys = zip(*xy, strict=True)
         algo = "flash" if impl in ("pallas_flash", "cudnn") else "naive"
-        ax.scatter(xs, ys, marker=MARKERS.get(impl, "x"), s=46, facecolors="none",
-                   edgecolors=COLORS[algo], linewidths=1.6, zorder=5,
-                   label=f"measured: {impl} (model FLOPs and bytes / measured time)")
+        ax.scatter(
+            xs,
+            ys,
+            marker=MARKERS.get(impl, "x"),
+            s=46,
+            facecolors="none",
+            edgecolors=COLORS[algo],
+            linewidths=1.6,
+            zorder=5,
+            label=f"measured: {impl} (model FLOPs and bytes / measured time)",
+        )
 
 
 # --- 2. throughput ---------------------------------------------------------------------------
@@ -243,8 +259,13 @@ def speedup_chart(
         ratio = cols[f"naive.{metric}"] / cols[f"flash.{metric}"]
         line = ax.plot(ns, ratio, marker="o", ls=ls, label=f"model {name} ({what})")[0]
         lim = asymptotic_speedup(spec, metric=metric, shape=shape).value
-        ax.axhline(lim, color=line.get_color(), ls=":", lw=1.4,
-                   label=f"symbolic n→∞ limit, {name}: {lim:.2f}×")
+        ax.axhline(
+            lim,
+            color=line.get_color(),
+            ls=":",
+            lw=1.4,
+            label=f"symbolic n→∞ limit, {name}: {lim:.2f}×",
+        )
         x = crossover_n(spec, threshold, metric=metric, shape=shape, sustained=True,
                         n_max=int(ns[-1]))  # fmt: skip
         if x is None:

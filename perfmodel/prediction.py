@@ -193,8 +193,14 @@ def predict(
     profiles = _calibrations(calibration)
     results = {
         a: _scalar(
-            evaluate(_key(a, naive), causal=causal, hw=spec, peak=peak, values=values,
-                     calibration=profiles[a]),  # fmt: skip
+            evaluate(
+                _key(a, naive),
+                causal=causal,
+                hw=spec,
+                peak=peak,
+                values=values,
+                calibration=profiles[a],
+            ),  # fmt: skip
             profiles[a].name,
         )
         for a in ALGORITHMS
@@ -281,8 +287,9 @@ def sweep(
     out = SweepResult({k: cols[k] for k in _SWEPT})
     for a in ALGORITHMS:
         cases = {
-            c: evaluate(_key(a, naive), causal=c, hw=spec, peak=peak, values=values,
-                        calibration=profiles[a])  # fmt: skip
+            c: evaluate(
+                _key(a, naive), causal=c, hw=spec, peak=peak, values=values, calibration=profiles[a]
+            )  # fmt: skip
             for c in (False, True)
             if np.any(causal_arr == c)
         }

@@ -224,8 +224,9 @@ def _misconceptions(spec: HardwareSpec, shape: Shape, c: Conclusions, ns: np.nda
     peak_i = int(np.argmax(cols["speedup"]))
     rows = "\n".join(
         f"| {int(n):,} | {int(bt)} | {_us(a)} | {_us(b)} | {_us(a - b)} | {a / b:.2f}× |"
-        for n, bt, a, b in zip(grow["n"], grow["batch"], grow["naive.time_s"],
-                               grow["flash.time_s"], strict=True)  # fmt: skip
+        for n, bt, a, b in zip(
+            grow["n"], grow["batch"], grow["naive.time_s"], grow["flash.time_s"], strict=True
+        )  # fmt: skip
     )
     amdahl = ", ".join(f"{f:.0%} of the step → {1 / ((1 - f) + f / c.speedup):.2f}×"
                        for f in (0.2, 0.5, 0.8))  # fmt: skip
@@ -249,10 +250,10 @@ def _misconceptions(spec: HardwareSpec, shape: Shape, c: Conclusions, ns: np.nda
     return f"""## The three misconceptions, with this configuration's numbers
 
 **1. "FlashAttention is a faster algorithm."** It does the same arithmetic and moves
-fewer bytes. At n={c.n_reference:,}: matmul FLOPs naive {si(nv.matmul_flops, 'FLOP')}
-vs flash {si(fl.matmul_flops, 'FLOP')} (identical); all FLOPs {si(nv.flops, 'FLOP')} vs
-{si(fl.flops, 'FLOP')} (flash adds the online-softmax rescaling). HBM traffic
-{si(nv.hbm_bytes, 'B')} vs {si(fl.hbm_bytes, 'B')}, {nv.hbm_bytes / fl.hbm_bytes:.1f}× fewer
+fewer bytes. At n={c.n_reference:,}: matmul FLOPs naive {si(nv.matmul_flops, "FLOP")}
+vs flash {si(fl.matmul_flops, "FLOP")} (identical); all FLOPs {si(nv.flops, "FLOP")} vs
+{si(fl.flops, "FLOP")} (flash adds the online-softmax rescaling). HBM traffic
+{si(nv.hbm_bytes, "B")} vs {si(fl.hbm_bytes, "B")}, {nv.hbm_bytes / fl.hbm_bytes:.1f}× fewer
 bytes, so the arithmetic intensity rises from {nv.intensity:.0f} to {fl.intensity:.0f}
 FLOP/B against a ridge point of {ref.ridge_point:.0f} FLOP/B: naive is {nv.bound}-bound
 ({nv.binding_roof}), flash is {fl.bound}-bound ({fl.binding_roof}).
@@ -265,10 +266,10 @@ absolute time keeps growing (as b·n²):
 {rows}
 
 Over n = {int(ns[0]):,}…{int(ns[-1]):,} the estimated speedup peaks at
-{cols['speedup'][peak_i]:.2f}× (n = {int(ns[peak_i]):,}) and tends to the symbolic n→∞
+{cols["speedup"][peak_i]:.2f}× (n = {int(ns[peak_i]):,}) and tends to the symbolic n→∞
 limit **{c.asymptote.value:.2f}×** (roofline bound: {c.asymptote_lower.value:.2f}×): each naive
-kernel ends up on its {'/'.join(sorted(set(c.asymptote.naive_roofs)))} roof, flash on its
-{'/'.join(sorted(set(c.asymptote.flash_roofs)))} roof, and both times are b·n² times a constant.
+kernel ends up on its {"/".join(sorted(set(c.asymptote.naive_roofs)))} roof, flash on its
+{"/".join(sorted(set(c.asymptote.flash_roofs)))} roof, and both times are b·n² times a constant.
 The limit is (R_roof = the roof's rate, derated by the default calibration):
 
 `{c.asymptote.expr}`
@@ -290,8 +291,10 @@ def _sweep_table(spec: HardwareSpec, shape: Shape, ns: np.ndarray) -> str:
             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")  # fmt: skip
     rows = []
     for i, n in enumerate(cols["n"]):
+
         def g(k: str, i: int = i) -> Any:
             return cols[k][i]
+
         oom = " ⚠" if g("naive.footprint_bytes") > spec.hbm_capacity_bytes else ""
         rows.append(
             f"| {int(n):,} | {_us(g('naive.time_s'))} | {_us(g('flash.time_s'))} | "
@@ -331,16 +334,21 @@ def _measured_section(points: Sequence[MeasuredPoint]) -> str:
         "rates measured in the same run, and `perfmodel diagnose`'s verdict on them.\n\n"
         "| n | batch | implementation (model) | measured | model | ratio | measured TFLOP/s | "
         "measured peak memory | model footprint | diagnosis |\n"
-        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n"
-        + "\n".join(rows) + "\n\n" + speed
+        "|---:|---:|---|---:|---:|---:|---:|---:|---:|---|\n" + "\n".join(rows) + "\n\n" + speed
     )
 
 
 def _measured_pairs(points: Sequence[MeasuredPoint]) -> list[tuple[MeasuredPoint, MeasuredPoint]]:
     """(naive, pallas_flash) pairs timed at the same n and batch, by n."""
     ok = {(p.implementation, p.n, p.batch): p for p in points if p.median_s is not None}
-    return sorted(((nv, ok[("pallas_flash", n, b)]) for (impl, n, b), nv in ok.items()
-                   if impl == "naive" and ("pallas_flash", n, b) in ok), key=lambda q: q[0].n)
+    return sorted(
+        (
+            (nv, ok[("pallas_flash", n, b)])
+            for (impl, n, b), nv in ok.items()
+            if impl == "naive" and ("pallas_flash", n, b) in ok
+        ),
+        key=lambda q: q[0].n,
+    )
 
 
 def measured_headline(points: Sequence[MeasuredPoint], c: Conclusions) -> str | None:
@@ -380,9 +388,12 @@ def _measured_speedups(points: Sequence[MeasuredPoint]) -> str:
                     f"{nv.predicted_s / fl.predicted_s:.2f}× | {mem} |")  # fmt: skip
     if not rows:
         return ""
-    return ("Measured speedup (naive / pallas_flash median) beside the model's:\n\n"
-            "| n | batch | measured | model | measured peak memory |\n|---:|---:|---:|---:|---:|\n"
-            + "\n".join(rows) + "\n")
+    return (
+        "Measured speedup (naive / pallas_flash median) beside the model's:\n\n"
+        "| n | batch | measured | model | measured peak memory |\n|---:|---:|---:|---:|---:|\n"
+        + "\n".join(rows)
+        + "\n"
+    )
 
 
 def _crossover_words(x: int | None, n_max: int) -> str:
@@ -406,7 +417,7 @@ def _conclusion_bullets(spec: HardwareSpec, c: Conclusions, ref: Any) -> str:
   {c.threshold:g}× {first}; on the roofline bound alone (no launch overheads, no derating)
   flash is {p} faster {_crossover_words(c.x_lower, c.n_max)}.
 - At n={c.n_reference:,}: naive {_us(ref.naive.time_s)}, flash {_us(ref.flash.time_s)}
-  ({c.speedup:.2f}×); S+P = {si(c.sp_bytes, 'B')} ({int(c.sp_bytes):,} B) that flash never
+  ({c.speedup:.2f}×); S+P = {si(c.sp_bytes, "B")} ({int(c.sp_bytes):,} B) that flash never
   writes ({binary(per_head_bytes)} per sequence and head, the chapter's figure). Memory counts
   Q, K, V, O plus what each algorithm keeps.
 - The speedup's symbolic n→∞ limit is **{c.asymptote.value:.2f}×** (roofline bound

@@ -18,12 +18,23 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--hw", help="device name, alias or spec .toml path")
     p.add_argument("--algorithm", default="naive", choices=("naive", "flash"),
                    help="which implementation was measured")  # fmt: skip
-    p.add_argument("--hbm-bw", type=float, default=None,
-                   help="measured HBM rate, bytes/s (read + write); default: datasheet")
-    p.add_argument("--matmul-peak", type=float, default=None,
-                   help="measured matmul rate, FLOP/s; default: datasheet dtype peak")
-    p.add_argument("--attention-only", action="store_true",
-                   help="--hbm-util/--sm-util cover attention kernels alone, not a whole step")
+    p.add_argument(
+        "--hbm-bw",
+        type=float,
+        default=None,
+        help="measured HBM rate, bytes/s (read + write); default: datasheet",
+    )
+    p.add_argument(
+        "--matmul-peak",
+        type=float,
+        default=None,
+        help="measured matmul rate, FLOP/s; default: datasheet dtype peak",
+    )
+    p.add_argument(
+        "--attention-only",
+        action="store_true",
+        help="--hbm-util/--sm-util cover attention kernels alone, not a whole step",
+    )
     p.add_argument("--d", type=int, default=128)
     p.add_argument("--h", type=int, default=1)
     p.add_argument("--h-kv", type=int, default=None)

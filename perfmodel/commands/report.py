@@ -11,21 +11,35 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="sweep n: conclusions, misconceptions, figures")
     p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
     p.add_argument("--out", required=True, help="folder for report.md and the PNGs")
-    p.add_argument("--measurements", nargs="+", action="extend", default=[], metavar="FILE",
-                   help="measured points (perfmodel.measured JSON) to show beside the model")
+    p.add_argument(
+        "--measurements",
+        nargs="+",
+        action="extend",
+        default=[],
+        metavar="FILE",
+        help="measured points (perfmodel.measured JSON) to show beside the model",
+    )
     p.add_argument("--d", type=int, default=128, help="head dimension")
     p.add_argument("--h", type=int, default=1, help="query heads")
     p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA)")
     p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--tokens", type=int, default=None,
-                   help="instead of --batch: batch = max(1, TOKENS // n) at each n")
+    p.add_argument(
+        "--tokens",
+        type=int,
+        default=None,
+        help="instead of --batch: batch = max(1, TOKENS // n) at each n",
+    )
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--block-q", type=int, default=128, help="B_r")
     p.add_argument("--block-k", type=int, default=128, help="B_c")
     p.add_argument("--n", type=int, nargs="+", default=None, help="the n values of the sweep")
-    p.add_argument("--threshold", type=float, default=1.5,
-                   help="speedup that counts as significant (1.5: flash 50%% faster)")
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=1.5,
+        help="speedup that counts as significant (1.5: flash 50%% faster)",
+    )
     p.set_defaults(func=run)
 
 

@@ -20,12 +20,13 @@ from perfmodel.symbols import F32, m
 
 #: How naive attention is compiled. "minimal": the four trips above, nothing more (the
 #: chapter's model, and the floor of any materialised implementation). "xla": what XLA
-#: makes of the three-step baseline (pallas_kernels/naive.py, HLO checked on the H200,
-#: specs/measurements/details/h200-naive-breakdown-2026-11-29.json): with a causal mask
-#: the score GEMM writes float32 scores and a separate pass masks and rounds them
-#: (+8 bytes per score), and a softmax row longer than XLA_ROW_FUSION_BYTES of float32
-#: no longer fits one thread block, so the softmax reads S three times (max, sum,
-#: normalise) instead of once.
+#: makes of the three-step baseline (pallas_kernels/naive.py), read off its optimised
+#: HLO and step timings on the H200 (specs/measurements/details/h200-naive-*):
+#: with a causal mask the score matmul becomes a cuBLAS call that writes float32 scores,
+#: and a second fusion reads them, masks and rounds (+8 bytes per score); and a softmax
+#: row longer than XLA_ROW_FUSION_BYTES of float32 overflows the registers of XLA's
+#: one-fusion softmax, which then spills — counted as two extra passes over S (the
+#: timing shows 2.3x the time per score of a short row, in the same single fusion).
 IMPLEMENTATIONS = ("minimal", "xla")
 XLA_ROW_FUSION_BYTES = 32 * 1024
 
