@@ -16,7 +16,7 @@ from the cost models themselves:
 
 >>> lim = asymptotic_speedup("h200")
 >>> round(lim.value, 2), lim.naive_roofs, lim.flash_roofs
-(2.86, ('hbm', 'hbm', 'hbm'), ('matmul',))
+(1.69, ('hbm', 'hbm', 'hbm'), ('matmul',))
 >>> x = crossover_n("h200", 1.5, metric="t_lower_s")
 >>> before, at = speedup_at("h200", [x - 1, x], metric="t_lower_s")
 >>> bool(before < 1.5 <= at)
@@ -41,6 +41,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, _rates, shape_values
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.prediction import _calibrations, predict, sweep
+from perfmodel.roofline import combine
 from perfmodel.symbols import m, n
 
 #: Roofs in the order the model knows them; the work that each one bounds.
@@ -282,15 +283,19 @@ class Asymptote:
     metric: str
 
 
-def _limit_time(coeffs: dict, values: dict, rates: dict) -> tuple[sp.Expr, sp.Expr, list[str]]:
-    """Σ_kernels Max_roofs coef/R, symbolic and numeric, with each kernel's binding roof."""
+def _limit_time(
+    coeffs: dict, values: dict, rates: dict, overlap: float = 1.0
+) -> tuple[sp.Expr, sp.Expr, list[str]]:
+    """Σ_kernels (roofs combined as the estimate does), symbolic and numeric, with each
+    kernel's binding roof. Per-block and launch costs vanish as n → ∞."""
     sym, num, roofs = [], [], []
     for per_roof in coeffs.values():
         terms = {r: c for r, c in per_roof.items() if rates.get(r) and c != 0}
-        sym.append(sp.Max(*(c / RATE[r] for r, c in terms.items())))
+        symbolic_times = {r: c / RATE[r] for r, c in terms.items()}
+        sym.append(combine(symbolic_times, overlap, top=sp.Max, total=sp.Add))
         times = {r: float(c.subs(values)) / rates[r] for r, c in terms.items()}
         roofs.append(max(times, key=lambda r: times[r]))
-        num.append(max(times.values()))
+        num.append(combine(times, overlap))
     return sp.Add(*sym), sp.Float(sum(num)), roofs
 
 
@@ -315,7 +320,8 @@ def asymptotic_speedup(
         raw = _rates(spec, spec.peak(shape.dtype))
         rates = {r: (rate * eff[r] if rate else None) for r, rate in raw.items()}
         coeffs = leading_coefficients(a, shape.causal, spec.l2_bytes is not None)
-        sym, num, roofs[a] = _limit_time(coeffs, values, rates)
+        overlap = profiles[a].compute_overlap if metric == "time_s" else 1.0
+        sym, num, roofs[a] = _limit_time(coeffs, values, rates, overlap)
         parts[a] = (sym, num)
     return Asymptote(
         value=float(parts["naive"][1] / parts["flash"][1]),

@@ -71,20 +71,35 @@ def kernel_estimate(
     compute_overlap: Num = 1.0,
     fill_stretch: Num = 1.0,
 ) -> Num:
-    """A kernel's estimated time from its roof times.
+    """A kernel's estimated time from its roof times, each at its achievable fraction."""
+    derated = {r: t / efficiency[r] for r, t in times.items()}
+    return combine(derated, compute_overlap, fill_stretch)
 
-    Each roof runs at its achievable fraction. Compute roofs overlap by
-    ``compute_overlap`` (1: the largest hides the rest, the roofline's assumption;
-    0: they add up, as matmul and exp do inside one FlashAttention-2 warp) and are
-    stretched by per-block fixed costs; memory roofs overlap with everything.
+
+def combine(
+    times: Mapping[str, Any],
+    compute_overlap: Any = 1.0,
+    fill_stretch: Any = 1.0,
+    *,
+    top: Any = _max,
+    total: Any = None,
+) -> Any:
+    """How one kernel's roof times make its time.
+
+    Compute roofs overlap by ``compute_overlap`` (1: the largest hides the rest, the
+    roofline's assumption; 0: they add up, as matmul and exp do inside one
+    FlashAttention-2 warp) and are stretched by per-block fixed costs; memory roofs
+    overlap with everything. ``top``/``total`` default to numbers and arrays; pass
+    ``sympy.Max``/``sympy.Add`` for symbolic roof times.
     """
-    compute = [times[r] / efficiency[r] for r in COMPUTE_ROOFS if r in times]
-    memory = [times[r] / efficiency[r] for r in MEMORY_ROOFS if r in times]
+    add = total or (lambda *values: sum(values))
+    pick = top if top is not _max else (lambda *values: _max(list(values)))
+    compute = [times[r] for r in COMPUTE_ROOFS if r in times]
+    memory = [times[r] for r in MEMORY_ROOFS if r in times]
     if compute:
-        top = _max(compute)
-        busy = (top + (1 - compute_overlap) * (sum(compute) - top)) * fill_stretch
-        memory.append(busy)
-    return _max(memory)
+        busiest = pick(*compute)
+        memory.append((busiest + (1 - compute_overlap) * (add(*compute) - busiest)) * fill_stretch)
+    return pick(*memory)
 
 
 def busy_fraction(work_items: Num, units: int) -> Num:

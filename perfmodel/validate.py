@@ -161,7 +161,7 @@ PARAMETERS = ("matmul_efficiency", "memory_efficiency", "compute_overlap",
 
 
 def _sigmoid(u: float) -> float:
-    return float(1 / (1 + np.exp(-u)))
+    return float(1 / (1 + np.exp(-np.clip(u, -500, 500))))
 
 
 def _to_params(u: np.ndarray) -> dict[str, float]:
@@ -242,10 +242,10 @@ def fit(rows: Sequence[Row], name: str) -> tuple[Calibration, list[float]]:
     params = _to_params(u)
     p0, run0 = rows[0].point, rows[0].run
     rms = float(np.sqrt(np.mean(_log_errors(u, kernels, measured) ** 2)))
-    ranges = {
-        f"{k}_loo_range": f"{min(p[k] for p in loo_params):.4g}..{max(p[k] for p in loo_params):.4g}"
-        for k in PARAMETERS
-    }
+    ranges = {}
+    for k in PARAMETERS:
+        values = [p[k] for p in loo_params]
+        ranges[f"{k}_loo_range"] = f"{min(values):.4g}..{max(values):.4g}"
     profile = _profile(
         params,
         name=name,

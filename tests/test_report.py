@@ -37,12 +37,15 @@ def test_conclusions_match_predict():
 
 
 def test_x_is_where_the_predicted_speedup_reaches_the_threshold():
-    c = conclusions("h200", SHAPE, threshold=2.0, n_max=8192)
+    # The chapter's configuration (one head, batch 1): flash's grid fills the GPU only
+    # at long n, so the predicted speedup rises there and X is well defined.
+    chapter = Shape(h=1, dtype="fp16")
+    c = conclusions("h200", chapter, threshold=1.6, n_max=65536)
     x = c.x_estimate
-    ns = np.arange(x - 1, 8193)
-    r = sweep("h200", n=ns, batch=np.maximum(1, 16384 // ns), h=16, dtype="bf16", grid=False)
-    assert r["speedup"][0] < 2.0 and np.all(r["speedup"][1:] >= 2.0)
-    assert f"beyond n ≈ {x:,}" in c.headline() and "flash at least 100% faster" in c.headline()
+    ns = np.arange(x - 1, 65537)
+    r = sweep("h200", n=ns, h=1, dtype="fp16", grid=False)
+    assert r["speedup"][0] < 1.6 and np.all(r["speedup"][1:] >= 1.6)
+    assert f"beyond n ≈ {x:,}" in c.headline() and "flash at least 60% faster" in c.headline()
 
 
 def test_kernel_breakdown_sums_to_t_lower():

@@ -36,14 +36,26 @@ def run(args: argparse.Namespace) -> int:
 
                 write_atomic(out / f"{s.calibration.name}.toml", profile_toml(s.calibration))
     if args.plot:
-        from perfmodel.validation_plots import parity_plot, time_vs_n_plot
-
-        Path(args.plot).mkdir(parents=True, exist_ok=True)
-        parity_plot(rows, Path(args.plot) / "parity.png")
-        time_vs_n_plot(rows, Path(args.plot) / "time_vs_n.png")
+        _plots(args, rows, summary)
     print(
         json.dumps(report_json(rows, summary), indent=2)
         if args.json
         else report_text(rows, summary)
     )
     return 1 if any(s.violations for s in summary.values()) else 0
+
+
+def _plots(args: argparse.Namespace, rows: list, summary: dict) -> None:
+    """Parity (datasheet and, with --fit, leave-one-out) and time against n (the fitted
+    profiles' predictions when fitted, else the datasheet model's)."""
+    from perfmodel.validate import validate
+    from perfmodel.validation_plots import parity_plot, time_vs_n_plot
+
+    out = Path(args.plot)
+    out.mkdir(parents=True, exist_ok=True)
+    fitted = {k: s.calibration for k, s in summary.items() if s.calibration is not None}
+    loo = {k: s.loo_errors for k, s in summary.items() if s.loo_errors}
+    parity_plot(rows, out / "parity.png", loo or None)
+    if fitted:
+        rows, _ = validate(args.files, args.hw, calibration=fitted, run_prefix=args.runs)
+    time_vs_n_plot(rows, out / "time_vs_n.png", "fitted profiles" if fitted else "datasheet model")
