@@ -7,6 +7,7 @@ both call :func:`evaluate`; neither holds a formula of its own.
 from __future__ import annotations
 
 import functools
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -87,6 +88,7 @@ class KernelRoofs:
     floor: dict[str, Num]
     estimate: dict[str, Num]
     blocks_per_tile: Num
+    times: dict[str, Num]  #: the plain roof times, no idle SMs
 
 
 def kernel_roofs(
@@ -101,12 +103,13 @@ def _roofs_from_raw(raw: dict, kernels: list[str], rates: dict, hw: HardwareSpec
     out = []
     for k in kernels:
         work_items, tiles = raw[f"{k}:work_items"], raw[f"{k}:tiles"]
-        floor, estimate = _with_parallelism(_kernel_roofs(raw, k, rates), work_items, hw)
+        times = _kernel_roofs(raw, k, rates)
+        floor, estimate = _with_parallelism(times, work_items, hw)
         if isinstance(tiles, float):
             blocks = work_items / tiles if tiles else 0.0
         else:
             blocks = np.divide(work_items, tiles, out=np.zeros_like(tiles), where=tiles > 0)
-        out.append(KernelRoofs(floor, estimate, blocks))
+        out.append(KernelRoofs(floor, estimate, blocks, times))
     return out
 
 
@@ -147,9 +150,9 @@ def evaluate(
     t_memory: Num = 0.0
     t_lower: Num = 0.0
     roofs = _roofs_from_raw(raw, kernels, rates, hw)
-    for k, kernel in zip(kernels, roofs, strict=True):
+    for kernel in roofs:
         floor_times = kernel.floor
-        for roof, t in _kernel_roofs(raw, k, rates).items():
+        for roof, t in kernel.times.items():
             roof_totals[roof] = roof_totals.get(roof, 0.0) + t
         t_compute = t_compute + roofline.lower_bound(
             {r: t for r, t in floor_times.items() if r in roofline.COMPUTE_ROOFS}
@@ -180,12 +183,16 @@ def evaluate(
 def _with_parallelism(times: dict, work_items, hw: HardwareSpec) -> tuple[dict, dict]:
     """Compute roofs stretched by idle SMs: for the floor, only SMs with no block at all;
     for the estimate, wave quantisation too. A kernel without ``work_items`` fills the chip."""
-    if not np.any(work_items):
+    if isinstance(work_items, float):  # one point: plain floats, no numpy overhead
+        if not work_items:
+            return times, times
+        floor = min(1.0, work_items / hw.sm_count)
+        waves = work_items / (math.ceil(work_items / hw.sm_count) * hw.sm_count)
+    elif not np.any(work_items):
         return times, times
-    floor = roofline.busy_fraction(work_items, hw.sm_count)
-    waves = roofline.wave_efficiency(work_items, hw.sm_count)
-    if isinstance(work_items, float):
-        floor, waves = float(floor), float(waves)
+    else:
+        floor = roofline.busy_fraction(work_items, hw.sm_count)
+        waves = roofline.wave_efficiency(work_items, hw.sm_count)
     stretch = {r: (floor, waves) if r in roofline.COMPUTE_ROOFS else (1.0, 1.0) for r in times}
     return (
         {r: t / stretch[r][0] for r, t in times.items()},

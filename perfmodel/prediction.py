@@ -117,6 +117,15 @@ def _check_positive_int(name: str, value: Any) -> Any:
 
 
 def _check_shape(shape: dict[str, Any]) -> None:
+    if all(type(v) is int for v in shape.values()):  # one point, no numpy
+        for k, v in shape.items():
+            _check_positive_int(k, v)
+        for k in ("block_q", "block_k"):
+            if shape[k] & (shape[k] - 1):
+                raise PerfmodelError(f"{k}={shape[k]!r} must be a power of two")
+        if shape["h"] % shape["h_kv"]:
+            raise PerfmodelError(f"h={shape['h']!r} is not divisible by h_kv={shape['h_kv']!r}")
+        return
     arrays = {k: _check_positive_int(k, shape[k]) for k in ("n", "m", "d", "h", "h_kv", "b")}
     for k in ("block_q", "block_k"):
         blk = np.asarray(_check_positive_int(k, shape[k])).astype(np.int64)
@@ -127,7 +136,11 @@ def _check_shape(shape: dict[str, Any]) -> None:
 
 
 def _check_causal(n: Any, m: Any, causal: Any) -> None:
-    if np.any(np.asarray(causal) & (np.asarray(n) != np.asarray(m))):
+    if isinstance(causal, bool):
+        bad = causal and np.any(np.asarray(n) != np.asarray(m))
+    else:
+        bad = np.any(np.asarray(causal) & (np.asarray(n) != np.asarray(m)))
+    if bad:
         raise PerfmodelError(f"causal attention needs kv_len == n; got n={n!r}, kv_len={m!r}")
 
 
@@ -211,17 +224,23 @@ def predict(
             f"{results['flash'].sram_bytes:.0f} B of SRAM; {spec.name} has "
             f"{spec.sram_per_sm_bytes} B per SM"
         )
-    config = Config(
-        n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype, causal=causal,
+    # Inputs were checked above and results are our own floats: construct without
+    # re-validation (model_construct), which is most of predict()'s cost otherwise.
+    config = Config.model_construct(
+        n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype, causal=bool(causal),
         block_q=block_q, block_k=block_k,
     )  # fmt: skip
-    return Prediction(config=config, hardware=spec, ridge_point=spec.ridge_point(dtype), **results)
+    return Prediction.model_construct(
+        config=config, hardware=spec, ridge_point=spec.ridge_point(dtype), **results
+    )
+
+
+_ROOF_KEYS = tuple((r, f"t_{r}_s") for r in ("matmul", "vector", "exp", "hbm", "l2"))
 
 
 def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
     item: dict[str, Any] = {k: v.item() if hasattr(v, "item") else v for k, v in columns.items()}
-    roofs = {k[2:-2]: item.pop(k) for k in list(item) if k.startswith("t_") and k[2:-2] in
-             ("matmul", "vector", "exp", "hbm", "l2")}  # fmt: skip
+    roofs = {roof: item.pop(key) for roof, key in _ROOF_KEYS if key in item}
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
     # Built from our own computed floats: skip re-validation (model_construct) for speed.
@@ -279,9 +298,13 @@ def sweep(
     _check_shape(shape)
     causal_arr = cols["causal"].astype(bool)
     _check_causal(shape["n"], shape["m"], causal_arr)
-    dtypes, which = np.unique(cols["dtype"].astype(str), return_inverse=True)
-    s = np.array([_bytes_per_element(t) for t in dtypes], dtype=float)[which]
-    peak = np.array([spec.peak(t) for t in dtypes])[which]
+    if _constant(cols["dtype"]):
+        dtype = str(cols["dtype"].flat[0])
+        s, peak = float(_bytes_per_element(dtype)), spec.peak(dtype)
+    else:
+        dtypes, which = np.unique(cols["dtype"].astype(str), return_inverse=True)
+        s = np.array([_bytes_per_element(t) for t in dtypes], dtype=float)[which]
+        peak = np.array([spec.peak(t) for t in dtypes])[which]
     values = shape_values(spec, s=s, **shape)
     profiles = _calibrations(calibration)
     out = SweepResult({k: cols[k] for k in _SWEPT})
@@ -305,9 +328,16 @@ def sweep(
     return out
 
 
+def _constant(col: np.ndarray) -> bool:
+    """A column that is one value broadcast (stride 0): test it once, not per row."""
+    return col.size > 0 and all(stride == 0 for stride in col.strides)
+
+
 def _is_none(col: np.ndarray) -> np.ndarray:
     if col.dtype != object:
         return np.zeros(col.shape, dtype=bool)
+    if _constant(col):
+        return np.broadcast_to(col.flat[0] is None, col.shape)
     return np.asarray([v is None for v in col.ravel()], dtype=bool).reshape(col.shape)
 
 
@@ -347,4 +377,4 @@ def _column(values: Iterable[Any]) -> np.ndarray:
 
 def _repeat(values: Any, size: int) -> np.ndarray:
     col = _column(values)
-    return col if len(col) == size else np.repeat(col, size)
+    return col if len(col) == size else np.broadcast_to(col, (size,))

@@ -42,7 +42,6 @@ def attainable_flops_per_s(intensity: Num, peak: float, bandwidth: float) -> Num
 
 
 def roof_times(work: Mapping[str, Num], rates: Mapping[str, float | None]) -> dict:
-    # work and rates are floats or arrays; a rate of None means the device has no such roof
     """Seconds on each roof: work (FLOPs, exps or bytes) over its rate; no rate, no roof."""
     return {roof: w / rates[roof] for roof, w in work.items() if rates.get(roof) is not None}
 

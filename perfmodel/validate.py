@@ -202,7 +202,7 @@ def _stacked_roofs(rows: Sequence[Row]) -> list[KernelRoofs]:
     for i, first in enumerate(per_row[0]):
         estimate = {k: np.array([row[i].estimate[k] for row in per_row]) for k in first.estimate}
         blocks = np.array([row[i].blocks_per_tile for row in per_row])
-        stacked.append(KernelRoofs(floor={}, estimate=estimate, blocks_per_tile=blocks))
+        stacked.append(KernelRoofs(floor={}, estimate=estimate, blocks_per_tile=blocks, times={}))
     return stacked
 
 
