@@ -59,12 +59,42 @@ def dump_hlo(path: Path) -> None:
     path.write_text("".join(parts))
 
 
+def table(path: Path) -> str:
+    """Markdown: each recheck run's configurations against cuDNN timed beside them."""
+    import json
+
+    lines = []
+    for run in json.loads(path.read_text())["runs"]:
+        if not run["run_id"].startswith("recheck"):
+            continue
+        lines += [f"Run `{run['run_id']}` (jax {run['jax_version']}, commit "
+                  f"`{run['git_commit'][:12]}`), TFLOP/s, d=128 bf16, batch·n = 16384, h = 16:",
+                  "",
+                  "| causal | n | cuDNN | ours 128×128 w8 s3 | ratio | ours 128×64 w4 | ratio |",
+                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        points = run["points"]
+        for causal in (False, True):
+            for n in NS:
+                here = [p for p in points if p["n"] == n and p["causal"] == causal]
+                cud = next(p["tflops"] for p in here if p["implementation"] == "cudnn")
+                ours = sorted((p for p in here if p["implementation"] == "pallas_flash"),
+                              key=lambda p: -p["block_k"])  # fmt: skip
+                cells = " | ".join(f"{p['tflops']:.0f} | {p['tflops'] / cud:.2f}" for p in ours)
+                lines.append(f"| {'yes' if causal else 'no'} | {n} | {cud:.0f} | {cells} |")
+        lines.append("")
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--hlo", type=Path, required=True)
+    ap.add_argument("--hlo", type=Path)
     ap.add_argument("--samples", type=int, default=20)
+    ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
     args = ap.parse_args(argv)
+    if args.table:
+        print(table(args.out))
+        return 0
     dump_hlo(args.hlo)
     time_configs(args.out, args.samples)
     return 0
