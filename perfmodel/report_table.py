@@ -52,7 +52,7 @@ def _title(p: Prediction) -> str:
 def _speedup_line(p: Prediction) -> str:
     saved = 1 - p.flash.extra_memory_bytes / p.naive.extra_memory_bytes
     return (
-        f"flash vs naive: {p.speedup:.2f}x faster (estimate), "
+        f"speedup (naive time / flash time, estimate): {p.speedup:.2f}x; "
         f"{p.naive.hbm_bytes / p.flash.hbm_bytes:.1f}x fewer HBM bytes, "
         f"attention memory -{saved:.1%}"
     )

@@ -174,6 +174,11 @@ def _to_params(u: np.ndarray) -> dict[str, float]:
     }
 
 
+def _tidy(x: float) -> float:
+    """Optimiser dust (1e-200 for a parameter pinned at zero) reads as 0."""
+    return 0.0 if abs(x) < 1e-9 else x
+
+
 def _profile(params: dict[str, float], **labels: object) -> Calibration:
     memory = params["memory_efficiency"]
     return Calibration.model_construct(
@@ -243,9 +248,13 @@ def fit(rows: Sequence[Row], name: str) -> tuple[Calibration, list[float]]:
     p0, run0 = rows[0].point, rows[0].run
     rms = float(np.sqrt(np.mean(_log_errors(u, kernels, measured) ** 2)))
     ranges = {}
+    tiled = any(np.any(k.blocks_per_tile) for k in kernels)
     for k in PARAMETERS:
-        values = [p[k] for p in loo_params]
-        ranges[f"{k}_loo_range"] = f"{min(values):.4g}..{max(values):.4g}"
+        values = [_tidy(p[k]) for p in loo_params]
+        ranges[f"{k}_loo_range"] = f"{min(values):.3g}..{max(values):.3g}"
+    if not tiled:  # no thread-block term in this model: the parameter has no effect
+        params["block_overhead_tiles"] = 0.0
+        ranges["block_overhead_tiles_loo_range"] = "n/a (no tiled kernel)"
     profile = _profile(
         params,
         name=name,

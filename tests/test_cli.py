@@ -12,7 +12,7 @@ from perfmodel.cli import main
 def test_predict_table(capsys):
     assert main(["predict", "--n", "8192", "--hw", "a100"]) == 0
     out = capsys.readouterr().out
-    assert "A100 SXM 80GB" in out and "268,435,456" in out and "faster" in out
+    assert "A100 SXM 80GB" in out and "268,435,456" in out and "speedup" in out
 
 
 def test_predict_json(capsys):
