@@ -25,7 +25,6 @@ from __future__ import annotations
 import functools
 import math
 import re
-import tomllib
 from pathlib import Path
 from typing import Literal
 
@@ -35,12 +34,11 @@ from pydantic import (
     ConfigDict,
     PositiveFloat,
     PositiveInt,
-    ValidationError,
     model_validator,
 )
 
+from perfmodel import registry as _registry
 from perfmodel.calibration import load_calibration
-from perfmodel.data import data_dir
 from perfmodel.errors import PerfmodelError
 from perfmodel.hardware import HardwareSpec, load_hardware
 from perfmodel.kvcache import Allocation, allocations, kv_budget_bytes, paging_overhead
@@ -137,43 +135,16 @@ class Workload(BaseModel):
         return {k: prompt[k] + response[k] / 2 for k in prompt}
 
 
-def _read_workload(path: Path) -> Workload:
-    try:
-        return Workload.model_validate(tomllib.loads(path.read_text()))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise PerfmodelError(f"cannot read workload file {str(path)!r}: {e}") from e
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "workload"
-        raise PerfmodelError(f"invalid workload file {str(path)!r}: {where}: {first['msg']}") from e
-
-
 @functools.cache
 def workload_registry() -> dict[str, Workload]:
-    table: dict[str, Workload] = {}
-    for path in sorted(data_dir("workloads").glob("*.toml")):
-        wl = _read_workload(path)
-        for key in (wl.name, *wl.aliases):
-            table[key.lower()] = wl
-    return table
+    return _registry.build("workloads", Workload, "workload")
 
 
 def load_workload(workload: str | Path | Workload) -> Workload:
-    """A shipped workload by name or alias, or a TOML file."""
+    """A workload by name or alias, or from a path to a TOML file."""
     if isinstance(workload, Workload):
         return workload
-    text = str(workload)
-    if text.endswith(".toml"):
-        if not Path(text).is_file():
-            raise PerfmodelError(f"workload file {text!r} does not exist")
-        return _read_workload(Path(text))
-    wl = workload_registry().get(text.lower())
-    if wl is None:
-        known = sorted({w.name for w in workload_registry().values()})
-        raise PerfmodelError(
-            f"unknown workload {text!r}; known: {', '.join(known)}, or give a .toml path"
-        )
-    return wl
+    return _registry.lookup(workload, workload_registry(), Workload, "workload")
 
 
 class Recommendation(BaseModel):

@@ -14,7 +14,6 @@ True
 from __future__ import annotations
 
 import functools
-import tomllib
 from pathlib import Path
 from typing import Literal
 
@@ -24,11 +23,10 @@ from pydantic import (
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
-    ValidationError,
     model_validator,
 )
 
-from perfmodel.data import data_dir
+from perfmodel import registry as _registry
 from perfmodel.errors import PerfmodelError
 
 DType = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
@@ -110,61 +108,19 @@ class HardwareSpec(BaseModel):
         return self.peak(dtype) / self.hbm_bandwidth_bytes_per_s
 
 
-def _spec_dir() -> Path:
-    return data_dir("devices")
-
-
-def _read_spec(path: Path) -> HardwareSpec:
-    try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise PerfmodelError(f"cannot read spec file {str(path)!r}: {e}") from e
-    try:
-        return HardwareSpec.model_validate(data)
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "spec"
-        raise PerfmodelError(
-            f"invalid spec file {str(path)!r}: {where}: {first['msg']} ({e.error_count()} error(s))"
-        ) from e
-
-
 @functools.cache
 def registry() -> dict[str, HardwareSpec]:
     """Every shipped spec, keyed by lower-cased name and by each declared alias."""
-    table: dict[str, HardwareSpec] = {}
-    for path in sorted(_spec_dir().glob("*.toml")):
-        spec = _read_spec(path)
-        for key in (spec.name, *spec.aliases):
-            key = key.lower()
-            if key in table and table[key] is not spec:
-                raise PerfmodelError(f"{key!r} names both {table[key].name!r} and {spec.name!r}")
-            table[key] = spec
-    return table
+    return _registry.build("devices", HardwareSpec, "hardware")
 
 
 def known_names() -> list[str]:
     """Canonical names of the shipped devices."""
-    return sorted({spec.name for spec in registry().values()})
+    return _registry.names(registry())
 
 
 def load_hardware(hw: str | Path | HardwareSpec) -> HardwareSpec:
     """A spec by exact name or alias (case-insensitive), or from a path to a TOML file."""
     if isinstance(hw, HardwareSpec):
         return hw
-    text = str(hw)
-    spec = registry().get(text.lower())
-    if spec is not None:
-        return spec
-    if text.endswith(".toml") or Path(text).is_file():
-        path = Path(text)
-        if not path.is_file():
-            raise PerfmodelError(f"spec file {text!r} does not exist")
-        return _read_spec(path)
-    if spec is None:
-        aliases = sorted(k for k in registry() if k not in {s.lower() for s in known_names()})
-        raise PerfmodelError(
-            f"unknown hardware {text!r}; known: {', '.join(known_names())} "
-            f"(aliases: {', '.join(aliases)}), or give a path to a .toml spec"
-        )
-    return spec
+    return _registry.lookup(hw, registry(), HardwareSpec, "hardware")

@@ -14,12 +14,11 @@ the layer shapes (:meth:`ModelSpec.counted_params`), so a mistyped figure is cau
 from __future__ import annotations
 
 import functools
-import tomllib
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
-from perfmodel.data import data_dir
+from perfmodel import registry as _registry
 from perfmodel.errors import PerfmodelError
 from perfmodel.hardware import BYTES_PER_ELEMENT
 
@@ -80,49 +79,19 @@ class ModelSpec(BaseModel):
         return float(self.params * BYTES_PER_ELEMENT[dtype])
 
 
-def _read_model(path: Path) -> ModelSpec:
-    try:
-        return ModelSpec.model_validate(tomllib.loads(path.read_text()))
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise PerfmodelError(f"cannot read model file {str(path)!r}: {e}") from e
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "model"
-        raise PerfmodelError(f"invalid model file {str(path)!r}: {where}: {first['msg']}") from e
-
-
 @functools.cache
 def model_registry() -> dict[str, ModelSpec]:
     """Every shipped model, keyed by lower-cased name and each declared alias."""
-    table: dict[str, ModelSpec] = {}
-    for path in sorted(data_dir("models").glob("*.toml")):
-        spec = _read_model(path)
-        for key in (spec.name, *spec.aliases):
-            key = key.lower()
-            if key in table and table[key] is not spec:
-                raise PerfmodelError(f"{key!r} names both {table[key].name!r} and {spec.name!r}")
-            table[key] = spec
-    return table
+    return _registry.build("models", ModelSpec, "model")
 
 
 def known_models() -> list[str]:
     """Canonical names of the shipped models."""
-    return sorted({spec.name for spec in model_registry().values()})
+    return _registry.names(model_registry())
 
 
 def load_model(model: str | Path | ModelSpec) -> ModelSpec:
     """A model by exact name or alias (case-insensitive), or from a path to a TOML file."""
     if isinstance(model, ModelSpec):
         return model
-    text = str(model)
-    if text.endswith(".toml"):
-        if not Path(text).is_file():
-            raise PerfmodelError(f"model file {text!r} does not exist")
-        return _read_model(Path(text))
-    spec = model_registry().get(text.lower())
-    if spec is None:
-        raise PerfmodelError(
-            f"unknown model {text!r}; known: {', '.join(known_models())}, "
-            "or give a path to a .toml file"
-        )
-    return spec
+    return _registry.lookup(model, model_registry(), ModelSpec, "model")

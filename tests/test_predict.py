@@ -14,6 +14,7 @@ import perfmodel
 from perfmodel import PerfmodelError, predict, sweep
 from perfmodel import symbols as S
 from perfmodel.costs import symbolic
+from perfmodel.data import data_dir
 
 FIELDS = ("flops", "hbm_bytes", "intensity", "t_compute_s", "t_memory_s", "t_lower_s",
           "time_s", "bound", "extra_memory_bytes", "attainable_flops_per_s")  # fmt: skip
@@ -142,7 +143,7 @@ def test_dtype_missing_on_device():
 
 
 def test_spec_from_path(tmp_path):
-    src = perfmodel.hardware.data_dir("devices") / "h200-sxm.toml"
+    src = data_dir("devices") / "h200-sxm.toml"
     mine = tmp_path / "mine.toml"
     mine.write_text(src.read_text().replace('"H200 SXM"', '"My GPU"').replace(
         'aliases = ["h200", "h200-sxm"]', "aliases = []"))  # fmt: skip

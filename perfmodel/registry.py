@@ -1,0 +1,73 @@
+"""Data files as validated models: one TOML file per entry, looked up by name or alias.
+
+Devices, model configurations and workloads all ship this way (``specs/<kind>/*.toml``);
+this module reads them, builds the exact-name/alias table, and says clearly what is wrong
+with a file or a name.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+from typing import Any, TypeVar
+
+from pydantic import BaseModel, ValidationError
+
+from perfmodel.data import data_dir
+from perfmodel.errors import PerfmodelError
+
+M = TypeVar("M", bound=BaseModel)
+
+
+def read_toml(path: Path, model: type[M], what: str) -> M:
+    """One file validated as ``model``; errors name the file and the first bad field."""
+    try:
+        data = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise PerfmodelError(f"cannot read {what} file {str(path)!r}: {e}") from e
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or what
+        raise PerfmodelError(
+            f"invalid {what} file {str(path)!r}: {where}: {first['msg']} "
+            f"({e.error_count()} error(s))"
+        ) from e
+
+
+def build(kind: str, model: type[M], what: str) -> dict[str, M]:
+    """Every shipped entry of ``specs/<kind>``, keyed by lower-cased name and each alias."""
+    table: dict[str, M] = {}
+    for path in sorted(data_dir(kind).glob("*.toml")):
+        entry: Any = read_toml(path, model, what)
+        for key in (entry.name, *entry.aliases):
+            key = key.lower()
+            if key in table and table[key] is not entry:
+                raise PerfmodelError(f"{key!r} names both {table[key].name!r} and {entry.name!r}")  # type: ignore[attr-defined]
+            table[key] = entry
+    return table
+
+
+def names(table: dict[str, Any]) -> list[str]:
+    """Canonical names in a table built by :func:`build`."""
+    return sorted({entry.name for entry in table.values()})
+
+
+def lookup(value: str | Path, table: dict[str, M], model: type[M], what: str) -> M:
+    """By exact name or alias (case-insensitive), or a path to a TOML file."""
+    text = str(value)
+    entry = table.get(text.lower())
+    if entry is not None:
+        return entry
+    if text.endswith(".toml") or Path(text).is_file():
+        if not Path(text).is_file():
+            raise PerfmodelError(f"{what} file {text!r} does not exist")
+        return read_toml(Path(text), model, what)
+    canonical = {n.lower() for n in names(table)}
+    aliases = sorted(k for k in table if k not in canonical)
+    raise PerfmodelError(
+        f"unknown {what} {text!r}; known: {', '.join(names(table))}"
+        + (f" (aliases: {', '.join(aliases)})" if aliases else "")
+        + ", or give a path to a .toml file"
+    )
