@@ -9,16 +9,15 @@ writes ``benchmarks/results/predict_speed.json``.
 
 from __future__ import annotations
 
-import json
-import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
+
+from perfmodel.atomic import write_json
 
 
 def _median_s(fn, repeat: int) -> float:
@@ -82,9 +81,7 @@ def main() -> dict:
           f"{result['sweep_points_per_s']:.3g} points/s")  # fmt: skip
     out = Path(__file__).parent / "results" / "predict_speed.json"
     out.parent.mkdir(exist_ok=True)
-    with tempfile.NamedTemporaryFile("w", dir=out.parent, delete=False, suffix=".tmp") as f:
-        json.dump(result, f, indent=2)
-    os.replace(f.name, out)
+    write_json(out, result)
     return result
 
 

@@ -29,10 +29,11 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 import traceback
 from pathlib import Path
+
+from perfmodel.atomic import write_json as atomic_write_json
 
 SWEEP_N = (512, 1024, 2048, 4096, 8192, 16384, 32768)
 SWEEP_D = (64, 128)
@@ -95,22 +96,6 @@ def autotune_shortlist(path: Path, ceilings: dict, ds, *, samples: int) -> None:
 
 
 # ---------------------------------------------------------------- JSON, no pydantic
-
-
-def atomic_write_json(path: Path, data: dict) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 class RunWriter:

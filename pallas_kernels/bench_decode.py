@@ -27,9 +27,7 @@ import argparse
 import datetime as dt
 import json
 import math
-import os
 import statistics
-import tempfile
 import time
 from pathlib import Path
 
@@ -42,6 +40,7 @@ from pallas_kernels.paged_decode import (
     paged_decode_attention,
     query_rows,
 )
+from perfmodel.atomic import write_json as atomic_write_json
 
 H, H_KV, D = 32, 8, 128
 SHAPES = ((1, 8192), (1, 32768), (4, 8192), (16, 2048), (16, 16384), (64, 4096))
@@ -70,19 +69,6 @@ def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits) -> float:
     table = batch * h_kv * math.ceil(m / page_size) * 4
     partials = 0 if splits == 1 else 2 * batch * h * q_len * splits * (d + 2) * 4
     return float(kv + qo + table + partials)
-
-
-def atomic_write_json(path: Path, data: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            json.dump(data, f, indent=1)
-            f.write("\n")
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def sample_times(fn, args, samples: int) -> list[float]:

@@ -14,8 +14,6 @@ True
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
@@ -30,6 +28,7 @@ from pydantic import (
     model_validator,
 )
 
+from perfmodel.atomic import write_json
 from perfmodel.errors import PerfmodelError
 
 SCHEMA_VERSION = 1
@@ -165,15 +164,5 @@ def merge_write(path: str | Path, new_run: Run | dict) -> MeasurementFile:
         merged = MeasurementFile(runs=[*old, run])
     except ValidationError as err:
         raise PerfmodelError(f"run not added to {str(path)!r}:\n{err}") from None
-    text = json.dumps(merged.model_dump(mode="json"), indent=1) + "\n"
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    write_json(path, merged.model_dump(mode="json"))
     return merged

@@ -28,6 +28,7 @@ from perfmodel.asymptotics import (
     crossover_n,
     naive_oom_n,
 )
+from perfmodel.atomic import write_text
 from perfmodel.diagnose import diagnose, utilisation_from_time
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
@@ -495,5 +496,5 @@ def write_report(
     command = command or f"perfmodel report --hw {hw} --out {out}"
     text = render_markdown(spec, shape, ns, c, figures, measured, command)
     path = out / "report.md"
-    path.write_text(text)
+    write_text(path, text)
     return path

@@ -22,6 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfmodel.atomic import write_text
     from perfmodel.validate import validate
     from perfmodel.validation_report import profile_toml, report_json, report_text
 
@@ -32,9 +33,7 @@ def run(args: argparse.Namespace) -> int:
         out.mkdir(parents=True, exist_ok=True)
         for s in summary.values():
             if s.calibration is not None:
-                from perfmodel.validation_report import write_atomic
-
-                write_atomic(out / f"{s.calibration.name}.toml", profile_toml(s.calibration))
+                write_text(out / f"{s.calibration.name}.toml", profile_toml(s.calibration))
     if args.plot:
         _plots(args, rows, summary)
     print(

@@ -1,0 +1,35 @@
+"""Atomic file writes (standard library only, so the GPU benchmarks can use it too).
+
+A file is written to a temporary name in its own folder, flushed to disk, then moved
+over the old one with ``os.replace``: a crash or a full disk leaves the earlier file as
+it was, never half-written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_text(path: str | Path, text: str) -> None:
+    """Replace ``path`` with ``text``, atomically."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_json(path: str | Path, data: Any) -> None:
+    """Replace ``path`` with ``data`` as indented JSON, atomically."""
+    write_text(path, json.dumps(data, indent=1) + "\n")
