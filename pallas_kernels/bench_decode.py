@@ -256,8 +256,9 @@ def comparison_table(details_path: Path, hw: str = "h200") -> str:
     """Markdown: each measured point against ``perfmodel.kvcache.decode_step`` (CPU only).
 
     ``achieved`` is the model's bytes over the measured median; ``floor`` the model's
-    bytes at the datasheet bandwidth; ``error`` the measured median over the model's
-    ``time_s`` (SM occupancy x calibrated bandwidth + launches), minus one. The XLA
+    bytes at the datasheet bandwidth; ``error`` the model's ``time_s`` (SM occupancy x
+    calibrated bandwidth + launches) over the measured median, minus one — the sign
+    convention of ``perfmodel validate`` (negative: the kernel is slower than predicted). The XLA
     reference is not the modelled kernel (it materialises K/V repeated per query head
     in float32), so it gets no error, only its bytes-equivalent bandwidth.
     """
@@ -282,7 +283,7 @@ def comparison_table(details_path: Path, hw: str = "h200") -> str:
             f"{step.hbm_bytes / 1e6:.1f} MB | {step.hbm_bytes / med / 1e12:.2f} | "
             f"{step.t_lower_s * 1e6:.1f} | "
             + (
-                f"{step.time_s * 1e6:.1f} | {med / step.time_s - 1:+.0%} |"
+                f"{step.time_s * 1e6:.1f} | {step.time_s / med - 1:+.0%} |"
                 if p["splits"]
                 else "- | - |"
             )
