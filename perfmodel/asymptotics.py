@@ -312,7 +312,7 @@ def asymptotic_speedup(
     if metric not in ("time_s", "t_lower_s"):
         raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
     predict(n=shape.block_q, hw=spec, **shape.kwargs(shape.block_q))  # checks the shape
-    profiles = _calibrations(calibration)
+    profiles = _calibrations(calibration, spec)
     values = _sym_values(shape, spec)
     parts, roofs = {}, {}
     for a in ALGORITHMS:

@@ -150,7 +150,9 @@ def _bytes_per_element(dtype: str) -> int:
     return BYTES_PER_ELEMENT[dtype]
 
 
-def _calibrations(calibration: CalibrationArg) -> dict[str, Calibration]:
+def _calibrations(
+    calibration: CalibrationArg, spec: HardwareSpec | None = None
+) -> dict[str, Calibration]:
     """Which profile applies to each algorithm (a profile names its algorithm, or both)."""
     given: Sequence[Any]
     if isinstance(calibration, list | tuple):
@@ -160,6 +162,10 @@ def _calibrations(calibration: CalibrationArg) -> dict[str, Calibration]:
     chosen = {a: load_calibration(None) for a in ALGORITHMS}
     for item in given:
         profile = load_calibration(item)
+        if spec is not None and profile.device is not None and profile.device != spec.name:
+            raise PerfmodelError(
+                f"calibration {profile.name!r} was fitted on {profile.device}, not {spec.name}"
+            )
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
             chosen[a] = profile
     return chosen
@@ -203,7 +209,7 @@ def predict(
     s = _bytes_per_element(dtype)
     peak = spec.peak(dtype)
     values = shape_values(spec, s=s, **shape)
-    profiles = _calibrations(calibration)
+    profiles = _calibrations(calibration, spec)
     results = {
         a: _scalar(
             evaluate(
@@ -306,7 +312,7 @@ def sweep(
         s = np.array([_bytes_per_element(t) for t in dtypes], dtype=float)[which]
         peak = np.array([spec.peak(t) for t in dtypes])[which]
     values = shape_values(spec, s=s, **shape)
-    profiles = _calibrations(calibration)
+    profiles = _calibrations(calibration, spec)
     out = SweepResult({k: cols[k] for k in _SWEPT})
     for a in ALGORITHMS:
         cases = {

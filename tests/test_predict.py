@@ -137,6 +137,16 @@ def test_bad_input_names_the_value(kwargs, fragment):
         predict(**kwargs)
 
 
+def test_calibration_is_tied_to_its_device():
+    fitted = predict(n=4096, hw="h200", h=16, calibration="h200-pallas_flash")
+    assert fitted.flash.calibration == "h200-pallas_flash"
+    assert fitted.naive.calibration == "default"  # the profile names its algorithm
+    with pytest.raises(PerfmodelError, match="fitted on H200 SXM, not A100"):
+        predict(n=4096, hw="a100", calibration="h200-pallas_flash")
+    with pytest.raises(PerfmodelError, match="unknown calibration 'nope'"):
+        predict(n=4096, hw="a100", calibration="nope")
+
+
 def test_dtype_missing_on_device():
     with pytest.raises(PerfmodelError, match="fp8"):
         predict(n=1024, hw="a100", dtype="fp8")
