@@ -9,6 +9,7 @@ import pytest
 
 from perfmodel.asymptotics import Shape, asymptotic_speedup, crossover_n
 from perfmodel.cli import main
+from perfmodel.data import data_dir
 from perfmodel.measured import MeasurementFile
 from perfmodel.prediction import predict, sweep
 from perfmodel.report import (
@@ -141,3 +142,14 @@ def test_measured_headline(tmp_path):
     line = measured_headline(pts, conclusions("h200", SHAPE, n_max=4096))
     assert line.startswith("Measured: gains are significant from n = 4,096")
     assert "throughput is +200% and peak memory −0.0%" in line
+
+
+def test_report_takes_its_configuration_from_the_measurements(tmp_path):
+    data = sorted(data_dir("measurements").glob("h200-2*.json"))
+    if not data:
+        pytest.skip("no committed H200 measurements")
+    assert main(["report", "--hw", "h200", "--measurements", str(data[0]),
+                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    text = (tmp_path / "report.md").read_text()
+    assert "h=16, batch=max(1, 16384//n), bf16" in text
+    assert "No measured point has this configuration" not in text

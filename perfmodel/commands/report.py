@@ -20,16 +20,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="measured points (perfmodel.measured JSON) to show beside the model",
     )
     p.add_argument("--d", type=int, default=128, help="head dimension")
-    p.add_argument("--h", type=int, default=1, help="query heads")
+    p.add_argument("--h", type=int, default=None,
+                   help="query heads (default 1, or the measurements' own)")  # fmt: skip
     p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument(
         "--tokens",
         type=int,
         default=None,
-        help="instead of --batch: batch = max(1, TOKENS // n) at each n",
+        help="instead of --batch: batch = max(1, TOKENS // n) at each n "
+        "(default: the measurements' own, when they keep b·n fixed)",
     )
-    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--dtype", default=None, help="default fp16, or the measurements' own")
     p.add_argument("--causal", action="store_true")
     p.add_argument("--block-q", type=int, default=128, help="B_r")
     p.add_argument("--block-k", type=int, default=128, help="B_c")
@@ -56,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
         raise PerfmodelError(f"--n={min(args.n)} must be positive")
     if not args.threshold > 1:
         raise PerfmodelError(f"--threshold={args.threshold} must be a speedup above 1")
+    _defaults_from_measurements(args)
     shape = Shape(d=args.d, h=args.h, h_kv=args.h_kv, batch=args.batch, dtype=args.dtype,
                   causal=args.causal, block_q=args.block_q, block_k=args.block_k,
                   tokens=args.tokens)  # fmt: skip
@@ -65,3 +68,28 @@ def run(args: argparse.Namespace) -> int:
                         command=command if sys.argv[1:2] == ["report"] else None)  # fmt: skip
     print(path)
     return 0
+
+
+def _defaults_from_measurements(args: argparse.Namespace) -> None:
+    """Unset --h, --dtype and --tokens follow the measured points (their most common
+    value), so that ``--measurements FILE`` alone compares like with like; with no
+    measurements they default to the chapter's one head, fp16, batch 1."""
+    from collections import Counter
+
+    from perfmodel.measured import load_measurements
+    from perfmodel.validate import dtype_name
+
+    points = [p for _, p in load_measurements(args.measurements)] if args.measurements else []
+    points = [p for p in points if p.implementation in ("pallas_flash", "naive")]
+
+    def most_common(values: list) -> object:
+        return Counter(values).most_common(1)[0][0] if values else None
+
+    if args.h is None:
+        args.h = most_common([p.h for p in points]) or 1
+    if args.dtype is None:
+        measured = most_common([p.dtype for p in points])
+        args.dtype = dtype_name(str(measured)) if measured else "fp16"
+    tokens = {p.batch * p.n for p in points if p.batch > 1}
+    if args.tokens is None and args.batch == 1 and len(tokens) == 1:
+        args.tokens = tokens.pop()
