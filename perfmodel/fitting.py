@@ -14,7 +14,7 @@ import numpy as np
 
 def nelder_mead(
     loss: Callable[[np.ndarray], float],
-    start: Sequence[float],
+    start: Sequence[float] | np.ndarray,
     *,
     step: float = 1.0,
     iterations: int = 600,

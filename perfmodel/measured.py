@@ -114,7 +114,7 @@ class Run(_Frozen):
 class MeasurementFile(_Frozen):
     """A whole measurement file: runs appended in the order they were made."""
 
-    schema_version: Literal[1] = SCHEMA_VERSION
+    schema_version: Literal[1] = 1  # SCHEMA_VERSION
     runs: list[Run]
 
     @model_validator(mode="after")

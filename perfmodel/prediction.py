@@ -237,7 +237,11 @@ def predict(
         block_q=block_q, block_k=block_k,
     )  # fmt: skip
     return Prediction.model_construct(
-        config=config, hardware=spec, ridge_point=spec.ridge_point(dtype), **results
+        config=config,
+        hardware=spec,
+        ridge_point=spec.ridge_point(dtype),
+        naive=results["naive"],
+        flash=results["flash"],
     )
 
 
@@ -304,6 +308,8 @@ def sweep(
     _check_shape(shape)
     causal_arr = cols["causal"].astype(bool)
     _check_causal(shape["n"], shape["m"], causal_arr)
+    s: Any
+    peak: Any
     if _constant(cols["dtype"]):
         dtype = str(cols["dtype"].flat[0])
         s, peak = float(_bytes_per_element(dtype)), spec.peak(dtype)

@@ -179,7 +179,7 @@ def _tidy(x: float) -> float:
     return 0.0 if abs(x) < 1e-9 else x
 
 
-def _profile(params: dict[str, float], **labels: object) -> Calibration:
+def _profile(params: dict[str, float], **labels: Any) -> Calibration:
     memory = params["memory_efficiency"]
     return Calibration.model_construct(
         matmul_efficiency=params["matmul_efficiency"], hbm_efficiency=memory,
