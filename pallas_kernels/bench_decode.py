@@ -28,13 +28,13 @@ import datetime as dt
 import json
 import math
 import statistics
-import time
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from pallas_kernels._ceilings import median_time
 from pallas_kernels.paged_decode import (
     contiguous_decode_reference,
     paged_decode_attention,
@@ -73,14 +73,8 @@ def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits) -> float:
 
 def sample_times(fn, args, samples: int) -> list[float]:
     """Seconds per kernel call: warm-up, then ``samples`` synchronised samples."""
-    jax.block_until_ready(fn(*args))
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    return times
+    jax.block_until_ready(fn(*args))  # compile
+    return median_time(fn, [args], samples=samples)
 
 
 def stats(times: list[float], copies: int) -> dict:

@@ -14,11 +14,11 @@ from __future__ import annotations
 import argparse
 import re
 import statistics
-import time
 
 import jax
 import jax.numpy as jnp
 
+from pallas_kernels._ceilings import median_time
 from pallas_kernels.bench import atomic_write_json, git_commit
 from pallas_kernels.naive import pv_step, scores_step, softmax_step
 
@@ -33,14 +33,8 @@ def _kernels(compiled) -> int:
 
 
 def _time(fn, args, samples: int) -> dict:
-    jax.block_until_ready(fn(*args))  # compile + warm-up
-    jax.block_until_ready(fn(*args))
-    times = []
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        jax.block_until_ready(fn(*args))
-        times.append(time.perf_counter() - t0)
-    times.sort()
+    jax.block_until_ready(fn(*args))  # compile
+    times = sorted(median_time(fn, [args], samples=samples))
     return {"median_s": statistics.median(times), "min_s": times[0],
             "p90_s": times[int(0.9 * (len(times) - 1))]}  # fmt: skip
 
