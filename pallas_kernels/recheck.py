@@ -42,6 +42,27 @@ def time_configs(out: Path, samples: int) -> None:
                       f"cuDNN {theirs:.0f} TFLOP/s, ratio {ratio:.2f}", flush=True)  # fmt: skip
 
 
+ONE_HEAD_NS = (1024, 2048, 4096, 8192, 16384, 32768)
+
+
+def time_one_head(out: Path, samples: int) -> None:
+    """The chapter's own setting, one head and batch 1 (d=128, bf16): naive, ours and
+    cuDNN, to check what the model says about a grid of n/128 blocks on 132 SMs."""
+    from pallas_kernels.bench import RunWriter, new_run, shape_of, time_point
+
+    writer = RunWriter(out, new_run("onehead"))
+    for n in ONE_HEAD_NS:
+        shape = shape_of(n, 128, False, heads=1, tokens=1)
+        row = {}
+        for impl in ("naive", "pallas_flash", "cudnn"):
+            cfg = dict(zip(_CFG, (128, 128, 8, 3), strict=True)) if impl == "pallas_flash" else None
+            p = time_point(impl, shape, cfg=cfg, samples=samples)
+            writer.add(p)
+            row[impl] = p["median_s"]
+        cells = "  ".join(f"{k} {v * 1e6:8.1f} us" if v else f"{k} -" for k, v in row.items())
+        print(f"one head n={n}: {cells}", flush=True)
+
+
 def dump_hlo(path: Path) -> None:
     import jax
     import jax.numpy as jnp
@@ -91,9 +112,13 @@ def main(argv=None) -> int:
     ap.add_argument("--hlo", type=Path)
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument("--table", action="store_true", help="print the table of --out and exit")
+    ap.add_argument("--one-head", action="store_true", help="time the one-head series only")
     args = ap.parse_args(argv)
     if args.table:
         print(table(args.out))
+        return 0
+    if args.one_head:
+        time_one_head(args.out, args.samples)
         return 0
     dump_hlo(args.hlo)
     time_configs(args.out, args.samples)
