@@ -39,6 +39,9 @@ class Calibration(BaseModel):
     hbm_efficiency: Fraction = 1.0
     l2_efficiency: Fraction = 1.0
     launch_overhead_s: NonNegativeFloat | None = None
+    #: Host time to issue one kernel (framework dispatch). Launches are asynchronous, so
+    #: it hides behind device work and shows only when kernels are shorter than it.
+    dispatch_overhead_s: NonNegativeFloat = 0.0
     #: How far the compute roofs of one kernel overlap: 1 = perfectly (the roofline's max),
     #: 0 = not at all (matmul, exp and vector work add up, as in one warp's FA-2 loop).
     compute_overlap: Annotated[float, Field(ge=0, le=1)] = 1.0

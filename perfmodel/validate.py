@@ -117,10 +117,12 @@ def _config_key(p: Point) -> tuple:
 
 def select(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list:
     """The newest measurement of each configuration, from runs whose id starts with
-    ``run_prefix`` (e.g. "sweep": leave tuning runs out). Older repeats are superseded."""
+    ``run_prefix`` (comma-separated; e.g. "sweep,onehead": leave tuning runs out).
+    Older repeats are superseded."""
+    prefixes = None if run_prefix is None else tuple(run_prefix.split(","))
     newest: dict[tuple, tuple[Run, Point]] = {}
     for run, p in sorted(pairs, key=lambda rp: rp[0].timestamp):
-        if run_prefix is None or run.run_id.startswith(run_prefix):
+        if prefixes is None or run.run_id.startswith(prefixes):
             newest[_config_key(p)] = (run, p)
     return list(newest.values())
 
@@ -157,7 +159,7 @@ def _as_algorithm(profile: Calibration | None, algorithm: str) -> Calibration | 
 # --- calibration ----------------------------------------------------------------
 #: Fitted parameters, each mapped from an unbounded coordinate into its valid range.
 PARAMETERS = ("matmul_efficiency", "memory_efficiency", "compute_overlap",
-              "block_overhead_tiles", "launch_overhead_s")  # fmt: skip
+              "block_overhead_tiles", "launch_overhead_s", "dispatch_overhead_s")  # fmt: skip
 
 
 def _sigmoid(u: float) -> float:
@@ -171,6 +173,7 @@ def _to_params(u: np.ndarray) -> dict[str, float]:
         "compute_overlap": _sigmoid(u[2]),
         "block_overhead_tiles": 8 * _sigmoid(u[3]),
         "launch_overhead_s": 1e-4 * _sigmoid(u[4]),
+        "dispatch_overhead_s": 2e-4 * _sigmoid(u[5]),
     }
 
 
@@ -186,7 +189,8 @@ def _profile(params: dict[str, float], **labels: Any) -> Calibration:
         l2_efficiency=memory, vector_efficiency=1.0, exp_efficiency=1.0,
         compute_overlap=params["compute_overlap"],
         block_overhead_tiles=params["block_overhead_tiles"],
-        launch_overhead_s=params["launch_overhead_s"], **labels,
+        launch_overhead_s=params["launch_overhead_s"],
+        dispatch_overhead_s=params["dispatch_overhead_s"], **labels,
     )  # fmt: skip
 
 
@@ -221,7 +225,8 @@ def _fit_u(kernels: list[KernelRoofs], measured: np.ndarray, weights: np.ndarray
     def loss(u: np.ndarray) -> float:
         return float(np.sum(weights * _log_errors(u, kernels, measured) ** 2))
 
-    starts = ([0.0, 0.0, 0.0, -2.0, -2.0], [1.0, 1.0, 2.0, -4.0, -4.0], [-1.0, 0.5, -2.0, 0.0, 0.0])
+    starts = ([0.0, 0.0, 0.0, -2.0, -2.0, -2.0], [1.0, 1.0, 2.0, -4.0, -4.0, 0.0],
+              [-1.0, 0.5, -2.0, 0.0, 0.0, -4.0])  # fmt: skip
     best = min((nelder_mead(loss, s, iterations=800) for s in starts), key=lambda r: r[1])
     return nelder_mead(loss, best[0], step=0.3, iterations=800)[0]
 

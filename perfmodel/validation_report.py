@@ -34,7 +34,9 @@ def report_text(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) 
                 f"[{c.fit['memory_efficiency_loo_range']}], compute overlap "
                 f"{c.compute_overlap:.2f} [{c.fit['compute_overlap_loo_range']}], block overhead "
                 f"{c.block_overhead_tiles:.2f} tiles [{c.fit['block_overhead_tiles_loo_range']}], "
-                f"launch {si(c.launch_overhead_s, 's')} [{c.fit['launch_overhead_s_loo_range']}]"
+                f"launch {si(c.launch_overhead_s, 's')} [{c.fit['launch_overhead_s_loo_range']}], "
+                f"dispatch {si(c.dispatch_overhead_s, 's')} "
+                f"[{c.fit['dispatch_overhead_s_loo_range']}]"
             )
     lines.append("worst points (uncalibrated):")
     for s in summary.values():

@@ -15,8 +15,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--save-calibration", metavar="DIR", default=None,
                    help="write fitted profiles as TOML into DIR (implies --fit)")  # fmt: skip
     p.add_argument("--plot", metavar="DIR", default=None, help="write parity and time-vs-n PNGs")
-    p.add_argument("--runs", default=None, metavar="PREFIX",
-                   help='only runs whose id starts with PREFIX (e.g. "sweep")')  # fmt: skip
+    p.add_argument("--runs", default=None, metavar="PREFIXES",
+                   help="only runs whose id starts with one of these (e.g. sweep,onehead)")  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
