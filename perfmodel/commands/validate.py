@@ -16,7 +16,7 @@ def register(sub: argparse._SubParsersAction) -> None:
                    help="write fitted profiles as TOML into DIR (implies --fit)")  # fmt: skip
     p.add_argument("--plot", metavar="DIR", default=None, help="write parity and time-vs-n PNGs")
     p.add_argument("--runs", default=None, metavar="PREFIXES",
-                   help="only runs whose id starts with one of these (e.g. sweep,onehead)")  # fmt: skip
+                   help="keep runs whose id starts with one of these: sweep,onehead")  # fmt: skip
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
