@@ -249,7 +249,7 @@ def fit(rows: Sequence[Row], name: str) -> tuple[Calibration, list[float]]:
         u_j = _fit_u(kernels, measured, weights)
         loo.append(float(np.expm1(_log_errors(u_j, kernels, measured)[j])))
         loo_params.append(_to_params(u_j))
-    params = _to_params(u)
+    params = {k: _tidy(v) for k, v in _to_params(u).items()}
     p0, run0 = rows[0].point, rows[0].run
     rms = float(np.sqrt(np.mean(_log_errors(u, kernels, measured) ** 2)))
     ranges = {}

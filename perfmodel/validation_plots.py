@@ -56,14 +56,19 @@ def parity_plot(rows: Sequence[Row], path: Path, loo: dict[str, list[float]] | N
 
 
 def time_vs_n_plot(rows: Sequence[Row], path: Path, label: str = "model") -> Path:
-    """Measured points over predicted lines, one panel per (d, causal)."""
+    """Measured points over predicted lines, one panel per (d, causal, heads)."""
     plt = _pyplot()
-    panels = sorted({(r.point.d, r.point.causal) for r in rows})
-    fig, axes = plt.subplots(1, len(panels), figsize=(4.2 * len(panels), 4.0), squeeze=False)
-    for ax, (d, causal) in zip(axes[0], panels, strict=True):
+    panels = sorted({(r.point.d, r.point.causal, r.point.h) for r in rows})
+    cols = min(3, len(panels))
+    nrows = -(-len(panels) // cols)
+    fig, grid = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.9 * nrows), squeeze=False)
+    axes = [list(grid.ravel())]
+    for ax in axes[0][len(panels):]:
+        ax.set_visible(False)
+    for ax, (d, causal, h) in zip(axes[0], panels, strict=False):
         for impl in sorted({r.point.implementation for r in rows}):
             mine = sorted((r for r in rows if r.point.implementation == impl
-                           and (r.point.d, r.point.causal) == (d, causal)),
+                           and (r.point.d, r.point.causal, r.point.h) == (d, causal, h)),
                           key=lambda r: r.point.n)  # fmt: skip
             if not mine:
                 continue
@@ -73,7 +78,7 @@ def time_vs_n_plot(rows: Sequence[Row], path: Path, label: str = "model") -> Pat
             ax.plot(n, [r.measured_s * 1e3 for r in mine], "o", color=colour, ms=4, label=impl)
         ax.set(xscale="log", yscale="log", xlabel="sequence length n (tokens)",
                ylabel="time per call (ms)",
-               title=f"d={d}{', causal' if causal else ''} (lines: {label})")  # fmt: skip
+               title=f"d={d}, h={h}{', causal' if causal else ''} (lines: {label})")  # fmt: skip
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
