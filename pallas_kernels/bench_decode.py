@@ -58,17 +58,15 @@ def auto_splits(batch: int, h_kv: int, pages: int, sm_count: int = SM_COUNT) -> 
 
 
 def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits) -> float:
-    """HBM bytes of one paged decode step; the same sum as ``perfmodel.costs.decode``.
+    """HBM bytes of one paged decode step, from ``perfmodel.costs.decode`` itself (sympy
+    only, no pydantic, so it runs on the GPU image): K/V of the m valid tokens, q and o,
+    the block-table entries, and with splits > 1 the float32 partials and their merge."""
+    from perfmodel.compile import compiled
+    from perfmodel.costs import decode
 
-    K/V of the m valid tokens, q and o, the block-table entries read (4 B each), and
-    with splits > 1 the float32 partials (acc, m_i, l_i) written by the kernel and read
-    back by the reduction. Padding rows of the query tile are not counted.
-    """
-    kv = 2 * batch * h_kv * m * d * s
-    qo = 2 * batch * q_len * h * d * s
-    table = batch * h_kv * math.ceil(m / page_size) * 4
-    partials = 0 if splits == 1 else 2 * batch * h * q_len * splits * (d + 2) * 4
-    return float(kv + qo + table + partials)
+    model = decode.build(paged=True, split=splits > 1)
+    return float(compiled(model.hbm_bytes)(b=batch, q_len=q_len, h=h, h_kv=h_kv, d=d, m=m,
+                                           s=s, page=page_size, splits=splits))  # fmt: skip
 
 
 def sample_times(fn, args, samples: int) -> list[float]:
