@@ -69,6 +69,9 @@ class Point(_Frozen):
     causal: bool
     block_q: PositiveInt | None = None
     block_k: PositiveInt | None = None
+    #: Paged decode only: tokens per KV page, and KV chunks per sequence (split-KV).
+    page_size: PositiveInt | None = None
+    splits: PositiveInt | None = None
     num_warps: PositiveInt | None = None
     num_stages: PositiveInt | None = None
     status: Status

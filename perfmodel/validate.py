@@ -18,7 +18,7 @@ import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -28,12 +28,19 @@ from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, shape_v
 from perfmodel.fitting import nelder_mead
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.measured import Point, Run, load_measurements
+
 from perfmodel.prediction import _key as evaluate_key
 from perfmodel.prediction import predict
 
+if TYPE_CHECKING:
+    from perfmodel.kvcache import DecodeStep
+
 #: Which cost model describes each measured implementation. XLA's unfused path
 #: materialises the scores like the naive model; cuDNN is a fused flash kernel.
-ALGORITHM_OF = {"pallas_flash": "flash", "cudnn": "flash", "naive": "naive", "xla": "naive"}
+ALGORITHM_OF = {"pallas_flash": "flash", "cudnn": "flash", "naive": "naive", "xla": "naive",
+                "paged_decode": "decode"}  # fmt: skip
+#: Algorithms whose profile the calibration fit can tune (decode uses the default).
+FITTED = ("naive", "flash")
 #: How each naive-style implementation is compiled (``perfmodel.costs.naive``): our
 #: three-step baseline's HLO is known; XLA's own attention path is held to the minimal one.
 NAIVE_OF = {"naive": "xla", "xla": "minimal"}
@@ -143,13 +150,25 @@ def compare(
             continue
         spec = resolve_hardware(run, hw)
         algorithm = ALGORITHM_OF[p.implementation]
-        profile = (calibration or {}).get(p.implementation)
-        pred = getattr(predict(hw=spec, calibration=_as_algorithm(profile, algorithm),
-                               **_shape(p)), algorithm)  # fmt: skip
-        rows.append(
-            Row(run, p, spec, p.median_s, p.min_s or p.median_s, pred.time_s, _floor(p, spec))
-        )
+        if algorithm == "decode":
+            step = _decode_step(p, spec)
+            predicted, floor = step.time_s, step.t_lower_s
+        else:
+            profile = (calibration or {}).get(p.implementation)
+            pred = getattr(predict(hw=spec, calibration=_as_algorithm(profile, algorithm),
+                                   **_shape(p)), algorithm)  # fmt: skip
+            predicted, floor = pred.time_s, _floor(p, spec)
+        rows.append(Row(run, p, spec, p.median_s, p.min_s or p.median_s, predicted, floor))
     return rows
+
+
+def _decode_step(p: Point, hw: HardwareSpec) -> DecodeStep:
+    """A paged decode point (n query tokens against kv_len cached ones) on the decode model."""
+    from perfmodel.kvcache import decode_step
+
+    return decode_step(hw, batch=p.batch, kv_len=p.kv_len, h=p.h, h_kv=p.h_kv, d=p.d,
+                       dtype=dtype_name(p.dtype), q_len=p.n, page_tokens=p.page_size,
+                       splits=p.splits or 1)  # fmt: skip
 
 
 def _as_algorithm(profile: Calibration | None, algorithm: str) -> Calibration | None:
@@ -311,6 +330,8 @@ def validate(
     summary = summarise(rows)
     if fit_profiles:
         for impl, s in summary.items():
+            if ALGORITHM_OF[impl] not in FITTED:
+                continue
             mine = [r for r in rows if r.point.implementation == impl]
             slug = mine[0].hw.aliases[0] if mine[0].hw.aliases else "device"
             s.calibration, s.loo_errors = fit(mine, f"{slug}-{impl}")

@@ -127,3 +127,15 @@ def test_committed_data_leave_one_out_error():
     for impl in ("pallas_flash", "naive"):
         assert summary[impl].count >= 20, impl
         assert summary[impl].loo_median_abs_error < 0.10, impl
+
+
+DECODE = sorted(Path(data_dir("measurements")).glob("h200-decode-*.json"))
+
+
+@pytest.mark.skipif(not DECODE, reason="no committed H200 decode measurements")
+def test_committed_decode_points_run_through_the_loop():
+    rows, summary = validate(DECODE)
+    assert summary["paged_decode"].count >= 4
+    assert not summary["paged_decode"].violations
+    # the model's time is optimistic here (docs/decode.md says why): errors are negative
+    assert all(r.error < 0 for r in rows)
