@@ -28,7 +28,6 @@ from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, shape_v
 from perfmodel.fitting import nelder_mead
 from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.measured import Point, Run, load_measurements
-
 from perfmodel.prediction import _key as evaluate_key
 from perfmodel.prediction import predict
 

@@ -63,7 +63,7 @@ def time_vs_n_plot(rows: Sequence[Row], path: Path, label: str = "model") -> Pat
     nrows = -(-len(panels) // cols)
     fig, grid = plt.subplots(nrows, cols, figsize=(4.6 * cols, 3.9 * nrows), squeeze=False)
     axes = [list(grid.ravel())]
-    for ax in axes[0][len(panels):]:
+    for ax in axes[0][len(panels) :]:
         ax.set_visible(False)
     for ax, (d, causal, h) in zip(axes[0], panels, strict=False):
         for impl in sorted({r.point.implementation for r in rows}):

@@ -56,8 +56,16 @@ def test_model_times_get_the_chapter_verdicts():
 
 def test_measured_ceilings_replace_the_datasheet():
     p = predict(n=4096, hw="h200", h=16, dtype="bf16", batch=4)
-    hbm, sm = utilisation_from_time(3e-3, 4096, "h200", h=16, dtype="bf16", batch=4,
-                                    hbm_bytes_per_s=4.1e12, matmul_flops_per_s=6.9e14)
+    hbm, sm = utilisation_from_time(
+        3e-3,
+        4096,
+        "h200",
+        h=16,
+        dtype="bf16",
+        batch=4,
+        hbm_bytes_per_s=4.1e12,
+        matmul_flops_per_s=6.9e14,
+    )
     assert hbm == pytest.approx(p.naive.hbm_bytes / 3e-3 / 4.1e12)
     assert sm == pytest.approx(p.naive.matmul_flops / 3e-3 / 6.9e14)
 

@@ -57,8 +57,10 @@ def fake_point(impl: str, algo: str, n: int, t: float) -> MeasuredPoint:
 
 
 def test_measured_points_are_drawn(tmp_path):
-    pts = [fake_point("naive", "naive", 1024, 3e-5),
-           fake_point("pallas_flash", "flash", 1024, 1e-5)]
+    pts = [
+        fake_point("naive", "naive", 1024, 3e-5),
+        fake_point("pallas_flash", "flash", 1024, 1e-5),
+    ]
     for name in ("roofline", "throughput", "speedup", "memory"):
         fn = plots.FIGURES[name]
         bare = fn("h200", tmp_path / f"{name}-bare.png", n_values=SMALL_N)
