@@ -87,7 +87,7 @@ def roofline_chart(
     cols = along_n(spec, ns, shape)
     fig, ax = _figure(width=9.0)
     peak, bw = spec.peak(shape.dtype), spec.hbm_bandwidth_bytes_per_s
-    ridge = peak / bw
+    ridge = spec.ridge_point(shape.dtype)
     lo = min(cols["naive.intensity"].min(), ridge) / 4
     hi = max(cols["flash.intensity"].max(), ridge) * 4
     x = np.geomspace(lo, hi, 200)
