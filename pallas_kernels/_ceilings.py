@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from pallas_kernels.flash_attention import _compiler_params
+from pallas_kernels._common import triton_compiler_params
 
 
 def median_time(fn, args_sets, *, samples: int = 20, calls_per_sample: int = 1) -> list[float]:
@@ -119,7 +119,7 @@ def l2_read_bytes_per_s(buffer_bytes: int = 16 << 20, programs: int = 1056) -> f
         in_specs=[pl.BlockSpec((rows, cols), lambda p: (0, 0))],
         out_specs=pl.BlockSpec((None, rows_per_tile, cols), lambda p: (p, 0, 0)),
         out_shape=jax.ShapeDtypeStruct((programs, rows_per_tile, cols), jnp.float32),
-        compiler_params=_compiler_params(4, 3),
+        compiler_params=triton_compiler_params(4, 3),
         name="l2_read",
     )
     f = jax.jit(kernel)

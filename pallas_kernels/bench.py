@@ -136,7 +136,9 @@ def _impl_fn(impl: str, *, causal: bool, cfg: dict | None):
     from pallas_kernels.naive import naive_attention
 
     if impl == "pallas_flash":
-        return jax.jit(lambda q, k, v: flash_attention(q, k, v, causal=causal, **(cfg or {})))
+        return jax.jit(
+            lambda q, k, v: flash_attention(q, k, v, causal=causal, backend="triton", **(cfg or {}))
+        )
     if impl in ("cudnn", "xla"):
         return jax.jit(
             lambda q, k, v: jax.nn.dot_product_attention(

@@ -1,4 +1,5 @@
-"""Forward FlashAttention-2 in Pallas for NVIDIA GPUs (Triton lowering).
+"""Forward FlashAttention-2 in Pallas for NVIDIA GPUs (Triton lowering): any GPU, and CPU
+through the Pallas interpreter. ``pallas_kernels.flash_attention`` is the entry point.
 
 Layout is ``[batch, seq, heads, head_dim]`` for q, k and v (k and v may have fewer
 heads: grouped-query attention). The kernel follows FlashAttention-2 (Dao 2023),
@@ -9,7 +10,7 @@ keys and values through on-chip memory with an online softmax (``m_i``, ``l_i``,
 
 >>> import jax.numpy as jnp
 >>> q = jnp.ones((1, 40, 2, 16), jnp.float32)
->>> flash_attention(q, q, q, block_q=16, block_k=16, interpret=True).shape
+>>> triton_flash_attention(q, q, q, block_q=16, block_k=16, interpret=True).shape
 (1, 40, 2, 16)
 """
 
@@ -17,23 +18,25 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
-from jax.experimental.pallas import triton as plgpu
+from jax.experimental.pallas import triton as pltriton
+
+from pallas_kernels._common import (
+    LN_2,
+    LOG2_E,
+    check_qkv,
+    is_power_of_two,
+    pad_seq,
+    softmax_scale,
+    triton_compiler_params,
+)
 
 SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
-BACKENDS = ("triton",)
-_LOG2_E = math.log2(math.e)
-_LN_2 = math.log(2.0)
-
-
-def _is_power_of_two(x: int) -> bool:
-    return x > 0 and (x & (x - 1)) == 0
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -46,19 +49,13 @@ class BlockSizes:
     def __post_init__(self) -> None:
         for name in ("block_q", "block_k"):
             value = getattr(self, name)
-            if not _is_power_of_two(value) or value < 16:
+            if not is_power_of_two(value) or value < 16:
                 raise ValueError(f"{name}={value} must be a power of two >= 16")
 
     def fit(self, n: int, kv_len: int) -> BlockSizes:
         """Shrink the blocks to the smallest power of two >= 16 that covers a short sequence."""
         cover = lambda m: max(16, pl.next_power_of_2(m))  # noqa: E731
         return BlockSizes(min(self.block_q, cover(n)), min(self.block_k, cover(kv_len)))
-
-
-def _compiler_params(num_warps: int, num_stages: int):
-    """Triton compiler parameters; the class was ``TritonCompilerParams`` in older jax."""
-    cls = getattr(plgpu, "CompilerParams", None) or plgpu.TritonCompilerParams
-    return cls(num_warps=num_warps, num_stages=num_stages)
 
 
 def _q_block_index(program, n_programs, causal):
@@ -118,7 +115,7 @@ def _flash_kernel(
         start = pl.multiple_of(k_tile * block_k, block_k)
         k = k_ref[pl.ds(start, block_k), :]
         v = v_ref[pl.ds(start, block_k), :]
-        qk = plgpu.dot(q, k, trans_b=True, precision=precision)  # f32 [block_q, block_k]
+        qk = pltriton.dot(q, k, trans_b=True, precision=precision)  # f32 [block_q, block_k]
         if masked:
             cols = start + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
             visible = cols < kv_len
@@ -133,7 +130,7 @@ def _flash_kernel(
         alpha = jnp.exp2(m_i - m_new_safe)
         p = jnp.exp2(qk * scale_log2 - m_new_safe[:, None])
         l_i = alpha * l_i + jnp.sum(p, axis=1)
-        acc = acc * alpha[:, None] + plgpu.dot(p.astype(v.dtype), v, precision=precision)
+        acc = acc * alpha[:, None] + pltriton.dot(p.astype(v.dtype), v, precision=precision)
         return acc, m_new, l_i
 
     n_full, n_end = _kv_tile_range(
@@ -151,77 +148,21 @@ def _flash_kernel(
     l_safe = jnp.where(l_i == 0.0, 1.0, l_i)  # fully masked rows give O = 0, lse = -inf
     o_ref[...] = (acc / l_safe[:, None]).astype(o_ref.dtype)
     if lse_refs:
-        lse_refs[0][...] = m_i * _LN_2 + jnp.log(l_i)
+        lse_refs[0][...] = m_i * LN_2 + jnp.log(l_i)
 
 
-def _check_args(q, k, v, block_sizes: BlockSizes, backend: str) -> None:
-    if q.ndim != 4 or k.ndim != 4 or v.ndim != 4:
-        raise ValueError(f"q, k, v must be [batch, seq, heads, head_dim]: {q.shape=} {k.shape=}")
-    b, n, h, d = q.shape
-    if k.shape != v.shape:
-        raise ValueError(f"k and v must have one shape: {k.shape=} {v.shape=}")
-    if k.shape[0] != b or k.shape[3] != d:
-        raise ValueError(f"k must match q in batch and head_dim: {q.shape=} {k.shape=}")
-    h_kv = k.shape[2]
-    if h_kv == 0 or h % h_kv:
-        raise ValueError(f"heads {h=} must be a multiple of kv heads {h_kv=}")
-    if d not in SUPPORTED_HEAD_DIMS:
-        raise ValueError(f"head_dim {d=} not supported; choose one of {SUPPORTED_HEAD_DIMS}")
-    if n == 0 or k.shape[1] == 0:
-        raise ValueError(f"sequence lengths must be positive: {n=} kv_len={k.shape[1]}")
-    for x in (q, k, v):
-        if x.dtype.name not in SUPPORTED_DTYPES:
-            raise ValueError(f"dtype {x.dtype.name!r} not supported: {SUPPORTED_DTYPES}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k, v must share a dtype: {q.dtype=} {k.dtype=} {v.dtype=}")
-    if backend not in BACKENDS:
-        raise ValueError(f"{backend=} unknown; choose one of {BACKENDS}")
-
-
-def _pad_seq(x, multiple):
-    pad = -x.shape[1] % multiple
-    return x if pad == 0 else jnp.pad(x, ((0, 0), (0, pad), (0, 0), (0, 0)))
-
-
-@functools.partial(
-    jax.jit,
-    static_argnames=(
-        "causal",
-        "sm_scale",
-        "block_sizes",
-        "interpret",
-        "return_lse",
-        "num_warps",
-        "num_stages",
-        "diagonal_offset",
-        "poison",
-    ),
-)
-def _flash_forward(
-    q,
-    k,
-    v,
-    *,
-    causal,
-    sm_scale,
-    block_sizes,
-    interpret,
-    return_lse,
-    num_warps,
-    num_stages,
-    diagonal_offset=0,
-    poison=False,
+def _pallas_forward(
+    q, k, v, *, causal, sm_scale, block_sizes, interpret, num_warps, num_stages, return_lse, hooks
 ):
-    """The pallas_call. Test hooks: ``diagonal_offset`` shifts the causal diagonal (key j
-    visible to row i iff ``j <= i + offset``; negative offsets leave rows fully masked);
-    ``poison`` fills the output buffers with NaN before the kernel runs (aliased
-    inputs), so an element the kernel fails to write stays NaN.
+    """The pallas_call; returns O and, if ``return_lse``, the log-sum-exp (else None).
+
+    ``hooks`` is a ``_TestHooks`` (tests only; production passes the neutral one).
     """
     b, n, h, d = q.shape
     kv_len, h_kv = k.shape[1], k.shape[2]
     group = h // h_kv
     block_q, block_k = block_sizes.block_q, block_sizes.block_k
-    q_p, k_p, v_p = _pad_seq(q, block_q), _pad_seq(k, block_k), _pad_seq(v, block_k)
+    q_p, k_p, v_p = pad_seq(q, block_q), pad_seq(k, block_k), pad_seq(v, block_k)
     n_pad, kv_pad = q_p.shape[1], k_p.shape[1]
 
     # The grid is the outer loop of FlashAttention-2 Algorithm 1 (over Q blocks); the
@@ -241,15 +182,15 @@ def _flash_forward(
         out_specs.append(
             pl.BlockSpec((None, None, block_q), lambda q_blk, bi, hi: (bi, hi, q_index(q_blk)))
         )
-    poisoned = [jnp.full(s.shape, jnp.nan, s.dtype) for s in out_shape] if poison else []
+    poisoned = [jnp.full(s.shape, jnp.nan, s.dtype) for s in out_shape] if hooks.poison else []
     kernel = functools.partial(
         _flash_kernel,
-        scale_log2=sm_scale * _LOG2_E,
+        scale_log2=sm_scale * LOG2_E,
         causal=causal,
         block_q=block_q,
         block_k=block_k,
         kv_len=kv_len,
-        diagonal_offset=diagonal_offset,
+        diagonal_offset=hooks.diagonal_offset,
         n_poisoned=len(poisoned),
     )
     outs = pl.pallas_call(
@@ -259,28 +200,63 @@ def _flash_forward(
         out_specs=out_specs,
         out_shape=out_shape,
         input_output_aliases={3 + i: i for i in range(len(poisoned))},
-        compiler_params=_compiler_params(num_warps, num_stages),
+        compiler_params=triton_compiler_params(num_warps, num_stages),
         interpret=interpret,
         name="flash_attention_fwd",
     )(q_p, k_p, v_p, *poisoned)
-    o = outs[0][:, :n]
-    return (o, outs[1][:, :, :n]) if return_lse else o
+    return outs[0][:, :n], (outs[1][:, :, :n] if return_lse else None)
 
 
-def flash_attention(
+@dataclasses.dataclass(frozen=True, slots=True)
+class _TestHooks:
+    """Tests only. ``diagonal_offset`` shifts the causal diagonal (key j visible to row i
+    iff ``j <= i + offset``; negative offsets leave rows fully masked); ``poison`` fills
+    the output buffers with NaN before the kernel runs (aliased inputs), so an element
+    the kernel fails to write stays NaN."""
+
+    diagonal_offset: int = 0
+    poison: bool = False
+
+
+_STATIC = (
+    "causal",
+    "sm_scale",
+    "block_sizes",
+    "interpret",
+    "num_warps",
+    "num_stages",
+    "return_lse",
+    "hooks",
+)
+_jitted_forward = jax.jit(_pallas_forward, static_argnames=_STATIC)
+
+
+def _resolve(q, k, v, sm_scale, block_q, block_k, num_warps, num_stages) -> dict:
+    """Checked arguments and defaults: the static configuration of one call."""
+    sizes = BlockSizes(block_q, block_k)
+    check_qkv(q, k, v, head_dims=SUPPORTED_HEAD_DIMS, dtypes=SUPPORTED_DTYPES)
+    d = q.shape[-1]
+    return dict(
+        sm_scale=softmax_scale(d, sm_scale),
+        block_sizes=sizes.fit(q.shape[1], k.shape[1]),
+        num_warps=int(num_warps if num_warps is not None else (4 if d <= 64 else 8)),
+        num_stages=int(num_stages if num_stages is not None else (3 if d <= 128 else 1)),
+    )
+
+
+def triton_flash_attention(
     q,
     k,
     v,
     *,
     causal: bool = False,
     sm_scale: float | None = None,
+    return_lse: bool = False,
+    interpret: bool = False,
     block_q: int = 128,
     block_k: int = 128,
-    interpret: bool = False,
-    return_lse: bool = False,
     num_warps: int | None = None,
     num_stages: int | None = None,
-    backend: str = "triton",
 ):
     """Attention ``softmax(sm_scale * q k^T) v`` without materialising the scores.
 
@@ -289,9 +265,9 @@ def flash_attention(
         with ``heads`` a multiple of ``kv_heads``. float32, float16 or bfloat16.
       causal: query i sees keys ``j <= i`` (top-left aligned, as ``jax.nn``).
       sm_scale: score scale, ``1/sqrt(head_dim)`` when None.
-      block_q, block_k: tile sizes (powers of two >= 16); shrunk for short sequences.
-      interpret: run the kernel in the Pallas interpreter (any backend, e.g. CPU).
       return_lse: also return the natural-log log-sum-exp, f32 ``[batch, heads, n]``.
+      interpret: run the kernel in the Pallas interpreter (any backend, e.g. CPU).
+      block_q, block_k: tile sizes (powers of two >= 16); shrunk for short sequences.
       num_warps, num_stages: Triton launch parameters; default 8 warps for d >= 128
         (4 below) and 3 stages (1 for d = 256). On the H200 (docs/perf-notes.md) the
         best d=128 configs were block_q=128, block_k=128, 8 warps, 3 stages (causal,
@@ -301,26 +277,26 @@ def flash_attention(
     Returns:
       O with q's shape and dtype, and the log-sum-exp if ``return_lse``.
     """
-    sizes = BlockSizes(block_q, block_k)
-    _check_args(q, k, v, sizes, backend)
-    d = q.shape[-1]
-    if sm_scale is None:
-        sm_scale = 1.0 / math.sqrt(d)
-    if not sm_scale > 0:
-        raise ValueError(f"{sm_scale=} must be positive")
-    if num_warps is None:
-        num_warps = 4 if d <= 64 else 8
-    if num_stages is None:
-        num_stages = 3 if d <= 128 else 1
-    return _flash_forward(
+    config = _resolve(q, k, v, sm_scale, block_q, block_k, num_warps, num_stages)
+    o, lse = _jitted_forward(
         q,
         k,
         v,
         causal=bool(causal),
-        sm_scale=float(sm_scale),
-        block_sizes=sizes.fit(q.shape[1], k.shape[1]),
         interpret=bool(interpret),
         return_lse=bool(return_lse),
-        num_warps=int(num_warps),
-        num_stages=int(num_stages),
+        hooks=_TestHooks(),
+        **config,
+    )
+    return (o, lse) if return_lse else o
+
+
+def _forward_for_tests(
+    q, k, v, *, causal, block_q, block_k, sm_scale=None, interpret, diagonal_offset=0, poison=True
+):
+    """Tests' entry point: (O, lse) with the test hooks of ``_TestHooks``, 4 warps, 2 stages."""
+    config = _resolve(q, k, v, sm_scale, block_q, block_k, 4, 2)
+    hooks = _TestHooks(diagonal_offset=diagonal_offset, poison=poison)
+    return _jitted_forward(
+        q, k, v, causal=causal, interpret=interpret, return_lse=True, hooks=hooks, **config
     )

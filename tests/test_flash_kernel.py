@@ -1,13 +1,12 @@
-"""The Pallas flash kernel against the float64 reference.
+"""The Triton flash kernel and the entry point's dispatch, against the float64 reference.
 
 On CPU the kernel runs in the Pallas interpreter; on a GPU (``jax.default_backend()
 == "gpu"``) the same tests run the compiled Triton kernel, and a few GPU-only tests
-run larger shapes. Every run starts from NaN-poisoned output buffers.
+run larger shapes. Every run starts from NaN-poisoned output buffers (the test entry
+point ``flash_triton._forward_for_tests``). The Mosaic kernel: tests/test_flash_mosaic.py.
 """
 
 from __future__ import annotations
-
-import math
 
 import jax
 import jax.numpy as jnp
@@ -16,8 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pallas_kernels import BlockSizes, flash_attention
-from pallas_kernels.flash_attention import _flash_forward
+from pallas_kernels import flash_attention, flash_attention_forward
+from pallas_kernels.flash_attention import choose_backend
+from pallas_kernels.flash_triton import _forward_for_tests
 from pallas_kernels.reference import attention_float64
 
 ON_GPU = jax.default_backend() == "gpu"
@@ -46,21 +46,16 @@ def inputs(seed, b, n, kv_len, h, h_kv, d, dtype, scale=1.0):
 
 def run_poisoned(q, k, v, *, causal, block_q, block_k, sm_scale=None, diagonal_offset=0):
     """The kernel with NaN-filled output buffers; returns O and lse."""
-    sizes = BlockSizes(block_q, block_k).fit(q.shape[1], k.shape[1])
-    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    return _flash_forward(
+    return _forward_for_tests(
         q,
         k,
         v,
         causal=causal,
-        sm_scale=scale,
-        block_sizes=sizes,
+        block_q=block_q,
+        block_k=block_k,
+        sm_scale=sm_scale,
         interpret=INTERPRET,
-        return_lse=True,
-        num_warps=4,
-        num_stages=2,
         diagonal_offset=diagonal_offset,
-        poison=True,
     )
 
 
@@ -121,6 +116,31 @@ def test_public_entry_point_and_custom_scale():
     )
     np.testing.assert_array_equal(np.asarray(o), np.asarray(o2))
     assert lse.shape == (1, 2, 48)
+    o3, lse3 = flash_attention_forward(
+        q, k, v, causal=True, sm_scale=0.3, block_q=16, block_k=16, interpret=INTERPRET
+    )
+    np.testing.assert_array_equal(np.asarray(o3), np.asarray(o))
+    np.testing.assert_array_equal(np.asarray(lse3), np.asarray(lse))
+
+
+def test_auto_backend_is_triton_off_hopper_and_in_interpret_mode():
+    q = jnp.zeros((1, 8, 2, 64), jnp.bfloat16)
+    assert choose_backend(q, q, q, causal=False, interpret=True) == "triton"
+    assert choose_backend(q, q, q, causal=False, backend="triton") == "triton"
+
+
+@pytest.mark.parametrize(
+    ("shape", "dtype", "interpret", "match"),
+    [
+        ((1, 8, 2, 64), jnp.bfloat16, True, "interpret"),
+        ((1, 8, 2, 32), jnp.bfloat16, False, "d=32"),
+        ((1, 8, 2, 64), jnp.float32, False, "float32"),
+    ],
+)
+def test_forced_mosaic_names_the_limit(shape, dtype, interpret, match):
+    q = jnp.zeros(shape, dtype)
+    with pytest.raises(ValueError, match=match):
+        flash_attention(q, q, q, backend="mosaic", interpret=interpret)
 
 
 @pytest.mark.parametrize("causal", [False, True])

@@ -1,0 +1,139 @@
+"""The flash-attention entry point: one function, two Pallas backends.
+
+``flash_attention(q, k, v, causal=..., backend=...)`` computes
+``softmax(sm_scale * q k^T) v`` without materialising the scores. Layout is
+``[batch, seq, heads, head_dim]`` for q, k and v; k and v may have fewer heads
+(grouped-query attention: ``heads`` a multiple of ``kv_heads``).
+
+Backends:
+
+========  ==========================================  ===========================
+name      kernel                                      runs on
+========  ==========================================  ===========================
+triton    FlashAttention-2 (``flash_triton``)         any GPU; CPU (interpret)
+mosaic    FlashAttention-3 style (``flash_mosaic``):  Hopper (sm_90) only
+          TMA pipeline, wgmma, warp specialisation
+========  ==========================================  ===========================
+
+``backend="auto"`` picks ``mosaic`` on a Hopper GPU when ``flash_mosaic`` supports
+the call and ``AUTO_PREFERS_MOSAIC`` says it was measured faster there, and ``triton``
+everywhere else (and always with ``interpret=True``). A forced backend that cannot run
+the call raises ValueError naming the limit.
+
+``flash_attention_forward`` returns ``(O, lse)``: the residuals a backward pass needs
+(lse is the natural-log log-sum-exp, float32 ``[batch, heads, n]``).
+
+>>> import jax.numpy as jnp
+>>> q = jnp.ones((1, 40, 2, 16), jnp.float32)
+>>> flash_attention(q, q, q, interpret=True, block_q=16, block_k=16).shape
+(1, 40, 2, 16)
+"""
+
+from __future__ import annotations
+
+from pallas_kernels import flash_mosaic
+from pallas_kernels.flash_triton import BlockSizes, triton_flash_attention
+
+BACKENDS = ("auto", "triton", "mosaic")
+
+__all__ = [
+    "BACKENDS",
+    "BlockSizes",
+    "choose_backend",
+    "flash_attention",
+    "flash_attention_forward",
+]
+
+
+def AUTO_PREFERS_MOSAIC(q_shape, kv_shape, causal: bool) -> bool:  # noqa: N802 - a table
+    """Where "auto" sends a Mosaic-supported call to Mosaic (measured on the H200).
+
+    Until the Mosaic kernel's GPU runs are committed, this is False everywhere.
+    """
+    return False
+
+
+def choose_backend(q, k, v, *, causal: bool, backend: str = "auto", interpret: bool = False):
+    """The backend that will run this call; raises ValueError if a forced one cannot."""
+    if backend not in BACKENDS:
+        raise ValueError(f"{backend=} unknown; choose one of {BACKENDS}")
+    if backend == "triton":
+        return "triton"
+    reason = flash_mosaic.unsupported_reason(q, k, v, causal=causal, interpret=interpret)
+    if backend == "mosaic":
+        if reason:
+            raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
+        return "mosaic"
+    if reason is None and AUTO_PREFERS_MOSAIC(q.shape, k.shape, causal):
+        return "mosaic"
+    return "triton"
+
+
+def flash_attention_forward(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    backend: str = "auto",
+    interpret: bool = False,
+    **options,
+):
+    """``(O, lse)``: the forward pass and the residual a backward pass needs.
+
+    ``options`` are the chosen backend's tuning knobs: triton takes ``block_q``,
+    ``block_k``, ``num_warps``, ``num_stages``; mosaic takes ``block_q``,
+    ``block_k``, ``num_stages``. An unknown knob is a TypeError.
+    """
+    chosen = choose_backend(q, k, v, causal=causal, backend=backend, interpret=interpret)
+    if chosen == "mosaic":
+        return flash_mosaic.mosaic_flash_attention(
+            q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True, **options
+        )
+    return triton_flash_attention(
+        q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True, interpret=interpret, **options
+    )
+
+
+def flash_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    backend: str = "auto",
+    return_lse: bool = False,
+    interpret: bool = False,
+    **options,
+):
+    """Attention ``softmax(sm_scale * q k^T) v`` without materialising the scores.
+
+    Args:
+      q: ``[batch, n, heads, head_dim]``; k, v: ``[batch, kv_len, kv_heads, head_dim]``.
+      causal: query i sees keys ``j <= i`` (top-left aligned, as ``jax.nn``).
+      sm_scale: score scale, ``1/sqrt(head_dim)`` when None.
+      backend: ``"auto"``, ``"triton"`` or ``"mosaic"`` (module docstring).
+      return_lse: also return the log-sum-exp, float32 ``[batch, heads, n]``.
+      interpret: run in the Pallas interpreter (Triton backend; works on CPU).
+      options: the backend's tuning knobs (``flash_attention_forward``).
+
+    Returns:
+      O with q's shape and dtype, and the log-sum-exp if ``return_lse``.
+    """
+    chosen = choose_backend(q, k, v, causal=causal, backend=backend, interpret=interpret)
+    if chosen == "mosaic":
+        return flash_mosaic.mosaic_flash_attention(
+            q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse, **options
+        )
+    return triton_flash_attention(
+        q,
+        k,
+        v,
+        causal=causal,
+        sm_scale=sm_scale,
+        return_lse=return_lse,
+        interpret=interpret,
+        **options,
+    )
