@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import sympy as sp
 
-from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, s
+from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, l2_capacity, m, n, s
+from perfmodel.symbols import resident_ctas as resident
 
 # --- tensor sizes (bytes) -------------------------------------------------------
 q_bytes = b * h * n * d * s
@@ -23,6 +24,9 @@ score_matrix_bytes = b * h * n * m * s
 lse_bytes = b * h * n * F32
 #: K and V of one (batch, kv-head): what a Q block streams, and what L2 must hold.
 kv_head_bytes = 2 * m * d * s
+#: D = rowsum(dO∘O) per query row, float32: the backward's preprocessing output
+#: (FlashAttention-2 Algorithm 2, line 4); the same size as the log-sum-exp.
+delta_bytes = lse_bytes
 
 
 # --- work (FLOPs and exponentials) ----------------------------------------------
@@ -30,6 +34,15 @@ kv_head_bytes = 2 * m * d * s
 def matmul_flops(score_elements: sp.Expr) -> sp.Expr:
     """FLOPs of QK^T plus PV over ``score_elements`` scores (4·d each)."""
     return 4 * d * score_elements
+
+
+def gemm_flops(score_elements: sp.Expr, gemms: int) -> sp.Expr:
+    """FLOPs of ``gemms`` products of the score shape by d (2·d per score each).
+
+    The forward does 2 (``matmul_flops``); a backward 4 (naive) to 7 (flash, dQ in a
+    separate pass).
+    """
+    return matmul_flops(score_elements) * sp.Rational(gemms, 2)
 
 
 #: Vector-unit FLOPs per score of a softmax: scale, running max, subtract, sum.
@@ -60,3 +73,20 @@ def causal_tiles() -> sp.Expr:
     q_wider = r_q * big_q * (big_q + 1) / 2
     k_wider = r_k * whole * (whole + 1) / 2 + rest * (whole + 1)
     return sp.Piecewise((q_wider, block_q >= block_k), (k_wider, True)) + k_blocks
+
+
+def streamed_dram_passes(
+    blocks_per_head: sp.Expr, head_bytes: sp.Expr, spill_factor: sp.Expr | int = 1
+) -> sp.Expr:
+    """How often a tensor that every thread block of a head streams crosses DRAM.
+
+    Thread blocks of one head run side by side (the block axis is the fastest grid
+    axis) and walk the streamed tensor in step: while the heads in flight fit in L2
+    (``head_bytes`` each), DRAM sees each byte once; past that, once per wave of
+    resident blocks (times ``spill_factor``, e.g. h/h_kv when each query head of a GQA
+    group re-reads its K/V). The forward's K/V and the backward's Q/dO are both this.
+    """
+    heads_in_flight = sp.ceiling(resident / blocks_per_head)
+    fits = heads_in_flight * head_bytes <= l2_capacity
+    waves = sp.ceiling(blocks_per_head / resident)
+    return sp.Piecewise((1, fits), (waves * spill_factor, True))

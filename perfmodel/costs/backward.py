@@ -1,0 +1,215 @@
+"""The backward pass of attention: naive (materialised) and flash (FlashAttention-2).
+
+With dO the gradient of O, the backward of ``O = softmax(scale·QKᵀ)·V`` is
+
+    dV = Pᵀ dO          dP = dO Vᵀ          D = rowsum(dO ∘ O)
+    dS = P ∘ (dP − D)   dQ = scale·dS K     dK = scale·dSᵀ Q
+
+(FlashAttention-2, Dao 2023, §3.2 and Algorithm 2; D is Algorithm 2's line 4).
+
+Naive attention reads P back from HBM (the forward stored it) and passes dP and dS
+through HBM too: six kernels, four n×m×d products (2× the forward's FLOPs) and seven
+trips of an n×m matrix, against the forward's four.
+
+Flash recomputes S and P tile by tile from Q, K and the forward's log-sum-exp, so no
+n×m matrix touches HBM. The grid walks K/V blocks (the outer loop of Algorithm 2):
+K_j, V_j and the dK_j, dV_j accumulators stay on chip while Q, dO, LSE and D stream
+past. dQ needs a sum over K blocks, which that loop order cannot keep on chip; the
+family decides how it is done (``DQ_FAMILIES``):
+
+* ``"two_pass"``: a second kernel walks Q blocks, recomputes S, P and dP, and keeps
+  dQ on chip (the Triton tutorial's structure; ours, pallas_kernels/flash_backward.py).
+  4 + 3 = 7 products: 3.5× the forward's matmul FLOPs.
+* ``"atomic"``: FlashAttention-2's kernel adds each tile's dQ into a float32 buffer
+  with atomics (in L2), then a small kernel converts it. 5 products: 2.5×.
+
+Causal attention visits the same tiles as the forward (``terms.causal_tiles``), in
+the other loop order. GQA: the dK/dV kernel of a kv head loops over the query heads
+of its group and sums their dK, dV on chip, so its grid has b·h_kv·T_c blocks.
+
+Left out: the padding rows of a last partial block (loads are masked); dropout; the
+zeroing of the atomic family's dQ buffer (a memset, b·h·n·d·4 bytes written).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import sympy as sp
+
+from perfmodel.costs import terms as t
+from perfmodel.costs.base import CostModel, Kernel
+from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, s
+
+#: How dQ is summed over K blocks (see the module docstring).
+DQ_FAMILIES = ("two_pass", "atomic")
+#: Pipeline stages of the streamed Q/dO tiles in shared memory.
+Q_STAGES = 2
+#: Vector FLOPs per score to recompute P = exp(scale·S − LSE): the scale and the subtract.
+RECOMPUTE_P_FLOPS_PER_SCORE = 2
+#: Vector FLOPs per score of dS = scale·P∘(dP − D): subtract, multiply, scale.
+DS_FLOPS_PER_SCORE = 3
+#: Vector FLOPs per element of dO∘O summed over a row (multiply, add).
+DELTA_FLOPS_PER_ELEMENT = 2
+
+
+def _delta_kernel() -> Kernel:
+    """D = rowsum(dO∘O): reads dO and O, writes one float32 per query row."""
+    zero = 0 * t.all_scores
+    return Kernel(
+        name="bwd_delta",
+        matmul_flops=zero,
+        vector_flops=DELTA_FLOPS_PER_ELEMENT * b * h * n * d,
+        exp_count=zero,
+        hbm_bytes=2 * t.o_bytes + t.delta_bytes,
+    )
+
+
+def _gemm(name: str, scores: sp.Expr, hbm_bytes: sp.Expr) -> Kernel:
+    zero = 0 * scores
+    return Kernel(name, t.gemm_flops(scores, 1), zero, zero, hbm_bytes)
+
+
+def build_naive(causal: bool = False) -> CostModel:
+    """The naive backward. ``causal`` changes nothing: the full matrices are computed."""
+    del causal  # the naive forward masks a full S; its backward is full-size too
+    p = dp = ds = t.score_matrix_bytes
+    scores = t.all_scores
+    kernels = (
+        _gemm("bwd_dv", scores, p + t.o_bytes + t.v_bytes),  # read P, dO; write dV
+        _gemm("bwd_dp", scores, t.o_bytes + t.v_bytes + dp),  # read dO, V; write dP
+        _delta_kernel(),
+        Kernel(
+            name="bwd_ds",  # read P, dP, D; write dS
+            matmul_flops=0 * scores,
+            vector_flops=DS_FLOPS_PER_SCORE * scores,
+            exp_count=0 * scores,
+            hbm_bytes=p + dp + t.delta_bytes + ds,
+        ),
+        _gemm("bwd_dq", scores, ds + t.k_bytes + t.q_bytes),  # read dS, K; write dQ
+        _gemm("bwd_dk", scores, ds + t.q_bytes + t.k_bytes),  # read dS, Q; write dK
+    )
+    hbm = sp.Add(*(k.hbm_bytes for k in kernels))
+    return CostModel(
+        name="naive_backward",
+        kernels=kernels,
+        # P kept from the forward, one n×m gradient buffer (dS overwrites dP), and D.
+        extra_memory_bytes=2 * t.score_matrix_bytes + t.delta_bytes,
+        hbm_bytes_no_cache=hbm,
+    )
+
+
+def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+    """Per (b, q head): scores computed, Q rows streamed (dK/dV kernel), K/V rows
+    streamed (dQ kernel), and (Q block, K block) tiles."""
+    if not causal:
+        return n * m, t.k_blocks * n, t.q_blocks * m, t.q_blocks * t.k_blocks
+    tiles = t.causal_tiles()  # the forward's tiles, visited in the other loop order
+    # Every tile is full except the padding of the last block in the streamed direction:
+    # every K block reaches the last Q block; the last K block is reached by the Q
+    # blocks from floor((T_c - 1)·B_c / B_r) on.
+    q_rows = tiles * block_q - t.k_blocks * (t.q_blocks * block_q - n)
+    reach_last_k = t.q_blocks - sp.floor((t.k_blocks - 1) * block_k / block_q)
+    kv_rows = tiles * block_k - reach_last_k * (t.k_blocks * block_k - m)
+    return tiles * block_q * block_k, q_rows, kv_rows, tiles
+
+
+def _dkdv_kernel(causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp.Expr):
+    """The K/V-block loop of Algorithm 2 (grid b·h_kv·T_c, inner loop over Q blocks)."""
+    scores_per_head, q_rows, _, tiles_per_head = _visited(causal)
+    scores = b * h * scores_per_head
+    row_bytes = 2 * d * s + 2 * F32  # Q and dO rows, their LSE and D
+    streamed = b * h * q_rows * row_bytes
+    compulsory = 2 * t.kv_bytes  # read K, V; write dK, dV
+    l2_traffic = compulsory + streamed + dq_atomic_l2
+    head_bytes = n * row_bytes  # one query head's Q, dO, LSE, D
+    passes = t.streamed_dram_passes(t.k_blocks, head_bytes)
+    dram = compulsory + b * h * head_bytes * passes if l2 else l2_traffic
+    return Kernel(
+        name=name,
+        matmul_flops=t.gemm_flops(scores, gemms),
+        vector_flops=(RECOMPUTE_P_FLOPS_PER_SCORE + DS_FLOPS_PER_SCORE) * scores,
+        exp_count=scores,
+        hbm_bytes=dram,
+        l2_bytes=l2_traffic,
+        work_items=b * h_kv * t.k_blocks,
+        tiles=b * h * tiles_per_head,
+    )
+
+
+def _dq_kernel(causal: bool, l2: bool) -> Kernel:
+    """The separate dQ pass: the forward's loop order (grid b·h·T_r, inner over K/V)."""
+    scores_per_head, _, kv_rows, tiles_per_head = _visited(causal)
+    scores = b * h * scores_per_head
+    streamed_kv = b * h * 2 * kv_rows * d * s
+    # read Q, dO (the size of O), LSE and D once; write dQ (the size of Q) once
+    compulsory = t.q_bytes + t.o_bytes + t.lse_bytes + t.delta_bytes + t.q_bytes
+    l2_traffic = compulsory + streamed_kv
+    passes = t.streamed_dram_passes(t.q_blocks, t.kv_head_bytes, h / h_kv)
+    dram = compulsory + t.kv_bytes * passes if l2 else l2_traffic
+    return Kernel(
+        name="bwd_dq",
+        matmul_flops=t.gemm_flops(scores, 3),  # S = QKᵀ, dP = dO Vᵀ, dQ = dS K
+        vector_flops=(RECOMPUTE_P_FLOPS_PER_SCORE + DS_FLOPS_PER_SCORE) * scores,
+        exp_count=scores,
+        hbm_bytes=dram,
+        l2_bytes=l2_traffic,
+        work_items=b * h * t.q_blocks,
+        tiles=b * h * tiles_per_head,
+    )
+
+
+def _dq_convert_kernel() -> Kernel:
+    """The atomic family's last step: the float32 dQ buffer to the input dtype."""
+    zero = 0 * t.all_scores
+    dq_f32 = b * h * n * d * F32
+    return Kernel("bwd_dq_convert", zero, zero, zero, dq_f32 + t.q_bytes)
+
+
+def build_flash(causal: bool = False, l2: bool = True, dq: str = "two_pass") -> CostModel:
+    """The flash backward of FlashAttention-2 Algorithm 2, dQ summed as ``dq`` says."""
+    if dq not in DQ_FAMILIES:
+        raise ValueError(f"dq={dq!r} unknown; known: {DQ_FAMILIES}")
+    if dq == "two_pass":
+        dkdv = _dkdv_kernel(causal, l2, 4, "bwd_dkdv", dq_atomic_l2=0 * t.q_bytes)
+        kernels = (_delta_kernel(), dkdv, _dq_kernel(causal, l2))
+        dq_buffer = 0 * t.q_bytes
+    else:
+        _, q_rows, _, _ = _visited(causal)
+        atomics = b * h * q_rows * d * 2 * F32  # read-modify-write of dQ per tile, in L2
+        dq_buffer = b * h * n * d * F32
+        main = _dkdv_kernel(causal, l2, 5, "bwd_dkdvdq", dq_atomic_l2=atomics)
+        # the float32 dQ buffer also crosses DRAM once, written back from L2
+        main = dataclasses.replace(main, hbm_bytes=main.hbm_bytes + dq_buffer)
+        kernels = (_delta_kernel(), main, _dq_convert_kernel())
+    return CostModel(
+        name=f"flash_backward_{dq}",
+        kernels=kernels,
+        # LSE kept from the forward, D, and the atomic family's float32 dQ buffer.
+        extra_memory_bytes=t.lse_bytes + t.delta_bytes + dq_buffer,
+        hbm_bytes_no_cache=sp.Add(*(k.l2_bytes for k in kernels)),
+        sram_bytes=backward_sram_bytes(),
+        register_bytes=backward_register_bytes(),
+        notes={"dq": dq, "l2": "Q/dO and K/V re-reads served by L2" if l2 else "none"},
+    )
+
+
+def backward_sram_bytes() -> sp.Expr:
+    """Shared memory of one dK/dV thread block: K_j and V_j, and ``Q_STAGES`` stages
+    of the streamed Q_i and dO_i tiles. The capacity that limits backward tiles."""
+    return (2 * block_k + Q_STAGES * 2 * block_q) * d * s
+
+
+def backward_register_bytes() -> sp.Expr:
+    """Registers of one dK/dV thread block: the float32 dK_j, dV_j accumulators and two
+    B_r×B_c float32 tiles (S/P and dP/dS) live at once."""
+    return (2 * block_k * d + 2 * block_q * block_k) * F32
+
+
+def build(algorithm: str, causal: bool = False, l2: bool = True, dq: str = "two_pass") -> CostModel:
+    """The backward model of ``algorithm`` ("naive" or "flash")."""
+    if algorithm == "naive":
+        return build_naive(causal)
+    if algorithm == "flash":
+        return build_flash(causal, l2, dq)
+    raise ValueError(f"algorithm={algorithm!r} unknown; known: ('naive', 'flash')")

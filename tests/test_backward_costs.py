@@ -1,0 +1,163 @@
+"""The backward cost models against counts derived here by hand or by brute force."""
+
+import math
+
+import pytest
+import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.compile import compiled
+from perfmodel.costs import backward, symbolic
+from perfmodel.symbols import F32, b, d, h, h_kv, m, n, s
+
+naive = backward.build_naive()
+two_pass = backward.build_flash()
+atomic = backward.build_flash(dq="atomic")
+forward = symbolic("flash")
+
+H200_L2 = 62_914_560
+
+
+def value(expr, **kw):
+    base = dict(n=1024, d=128, h=4, h_kv=4, b=1, block_q=64, block_k=128, s=2,
+                l2_capacity=H200_L2, resident_ctas=132)  # fmt: skip
+    base.update(kw)
+    base.setdefault("m", base["n"])
+    return float(compiled(expr)(**base))
+
+
+def kernel(model, name):
+    return next(k for k in model.kernels if k.name == name)
+
+
+def test_matmul_flops_are_four_five_or_seven_products():
+    one_product = 2 * b * h * n * m * d  # an n×m×d product, 2 FLOPs per multiply-add
+    assert sp.simplify(naive.matmul_flops - 4 * one_product) == 0
+    assert sp.simplify(atomic.matmul_flops - 5 * one_product) == 0
+    assert sp.simplify(two_pass.matmul_flops - 7 * one_product) == 0
+    # FlashAttention-2 §3.2: the backward does 2.5x the forward's matmul FLOPs
+    assert sp.simplify(atomic.matmul_flops / forward.matmul_flops - sp.Rational(5, 2)) == 0
+
+
+def test_naive_bytes_are_seven_score_trips_plus_the_tensors():
+    score = b * h * n * m * s
+    q_or_o, kv = b * h * n * d * s, b * h_kv * m * d * s
+    rows = b * h * n * F32  # D
+    by_hand = (
+        (score + q_or_o + kv)  # dV = Pᵀ dO: read P, dO; write dV
+        + (q_or_o + kv + score)  # dP = dO Vᵀ: read dO, V; write dP
+        + (2 * q_or_o + rows)  # D = rowsum(dO∘O)
+        + (2 * score + rows + score)  # dS: read P, dP, D; write dS
+        + (score + kv + q_or_o)  # dQ = dS K
+        + (score + q_or_o + kv)  # dK = dSᵀ Q
+    )
+    assert sp.simplify(naive.hbm_bytes - by_hand) == 0
+    assert sp.simplify(naive.extra_memory_bytes - (2 * score + rows)) == 0
+
+
+def test_naive_causal_is_not_cheaper():
+    causal = backward.build_naive(causal=True)
+    assert sp.simplify(causal.hbm_bytes - naive.hbm_bytes) == 0
+    assert sp.simplify(causal.flops - naive.flops) == 0
+
+
+def brute_tiles(n_, bq, bk, causal):
+    """(Q rows, K rows, scores) of every visited tile, by enumeration."""
+    out = []
+    for i in range(math.ceil(n_ / bq)):
+        for j in range(math.ceil(n_ / bk)):
+            rows, cols = min(bq, n_ - i * bq), min(bk, n_ - j * bk)
+            if not causal or j * bk <= i * bq + rows - 1:
+                out.append((rows, cols))
+    return out
+
+
+@settings(max_examples=40)
+@given(
+    n_=st.integers(1, 3000),
+    bq=st.sampled_from([16, 32, 64, 128]),
+    bk=st.sampled_from([16, 32, 64, 128]),
+)
+def test_causal_tiles_and_streamed_rows_match_enumeration(n_, bq, bk):
+    tiles = brute_tiles(n_, bq, bk, causal=True)
+    model = backward.build_flash(causal=True, l2=False)
+    vals = dict(n=n_, block_q=bq, block_k=bk, h=1, h_kv=1, d=64, s=2)
+    dkdv, dq = kernel(model, "bwd_dkdv"), kernel(model, "bwd_dq")
+    assert value(dkdv.tiles, **vals) == len(tiles)
+    # Padded tiles count in full for the scores (the kernel computes them, masked).
+    assert value(dkdv.matmul_flops, **vals) == 4 * 2 * 64 * len(tiles) * bq * bk
+    # The dK/dV kernel streams Q rows (Q, dO: 2·d·s bytes each, plus LSE and D);
+    # the dQ kernel streams K/V rows (K, V: 2·d·s bytes each).
+    q_rows = sum(r for r, _ in tiles)
+    kv_rows = sum(c for _, c in tiles)
+    kv_once = 2 * 2 * n_ * 64 * 2  # K, V read and dK, dV written
+    assert value(dkdv.l2_bytes, **vals) == kv_once + q_rows * (2 * 64 * 2 + 2 * 4)
+    q_once = 3 * n_ * 64 * 2 + 2 * n_ * 4  # Q, dO read, dQ written; LSE, D read
+    assert value(dq.l2_bytes, **vals) == q_once + kv_rows * 2 * 64 * 2
+
+
+def test_non_causal_streams_every_row_per_block():
+    vals = dict(n=1000, block_q=64, block_k=128, h=1, h_kv=1, d=64, s=2)
+    tiles = brute_tiles(1000, 64, 128, causal=False)
+    model = backward.build_flash(l2=False)
+    assert value(kernel(model, "bwd_dkdv").tiles, **vals) == len(tiles) == 16 * 8
+    assert value(model.matmul_flops, **vals) == 7 * 2 * 1000 * 1000 * 64
+
+
+def test_causal_does_about_half_the_work_at_long_n():
+    model = backward.build_flash(causal=True)
+    ratio = value(model.matmul_flops, n=32768) / value(two_pass.matmul_flops, n=32768)
+    assert 0.5 < ratio < 0.51
+
+
+def test_flash_moves_no_score_matrix():
+    """Flash bytes are linear in n while L2 holds the streamed heads; naive's quadratic."""
+    at = {k: value(two_pass.hbm_bytes, n=k) for k in (4096, 8192)}
+    assert at[8192] == pytest.approx(2 * at[4096])
+    assert value(naive.hbm_bytes, n=8192) / value(naive.hbm_bytes, n=4096) > 3.9
+    # by hand at n=4096, h=4, d=128, bf16: D pass (dO, O read; D written), dK/dV
+    # (K, V read; dK, dV written; Q, dO, LSE, D once), dQ (Q, dO, LSE, D, K, V read; dQ)
+    t, rows = 4 * 4096 * 128 * 2, 4 * 4096 * 4
+    by_hand = (2 * t + rows) + (4 * t + 2 * t + 2 * rows) + (3 * t + 2 * rows + 2 * t)
+    assert value(two_pass.hbm_bytes, n=4096) == by_hand
+
+
+def test_dq_family_changes_products_and_memory():
+    vals = dict(n=4096)
+    atomics = value(atomic.extra_memory_bytes, **vals) - value(two_pass.extra_memory_bytes, **vals)
+    assert atomics == 4 * 4096 * 128 * 4  # the float32 dQ buffer
+    assert value(two_pass.extra_memory_bytes, **vals) == 2 * 4 * 4096 * 4  # LSE and D
+    assert [k.name for k in atomic.kernels] == ["bwd_delta", "bwd_dkdvdq", "bwd_dq_convert"]
+    with pytest.raises(ValueError, match="dq='nope'"):
+        backward.build_flash(dq="nope")
+
+
+def test_gqa_sums_dk_dv_over_the_group_on_chip():
+    dkdv = kernel(two_pass, "bwd_dkdv")
+    # one thread block per (K block, batch, kv head): the group's query heads loop inside
+    assert value(dkdv.work_items, n=4096, h=16, h_kv=2) == math.ceil(4096 / 128) * 2
+    # K, V, dK, dV cross DRAM per kv head; the streamed Q/dO per query head
+    full = value(dkdv.hbm_bytes, n=4096, h=16, h_kv=16)
+    grouped = value(dkdv.hbm_bytes, n=4096, h=16, h_kv=2)
+    assert full - grouped == 4 * (16 - 2) * 4096 * 128 * 2
+
+
+def test_streamed_q_spills_l2_in_waves():
+    dkdv = backward.build_flash().kernels[1]
+    # n=32768, d=128: one head's Q, dO, LSE, D = 32768·(2·128·2 + 8) B = 17 MB; 256 K
+    # blocks > 132 SMs, so one head in flight: fits a 60 MiB L2, not a 4 MiB one.
+    q_stream = 4 * 32768 * (2 * 128 * 2 + 8)
+    kv = 4 * 4 * 32768 * 128 * 2
+    assert value(dkdv.hbm_bytes, n=32768, block_k=128) == kv + q_stream
+    small = value(dkdv.hbm_bytes, n=32768, block_k=128, l2_capacity=4 << 20)
+    assert small == kv + q_stream * math.ceil(256 / 132)
+
+
+def test_on_chip_capacity_of_the_backward_tile():
+    # K_j, V_j (128 rows) and two stages of Q_i, dO_i (64 rows), d=128, bf16
+    assert value(two_pass.sram_bytes) == (2 * 128 + 2 * 2 * 64) * 128 * 2 == 131072
+    # dK_j, dV_j float32 accumulators plus S/P and dP/dS tiles
+    assert value(two_pass.register_bytes) == (2 * 128 * 128 + 2 * 64 * 128) * 4
+    # 128x128 tiles at d=256 do not fit the H200's 228 KiB of shared memory
+    assert value(two_pass.sram_bytes, d=256, block_q=128, block_k=128) > 233_472
