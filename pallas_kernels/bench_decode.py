@@ -1,24 +1,33 @@
-"""Decode benchmark on a GPU: the paged Pallas kernel against the contiguous reference.
+"""Decode benchmark on a GPU: the paged Pallas kernel against cuDNN and XLA, device time.
 
-Times one decode step (``q_len = 1``) of a Llama-3.1-8B-shaped layer (h = 32 query
-heads, h_kv = 8, d = 128, bf16) over a few KV lengths ``m`` and batch sizes::
+Times one decode step (``q_len = 1``) over KV lengths ``m`` of 2K-128K and batch sizes
+1-64, GQA 32:8 (Llama-3.1-8B-shaped, d = 128, bf16) and 64:8 (70B-shaped)::
 
-    python -m pallas_kernels.bench_decode --out specs/measurements/h200-decode-DATE.json \
-        --details specs/measurements/details/h200-decode-DATE.json --git-commit SHA
+    python -m pallas_kernels.bench_decode --out specs/measurements/FILE.json \
+        --details specs/measurements/details/FILE.json --git-commit SHA --budget-s 120
     python -m pallas_kernels.bench_decode --table specs/measurements/details/FILE.json  # CPU
 
-Variants per shape: the paged kernel with a shuffled block table and the split count
-the occupancy rule picks (``paged_decode``); the same kernel with ``splits = 1`` and
-with an identity block table (pages in order: the cost of the indirection); and the
-contiguous plain-JAX reference compiled by XLA (``contiguous_decode``). Each point:
-warm-up (compiles), then ``--samples`` synchronised samples; a sample runs one jitted
-function that calls the kernel once on each of ``copies`` input sets (sets rotate so
-that the K/V read is not served by the 50 MB L2), divided by ``copies``.
+Implementations per shape: the paged kernel (``paged_decode``: shuffled block table,
+page size 64) with the split rule's count, ``jax.nn.dot_product_attention`` with
+``implementation="cudnn"`` and ``"xla"`` on contiguous K/V (``cudnn``, ``xla``), and
+at a few shapes the paged kernel with other split counts (1, the old one-wave rule,
+2 and 4 programs per SM, and 16) to show where the rule sits.
 
-``--out`` gets the field names of ``perfmodel.measured`` (``Run``/``Point``, plain
-``json``: the GPU image has no pydantic). ``--details`` gets what that schema has no
-field for: page size, splits, table kind, the model's bytes and the achieved
-bandwidth. Both are written atomically.
+Split rule: ``perfmodel.costs.decode.auto_splits`` with ``resident_ctas =
+PROGRAMS_PER_SM x SMs`` and at least ``MIN_PAGES_PER_SPLIT`` pages per chunk, the
+same count as the kernel's own ``paged_decode.default_splits``. SM count and L2 size
+come from the device spec file (``--hw-spec``, read with ``tomllib``: the GPU image
+has no pydantic). Bytes come from ``perfmodel.costs.decode``.
+
+Timing (``pallas_kernels/_timing.py``): one jitted function calls the implementation
+once on each of ``copies`` input sets, so that the K/V read is not served by L2
+(sets together at least 3x L2); ``device_time_s`` is CUPTI kernel time per call
+(``copies`` calls per measured function, divided), ``queued_time_s`` the same from
+calls queued back to back, ``call_latency_s`` one synchronous call on one set.
+
+``--out`` gets the field names of ``perfmodel.measured`` (``median_s`` = device time);
+``--details`` adds the model's bytes and the achieved bandwidth. Both are written
+atomically after every point; no point starts after ``--budget-s``.
 """
 
 from __future__ import annotations
@@ -27,221 +36,200 @@ import argparse
 import datetime as dt
 import json
 import math
-import statistics
+import time
+import tomllib
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from pallas_kernels._ceilings import median_time
+from pallas_kernels._timing import measure_all
 from pallas_kernels.paged_decode import (
-    contiguous_decode_reference,
+    MIN_PAGES_PER_SPLIT,
+    PROGRAMS_PER_SM,
+    default_splits,
     paged_decode_attention,
     query_rows,
 )
 from perfmodel.atomic import write_json as atomic_write_json
 
-H, H_KV, D = 32, 8, 128
-SHAPES = ((1, 8192), (1, 32768), (4, 8192), (16, 2048), (16, 16384), (64, 4096))
+D = 128
 PAGE_SIZE = 64
-L2_BYTES = 50 * 2**20
-SM_COUNT = 132
+HW_SPEC = Path(__file__).resolve().parent.parent / "specs" / "devices" / "h200-sxm.toml"
+# (batch, m, h, h_kv): batch 1-64, KV 2K-128K; none is a shape of the 2026-11-29 run
+SHAPES = (
+    (1, 2048, 32, 8),
+    (1, 16384, 32, 8),
+    (1, 131072, 32, 8),
+    (4, 32768, 32, 8),
+    (8, 8192, 32, 8),
+    (16, 4096, 32, 8),
+    (16, 65536, 32, 8),
+    (32, 16384, 32, 8),
+    (64, 2048, 32, 8),
+    (64, 8192, 32, 8),
+    (1, 131072, 64, 8),
+    (8, 16384, 64, 8),
+)
+#: Shapes where other split counts are timed too.
+SPLIT_SWEEP = ((1, 16384, 32, 8), (4, 32768, 32, 8), (16, 4096, 32, 8))
 
 
-def auto_splits(batch: int, h_kv: int, pages: int, sm_count: int = SM_COUNT) -> int:
-    """Flash-decoding split rule: the most KV chunks with batch·h_kv·splits in one wave.
-
-    The same rule as ``perfmodel.costs.decode.auto_splits``.
-    """
-    return max(1, min(pages, sm_count // (batch * h_kv)))
+def device_spec(path: Path = HW_SPEC) -> dict:
+    """``sm_count`` and ``l2_bytes`` from a device spec TOML (stdlib only)."""
+    data = tomllib.loads(Path(path).read_text())
+    return {"sm_count": int(data["sm_count"]), "l2_bytes": int(data["l2_bytes"])}
 
 
-def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits) -> float:
-    """HBM bytes of one paged decode step, from ``perfmodel.costs.decode`` itself (sympy
-    only, no pydantic, so it runs on the GPU image): K/V of the m valid tokens, q and o,
-    the block-table entries, and with splits > 1 the float32 partials and their merge."""
+def auto_splits(
+    batch: int,
+    h_kv: int,
+    pages: int,
+    sm_count: int,
+    programs_per_sm: int = PROGRAMS_PER_SM,
+    min_pages: int = MIN_PAGES_PER_SPLIT,
+) -> int:
+    """Split count from the model's rule, ``perfmodel.costs.decode.auto_splits``, with
+    ``programs_per_sm * sm_count`` resident programs and ``ceil(pages / min_pages)``
+    chunks at most (sympy only: runs on the GPU image)."""
+    import sympy as sp
+
+    from perfmodel.costs import decode
+    from perfmodel.symbols import b, resident_ctas
+    from perfmodel.symbols import h_kv as hkv_sym
+
+    expr = decode.auto_splits(sp.Integer(-(-pages // min_pages)))
+    return int(expr.subs({b: batch, hkv_sym: h_kv, resident_ctas: programs_per_sm * sm_count}))
+
+
+def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits, paged=True) -> float:
+    """HBM bytes of one decode step, from ``perfmodel.costs.decode`` itself (sympy only,
+    no pydantic, so it runs on the GPU image): K/V of the m valid tokens, q and o, with
+    ``paged`` the block-table entries, and with splits > 1 the float32 partials and
+    their merge."""
     from perfmodel.compile import compiled
     from perfmodel.costs import decode
 
-    model = decode.build(paged=True, split=splits > 1)
+    model = decode.build(paged=paged, split=splits > 1)
     return float(compiled(model.hbm_bytes)(b=batch, q_len=q_len, h=h, h_kv=h_kv, d=d, m=m,
                                            s=s, page=page_size, splits=splits))  # fmt: skip
 
 
-def sample_times(fn, args, samples: int) -> list[float]:
-    """Seconds per kernel call: warm-up, then ``samples`` synchronised samples."""
-    jax.block_until_ready(fn(*args))  # compile
-    return median_time(fn, [args], samples=samples)
-
-
-def stats(times: list[float], copies: int) -> dict:
-    per_call = sorted(t / copies for t in times)
-    q = statistics.quantiles(per_call, n=10)
-    return {
-        "median_s": statistics.median(per_call),
-        "p10_s": q[0],
-        "p90_s": q[-1],
-        "min_s": per_call[0],
-        "runs": len(per_call),
-    }
-
-
-def make_sets(rng, batch, m, copies, page_size, dtype):
-    """``copies`` independent (q, k, v, k_pages, v_pages, table, identity, lengths) sets."""
+def make_sets(rng, batch, m, h, h_kv, copies, page_size, dtype):
+    """``copies`` independent input sets: q, contiguous k/v, their pages, a shuffled table."""
     pages = math.ceil(m / page_size)
     sets = []
     key = jax.random.key(int(rng.integers(2**31)))
     for i in range(copies):  # random data made on the device: host RNG is too slow here
         kq, kk, kv = jax.random.split(jax.random.fold_in(key, i), 3)
-        q = jax.random.normal(kq, (batch, 1, H, D), dtype)
-        k = jax.random.normal(kk, (batch, m, H_KV, D), dtype)
-        v = jax.random.normal(kv, (batch, m, H_KV, D), dtype)
-        k_pages = k.reshape(batch * pages, page_size, H_KV, D)
-        v_pages = v.reshape(batch * pages, page_size, H_KV, D)
-        shuffled = rng.permutation(batch * pages).reshape(batch, pages).astype(np.int32)
-        identity = np.arange(batch * pages, dtype=np.int32).reshape(batch, pages)
+        k = jax.random.normal(kk, (batch, m, h_kv, D), dtype)
+        v = jax.random.normal(kv, (batch, m, h_kv, D), dtype)
         # Shuffled ids point at other sequences' pages: same bytes, scattered addresses.
-        lengths = np.full((batch,), m, np.int32)
+        shuffled = rng.permutation(batch * pages).reshape(batch, pages).astype(np.int32)
         sets.append(
             dict(
-                q=q,
+                q=jax.random.normal(kq, (batch, 1, h, D), dtype),
                 k=k,
                 v=v,
-                k_pages=k_pages,
-                v_pages=v_pages,
-                shuffled=jnp.asarray(shuffled),
-                identity=jnp.asarray(identity),
-                lengths=jnp.asarray(lengths),
+                k_pages=k.reshape(batch * pages, page_size, h_kv, D),
+                v_pages=v.reshape(batch * pages, page_size, h_kv, D),
+                table=jnp.asarray(shuffled),
+                lengths=jnp.full((batch,), m, jnp.int32),
             )
         )
     return sets
 
 
-def paged_fn(splits, table_key, num_warps, num_stages, interpret=False):
-    def one(s):
-        return paged_decode_attention(
-            s["q"],
-            s["k_pages"],
-            s["v_pages"],
-            s[table_key],
-            s["lengths"],
-            splits=splits,
-            num_warps=num_warps,
-            num_stages=num_stages,
-            interpret=interpret,
-        )
-
-    return jax.jit(lambda sets: [one(s) for s in sets])
+def one_call(impl: str, splits: int | None, num_warps=4, num_stages=2, interpret=False):
+    """The implementation on one input set (a dict of arrays)."""
+    if impl == "paged_decode":
+        return lambda s: paged_decode_attention(
+            s["q"], s["k_pages"], s["v_pages"], s["table"], s["lengths"], splits=splits,
+            num_warps=num_warps, num_stages=num_stages, interpret=interpret,
+        )  # fmt: skip
+    return lambda s: jax.nn.dot_product_attention(s["q"], s["k"], s["v"], implementation=impl)
 
 
-def reference_fn():
-    return jax.jit(
-        lambda sets: [
-            contiguous_decode_reference(s["q"], s["k"], s["v"], s["lengths"]) for s in sets
-        ]
-    )
-
-
-def measure_ceilings() -> dict:
-    """Copy bandwidth (read + write) and bf16 matmul rate, measured in this process."""
-    x = jnp.ones((2**28,), jnp.bfloat16)  # 512 MiB
-    copy = jax.jit(lambda a: a * 2)
-    t = statistics.median(sample_times(copy, (x,), 10))
-    a = jnp.ones((8192, 8192), jnp.bfloat16)
-    mm = jax.jit(lambda a, b: a @ b)
-    tm = statistics.median(sample_times(mm, (a, a), 10))
+def time_variant(impl, splits, sets, *, interpret=False) -> dict:
+    """Device time per call over ``len(sets)`` copies in one program; latency on one set."""
+    call = one_call(impl, splits, interpret=interpret)
+    many = jax.jit(lambda ss: [call(s) for s in ss])
+    single = jax.jit(call)
+    fields = measure_all(many, [(sets,)], budget_s=0.15)
+    latency = measure_all(single, [(sets[0],)], budget_s=0.05)
+    c = len(sets)
     return {
-        "matmul_bf16_flops_per_s": 2 * 8192**3 / tm,
-        "copy_bytes_per_s": 2 * x.size * 2 / t,
-        "sm_count": SM_COUNT,
-        "l2_bytes": L2_BYTES,
+        "median_s": fields["device_time_s"] / c,
+        "device_time_s": fields["device_time_s"] / c,
+        "device_time_method": fields["device_time_method"],
+        "p10_s": fields["device_p10_s"] / c,
+        "p90_s": fields["device_p90_s"] / c,
+        "min_s": fields["device_p10_s"] / c,
+        "runs": fields["device_samples"],
+        "kernels_per_call": (fields["kernels_per_call"] or 0) // c or None,
+        "queued_time_s": fields["queued_time_s"] / c,
+        "queued_host_share": fields["queued_host_share"],
+        "call_latency_s": latency["call_latency_s"],
+        "call_latency_p10_s": latency["call_latency_p10_s"],
+        "copies": c,
     }
 
 
-def bench_shape(rng, batch, m, page_size, samples, num_warps=4, num_stages=2, interpret=False):
-    """Every variant at one shape; yields (point, detail, primary) triples.
+def variants(batch, m, h, h_kv, spec) -> list[tuple[str, int | None, str]]:
+    """(implementation, splits, label) to time at one shape."""
+    pages = math.ceil(m / PAGE_SIZE)
+    sms = spec["sm_count"]
+    rule = auto_splits(batch, h_kv, pages, sms)
+    assert rule == default_splits(batch, h_kv, pages, sms), "kernel and model rules differ"
+    out = [("paged_decode", rule, "rule"), ("cudnn", None, "peer"), ("xla", None, "peer")]
+    if (batch, m, h, h_kv) in SPLIT_SWEEP:
+        extra = {
+            1: "one split",
+            auto_splits(batch, h_kv, pages, sms, programs_per_sm=1, min_pages=1): "one wave",
+            auto_splits(batch, h_kv, pages, sms, programs_per_sm=2): "2 per SM",
+            auto_splits(batch, h_kv, pages, sms, programs_per_sm=4): "4 per SM",
+            auto_splits(batch, h_kv, pages, sms, programs_per_sm=16): "16 per SM",
+        }
+        out += [("paged_decode", k, v) for k, v in sorted(extra.items()) if k != rule]
+    return out
 
-    ``primary`` marks the two points that go to the schema file: the paged kernel as
-    it would run (shuffled table, the split rule's count) and the contiguous reference.
-    """
+
+def bench_shape(rng, batch, m, h, h_kv, spec, *, interpret=False):
+    """Every variant at one shape; yields (point, detail) pairs, errors included."""
     dtype = jnp.bfloat16
-    set_bytes = 2 * batch * m * H_KV * D * 2
-    copies = max(1, min(4, math.ceil(3 * L2_BYTES / set_bytes)))
-    sets = make_sets(rng, batch, m, copies, page_size, dtype)
-    pages = math.ceil(m / page_size)
-    best = auto_splits(batch, H_KV, pages)
-    variants = [("paged_decode", best, "shuffled"), ("paged_decode", best, "identity")]
-    if best != 1:
-        variants.append(("paged_decode", 1, "shuffled"))
-    variants.append(("contiguous_decode", None, "contiguous"))
-    for impl, splits, table in variants:
-        fn = (
-            reference_fn()
-            if splits is None
-            else paged_fn(splits, table, num_warps, num_stages, interpret)
-        )
-        primary = splits is None or (table == "shuffled" and splits == best)
-        base = dict(
-            implementation=impl,
-            n=1,
-            kv_len=m,
-            d=D,
-            h=H,
-            h_kv=H_KV,
-            batch=batch,
-            dtype="bfloat16",
-            causal=False,
-        )
+    set_bytes = 2 * batch * m * h_kv * D * 2
+    copies = max(1, min(8, math.ceil(3 * spec["l2_bytes"] / set_bytes)))
+    sets = make_sets(rng, batch, m, h, h_kv, copies, PAGE_SIZE, dtype)
+    for impl, splits, label in variants(batch, m, h, h_kv, spec):
+        base = dict(implementation=impl, n=1, kv_len=m, d=D, h=h, h_kv=h_kv, batch=batch,
+                    dtype="bfloat16", causal=False, time_basis="device")  # fmt: skip
+        if impl == "paged_decode":
+            base.update(page_size=PAGE_SIZE, splits=splits, block_q=query_rows(1, h // h_kv),
+                        block_k=PAGE_SIZE, num_warps=4, num_stages=2)  # fmt: skip
         try:
-            st = stats(sample_times(fn, (sets,), samples), copies)
+            st = time_variant(impl, splits, sets, interpret=interpret)
         except Exception as e:  # noqa: BLE001 - recorded in the point, the sweep goes on
-            err = {**base, "status": "error", "error": f"{type(e).__name__}: {e}"[:500]}
-            yield err, {**err, "splits": splits, "table": table, "page_size": page_size}, primary
+            err = {**base, "status": "error", "error": f"{type(e).__name__}: {e}"[:800]}
+            print(f"{impl:13s} b={batch:3d} m={m:6d} h={h}/{h_kv} {label}: {err['error'][:120]}")
+            yield err, {**err, "label": label}
             continue
-        nbytes = model_bytes(
-            batch=batch,
-            q_len=1,
-            h=H,
-            h_kv=H_KV,
-            d=D,
-            m=m,
-            s=2,
-            page_size=page_size,
-            splits=splits or 1,
-        )
-        if splits is None:
-            nbytes -= batch * H_KV * pages * 4  # no block table
-        point = {
-            **base,
-            "status": "ok",
-            **st,
-            "tflops": 4 * batch * H * m * D / st["median_s"] / 1e12,
-            "tokens_per_s": batch / st["median_s"],
-        }
-        if splits is not None:
-            point.update(
-                block_q=query_rows(1, H // H_KV),
-                block_k=page_size,
-                num_warps=num_warps,
-                num_stages=num_stages,
-            )
-        detail = {
-            **point,
-            "page_size": page_size if splits else None,
-            "splits": splits,
-            "table": table,
-            "copies": copies,
-            "model_hbm_bytes": nbytes,
-            "achieved_bytes_per_s": nbytes / st["median_s"],
-        }
-        yield point, detail, primary
+        nbytes = model_bytes(batch=batch, q_len=1, h=h, h_kv=h_kv, d=D, m=m, s=2,
+                             page_size=PAGE_SIZE, splits=splits or 1,
+                             paged=impl == "paged_decode")  # fmt: skip
+        med = st["median_s"]
+        timed = {k: v for k, v in st.items() if k != "copies"}
+        point = {**base, "status": "ok", **timed, "tflops": 4 * batch * h * m * D / med / 1e12,
+                 "tokens_per_s": batch / med}  # fmt: skip
+        detail = {**point, "label": label, "copies": st["copies"], "model_hbm_bytes": nbytes,
+                  "achieved_bytes_per_s": nbytes / med}  # fmt: skip
         print(
-            f"{impl:18s} {table:10s} b={batch:3d} m={m:6d} splits={splits} "
-            f"median={st['median_s'] * 1e6:9.1f} us  "
-            f"{nbytes / st['median_s'] / 1e12:6.2f} TB/s",
+            f"{impl:13s} b={batch:3d} m={m:6d} h={h}/{h_kv} splits={splits} ({label}) "
+            f"dev {med * 1e6:8.1f} us lat {st['call_latency_s'] * 1e6:8.1f} us "
+            f"{nbytes / med / 1e12:5.2f} TB/s [{st['device_time_method'][:5]}]",
             flush=True,
         )
+        yield point, detail
 
 
 def comparison_table(details_path: Path, hw: str = "h200") -> str:
@@ -259,24 +247,25 @@ def comparison_table(details_path: Path, hw: str = "h200") -> str:
     data = json.loads(Path(details_path).read_text())
     lines = [
         "| impl | table | b | m | page | splits | median µs | model bytes | achieved TB/s "
-        "| floor µs | model µs | error |",
+        "| floor µs | model µs | error |",  # table: block-table kind, or the variant's label
         "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for p in data["points"]:
         if p.get("status") != "ok":
             continue
         step = decode_step(hw, batch=p["batch"], kv_len=p["kv_len"], h=p["h"], h_kv=p["h_kv"],
-                           d=p["d"], dtype="bf16", page_tokens=p["page_size"],
-                           splits=p["splits"] or 1)  # fmt: skip
+                           d=p["d"], dtype="bf16", page_tokens=p.get("page_size"),
+                           splits=p.get("splits") or 1)  # fmt: skip
         med = p["median_s"]
         lines.append(
-            f"| {p['implementation']} | {p['table']} | {p['batch']} | {p['kv_len']} | "
-            f"{p['page_size'] or '-'} | {p['splits'] or '-'} | {med * 1e6:.1f} | "
+            f"| {p['implementation']} | {p.get('table') or p.get('label')} | {p['batch']} | "
+            f"{p['kv_len']} | "
+            f"{p.get('page_size') or '-'} | {p.get('splits') or '-'} | {med * 1e6:.1f} | "
             f"{step.hbm_bytes / 1e6:.1f} MB | {step.hbm_bytes / med / 1e12:.2f} | "
             f"{step.t_lower_s * 1e6:.1f} | "
             + (
                 f"{step.time_s * 1e6:.1f} | {step.time_s / med - 1:+.0%} |"
-                if p["splits"]
+                if p.get("splits")
                 else "- | - |"
             )
         )
@@ -289,7 +278,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--details", type=Path)
     ap.add_argument("--git-commit", default="unknown")
-    ap.add_argument("--samples", type=int, default=25)
+    ap.add_argument("--hw-spec", type=Path, default=HW_SPEC)
+    ap.add_argument("--budget-s", type=float, default=120.0)
     ap.add_argument("--quick", action="store_true", help="tiny shapes (CPU smoke run)")
     args = ap.parse_args(argv)
     if args.table:
@@ -297,31 +287,37 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not (args.out and args.details):
         ap.error("--out and --details are required unless --table is given")
+    deadline = time.monotonic() + args.budget_s
+    spec = device_spec(args.hw_spec)
     stamp = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    if args.quick:
+        ceilings = {"matmul_bf16_flops_per_s": 1.0, "copy_bytes_per_s": 1.0}
+    else:
+        from pallas_kernels._ceilings import copy_bytes_per_s, matmul_flops_per_s
+
+        ceilings = {"matmul_bf16_flops_per_s": matmul_flops_per_s(),
+                    "copy_bytes_per_s": copy_bytes_per_s(1 << 30)}  # fmt: skip
     run = {
-        "run_id": f"decode-{stamp.strftime('%Y%m%dT%H%M%SZ')}",
+        "run_id": f"decode-devtime-{stamp.strftime('%Y%m%dT%H%M%SZ')}",
         "device_name": jax.devices()[0].device_kind,
         "jax_version": jax.__version__,
         "git_commit": args.git_commit,
         "timestamp": stamp.isoformat(),
-        "ceilings": measure_ceilings()
-        if not args.quick
-        else {"matmul_bf16_flops_per_s": 1.0, "copy_bytes_per_s": 1.0},
+        "ceilings": {**ceilings, **spec},
         "points": [],
     }
-    details = {"run_id": run["run_id"], "model_bytes": model_bytes.__doc__.strip(), "points": []}
+    details = {"run_id": run["run_id"], "model_bytes": model_bytes.__doc__.strip(),
+               "spec": {**spec, "programs_per_sm": PROGRAMS_PER_SM,
+                        "min_pages_per_split": MIN_PAGES_PER_SPLIT}, "points": []}  # fmt: skip
     print("ceilings:", run["ceilings"], flush=True)
     rng = np.random.default_rng(0)
-    shapes = ((2, 256),) if args.quick else SHAPES  # --quick: interpret mode, CPU
-    jobs = [(b, m, PAGE_SIZE) for b, m in shapes]
-    if not args.quick:
-        jobs.append((16, 16384, 16))  # page size 16, the vLLM default
-    for batch, m, page_size in jobs:
-        for point, detail, primary in bench_shape(
-            rng, batch, m, page_size, args.samples, interpret=args.quick
-        ):
-            if primary and page_size == PAGE_SIZE:
-                run["points"].append(point)
+    shapes = ((2, 256, 4, 2),) if args.quick else SHAPES  # --quick: interpret mode, CPU
+    for batch, m, h, h_kv in shapes:
+        if time.monotonic() > deadline:
+            print(f"budget reached at b={batch} m={m}: remaining shapes not started")
+            break
+        for point, detail in bench_shape(rng, batch, m, h, h_kv, spec, interpret=args.quick):
+            run["points"].append(point)
             details["points"].append(detail)
             atomic_write_json(args.out, {"schema_version": 1, "runs": [run]})
             atomic_write_json(args.details, details)

@@ -8,7 +8,10 @@ Each step is its own ``jax.jit`` function, called one after the other from Pytho
 XLA compiles three executables and cannot fuse across them: S and P are the outputs
 of steps 1 and 2 and must exist in device memory (``tests/test_naive_kernel.py``
 checks the compiled HLO of each step). That is the at-least-four n x n HBM trips of
-the model (write S, read S, write P, read P). Causal masking is top-left aligned;
+the model (write S, read S, write P, read P). ``naive_attention_jit`` is the same
+attention as one jitted function, written as a user writes it (scores, mask, softmax,
+product; K/V heads repeated for GQA): XLA then compiles the whole and may fuse across
+the steps the three-step version keeps apart. Causal masking is top-left aligned;
 masked scores are -inf. K/V may have fewer heads (grouped-query attention).
 
 >>> import jax.numpy as jnp
@@ -30,6 +33,7 @@ from pallas_kernels.reference import attention_float64, reference_attention
 __all__ = [
     "attention_float64",
     "naive_attention",
+    "naive_attention_jit",
     "reference_attention",
     "scores_step",
     "softmax_step",
@@ -77,3 +81,20 @@ def naive_attention(q, k, v, *, causal: bool = False, sm_scale: float | None = N
     # S is dropped as soon as P exists, as a careful unfused implementation would
     p = softmax_step(scores_step(q, k, causal=bool(causal), sm_scale=scale))
     return pv_step(p, v)
+
+
+@functools.partial(jax.jit, static_argnames=("causal", "sm_scale"))
+def naive_attention_jit(q, k, v, *, causal: bool = False, sm_scale: float | None = None):
+    """Attention as one jitted function, the way a user writes it; XLA decides what
+    reaches HBM. Scores and softmax in the input dtype, as ``jax.nn.softmax`` gives."""
+    b, n, h, d = q.shape
+    if h % k.shape[2]:
+        raise ValueError(f"heads {h=} must be a multiple of kv heads h_kv={k.shape[2]}")
+    group = h // k.shape[2]
+    k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
+    scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
+    s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * jnp.asarray(scale, q.dtype)
+    if causal:
+        s = jnp.where(jnp.tril(jnp.ones((n, k.shape[1]), bool)), s, -jnp.inf)
+    p = jax.nn.softmax(s, axis=-1)
+    return jnp.einsum("bhqk,bkhd->bqhd", p, v)

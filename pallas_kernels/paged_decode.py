@@ -14,6 +14,13 @@ table, with an online softmax (``m_i``, ``l_i``, ``acc``, float32). With ``split
 this is flash-decoding: each chunk writes a partial ``acc`` with its ``m_i``, ``l_i``,
 and a small plain-JAX reduction combines them.
 
+Split rule (``default_splits``, used when ``splits=None``): enough chunks for about
+``PROGRAMS_PER_SM`` = 8 programs per SM, not one. A decode program streams K/V with
+little arithmetic, so one SM needs several resident programs to keep enough loads in
+flight to cover HBM latency; one program per SM (the rule before 2026-11-30) reached
+2.2-2.5 TB/s on the H200, 4-16 per SM 3.6-4.3 TB/s (docs/perf-notes.md). Chunks keep
+at least ``MIN_PAGES_PER_SPLIT`` pages, so the float32 partials stay small beside K/V.
+
 The contiguous reference (``contiguous_decode_reference``) is the specification: the
 same function over ``[batch, m, h_kv, d]`` K/V, in plain JAX with float32 math.
 
@@ -46,6 +53,30 @@ SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 #: Smallest tile side Triton's dot accepts; query rows are padded up to it.
 MIN_TILE = 16
 _LOG2_E = math.log2(math.e)
+#: Programs per SM the default split aims for (latency hiding, not one wave).
+PROGRAMS_PER_SM = 8
+#: Fewest KV pages one chunk walks under the default split.
+MIN_PAGES_PER_SPLIT = 4
+
+
+def default_splits(batch: int, h_kv: int, pages: int, sm_count: int) -> int:
+    """KV chunks per sequence: ``PROGRAMS_PER_SM * sm_count`` programs over the grid's
+    ``batch * h_kv`` (sequence, KV head) pairs, at most one chunk per
+    ``MIN_PAGES_PER_SPLIT`` pages, at least 1. ``perfmodel.costs.decode.auto_splits``
+    with ``resident_ctas = PROGRAMS_PER_SM * sm_count`` and
+    ``kv_blocks = ceil(pages / MIN_PAGES_PER_SPLIT)`` is the same rule.
+
+    >>> default_splits(1, 8, 2048, 132), default_splits(64, 8, 128, 132)
+    (132, 2)
+    """
+    most = -(-pages // MIN_PAGES_PER_SPLIT)
+    return max(1, min(most, PROGRAMS_PER_SM * sm_count // (batch * h_kv)))
+
+
+def device_sm_count() -> int | None:
+    """Streaming multiprocessors of the default device, or None off a GPU."""
+    dev = jax.devices()[0]
+    return getattr(dev, "core_count", None) if dev.platform == "gpu" else None
 
 
 def _is_power_of_two(x: int) -> bool:
@@ -248,7 +279,7 @@ def paged_decode_attention(
     lengths,
     *,
     sm_scale: float | None = None,
-    splits: int = 1,
+    splits: int | None = None,
     num_warps: int = 4,
     num_stages: int = 2,
     interpret: bool = False,
@@ -262,12 +293,17 @@ def paged_decode_attention(
         entries past a sequence's last page are never read.
       lengths: int ``[batch]``: valid tokens of each sequence, the new ones included.
       splits: KV chunks per sequence (flash-decoding); partials merged in plain JAX.
+        None: ``default_splits`` for this GPU's SM count (1 off a GPU).
       interpret: run in the Pallas interpreter (CPU); then any power-of-two page size.
 
     Returns:
       O ``[batch, q_len, h, d]`` in q's dtype.
     """
     q, k_pages, v_pages = (jnp.asarray(x) for x in (q, k_pages, v_pages))
+    if splits is None:
+        sms = device_sm_count()
+        h_kv, pages = k_pages.shape[2], block_table.shape[1]
+        splits = 1 if sms is None or interpret else default_splits(q.shape[0], h_kv, pages, sms)
     _check_args(q, k_pages, v_pages, block_table, lengths, splits, interpret)
     d = q.shape[-1]
     scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)

@@ -122,7 +122,7 @@ def test_bench_formula_matches_the_model():
         got = bench.model_bytes(batch=4, q_len=1, h=32, h_kv=8, d=128, m=8192, s=2,
                                 page_size=64, splits=split)  # fmt: skip
         assert got == want
-    assert bench.auto_splits(1, 8, 128, sm_count=132) == int(
+    assert bench.auto_splits(1, 8, 128, sm_count=132, programs_per_sm=1, min_pages=1) == int(
         compiled(decode.auto_splits())(b=1, h_kv=8, m=8192, page=64, resident_ctas=132)
     )
 

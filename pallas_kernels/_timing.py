@@ -1,0 +1,138 @@
+"""Device time and call latency of one jitted function, measured as such (GPU).
+
+Three numbers per function, each with its own method (docs/perf-notes.md, "Device
+time"):
+
+``device_time``
+    Kernel time: the summed durations of every GPU kernel that one call launches, read
+    from CUPTI through ``jax.experimental.mosaic.gpu.profiler.measure`` (the tool JAX's
+    own Pallas GPU kernels are benchmarked with). No host dispatch, no launch gaps.
+``queued_time``
+    Wall time per call of calls queued back to back (several per synchronised
+    sample, rotating over input sets). Equal to device time when the device is the
+    bottleneck; when the host cannot enqueue calls as fast as the device runs them it
+    measures dispatch instead, and ``host_share`` (time spent enqueueing over the
+    sample's time) says so: near 1 means host-bound.
+``call_latency``
+    One synchronous call, ``fn(*args)`` then ``block_until_ready``, as a user's
+    script sees it: dispatch, launch, kernels, synchronisation.
+
+Everything here imports only jax and the standard library (the GPU image has no
+pydantic). Times are seconds.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import time
+
+import jax
+
+
+def _quantiles(times: list[float]) -> dict:
+    s = sorted(times)
+    return {
+        "median": statistics.median(s),
+        "p10": s[int(0.1 * (len(s) - 1))],
+        "p90": s[math.ceil(0.9 * (len(s) - 1))],
+        "min": s[0],
+        "n": len(s),
+    }
+
+
+def call_latency(fn, args, *, samples: int = 5) -> dict:
+    """Quantiles of one synchronous call (the first call, which compiles, is untimed)."""
+    jax.block_until_ready(fn(*args))
+    times = []
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        jax.block_until_ready(fn(*args))
+        times.append(time.perf_counter() - t0)
+    return _quantiles(times)
+
+
+def queued_time(fn, sets, *, samples: int = 5, calls: int = 10) -> dict:
+    """Quantiles of per-call wall time, ``calls`` calls queued per sample, and host_share."""
+    jax.block_until_ready(fn(*sets[0]))
+    times, shares = [], []
+    i = 0
+    for _ in range(samples):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            out = fn(*sets[i % len(sets)])
+            i += 1
+        t1 = time.perf_counter()
+        jax.block_until_ready(out)
+        t2 = time.perf_counter()
+        times.append((t2 - t0) / calls)
+        shares.append((t1 - t0) / (t2 - t0))
+    return {**_quantiles(times), "calls": calls, "host_share": statistics.median(shares)}
+
+
+def _cupti_measure():
+    """JAX's CUPTI kernel timer, or None where this jax has none (CPU, old versions)."""
+    try:
+        from jax.experimental.mosaic.gpu import profiler
+    except Exception:  # noqa: BLE001 - optional: CPU jax or a jax without Mosaic GPU
+        return None
+    return getattr(profiler, "measure", None)
+
+
+def kernel_time(fn, args, *, iterations: int = 5) -> dict | None:
+    """Quantiles of summed kernel durations per call (CUPTI), and kernels per call.
+
+    ``fn`` must be a jitted function (anything else would be jitted as a whole by
+    the profiler). Returns None when CUPTI is unavailable or records no kernel.
+    """
+    measure = _cupti_measure()
+    if measure is None or jax.devices()[0].platform != "gpu":
+        return None
+    _, per_kernel = measure(fn, aggregate=False, iterations=iterations)(*args)
+    if not per_kernel:
+        return None
+    if iterations == 1:
+        per_kernel = [per_kernel]
+    times = [sum(ms for _, ms in it) / 1e3 for it in per_kernel]
+    return {**_quantiles(times), "kernels": len(per_kernel[0])}
+
+
+def plan(t_call: float, *, budget_s: float = 0.15) -> dict:
+    """Sample counts for a call of ``t_call`` seconds, so a point costs about ``budget_s``."""
+    iters = max(3, min(20, int(budget_s / 3 / max(t_call, 1e-6))))
+    calls = max(1, min(50, math.ceil(2e-3 / max(t_call, 1e-6))))
+    samples = max(3, min(10, int(budget_s / 3 / max(t_call * calls, 1e-6))))
+    return {"iterations": iters, "calls": calls, "samples": samples, "latency": min(iters, 10)}
+
+
+def measure_all(fn, sets, *, device_fn=None, budget_s: float = 0.15) -> dict:
+    """Point fields: device time (CUPTI, else queued), queued time, call latency.
+
+    ``fn`` is the user-level call (timed for latency and queued); ``device_fn`` a
+    jitted equivalent for the kernel timer when ``fn`` is not one jitted function
+    (the three-step naive baseline). Keys follow ``perfmodel.measured.Point``.
+    """
+    lat = call_latency(fn, sets[0], samples=3)
+    p = plan(lat["median"], budget_s=budget_s)
+    lat = call_latency(fn, sets[0], samples=p["latency"])
+    queued = queued_time(fn, sets, samples=p["samples"], calls=p["calls"])
+    kern = None
+    try:
+        kern = kernel_time(device_fn or fn, sets[0], iterations=p["iterations"])
+    except Exception as err:  # noqa: BLE001 - the profiler is optional; queued time remains
+        print(f"CUPTI kernel timer failed: {type(err).__name__}: {err}"[:300], flush=True)
+    dev, method = (kern, "cupti_kernel_sum") if kern else (queued, "queued_calls")
+    return {
+        "device_time_s": dev["median"],
+        "device_time_method": method,
+        "device_p10_s": dev["p10"],
+        "device_p90_s": dev["p90"],
+        "device_samples": dev["n"],
+        "kernels_per_call": kern["kernels"] if kern else None,
+        "queued_time_s": queued["median"],
+        "queued_calls_per_sample": queued["calls"],
+        "queued_host_share": queued["host_share"],
+        "call_latency_s": lat["median"],
+        "call_latency_p10_s": lat["p10"],
+        "call_latency_samples": lat["n"],
+    }
