@@ -5,6 +5,7 @@ Two modes, each appending one run to ``--out`` (plain JSON, the field names of
 
     python -m pallas_kernels.bench_heldout remeasure --out FILE --budget-s 150
     python -m pallas_kernels.bench_heldout heldout --out FILE --budget-s 150
+    python -m pallas_kernels.bench_heldout remeasure heldout --out A B --budget-s 110 100
 
 ``remeasure`` times, in device time, the one-head series (h = 1, batch 1, d = 128,
 n = 1024..32768: naive, ours, cuDNN) and then the 16-head sweep of
@@ -284,12 +285,16 @@ def run(mode: str, out: Path, budget_s: float, ceilings: dict | None = None) -> 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", choices=["remeasure", "heldout"])
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--budget-s", type=float, default=150.0)
+    ap.add_argument("mode", nargs="+", choices=["remeasure", "heldout"])
+    ap.add_argument("--out", type=Path, nargs="+", required=True, help="one file per mode")
+    ap.add_argument("--budget-s", type=float, nargs="+", default=[150.0], help="one per mode")
     args = ap.parse_args(argv)
+    if not len(args.mode) == len(args.out) == len(args.budget_s):
+        ap.error("give one --out and one --budget-s per mode")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    run(args.mode, args.out, args.budget_s)
+    ceilings = None  # measured once, shared by the modes of this process
+    for mode, out, budget in zip(args.mode, args.out, args.budget_s, strict=True):
+        ceilings = run(mode, out, budget, ceilings)
     return 0
 
 
