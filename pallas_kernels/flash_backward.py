@@ -1,0 +1,370 @@
+"""Backward FlashAttention-2 in Pallas for NVIDIA GPUs (Triton lowering), and the
+``jax.custom_vjp`` that makes the flash forward differentiable.
+
+FlashAttention-2 (Dao 2023), §3.2 and Algorithm 2, with dQ in a separate pass (the
+structure of Triton's fused-attention tutorial; Triton has no float atomics that
+Pallas exposes). Three ``pallas_call``s:
+
+1. ``delta``: D = rowsum(dO ∘ O) per query row (Algorithm 2, line 4).
+2. ``dkdv``: the grid is Algorithm 2's outer loop, over blocks of B_c = ``block_k``
+   keys of one (batch, kv head). K_j, V_j and the float32 accumulators dK_j, dV_j stay
+   on chip while a ``fori_loop`` streams the query heads of the GQA group and their
+   blocks of B_r = ``block_q`` rows of Q, dO, LSE and D, recomputing
+   S = Q K_jᵀ and P = exp(scale·S − LSE) tile by tile:
+   dV_j += Pᵀ dO,  dP = dO V_jᵀ,  dS = P ∘ (dP − D),  dK_j += dSᵀ Q.
+   Summing the group inside one program gives GQA's dK, dV without a reduction pass.
+3. ``dq``: the forward's loop order (grid over Q blocks, loop over K/V blocks), which
+   recomputes S, P and dP and keeps dQ_i on chip: dQ_i += dS K_j.
+
+No n×m matrix touches HBM. Causal tiles wholly above the diagonal are skipped, and
+only tiles that cross it are masked. Layout ``[batch, seq, heads, head_dim]``.
+
+>>> import jax, jax.numpy as jnp
+>>> q = jnp.ones((1, 40, 2, 16), jnp.float32)
+>>> loss = lambda q: flash_attention_vjp(q, q, q, causal=True, interpret=True).sum()
+>>> jax.grad(loss)(q).shape
+(1, 40, 2, 16)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+from jax.experimental import pallas as pl
+from jax.experimental.pallas import triton as pltriton
+
+from pallas_kernels._common import LOG2_E, is_power_of_two, pad_seq, triton_compiler_params
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class BackwardConfig:
+    """Tiles and launch parameters of the two main kernels.
+
+    ``block_q``/``block_k``: B_r/B_c of the dK/dV kernel (its K block is the one kept on
+    chip); ``dq_block_q``/``dq_block_k`` the same for the dQ kernel (its Q block is kept).
+    """
+
+    block_q: int = 64
+    block_k: int = 64
+    dq_block_q: int = 64
+    dq_block_k: int = 64
+    num_warps: int = 4
+    num_stages: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("block_q", "block_k", "dq_block_q", "dq_block_k"):
+            value = getattr(self, name)
+            if not is_power_of_two(value) or value < 16:
+                raise ValueError(f"{name}={value} must be a power of two >= 16")
+        for name in ("num_warps", "num_stages"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name}={getattr(self, name)} must be positive")
+
+    def fit(self, n: int, kv_len: int) -> BackwardConfig:
+        """Shrink tiles to the smallest power of two >= 16 covering a short sequence."""
+        cover = lambda x, blk: min(blk, max(16, pl.next_power_of_2(x)))  # noqa: E731
+        return dataclasses.replace(
+            self,
+            block_q=cover(n, self.block_q),
+            block_k=cover(kv_len, self.block_k),
+            dq_block_q=cover(n, self.dq_block_q),
+            dq_block_k=cover(kv_len, self.dq_block_k),
+        )
+
+
+def default_config(d: int) -> BackwardConfig:
+    """Per head dim: 64×64 tiles, 4 warps (8 from d=128), 2 stages (1 at d=256)."""
+    return BackwardConfig(num_warps=4 if d <= 64 else 8, num_stages=2 if d <= 128 else 1)
+
+
+def _dot(a, b, *, trans_a=False, trans_b=False):
+    """Tensor-core product with f32 accumulation; f32 inputs get f32 products (no tf32)."""
+    precision = lax.Precision.HIGHEST if a.dtype == jnp.float32 else None
+    return pltriton.dot(a, b, trans_a=trans_a, trans_b=trans_b, precision=precision)
+
+
+# --- 1. D = rowsum(dO ∘ O) ---------------------------------------------------------------
+def _delta_kernel(o_ref, do_ref, dlse_ref, delta_ref):
+    """D_i = rowsum(dO_i ∘ O_i), minus the cotangent of the log-sum-exp (dS absorbs it)."""
+    o = o_ref[...].astype(jnp.float32)
+    do = do_ref[...].astype(jnp.float32)
+    delta_ref[...] = jnp.sum(o * do, axis=1) - dlse_ref[...]
+
+
+def _delta(o_p, do_p, dlse_p, *, block_q, interpret):
+    b, n_pad, h, d = o_p.shape
+    row_spec = pl.BlockSpec((None, block_q, None, d), lambda i, bi, hi: (bi, i, hi, 0))
+    stat_spec = pl.BlockSpec((None, None, block_q), lambda i, bi, hi: (bi, hi, i))
+    return pl.pallas_call(
+        _delta_kernel,
+        grid=(n_pad // block_q, b, h),
+        in_specs=[row_spec, row_spec, stat_spec],
+        out_specs=stat_spec,
+        out_shape=jax.ShapeDtypeStruct((b, h, n_pad), jnp.float32),
+        compiler_params=triton_compiler_params(4, 1),
+        interpret=interpret,
+        name="flash_attention_bwd_delta",
+    )(o_p, do_p, dlse_p)
+
+
+# --- 2. dK, dV: Algorithm 2's loop order ---------------------------------------------------
+def _q_tile_range(k_block, *, block_q, block_k, n_q_tiles, causal, diagonal_offset):
+    """Q tiles ``[lo, n_q_tiles)`` that see key block ``k_block``; ``[lo, full)`` need a mask.
+
+    Row i sees key j iff ``j <= i + diagonal_offset`` (when causal). A Q tile is
+    skipped when its last row sees no key of the block, and needs no mask when its
+    first row sees the block's last key.
+    """
+    if not causal:
+        return 0, 0
+    first_key = k_block * block_k - diagonal_offset
+    lo = lax.div(jnp.maximum(first_key, 0), block_q)
+    full = lax.div(jnp.maximum(first_key + block_k - 1 + block_q - 1, 0), block_q)
+    return jnp.minimum(lo, n_q_tiles), jnp.clip(full, lo, n_q_tiles)
+
+
+def _dkdv_kernel(
+    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref,
+    *, scale, causal, block_q, block_k, group, n_q_tiles, diagonal_offset,
+):  # fmt: skip
+    """One program: K block ``j`` of one (batch, kv head); loops over the group's query
+    heads and their Q blocks. ``lse_ref`` holds the log-sum-exp in log2 units."""
+    j = pl.program_id(0)
+    k = k_ref[...]  # [block_k, d], on chip for the whole loop
+    v = v_ref[...]
+    d = k.shape[-1]
+    cols = j * block_k + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
+    lo, full = _q_tile_range(
+        j, block_q=block_q, block_k=block_k, n_q_tiles=n_q_tiles, causal=causal,
+        diagonal_offset=diagonal_offset,
+    )  # fmt: skip
+
+    def step(i, carry, *, head, masked):
+        dk, dv = carry
+        start = pl.multiple_of(i * block_q, block_q)
+        q = q_ref[pl.ds(start, block_q), head, :]  # [block_q, d]
+        do = do_ref[pl.ds(start, block_q), head, :]
+        lse = lse_ref[head, pl.ds(start, block_q)]  # log2 units; +inf on empty rows
+        delta = delta_ref[head, pl.ds(start, block_q)]
+        s = _dot(q, k, trans_b=True)  # S = Q K_jᵀ, f32 [block_q, block_k]
+        p = jnp.exp2(s * (scale * LOG2_E) - lse[:, None])  # P, recomputed
+        if masked:
+            rows = start + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 0)
+            p = jnp.where(cols <= rows + diagonal_offset, p, 0.0)
+        dv = dv + _dot(p.astype(do.dtype), do, trans_a=True)  # dV_j += Pᵀ dO
+        dp = _dot(do, v, trans_b=True)  # dP = dO V_jᵀ
+        ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D)
+        dk = dk + _dot(ds.astype(q.dtype), q, trans_a=True)  # dK_j += dSᵀ Q
+        return dk, dv
+
+    def head_loop(head, carry):
+        carry = lax.fori_loop(lo, full, functools.partial(step, head=head, masked=True), carry)
+        return lax.fori_loop(
+            full, n_q_tiles, functools.partial(step, head=head, masked=False), carry
+        )
+
+    zeros = jnp.zeros((block_k, d), jnp.float32)
+    dk, dv = lax.fori_loop(0, group, head_loop, (zeros, zeros))
+    dk_ref[...] = (dk * scale).astype(dk_ref.dtype)
+    dv_ref[...] = dv.astype(dv_ref.dtype)
+
+
+def _dkdv(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_offset, interpret):
+    b, n_pad, h, d = q_p.shape
+    kv_pad, h_kv = k_p.shape[1], k_p.shape[2]
+    group = h // h_kv
+    # The grid is Algorithm 2's outer loop (K blocks first: programs running together
+    # share one head's Q, dO in L2); Q, dO, LSE, D: the whole group of query heads.
+    grid = (kv_pad // cfg.block_k, b, h_kv)
+    kv_spec = pl.BlockSpec((None, cfg.block_k, None, d), lambda j, bi, g: (bi, j, g, 0))
+    rows_spec = pl.BlockSpec((None, n_pad, group, d), lambda j, bi, g: (bi, 0, g, 0))
+    stat_spec = pl.BlockSpec((None, group, n_pad), lambda j, bi, g: (bi, g, 0))
+    kernel = functools.partial(
+        _dkdv_kernel, scale=scale, causal=causal, block_q=cfg.block_q, block_k=cfg.block_k,
+        group=group, n_q_tiles=n_pad // cfg.block_q, diagonal_offset=diagonal_offset,
+    )  # fmt: skip
+    return pl.pallas_call(
+        kernel,
+        grid=grid,
+        in_specs=[rows_spec, kv_spec, kv_spec, rows_spec, stat_spec, stat_spec],
+        out_specs=[kv_spec, kv_spec],
+        out_shape=[jax.ShapeDtypeStruct(k_p.shape, k_p.dtype)] * 2,
+        compiler_params=triton_compiler_params(cfg.num_warps, cfg.num_stages),
+        interpret=interpret,
+        name="flash_attention_bwd_dkdv",
+    )(q_p, k_p, v_p, do_p, lse2_p, delta_p)
+
+
+# --- 3. dQ: the forward's loop order ------------------------------------------------------
+def _k_tile_range(q_block, *, block_q, block_k, n_k_tiles, causal, diagonal_offset):
+    """K tiles ``[0, end)`` that query block ``q_block`` sees; ``[full, end)`` need a mask."""
+    if not causal:
+        return n_k_tiles, n_k_tiles
+    first_row = q_block * block_q + diagonal_offset
+    full = lax.div(jnp.maximum(first_row + 1, 0), block_k)
+    end = lax.div(jnp.maximum(first_row + block_q - 1 + block_k, 0), block_k)
+    end = jnp.minimum(end, n_k_tiles)
+    return jnp.minimum(full, end), end
+
+
+def _dq_kernel(
+    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref,
+    *, scale, causal, block_q, block_k, n_k_tiles, diagonal_offset,
+):  # fmt: skip
+    """One program: Q block ``i`` of one (batch, head); loops over K/V blocks."""
+    i = pl.program_id(0)
+    q = q_ref[...]  # [block_q, d], on chip with dO, LSE, D and the dQ accumulator
+    do = do_ref[...]
+    lse = lse_ref[...]
+    delta = delta_ref[...]
+    rows = i * block_q + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 0)
+
+    def step(j, dq, *, masked):
+        start = pl.multiple_of(j * block_k, block_k)
+        k = k_ref[pl.ds(start, block_k), :]
+        v = v_ref[pl.ds(start, block_k), :]
+        p = jnp.exp2(_dot(q, k, trans_b=True) * (scale * LOG2_E) - lse[:, None])
+        if masked:
+            cols = start + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
+            p = jnp.where(cols <= rows + diagonal_offset, p, 0.0)
+        ds = p * (_dot(do, v, trans_b=True) - delta[:, None])  # dS = P ∘ (dO V_jᵀ − D)
+        return dq + _dot(ds.astype(k.dtype), k)  # dQ_i += dS K_j
+
+    full, end = _k_tile_range(
+        i, block_q=block_q, block_k=block_k, n_k_tiles=n_k_tiles, causal=causal,
+        diagonal_offset=diagonal_offset,
+    )  # fmt: skip
+    dq = jnp.zeros(q.shape, jnp.float32)
+    dq = lax.fori_loop(0, full, functools.partial(step, masked=False), dq)
+    dq = lax.fori_loop(full, end, functools.partial(step, masked=True), dq)
+    dq_ref[...] = (dq * scale).astype(dq_ref.dtype)
+
+
+def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_offset, interpret):
+    b, n_pad, h, d = q_p.shape
+    kv_pad, h_kv = k_p.shape[1], k_p.shape[2]
+    group = h // h_kv
+    bq = cfg.dq_block_q
+    grid = (n_pad // bq, b, h)
+    row_spec = pl.BlockSpec((None, bq, None, d), lambda i, bi, hi: (bi, i, hi, 0))
+    kv_spec = pl.BlockSpec((None, kv_pad, None, d), lambda i, bi, hi: (bi, 0, hi // group, 0))
+    stat_spec = pl.BlockSpec((None, None, bq), lambda i, bi, hi: (bi, hi, i))
+    kernel = functools.partial(
+        _dq_kernel, scale=scale, causal=causal, block_q=bq, block_k=cfg.dq_block_k,
+        n_k_tiles=kv_pad // cfg.dq_block_k, diagonal_offset=diagonal_offset,
+    )  # fmt: skip
+    return pl.pallas_call(
+        kernel,
+        grid=grid,
+        in_specs=[row_spec, kv_spec, kv_spec, row_spec, stat_spec, stat_spec],
+        out_specs=row_spec,
+        out_shape=jax.ShapeDtypeStruct(q_p.shape, q_p.dtype),
+        compiler_params=triton_compiler_params(cfg.num_warps, cfg.num_stages),
+        interpret=interpret,
+        name="flash_attention_bwd_dq",
+    )(q_p, k_p, v_p, do_p, lse2_p, delta_p)
+
+
+# --- the three kernels together --------------------------------------------------------
+@functools.partial(
+    jax.jit, static_argnames=("causal", "sm_scale", "config", "interpret", "diagonal_offset")
+)
+def flash_attention_backward(
+    q, k, v, o, lse, do, dlse=None, *, causal, sm_scale, config, interpret=False,
+    diagonal_offset=0,
+):  # fmt: skip
+    """``(dQ, dK, dV)`` of attention from the forward's O and natural-log ``lse``.
+
+    ``dlse`` is the cotangent of the log-sum-exp (None: zero). ``diagonal_offset``
+    shifts the causal diagonal as the forward's test hook does (tests only).
+    """
+    n, kv_len = q.shape[1], k.shape[1]
+    cfg = config.fit(n, kv_len)
+    # powers of two: the larger tile is a multiple of the smaller, so pad to it
+    q_mult, k_mult = max(cfg.block_q, cfg.dq_block_q), max(cfg.block_k, cfg.dq_block_k)
+    q_p, o_p, do_p = (pad_seq(x, q_mult) for x in (q, o, do))
+    k_p, v_p = pad_seq(k, k_mult), pad_seq(v, k_mult)
+    n_pad = q_p.shape[1]
+    stat_pad = ((0, 0), (0, 0), (0, n_pad - n))
+    # Rows that see no key (lse = -inf) and padding rows get P = exp(s - inf) = 0.
+    lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2_E)
+    lse2 = jnp.pad(lse2, stat_pad, constant_values=jnp.inf)
+    dlse = jnp.zeros_like(lse) if dlse is None else dlse
+    delta = _delta(o_p, do_p, jnp.pad(dlse, stat_pad), block_q=q_mult, interpret=interpret)
+    kw = dict(cfg=cfg, causal=causal, scale=sm_scale, diagonal_offset=diagonal_offset,
+              interpret=interpret)  # fmt: skip
+    dk, dv = _dkdv(q_p, k_p, v_p, do_p, lse2, delta, **kw)
+    dq = _dq(q_p, k_p, v_p, do_p, lse2, delta, **kw)
+    return dq[:, :n], dk[:, :kv_len], dv[:, :kv_len]
+
+
+# --- jax.custom_vjp ----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    """The non-differentiable arguments of one call (hashable: jit and custom_vjp key)."""
+
+    causal: bool
+    sm_scale: float
+    interpret: bool
+    backward: BackwardConfig
+    forward_options: tuple  # (name, value) pairs for ``flash_attention_forward``
+
+
+def _forward(static: _Static, q, k, v):
+    from pallas_kernels.flash_attention import flash_attention_forward
+
+    return flash_attention_forward(
+        q, k, v, causal=static.causal, sm_scale=static.sm_scale, interpret=static.interpret,
+        **dict(static.forward_options),
+    )  # fmt: skip
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _attention(static: _Static, q, k, v):
+    return _forward(static, q, k, v)
+
+
+def _attention_fwd(static: _Static, q, k, v):
+    o, lse = _forward(static, q, k, v)
+    return (o, lse), (q, k, v, o, lse)
+
+
+def _attention_bwd(static: _Static, residuals, cotangents):
+    q, k, v, o, lse = residuals
+    do, dlse = cotangents
+    return flash_attention_backward(
+        q, k, v, o, lse, do.astype(q.dtype), dlse, causal=static.causal,
+        sm_scale=static.sm_scale, config=static.backward, interpret=static.interpret,
+    )  # fmt: skip
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
+
+
+def flash_attention_vjp(
+    q, k, v, *, causal=False, sm_scale=None, return_lse=False, interpret=False,
+    backward: BackwardConfig | None = None, **forward_options,
+):  # fmt: skip
+    """Flash attention that ``jax.grad`` differentiates with the kernels above.
+
+    The forward is ``pallas_kernels.flash_attention.flash_attention_forward`` (its
+    ``forward_options``: backend and tiles); the backward runs ``backward`` (default:
+    ``default_config(head_dim)``). With ``return_lse`` the log-sum-exp is an output
+    too, and its cotangent flows into dS (D absorbs it).
+    """
+    from pallas_kernels._common import softmax_scale
+
+    d = q.shape[-1]
+    static = _Static(
+        causal=bool(causal),
+        sm_scale=softmax_scale(d, sm_scale),
+        interpret=bool(interpret),
+        backward=backward or default_config(d),
+        forward_options=tuple(sorted(forward_options.items())),
+    )
+    o, lse = _attention(static, q, k, v)
+    return (o, lse) if return_lse else o
