@@ -63,6 +63,16 @@ HELDOUT = [
     (6, 5120, 12, 4, 64, True, "bfloat16"),  # GQA 3:1
 ]
 HELDOUT_IMPLS = ("pallas_flash", "cudnn", "mgpu_attention", "naive_jit")
+#: Kernel family of each implementation (specs/kernels/*.toml); mgpu_attention is
+#: JAX's own Mosaic-GPU kernel, an FA-3-style design (TMA, wgmma, two compute warpgroups).
+FAMILY = {
+    "pallas_flash": "pallas-triton",
+    "cudnn": "cudnn",
+    "xla": "xla-naive",
+    "naive": "xla-naive",
+    "naive_jit": "xla-naive",
+    "mgpu_attention": "pallas-mosaic",
+}
 #: Skip naive (S and P in HBM) above this many score bytes per call: seconds per call.
 NAIVE_MAX_SCORE_BYTES = 6e9
 
@@ -150,6 +160,7 @@ def _shape(batch, n, h, h_kv, d, causal, dtype) -> dict:
 def _empty_point(impl: str, shape: dict) -> dict:
     return {
         "implementation": impl,
+        "family": FAMILY[impl],
         **shape,
         **dict.fromkeys(_CFG),
         "status": "ok",
