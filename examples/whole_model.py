@@ -1,0 +1,119 @@
+"""Whole-model estimate against the H200 measurement of Llama-3.1-8B (issue 16).
+
+    python3 examples/whole_model.py --predict                      # before the run
+    python3 examples/whole_model.py --measured specs/measurements/h200-llama-8b-DATE.json
+
+``--predict`` prints the estimate for every point of ``pallas_kernels.bench_llama.PLAN``;
+``--measured`` puts each measured point beside its prediction (error = predicted /
+measured - 1, on device time), then the chapter's conclusion (3.1.5) measured and
+predicted side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from perfmodel.estimate import estimate
+
+MODEL, HW = "llama-3.1-8b", "h200"
+#: Prefill attention in the benchmark -> (estimate's attention, kernel family).
+PREFILL = {"flash": ("flash", "pallas"), "naive": ("naive", "xla"), "cudnn": ("flash", "cudnn")}
+PAGE = 64
+
+
+def predicted(kind: str, impl: str, shape, batch: int = 1):
+    """(seconds, estimate) of one benchmark point."""
+    if kind == "prefill":
+        attention, kernel = PREFILL[impl]
+        e = estimate(MODEL, HW, prompt=shape, batch=batch, attention=attention, kernel=kernel,
+                     check_memory=False)  # fmt: skip
+        return e.ttft_s, e
+    b, m = shape
+    e = estimate(MODEL, HW, prompt=m, batch=b, context=m, kv=impl, page_tokens=PAGE,
+                 check_memory=False)  # fmt: skip
+    return e.tpot_s, e
+
+
+def predict_table() -> str:
+    from pallas_kernels.bench_llama import PLAN
+
+    lines = [
+        "| # | phase | attention / KV | shape | predicted time | floor | attention share "
+        "| memory (weights+KV+act+scratch) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for i, (kind, impl, shape) in enumerate(PLAN):
+        t, e = predicted(kind, impl, shape)
+        if kind == "prefill":
+            phase, where, mem = e.prefill, f"b=1 n={shape}", e.memory.total_bytes
+            fits = "" if e.memory.fits else " (does not fit)"
+        else:
+            phase, where = e.decode, f"b={shape[0]} m={shape[1]}"
+            mem, fits = e.memory.weights_bytes + e.memory.kv_cache_bytes, ""
+        lines.append(
+            f"| {i} | {kind} | {impl} | {where} | {t * 1e3:.2f} ms | "
+            f"{phase.t_lower_s * 1e3:.2f} ms | {phase.share('attention'):.1%} | "
+            f"{mem / 1e9:.1f} GB{fits} |"
+        )
+    return "\n".join(lines)
+
+
+def _peak(point: dict) -> float | None:
+    """Bytes in use before the call plus the chunk's temporaries and outputs."""
+    before, chunk = point.get("memory_before") or {}, point.get("chunk_memory") or {}
+    if before.get("bytes_in_use") is None:
+        return None
+    return before["bytes_in_use"] + chunk["temp_size_in_bytes"] + chunk["output_size_in_bytes"]
+
+
+def compare(path: str) -> str:
+    with open(path) as f:
+        run = json.load(f)
+    lines = [
+        f"{run['device']}, jax {run['jax']}, commit {run['git_commit']}, chunk {run['chunk']}",
+        "",
+        "| phase | attention / KV | shape | measured (device) | single call | predicted | error "
+        "| tokens/s | HBM GB/s (model bytes) | peak memory |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for p in run["points"]:
+        shape = p["n"] if p["kind"] == "prefill" else (p["batch"], p["m"])
+        t_pred, e = predicted(p["kind"], p["impl"], shape, p.get("batch", 1))
+        where = (
+            f"b={p['batch']} n={p['n']}" if p["kind"] == "prefill" else f"b={p['batch']} m={p['m']}"
+        )
+        if "device_s" not in p:
+            lines.append(f"| {p['kind']} | {p['impl']} | {where} | {p.get('error', '?')[:60]} "
+                         f"| | {t_pred * 1e3:.2f} ms | | | | |")  # fmt: skip
+            continue
+        t = p["device_s"]
+        phase = e.prefill if p["kind"] == "prefill" else e.decode
+        tokens = phase.tokens / t if p["kind"] == "prefill" else p["batch"] / t
+        peak = _peak(p)
+        lines.append(
+            f"| {p['kind']} | {p['impl']} | {where} | {t * 1e3:.2f} ms | "
+            f"{p['latency_s'] * 1e3:.2f} ms | {t_pred * 1e3:.2f} ms | {t_pred / t - 1:+.1%} | "
+            f"{tokens:,.0f} | {phase.hbm_bytes / t / 1e9:,.0f} | "
+            f"{'n/a' if peak is None else f'{peak / 1e9:.1f} GB'} |"
+        )
+    for s in run.get("skipped", []):
+        lines.append(
+            f"| {s['kind']} | {s['impl']} | {s['shape']} | not run ({s['why']}) | | | | | | |"
+        )
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--predict", action="store_true")
+    ap.add_argument("--measured", default=None)
+    args = ap.parse_args()
+    if args.predict:
+        print(predict_table())
+    if args.measured:
+        print(compare(args.measured))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,451 @@
+"""Whole-model estimates: time to first token, time per output token, throughput, memory.
+
+A decoder-only model (``specs/models/*.toml``) on a device is a list of operators, each
+one kernel with its FLOPs and HBM bytes (``perfmodel.costs.transformer`` for the
+projections, MLP, norms and elementwise work; ``perfmodel.predict`` for prefill
+attention; ``perfmodel.kvcache.decode_step`` for decode attention). Each operator's
+time is its roofline time at the calibrated fraction of each roof plus one launch gap;
+the operators of one forward run one after another, so their times add up.
+
+* **Prefill** (time to first token): every layer over ``batch·prompt`` tokens, causal
+  attention over the prompt, and the LM head on the last token of each sequence.
+* **Decode** (time per output token): every layer over ``batch`` tokens, attention
+  over a KV cache of ``context`` tokens (contiguous, or paged with a block table),
+  and the LM head. Its time is affine in the context, so the mean over a response of
+  ``output`` tokens is the step at ``prompt + output/2``.
+* **Memory**: weights, the KV cache (contiguous: ``prompt + output`` tokens reserved per
+  sequence; paged: whole pages), the activations alive at the MLP's peak, and the
+  attention scratch (naive attention's S and P, one layer at a time).
+
+Calibration: the GEMMs and elementwise kernels use the ``default`` profile (datasheet
+roofs derated to what tuned libraries reach); attention uses the profile of its kernel
+family where one was fitted on this device (``kernel="pallas"``, ``"cudnn"``,
+``"xla"``), with its launch gap replaced by the device's and no host dispatch: inside a
+whole model every kernel is one of hundreds queued in one executable.
+
+>>> e = estimate("llama-3.1-8b", "h200", prompt=2048, output=256, batch=16)
+>>> e.memory.fits, round(e.memory.weights_bytes / 1e9, 2)
+(True, 16.06)
+>>> e.prefill.time_s > e.decode.time_s
+True
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import sympy as sp
+
+from perfmodel import roofline
+from perfmodel.calibration import Calibration, known_calibrations, load_calibration
+from perfmodel.compile import compiled
+from perfmodel.costs import transformer as tf
+from perfmodel.costs.base import Kernel
+from perfmodel.errors import PerfmodelError
+from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.models import ModelSpec, load_model
+from perfmodel.units import si
+
+#: Attention algorithms: the chapter's naive (S and P through HBM) and FlashAttention-2.
+ATTENTION = {"naive": "naive", "flash": "flash", "fa2": "flash", "flash2": "flash"}
+#: Kernel families with fitted profiles: (algorithm, profile implementation, naive variant).
+KERNELS = {
+    "pallas": ("flash", "pallas_flash", "minimal"),
+    "cudnn": ("flash", "cudnn", "minimal"),
+    "xla": ("naive", "naive", "xla"),
+}
+KV_LAYOUTS = ("contiguous", "paged")
+#: Page size of the paged KV cache (vLLM's default block size).
+PAGE_TOKENS = 16
+
+
+@dataclass(frozen=True)
+class Operator:
+    """One operator of a forward pass, summed over its ``count`` launches. SI units."""
+
+    name: str
+    count: int
+    flops: float
+    hbm_bytes: float
+    t_lower_s: float  #: the roofline floor, no derating, no launch gap
+    time_s: float  #: the estimate
+    roof: str  #: the largest roof
+
+    @property
+    def intensity(self) -> float:
+        return self.flops / self.hbm_bytes if self.hbm_bytes else math.inf
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Prefill or one decode step: its operators and their sums."""
+
+    name: str
+    tokens: int  #: tokens through each layer in this phase
+    context: int  #: KV length attention reads
+    operators: tuple[Operator, ...]
+
+    @property
+    def time_s(self) -> float:
+        return sum(op.time_s for op in self.operators)
+
+    @property
+    def t_lower_s(self) -> float:
+        return sum(op.t_lower_s for op in self.operators)
+
+    @property
+    def flops(self) -> float:
+        return sum(op.flops for op in self.operators)
+
+    @property
+    def hbm_bytes(self) -> float:
+        return sum(op.hbm_bytes for op in self.operators)
+
+    def share(self, name: str) -> float:
+        """Fraction of the phase's time spent in operator ``name``."""
+        return sum(op.time_s for op in self.operators if op.name == name) / self.time_s
+
+
+@dataclass(frozen=True)
+class Memory:
+    """Device memory at the peak of prefill, bytes."""
+
+    weights_bytes: float
+    kv_cache_bytes: float
+    activations_bytes: float
+    attention_scratch_bytes: float
+    capacity_bytes: float
+
+    @property
+    def total_bytes(self) -> float:
+        return (self.weights_bytes + self.kv_cache_bytes + self.activations_bytes
+                + self.attention_scratch_bytes)  # fmt: skip
+
+    @property
+    def fits(self) -> bool:
+        return self.total_bytes <= self.capacity_bytes
+
+    @property
+    def shortfall_bytes(self) -> float:
+        return max(0.0, self.total_bytes - self.capacity_bytes)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A whole-model estimate for one model, device and workload."""
+
+    model: str
+    hardware: str
+    dtype: str
+    attention: str
+    kernel: str | None
+    kv: str
+    batch: int
+    prompt: int
+    output: int
+    prefill: Phase
+    decode: Phase
+    memory: Memory
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def ttft_s(self) -> float:
+        """Time to first token: the prefill."""
+        return self.prefill.time_s
+
+    @property
+    def tpot_s(self) -> float:
+        """Time per output token, at the decode context."""
+        return self.decode.time_s
+
+    @property
+    def latency_s(self) -> float:
+        """End to end: prefill, then ``output - 1`` decode steps."""
+        return self.ttft_s + (self.output - 1) * self.tpot_s
+
+    @property
+    def prefill_tokens_per_s(self) -> float:
+        return self.batch * self.prompt / self.ttft_s
+
+    @property
+    def decode_tokens_per_s(self) -> float:
+        return self.batch / self.tpot_s
+
+    @property
+    def throughput_tokens_per_s(self) -> float:
+        """Output tokens per second over the whole request, prefill included."""
+        return self.batch * self.output / self.latency_s
+
+    def to_dict(self) -> dict:
+        out = asdict(self)
+        for phase in ("prefill", "decode"):
+            p = getattr(self, phase)
+            out[phase].update(time_s=p.time_s, t_lower_s=p.t_lower_s, flops=p.flops,
+                              hbm_bytes=p.hbm_bytes)  # fmt: skip
+        out["memory"].update(total_bytes=self.memory.total_bytes, fits=self.memory.fits,
+                             shortfall_bytes=self.memory.shortfall_bytes)  # fmt: skip
+        out.update(ttft_s=self.ttft_s, tpot_s=self.tpot_s, latency_s=self.latency_s,
+                   prefill_tokens_per_s=self.prefill_tokens_per_s,
+                   decode_tokens_per_s=self.decode_tokens_per_s,
+                   throughput_tokens_per_s=self.throughput_tokens_per_s)  # fmt: skip
+        return out
+
+    def __str__(self) -> str:
+        return estimate_table(self)
+
+
+# --- input checks -----------------------------------------------------------------
+def _positive_int(name: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise PerfmodelError(f"{name}={value!r} must be a positive integer")
+    return value
+
+
+def _attention_choice(attention: str, kernel: str | None) -> tuple[str, str | None, str]:
+    """(algorithm, profile implementation or None, naive variant)."""
+    if attention not in ATTENTION:
+        raise PerfmodelError(f"unknown attention={attention!r}; known: {sorted(ATTENTION)}")
+    algorithm = ATTENTION[attention]
+    if kernel is None:
+        return algorithm, None, "minimal"
+    if kernel not in KERNELS:
+        raise PerfmodelError(f"unknown kernel={kernel!r}; known: {sorted(KERNELS)}")
+    family, impl, variant = KERNELS[kernel]
+    if family != algorithm:
+        raise PerfmodelError(f"kernel={kernel!r} implements {family} attention, not {attention!r}")
+    return algorithm, impl, variant
+
+
+def _profile(device: HardwareSpec, impl: str | None) -> Calibration:
+    """The attention profile: fitted for ``impl`` on this device, with the device's launch
+    gap and no host dispatch (inside a model, kernels queue in one executable)."""
+    if impl is None:
+        return load_calibration("default")
+    for name in known_calibrations():
+        cal = load_calibration(name)
+        if cal.device == device.name and cal.implementation == impl:
+            return cal.model_copy(update={"launch_overhead_s": None, "dispatch_overhead_s": 0.0})
+    raise PerfmodelError(f"no calibration fitted for kernel {impl!r} on {device.name}")
+
+
+# --- operators ----------------------------------------------------------------------
+def _values(spec: ModelSpec, dtype: str, rows: int, head_rows: int) -> dict[str, int]:
+    return dict(rows=rows, head_rows=head_rows, hidden=spec.hidden, inter=spec.intermediate,
+                vocab=spec.vocab, h=spec.heads, h_kv=spec.kv_heads, d=spec.head_dim,
+                experts=1, top_k=1, s=BYTES_PER_ELEMENT[dtype])  # fmt: skip
+
+
+def _operator(kernel: Kernel, count: int, values: dict, device: HardwareSpec, dtype: str,
+              calibration: Calibration) -> Operator:  # fmt: skip
+    """One kernel's roofline time at the calibrated fractions, plus its launch gap."""
+    work = compiled((kernel.matmul_flops, kernel.vector_flops, kernel.exp_count,
+                     kernel.hbm_bytes))(**values)  # fmt: skip
+    rates = {"matmul": device.peak(dtype), "vector": device.vector_fp32_flops_per_s,
+             "exp": device.exp_per_s, "hbm": device.hbm_bandwidth_bytes_per_s}  # fmt: skip
+    times = roofline.roof_times(dict(zip(rates, work, strict=True)), rates)
+    efficiency = {r: calibration.efficiency(r) for r in times}
+    launch = calibration.launch_overhead_s
+    launch = device.launch_overhead_s if launch is None else launch
+    time = roofline.kernel_estimate(times, efficiency, compute_overlap=calibration.compute_overlap)
+    return Operator(name=kernel.name, count=count, flops=count * (work[0] + work[1]),
+                    hbm_bytes=count * work[3], t_lower_s=count * roofline.lower_bound(times),
+                    time_s=count * (time + launch), roof=roofline.binding_roof(times))  # fmt: skip
+
+
+def _layer_operators(spec, device, dtype, rows, head_rows) -> list[Operator]:
+    values = _values(spec, dtype, rows, head_rows)
+    default = load_calibration("default")
+    layer = [_operator(k, spec.layers, values, device, dtype, default) for k in tf.dense_layer()]
+    once = [_operator(k, 1, values, device, dtype, default) for k in tf.once_per_forward()]
+    return layer + once
+
+
+def _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, variant):
+    from perfmodel.prediction import predict
+
+    p = predict(n=prompt, hw=device, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads,
+                batch=batch, dtype=dtype, causal=True, calibration=_profile(device, impl),
+                naive=variant)  # fmt: skip
+    side = p.flash if algorithm == "flash" else p.naive
+    op = Operator(name="attention", count=spec.layers, flops=spec.layers * side.flops,
+                  hbm_bytes=spec.layers * side.hbm_bytes, t_lower_s=spec.layers * side.t_lower_s,
+                  time_s=spec.layers * side.time_s, roof=side.binding_roof)  # fmt: skip
+    return op, side.extra_memory_bytes
+
+
+#: The paged kernel's split rule (``pallas_kernels.paged_decode.default_splits``): about
+#: this many programs per SM (latency hiding), and chunks of at least this many pages.
+PROGRAMS_PER_SM, MIN_PAGES_PER_SPLIT = 8, 4
+
+
+def decode_splits(device: HardwareSpec, batch: int, kv_heads: int, context: int, page: int) -> int:
+    """KV chunks per sequence: ``perfmodel.costs.decode.auto_splits`` with
+    ``PROGRAMS_PER_SM`` programs per SM and ``MIN_PAGES_PER_SPLIT`` pages per chunk."""
+    from perfmodel.costs import decode
+
+    rule = decode.auto_splits(kv_blocks=sp.ceiling(decode.pages_per_seq / MIN_PAGES_PER_SPLIT))
+    value = compiled(rule)(b=batch, h_kv=kv_heads, m=context, page=page,
+                           resident_ctas=PROGRAMS_PER_SM * device.sm_count)  # fmt: skip
+    return int(value)
+
+
+def _decode_attention(spec, device, dtype, batch, context, kv, page_tokens) -> Operator:
+    from perfmodel.kvcache import decode_step
+
+    paged = kv == "paged"
+    page = page_tokens if paged else 64  # contiguous: XLA fills the chip; 64-token blocks
+    splits = decode_splits(device, batch, spec.kv_heads, context, page)
+    step = decode_step(device, batch=batch, kv_len=context, h=spec.heads, h_kv=spec.kv_heads,
+                       d=spec.head_dim, dtype=dtype, page_tokens=page if paged else None,
+                       splits=splits)  # fmt: skip
+    return Operator(name="attention", count=spec.layers, flops=spec.layers * step.flops,
+                    hbm_bytes=spec.layers * step.hbm_bytes,
+                    t_lower_s=spec.layers * step.t_lower_s, time_s=spec.layers * step.time_s,
+                    roof="hbm")  # fmt: skip
+
+
+def _ordered(ops: list[Operator], attention: Operator) -> tuple[Operator, ...]:
+    """Layer operators in launch order with attention after rope, then the once-per-forward."""
+    at = next(i for i, op in enumerate(ops) if op.name == "rope") + 1
+    return tuple(ops[:at] + [attention] + ops[at:])
+
+
+def memory_budget(spec: ModelSpec, device: HardwareSpec, dtype: str, *, batch: int,
+                  prompt: int, output: int, kv: str, page_tokens: int,
+                  attention_scratch: float) -> Memory:  # fmt: skip
+    """Weights, the KV cache for ``prompt + output`` tokens per sequence, the prefill's
+    peak activations (one layer at a time) and attention scratch."""
+    from perfmodel.kvcache import kv_bytes_per_token
+
+    tokens = prompt + output
+    if kv == "paged":
+        tokens = math.ceil(tokens / page_tokens) * page_tokens
+    s = BYTES_PER_ELEMENT[dtype]
+    values = _values(spec, dtype, batch * prompt, batch)
+    activations = compiled(tf.activation_elements())(**values) * s
+    return Memory(weights_bytes=spec.weight_bytes(dtype),
+                  kv_cache_bytes=batch * tokens * kv_bytes_per_token(spec, dtype),
+                  activations_bytes=float(activations),
+                  attention_scratch_bytes=float(attention_scratch),
+                  capacity_bytes=float(device.hbm_capacity_bytes))  # fmt: skip
+
+
+def _does_not_fit(e: Estimate) -> str:
+    m = e.memory
+    parts = (f"weights {si(m.weights_bytes, 'B')} + KV cache {si(m.kv_cache_bytes, 'B')} + "
+             f"activations {si(m.activations_bytes, 'B')} + attention scratch "
+             f"{si(m.attention_scratch_bytes, 'B')}")  # fmt: skip
+    need = math.ceil(m.total_bytes / m.capacity_bytes)
+    return (f"{e.model} with batch={e.batch}, prompt={e.prompt}, output={e.output} "
+            f"({e.attention} attention) does not fit on one {e.hardware}: {parts} = "
+            f"{si(m.total_bytes, 'B')} > {si(m.capacity_bytes, 'B')}, short by "
+            f"{si(m.shortfall_bytes, 'B')} (at least {need} devices' memory)")  # fmt: skip
+
+
+def estimate(
+    model: str | Path | ModelSpec,
+    hw: str | Path | HardwareSpec,
+    *,
+    prompt: int,
+    output: int = 1,
+    batch: int = 1,
+    attention: str = "flash",
+    kernel: str | None = None,
+    dtype: str = "bf16",
+    kv: str = "paged",
+    page_tokens: int = PAGE_TOKENS,
+    context: int | None = None,
+    check_memory: bool = True,
+) -> Estimate:
+    """Prefill, decode and memory of ``model`` serving ``batch`` requests on ``hw``.
+
+    ``attention``: "naive" or "flash" ("fa2"); ``kernel``: a fitted kernel family for it
+    ("pallas", "cudnn" for flash; "xla" for naive), else the datasheet profile.
+    ``kv``: "contiguous" or "paged" (``page_tokens`` per page). ``context``: the KV length
+    of the decode step reported as TPOT (default ``prompt + output // 2``, the mean).
+    ``check_memory=False`` returns an estimate that does not fit instead of raising.
+    """
+    spec, device = load_model(model), load_hardware(hw)
+    for name, value in dict(prompt=prompt, output=output, batch=batch,
+                            page_tokens=page_tokens).items():  # fmt: skip
+        _positive_int(name, value)
+    if dtype not in BYTES_PER_ELEMENT:
+        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+    if kv not in KV_LAYOUTS:
+        raise PerfmodelError(f"unknown kv={kv!r}; known: {KV_LAYOUTS}")
+    if prompt + output > spec.max_context_tokens:
+        raise PerfmodelError(
+            f"prompt + output = {prompt + output} tokens exceeds {spec.name}'s "
+            f"max_context_tokens={spec.max_context_tokens}"
+        )
+    context = prompt + output // 2 if context is None else _positive_int("context", context)
+    if context > spec.max_context_tokens:
+        raise PerfmodelError(f"context={context} exceeds {spec.name}'s "
+                             f"max_context_tokens={spec.max_context_tokens}")  # fmt: skip
+    algorithm, impl, variant = _attention_choice(attention, kernel)
+    attn, scratch = _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl,
+                                       variant)  # fmt: skip
+    prefill = Phase(
+        "prefill",
+        batch * prompt,
+        prompt,
+        _ordered(_layer_operators(spec, device, dtype, batch * prompt, batch), attn),
+    )
+    decode_attn = _decode_attention(spec, device, dtype, batch, context, kv, page_tokens)
+    decode = Phase(
+        "decode",
+        batch,
+        context,
+        _ordered(_layer_operators(spec, device, dtype, batch, batch), decode_attn),
+    )
+    memory = memory_budget(spec, device, dtype, batch=batch, prompt=prompt, output=output,
+                           kv=kv, page_tokens=page_tokens, attention_scratch=scratch)  # fmt: skip
+    result = Estimate(model=spec.name, hardware=device.name, dtype=dtype, attention=algorithm,
+                      kernel=kernel, kv=kv, batch=batch, prompt=prompt, output=output,
+                      prefill=prefill, decode=decode, memory=memory)  # fmt: skip
+    if check_memory and not memory.fits:
+        raise PerfmodelError(_does_not_fit(result))
+    return result
+
+
+# --- display ------------------------------------------------------------------------
+def _phase_lines(phase: Phase) -> list[str]:
+    head = (f"  {'operator':<14}{'count':>6}{'FLOPs':>12}{'HBM bytes':>12}{'FLOP/B':>9}"
+            f"{'roof':>8}{'floor':>11}{'time':>11}{'share':>8}")  # fmt: skip
+    lines = [head]
+    for op in phase.operators:
+        lines.append(
+            f"  {op.name:<14}{op.count:>6}{si(op.flops, 'FLOP'):>12}{si(op.hbm_bytes, 'B'):>12}"
+            f"{op.intensity:>9.1f}{op.roof:>8}{si(op.t_lower_s, 's'):>11}{si(op.time_s, 's'):>11}"
+            f"{op.time_s / phase.time_s:>8.1%}"
+        )  # fmt: skip
+    lines.append(f"  {'total':<14}{'':>6}{si(phase.flops, 'FLOP'):>12}"
+                 f"{si(phase.hbm_bytes, 'B'):>12}{phase.flops / phase.hbm_bytes:>9.1f}{'':>8}"
+                 f"{si(phase.t_lower_s, 's'):>11}{si(phase.time_s, 's'):>11}")  # fmt: skip
+    return lines
+
+
+def estimate_table(e: Estimate) -> str:
+    """The per-operator table of both phases, then the summary and the memory budget."""
+    kernel = f", kernel {e.kernel}" if e.kernel else ""
+    m = e.memory
+    lines = [
+        f"{e.model} on {e.hardware}, {e.dtype}: batch {e.batch}, prompt {e.prompt}, output "
+        f"{e.output}, {e.attention} attention{kernel}, {e.kv} KV cache",
+        f"prefill ({e.prefill.tokens} tokens through each layer):",
+        *_phase_lines(e.prefill),
+        f"decode step (batch {e.batch}, context {e.decode.context}):",
+        *_phase_lines(e.decode),
+        f"time to first token      {si(e.ttft_s, 's')}  "
+        f"({e.prefill_tokens_per_s:,.0f} prompt tok/s)",
+        f"time per output token    {si(e.tpot_s, 's')}  ({e.decode_tokens_per_s:,.0f} tok/s)",
+        f"end-to-end latency       {si(e.latency_s, 's')}  "
+        f"({e.throughput_tokens_per_s:,.0f} output tok/s)",
+        f"memory: weights {si(m.weights_bytes, 'B')} + KV {si(m.kv_cache_bytes, 'B')} + "
+        f"activations {si(m.activations_bytes, 'B')} + attention scratch "
+        f"{si(m.attention_scratch_bytes, 'B')} = {si(m.total_bytes, 'B')} of "
+        f"{si(m.capacity_bytes, 'B')} ({'fits' if m.fits else 'does NOT fit'})",
+    ]  # fmt: skip
+    return "\n".join(lines) + "\n"
