@@ -120,14 +120,14 @@ def flash_attention(
       options: the backend's tuning knobs (``flash_attention_forward``).
 
     Returns:
-      O with q's shape and dtype, and the log-sum-exp if ``return_lse``.
+      O with q's shape and dtype, and the log-sum-exp if ``return_lse``. ``jax.grad``
+      works through both outputs: dQ, dK, dV come from the Pallas backward kernels.
     """
-    chosen = choose_backend(q, k, v, causal=causal, backend=backend, interpret=interpret)
-    if chosen == "mosaic":
-        return flash_mosaic.mosaic_flash_attention(
-            q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse, **options
-        )
-    return triton_flash_attention(
+    # Differentiable: a jax.custom_vjp whose forward is flash_attention_forward and whose
+    # backward runs the Pallas backward kernels (pallas_kernels/flash_backward.py).
+    from pallas_kernels.flash_backward import flash_attention_vjp
+
+    return flash_attention_vjp(
         q,
         k,
         v,
@@ -135,5 +135,6 @@ def flash_attention(
         sm_scale=sm_scale,
         return_lse=return_lse,
         interpret=interpret,
+        backend=backend,
         **options,
     )
