@@ -1,19 +1,19 @@
 """How fast is the model? predict() latency, sweep throughput, import time.
 
 Compares, in the same run, the compiled (lambdify) path against plain sympy
-``.subs()`` evaluation of the same flash and naive formulas. Prints a table and
-writes ``benchmarks/results/predict_speed.json``.
+``.subs()`` evaluation of the same flash and naive formulas. Prints a table and, with
+``--out FILE``, writes the figures there as JSON.
 
-    python benchmarks/predict_speed.py
+    python benchmarks/predict_speed.py [--out /tmp/predict_speed.json]
 """
 
 from __future__ import annotations
 
+import argparse
 import statistics
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 
@@ -52,7 +52,10 @@ def subs_time_s() -> float:
     return _median_s(lambda: [float(e.subs(values)) for e in exprs], 20)
 
 
-def main() -> dict:
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=None, help="JSON file to write the figures to")
+    args = parser.parse_args(argv)
     import perfmodel
 
     perfmodel.predict(n=8192, hw="a100")  # warm-up: compile and cache
@@ -79,9 +82,8 @@ def main() -> dict:
           f"({result['subs_over_predict']:.0f}x predict)")  # fmt: skip
     print(f"sweep of {n.size:,} points     {sweep_s:8.3f} s    (goal <= 1 s), "
           f"{result['sweep_points_per_s']:.3g} points/s")  # fmt: skip
-    out = Path(__file__).parent / "results" / "predict_speed.json"
-    out.parent.mkdir(exist_ok=True)
-    write_json(out, result)
+    if args.out:
+        write_json(args.out, result)
     return result
 
 

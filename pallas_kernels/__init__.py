@@ -6,6 +6,13 @@ runs the three unfused steps the model calls "naive"; ``reference_attention`` is
 plain-JAX specification both are tested against.
 """
 
+try:
+    import jax  # noqa: F401
+except ModuleNotFoundError:  # one line that says what to install, not a chain of imports
+    raise ModuleNotFoundError(
+        "pallas_kernels needs jax, which is not installed: pip install 'perfmodel[kernels]'"
+    ) from None
+
 from pallas_kernels.flash_attention import BlockSizes, flash_attention, flash_attention_forward
 from pallas_kernels.naive import naive_attention
 from pallas_kernels.reference import reference_attention
