@@ -1,0 +1,342 @@
+"""What every public entry point accepts: one declaration per parameter, one error type.
+
+The Python API and each CLI command check their arguments here, once, at the boundary:
+
+>>> check(n=4096, causal=False)
+{'n': 4096, 'causal': False}
+>>> check(n=0)
+Traceback (most recent call last):
+...
+perfmodel.errors.PerfmodelError: n=0 must be a positive integer (query length)
+>>> check(causal="False")
+Traceback (most recent call last):
+...
+perfmodel.errors.PerfmodelError: causal='False' must be True or False
+
+A new parameter is one line in :data:`PARAMETERS`. Every failure is a
+:class:`~perfmodel.errors.PerfmodelError` (a ``ValueError``) whose one-line message names
+the argument, the value and what it accepts; sizes above a stated limit are refused, so
+that a result is never ``inf`` or ``nan``. Files: :func:`read_text` names the path in
+every error (missing, a folder, unreadable, not UTF-8), :func:`parse_model` names the
+first bad field of a wrong-schema file, and :func:`output_folder` checks a folder can be
+written *before* any long work.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+from collections.abc import Callable, Collection
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from perfmodel.errors import PerfmodelError
+
+# --- limits: beyond them a count would be unphysical or overflow a float ------------------
+#: Tokens per sequence (n, kv_len): 2^32, past any context length in use.
+MAX_TOKENS = 2**32
+#: Sequences in a batch.
+MAX_BATCH = 2**32
+#: Heads, and the head dimension.
+MAX_HEADS = 2**16
+MAX_HEAD_DIM = 2**16
+#: Tile sides (block_q, block_k): larger than any SRAM holds.
+MAX_TILE = 2**16
+#: Largest product b*h*n*m*d the model evaluates: every count stays far below 1e308.
+MAX_WORK = 2.0**180
+
+
+def _show(value: Any) -> str:
+    """The value as the message shows it: one line, at most 60 characters."""
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, int) and abs(value) > 10**15:
+        return f"{'-' if value < 0 else ''}{str(abs(value))[0]}e{len(str(abs(value))) - 1}"
+    text = repr(value).replace("\n", " ")
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def fail(name: str, value: Any, must: str) -> PerfmodelError:
+    """The error for ``name=value``: ``n=0 must be a positive integer``."""
+    return PerfmodelError(f"{name}={_show(value)} {must}")
+
+
+# --- parameter kinds ----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Param:
+    """A parameter kind: ``scalar`` checks one value, ``column`` a list or array of them."""
+
+    what: str = ""  #: what the value is, shown in the message
+    optional: bool = False  #: None is accepted (and kept)
+
+    def scalar(self, name: str, value: Any) -> Any:
+        if value is None and self.optional:
+            return None
+        return self._one(name, value)
+
+    def column(self, name: str, value: Any) -> np.ndarray:
+        """A 1-D array of checked values (a scalar is one value); empty lists are refused."""
+        try:
+            scalar = isinstance(value, str | bytes) or value is None or np.ndim(value) == 0
+            arr = np.asarray([value] if scalar else value)
+        except (TypeError, ValueError):
+            raise fail(name, value, f"must be a flat list of values{self._about()}") from None
+        if arr.ndim != 1 or arr.size == 0:
+            raise fail(name, value, f"must be a non-empty flat list{self._about()}")
+        return self._many(name, arr)
+
+    def _about(self) -> str:
+        return f" ({self.what})" if self.what else ""
+
+    def _one(self, name: str, value: Any) -> Any:
+        raise NotImplementedError
+
+    def _many(self, name: str, arr: np.ndarray) -> np.ndarray:
+        out = [self.scalar(name, v.item() if isinstance(v, np.generic) else v) for v in arr]
+        return np.asarray(out, dtype=object if self.optional else None)
+
+
+@dataclass(frozen=True)
+class PositiveInt(Param):
+    """An integer from 1 to ``limit`` (not a bool; an integral float is taken as its int)."""
+
+    limit: int = MAX_TOKENS
+    power_of_two: bool = False
+
+    def _must(self) -> str:
+        kind = "a power of two" if self.power_of_two else "a positive integer"
+        return f"must be {kind}{self._about()}"
+
+    def _one(self, name: str, value: Any) -> int:
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+            raise fail(name, value, self._must())
+        if isinstance(value, float | np.floating) and not (
+            math.isfinite(value) and float(value).is_integer()
+        ):
+            raise fail(name, value, self._must())
+        number = int(value)
+        if number <= 0 or (self.power_of_two and number & (number - 1)):
+            raise fail(name, value, self._must())
+        if number > self.limit:
+            raise fail(name, value, f"exceeds the limit {self.limit:,}{self._about()}")
+        return number
+
+    def _many(self, name: str, arr: np.ndarray) -> np.ndarray:
+        if arr.dtype == object and self.optional and any(v is None for v in arr.flat):
+            return super()._many(name, arr)
+        if arr.dtype.kind not in "iuf":  # text, booleans, None, huge ints: one by one
+            return np.asarray([self._one(name, v) for v in arr.tolist()], dtype=np.int64)
+        as_float = arr.astype(np.float64)
+        bad = ~np.isfinite(as_float) | (as_float <= 0) | (as_float != np.floor(as_float))
+        if self.power_of_two:
+            ints = np.where(bad, 1, as_float).astype(np.int64)
+            bad |= (ints & (ints - 1)) != 0
+        if np.any(bad):
+            raise fail(name, arr[bad][0].item(), self._must())
+        if np.any(as_float > self.limit):
+            raise fail(name, arr[as_float > self.limit][0].item(),
+                       f"exceeds the limit {self.limit:,}{self._about()}")  # fmt: skip
+        return arr.astype(np.int64) if arr.dtype.kind == "f" else arr
+
+
+@dataclass(frozen=True)
+class Flag(Param):
+    """True or False, and nothing else: not 1, not "False"."""
+
+    def _one(self, name: str, value: Any) -> bool:
+        if not isinstance(value, bool | np.bool_):
+            raise fail(name, value, "must be True or False")
+        return bool(value)
+
+    def _many(self, name: str, arr: np.ndarray) -> np.ndarray:
+        if arr.dtype != bool:
+            return np.asarray([self._one(name, v) for v in arr.tolist()], dtype=bool)
+        return arr
+
+
+@dataclass(frozen=True)
+class Real(Param):
+    """A finite number in [low, high] (bounds optional; ``open_low`` excludes ``low``)."""
+
+    low: float | None = None
+    high: float | None = None
+    open_low: bool = False
+
+    def _must(self) -> str:
+        if self.low is not None and self.high is not None:
+            lo = "(" if self.open_low else "["
+            return f"must be a number in {lo}{self.low:g}, {self.high:g}]{self._about()}"
+        if self.low is not None:
+            return f"must be a number {'above' if self.open_low else 'at least'} {self.low:g}" + (
+                self._about()
+            )
+        return f"must be a finite number{self._about()}"
+
+    def _one(self, name: str, value: Any) -> float:
+        if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
+            raise fail(name, value, self._must())
+        x = float(value)
+        low_ok = self.low is None or (x > self.low if self.open_low else x >= self.low)
+        if not math.isfinite(x) or not low_ok or (self.high is not None and x > self.high):
+            raise fail(name, value, self._must())
+        return x
+
+
+@dataclass(frozen=True)
+class Choice(Param):
+    """One of a closed set of names (exact spelling)."""
+
+    known: Collection[str] | Callable[[], Collection[str]] = ()
+
+    def names(self) -> list[str]:
+        known = self.known() if callable(self.known) else self.known
+        return sorted(str(k) for k in known)
+
+    def _one(self, name: str, value: Any) -> str:
+        names = self.names()
+        if not isinstance(value, str) or value not in names:
+            raise fail(name, value, f"is not one of {', '.join(names)}")
+        return value
+
+    def _many(self, name: str, arr: np.ndarray) -> np.ndarray:
+        values = arr.tolist()
+        for v in dict.fromkeys(values if arr.dtype == object else map(str, values)):
+            self._one(name, v)
+        return arr.astype(str)
+
+
+@dataclass(frozen=True)
+class NameOrPath(Param):
+    """A registry name or alias, a path to a file, or an already-loaded object."""
+
+    loaded: tuple[type, ...] = ()
+
+    def _one(self, name: str, value: Any) -> Any:
+        if isinstance(value, str | os.PathLike) and str(value).strip():
+            return value
+        if self.loaded and isinstance(value, self.loaded):
+            return value
+        raise fail(name, value, f"must be a name or a path to a file{self._about()}")
+
+
+def _dtypes() -> Collection[str]:
+    from perfmodel.hardware import BYTES_PER_ELEMENT
+
+    return BYTES_PER_ELEMENT
+
+
+#: Every parameter of the public API, by name: one line each.
+PARAMETERS: dict[str, Param] = {
+    "n": PositiveInt("query length", limit=MAX_TOKENS),
+    "kv_len": PositiveInt("key length", optional=True, limit=MAX_TOKENS),
+    "d": PositiveInt("head dimension", limit=MAX_HEAD_DIM),
+    "h": PositiveInt("query heads", limit=MAX_HEADS),
+    "h_kv": PositiveInt("key/value heads", optional=True, limit=MAX_HEADS),
+    "batch": PositiveInt("sequences", limit=MAX_BATCH),
+    "block_q": PositiveInt("tile rows B_r", limit=MAX_TILE, power_of_two=True),
+    "block_k": PositiveInt("tile columns B_c", limit=MAX_TILE, power_of_two=True),
+    "q_len": PositiveInt("query rows per decode step", limit=MAX_TOKENS),
+    "splits": PositiveInt("KV chunks per sequence", limit=MAX_TOKENS),
+    "page_tokens": PositiveInt("tokens per KV page", optional=True, limit=MAX_TOKENS),
+    "tokens": PositiveInt("tokens", optional=True, limit=MAX_TOKENS * MAX_BATCH),
+    "max_len": PositiveInt("longest sequence, tokens", limit=MAX_TOKENS),
+    "causal": Flag(),
+    "grid": Flag(),
+    "attention_only": Flag(),
+    "dtype": Choice(known=_dtypes),
+    "naive": Choice(known=("minimal", "xla")),
+    "algorithm": Choice(known=("naive", "flash")),
+    "time_s": Real("a measured time, seconds", low=0, open_low=True, high=1e6),
+    "hbm_util": Real("fraction of peak", low=0, high=1),
+    "sm_util": Real("fraction of peak", low=0, high=1),
+    "hbm_bytes_per_s": Real("bytes/s", optional=True, low=0, open_low=True, high=1e18),
+    "matmul_flops_per_s": Real("FLOP/s", optional=True, low=0, open_low=True, high=1e21),
+    "memory_fraction": Real("fraction of HBM", low=0, open_low=True, high=1),
+    "threshold": Real("a speedup", low=1, open_low=True, high=1e6),
+    "hw": NameOrPath("device name, alias or spec .toml"),
+    "model": NameOrPath("model name or .toml"),
+    "workload": NameOrPath("workload name or .toml"),
+}
+
+
+def check(**values: Any) -> dict[str, Any]:
+    """Each value checked as its parameter in :data:`PARAMETERS` declares; returns them."""
+    return {k: PARAMETERS[k].scalar(k, v) for k, v in values.items()}
+
+
+def check_columns(**values: Any) -> dict[str, np.ndarray]:
+    """Each value checked as a non-empty 1-D column (``sweep``'s arguments)."""
+    return {k: PARAMETERS[k].column(k, v) for k, v in values.items()}
+
+
+# --- files ---------------------------------------------------------------------------------
+def read_text(path: str | os.PathLike, what: str) -> str:
+    """A data file's text; every failure names the path and says what is wrong."""
+    shown = repr(str(path))
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PerfmodelError(f"{what} file {shown} does not exist") from None
+    except IsADirectoryError:
+        raise PerfmodelError(f"{what} file {shown} is a folder, not a file") from None
+    except UnicodeDecodeError as e:
+        raise PerfmodelError(
+            f"{what} file {shown} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
+            f"offset {e.start})"
+        ) from None
+    except OSError as e:
+        raise PerfmodelError(f"cannot read {what} file {shown}: {e.strerror or e}") from None
+
+
+M = TypeVar("M")
+
+
+def parse_model(model: type[M], data: Any, path: str | os.PathLike, what: str) -> M:
+    """``model.model_validate(data)``; a wrong schema names the first bad field, on one line."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(data)  # type: ignore[attr-defined,no-any-return]
+    except ValidationError as e:
+        first = e.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        shown = "" if first["type"] == "missing" else f" (got {_show(first.get('input'))})"
+        more = e.error_count() - 1
+        raise PerfmodelError(
+            f"invalid {what} file {str(path)!r}: {where}: {first['msg']}{shown}"
+            + (f"; {more} more error(s)" if more else "")
+        ) from None
+
+
+def output_folder(path: str | os.PathLike, name: str = "out") -> Path:
+    """A folder that can be created (or written into), checked before any work; not created.
+
+    Refused: an existing file, a path under a file, a folder without write permission.
+    """
+    out = Path(path)
+    if out.exists() and not out.is_dir():
+        raise fail(name, str(path), "is a file, not a folder")
+    parent = out
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        raise fail(name, str(path), f"cannot be created: {str(parent)!r} is a file")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise fail(name, str(path), f"cannot be written: {str(parent)!r} is not writable")
+    return out
+
+
+def require(module: str, extra: str, feature: str) -> None:
+    """Import ``module`` or say which extra to install: ``pip install 'perfmodel[plot]'``."""
+    import importlib
+
+    try:
+        importlib.import_module(module)
+    except ImportError:
+        raise PerfmodelError(
+            f"{feature} needs {module}, which is not installed: pip install 'perfmodel[{extra}]'"
+        ) from None
