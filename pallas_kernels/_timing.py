@@ -70,31 +70,53 @@ def queued_time(fn, sets, *, samples: int = 5, calls: int = 10) -> dict:
     return {**_quantiles(times), "calls": calls, "host_share": statistics.median(shares)}
 
 
-def _cupti_measure():
-    """JAX's CUPTI kernel timer, or None where this jax has none (CPU, old versions)."""
+def _cupti_ext():
+    """JAX's CUPTI hooks (what ``jax.experimental.mosaic.gpu.profiler.measure`` calls),
+    or None where this jax has none (CPU, versions without Mosaic GPU)."""
     try:
-        from jax.experimental.mosaic.gpu import profiler
-    except Exception:  # noqa: BLE001 - optional: CPU jax or a jax without Mosaic GPU
+        from jax._src.lib import mosaic_gpu as lib
+
+        ext = lib._mosaic_gpu_ext
+        ext._cupti_init, ext._cupti_get_timings  # noqa: B018 - both must exist
+        return ext
+    except Exception:  # noqa: BLE001 - optional
         return None
-    return getattr(profiler, "measure", None)
 
 
 def kernel_time(fn, args, *, iterations: int = 5) -> dict | None:
     """Quantiles of summed kernel durations per call (CUPTI), and kernels per call.
 
-    ``fn`` must be a jitted function (anything else would be jitted as a whole by
-    the profiler). Returns None when CUPTI is unavailable or records no kernel.
+    ``fn`` is any callable (one jitted function, or several called from Python as the
+    three-step naive baseline): every kernel launched between the CUPTI hooks counts;
+    the ``iterations`` calls are queued back to back and the kernels split evenly
+    between them, as ``profiler.measure`` does. None when CUPTI is unavailable.
     """
-    measure = _cupti_measure()
-    if measure is None or jax.devices()[0].platform != "gpu":
+    ext = _cupti_ext()
+    if ext is None or jax.devices()[0].platform != "gpu":
         return None
-    _, per_kernel = measure(fn, aggregate=False, iterations=iterations)(*args)
-    if not per_kernel:
+    jax.block_until_ready(fn(*args))
+    ext._cupti_init()
+    try:
+        outs = [fn(*args) for _ in range(iterations)]
+        jax.block_until_ready(outs)
+    finally:
+        timings = ext._cupti_get_timings(True)
+    if not timings or len(timings) % iterations:
         return None
-    if iterations == 1:
-        per_kernel = [per_kernel]
-    times = [sum(ms for _, ms in it) / 1e3 for it in per_kernel]
-    return {**_quantiles(times), "kernels": len(per_kernel[0])}
+    per = len(timings) // iterations
+    times = [sum(ms for _, ms in timings[i * per : (i + 1) * per]) / 1e3 for i in range(iterations)]
+    return {**_quantiles(times), "kernels": per}
+
+
+def spin_up(fn, args, *, seconds: float = 0.03) -> None:
+    """Calls back to back for ``seconds``: the clocks leave their idle state (the GPU
+    idles at a few hundred MHz while a point compiles) before anything is timed."""
+    t0 = time.perf_counter()
+    out = fn(*args)
+    while time.perf_counter() - t0 < seconds:
+        jax.block_until_ready(out)
+        out = fn(*args)
+    jax.block_until_ready(out)
 
 
 def plan(t_call: float, *, budget_s: float = 0.15) -> dict:
@@ -108,11 +130,11 @@ def plan(t_call: float, *, budget_s: float = 0.15) -> dict:
 def measure_all(fn, sets, *, device_fn=None, budget_s: float = 0.15) -> dict:
     """Point fields: device time (CUPTI, else queued), queued time, call latency.
 
-    ``fn`` is the user-level call (timed for latency and queued); ``device_fn`` a
-    jitted equivalent for the kernel timer when ``fn`` is not one jitted function
-    (the three-step naive baseline). Keys follow ``perfmodel.measured.Point``.
+    ``fn`` is the user-level call, timed all three ways; ``device_fn``, when given,
+    replaces it for the kernel timer only. Keys follow ``perfmodel.measured.Point``.
     """
     lat = call_latency(fn, sets[0], samples=3)
+    spin_up(fn, sets[0])
     p = plan(lat["median"], budget_s=budget_s)
     lat = call_latency(fn, sets[0], samples=p["latency"])
     queued = queued_time(fn, sets, samples=p["samples"], calls=p["calls"])

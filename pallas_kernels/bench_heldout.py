@@ -6,6 +6,10 @@ Two modes, each appending one run to ``--out`` (plain JSON, the field names of
     python -m pallas_kernels.bench_heldout remeasure --out FILE --budget-s 150
     python -m pallas_kernels.bench_heldout heldout --out FILE --budget-s 150
     python -m pallas_kernels.bench_heldout remeasure heldout --out A B --budget-s 110 100
+    python -m pallas_kernels.bench_heldout remeasure --skip-done A --out C   # the rest
+
+``mgpu`` times float16 held-out shapes that JAX's Mosaic-GPU attention accepts
+(``MGPU``), beside ours and cuDNN.
 
 ``remeasure`` times, in device time, the one-head series (h = 1, batch 1, d = 128,
 n = 1024..32768: naive, ours, cuDNN) and then the 16-head sweep of
@@ -30,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import math
 import os
 import sys
 import time
@@ -63,6 +66,17 @@ HELDOUT = [
     (6, 5120, 12, 4, 64, True, "bfloat16"),  # GQA 3:1
 ]
 HELDOUT_IMPLS = ("pallas_flash", "cudnn", "mgpu_attention", "naive_jit")
+# JAX's Mosaic-GPU attention takes float16 only, n a multiple of 128 and d of 64:
+# held-out shapes it can run, timed beside ours and cuDNN (mode "mgpu").
+MGPU = [
+    (2, 4096, 64, 8, 128, False, "float16"),
+    (2, 4096, 16, 16, 256, False, "float16"),
+    (3, 6144, 24, 24, 64, False, "float16"),
+    (4, 2560, 1, 1, 256, True, "float16"),
+    (6, 5120, 12, 4, 64, True, "float16"),
+    (1, 16384, 32, 8, 128, True, "float16"),
+    (4, 8192, 16, 16, 64, False, "float16"),
+]
 #: Kernel family of each implementation (specs/kernels/*.toml); mgpu_attention is
 #: JAX's own Mosaic-GPU kernel, an FA-3-style design (TMA, wgmma, two compute warpgroups).
 FAMILY = {
@@ -78,22 +92,6 @@ NAIVE_MAX_SCORE_BYTES = 6e9
 
 
 # ---------------------------------------------------------------- implementations
-
-
-def _naive_one_program(causal: bool):
-    """The three naive steps in one jitted program with optimisation barriers between
-    them, so S and P still go to HBM as in three executables: what CUPTI times."""
-    import jax
-
-    from pallas_kernels.naive import pv_step, scores_step, softmax_step
-
-    def f(q, k, v):
-        scale = 1.0 / math.sqrt(q.shape[-1])
-        s = jax.lax.optimization_barrier(scores_step(q, k, causal=causal, sm_scale=scale))
-        p = jax.lax.optimization_barrier(softmax_step(s))
-        return pv_step(p, v)
-
-    return jax.jit(f)
 
 
 def _mgpu_fn(causal: bool, block_q: int, block_k: int, stages: int = 2):
@@ -122,7 +120,7 @@ def candidates(impl: str, d: int, causal: bool, cfg: dict | None) -> list[dict |
 
 
 def make_fns(impl: str, causal: bool, cfg: dict | None):
-    """(fn, device_fn): the user-level call, and a jitted one for the kernel timer."""
+    """(fn, device_fn): the call to time, and None (the kernel timer times ``fn``)."""
     import jax
 
     from pallas_kernels.naive import naive_attention_jit
@@ -133,7 +131,7 @@ def make_fns(impl: str, causal: bool, cfg: dict | None):
     if impl == "naive":
         from pallas_kernels.bench import _impl_fn
 
-        return _impl_fn("naive", causal=causal, cfg=None), _naive_one_program(causal)
+        return _impl_fn("naive", causal=causal, cfg=None), None
     if impl == "mgpu_attention":
         return _mgpu_fn(causal, cfg["block_q"], cfg["block_k"], cfg["num_stages"]), None
     from pallas_kernels.bench import _impl_fn
@@ -254,23 +252,56 @@ def remeasure_jobs() -> list[tuple]:
     return jobs + later
 
 
-def heldout_jobs() -> list[tuple]:
+def _key(impl: str, shape: dict) -> tuple:
+    return (impl, *(shape[x] for x in ("batch", "n", "h", "h_kv", "d", "causal", "dtype")))
+
+
+def without_done(jobs: list[tuple], done_file: Path | None, redo=("naive",)) -> list[tuple]:
+    """``jobs`` less those measured ok in ``done_file``'s runs; ``redo`` implementations
+    are timed again, after the rest except for the one-head points (first)."""
+    if done_file is None:
+        return jobs
+    import json
+
+    done = {
+        _key(p["implementation"], p)
+        for r in json.loads(Path(done_file).read_text())["runs"]
+        for p in r["points"]
+        if p["status"] == "ok"
+    }
+    first, rest, last = [], [], []
+    for job in jobs:
+        impl, shape, _ = job
+        if _key(impl, shape) not in done:
+            rest.append(job)
+        elif impl in redo:
+            (first if shape["h"] == 1 else last).append(job)
+    return first + rest + last
+
+
+def heldout_jobs(shapes=None, impls=HELDOUT_IMPLS) -> list[tuple]:
     jobs = []
-    for batch, n, h, h_kv, d, causal, dtype in HELDOUT:
+    for batch, n, h, h_kv, d, causal, dtype in shapes or HELDOUT:
         shape = _shape(batch, n, h, h_kv, d, causal, dtype)
-        for impl in HELDOUT_IMPLS:
+        for impl in impls:
             if impl.startswith("naive") and 2 * batch * h * n * n > NAIVE_MAX_SCORE_BYTES:
                 continue
             jobs.append((impl, shape, None))
     return jobs
 
 
-def run(mode: str, out: Path, budget_s: float, ceilings: dict | None = None) -> dict:
+def run(mode: str, out: Path, budget_s: float, ceilings=None, skip_done=None) -> dict:
     from pallas_kernels.bench import RunWriter, new_run
 
     deadline = time.monotonic() + budget_s
-    jobs = remeasure_jobs() if mode == "remeasure" else heldout_jobs()
-    writer = RunWriter(out, new_run("devtime" if mode == "remeasure" else "heldout", ceilings))
+    if mode == "remeasure":
+        jobs = without_done(remeasure_jobs(), skip_done)
+    elif mode == "mgpu":
+        jobs = heldout_jobs(MGPU, ("mgpu_attention", "cudnn", "pallas_flash"))
+    else:
+        jobs = heldout_jobs()
+    kind = {"remeasure": "devtime", "mgpu": "heldout-mgpu"}.get(mode, "heldout")
+    writer = RunWriter(out, new_run(kind, ceilings))
     writer.flush()
     for i, (impl, shape, cfg) in enumerate(jobs):
         if time.monotonic() > deadline:
@@ -296,16 +327,17 @@ def run(mode: str, out: Path, budget_s: float, ceilings: dict | None = None) -> 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("mode", nargs="+", choices=["remeasure", "heldout"])
+    ap.add_argument("mode", nargs="+", choices=["remeasure", "heldout", "mgpu"])
     ap.add_argument("--out", type=Path, nargs="+", required=True, help="one file per mode")
     ap.add_argument("--budget-s", type=float, nargs="+", default=[150.0], help="one per mode")
+    ap.add_argument("--skip-done", type=Path, help="remeasure: skip points ok in this file")
     args = ap.parse_args(argv)
     if not len(args.mode) == len(args.out) == len(args.budget_s):
         ap.error("give one --out and one --budget-s per mode")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     ceilings = None  # measured once, shared by the modes of this process
     for mode, out, budget in zip(args.mode, args.out, args.budget_s, strict=True):
-        ceilings = run(mode, out, budget, ceilings)
+        ceilings = run(mode, out, budget, ceilings, args.skip_done)
     return 0
 
 
