@@ -59,12 +59,43 @@ def predict_table() -> str:
     return "\n".join(lines)
 
 
-def _peak(point: dict) -> float | None:
-    """Bytes in use before the call plus the chunk's temporaries and outputs."""
-    before, chunk = point.get("memory_before") or {}, point.get("chunk_memory") or {}
-    if before.get("bytes_in_use") is None:
+def _peak(run: dict, point: dict) -> float | None:
+    """Peak device bytes of one point, from XLA's buffer assignment: prefill = weights +
+    the K/V of every layer + one chunk's temporaries + the hidden state; decode = bytes in
+    use before the call (weights, cache) + one chunk's temporaries and outputs."""
+    chunk = point.get("chunk_memory") or {}
+    if not chunk:
         return None
-    return before["bytes_in_use"] + chunk["temp_size_in_bytes"] + chunk["output_size_in_bytes"]
+    if point["kind"] == "prefill":
+        cfg = run["config"]
+        tokens = point["batch"] * point["n"]
+        kv = 2 * cfg["layers"] * cfg["kv_heads"] * cfg["head_dim"] * 2 * tokens
+        weights = run["memory_weights"]["bytes_in_use"]
+        return weights + kv + chunk["temp_size_in_bytes"] + tokens * cfg["hidden"] * 2
+    before = point["memory_before"]["bytes_in_use"]
+    return before + chunk["temp_size_in_bytes"] + chunk["output_size_in_bytes"]
+
+
+def conclusion(run: dict) -> str:
+    """The chapter's sentence, measured and predicted: flash against naive per n."""
+    measured = {(p["impl"], p["n"]): p for p in run["points"]
+                if p["kind"] == "prefill" and "device_s" in p}  # fmt: skip
+    lines = ["| n | naive (meas.) | flash (meas.) | throughput gain meas. / pred. "
+             "| peak memory meas. / pred. |", "|---|---|---|---|---|"]  # fmt: skip
+    for n in sorted({n for _, n in measured}):
+        if ("naive", n) not in measured or ("flash", n) not in measured:
+            continue
+        naive, flash = measured["naive", n], measured["flash", n]
+        t_naive, e_naive = predicted("prefill", "naive", n)
+        t_flash, e_flash = predicted("prefill", "flash", n)
+        gain = naive["device_s"] / flash["device_s"] - 1
+        mem = _peak(run, flash) / _peak(run, naive) - 1
+        mem_pred = e_flash.memory.total_bytes / e_naive.memory.total_bytes - 1
+        lines.append(
+            f"| {n} | {naive['device_s'] * 1e3:.1f} ms | {flash['device_s'] * 1e3:.1f} ms | "
+            f"{gain:+.0%} / {t_naive / t_flash - 1:+.0%} | {mem:+.0%} / {mem_pred:+.0%} |"
+        )
+    return "\n".join(lines)
 
 
 def compare(path: str) -> str:
@@ -90,7 +121,7 @@ def compare(path: str) -> str:
         t = p["device_s"]
         phase = e.prefill if p["kind"] == "prefill" else e.decode
         tokens = phase.tokens / t if p["kind"] == "prefill" else p["batch"] / t
-        peak = _peak(p)
+        peak = _peak(run, p)
         lines.append(
             f"| {p['kind']} | {p['impl']} | {where} | {t * 1e3:.2f} ms | "
             f"{p['latency_s'] * 1e3:.2f} ms | {t_pred * 1e3:.2f} ms | {t_pred / t - 1:+.1%} | "
@@ -101,7 +132,7 @@ def compare(path: str) -> str:
         lines.append(
             f"| {s['kind']} | {s['impl']} | {s['shape']} | not run ({s['why']}) | | | | | | |"
         )
-    return "\n".join(lines)
+    return "\n".join(lines) + "\n\nFlash against naive (prefill, batch 1):\n\n" + conclusion(run)
 
 
 def main() -> None:

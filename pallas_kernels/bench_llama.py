@@ -243,7 +243,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{shown} device {t if t is None else f'{t * 1e3:.2f} ms'} "
               f"latency {point.get('latency_s')} compile {point.get('compile_s')} "
               f"err {point.get('error', '')[:120]}", flush=True)  # fmt: skip
-    print(f"done in {time.perf_counter() - start:.1f} s; skipped {len(run['skipped'])}")
+    run["elapsed_s"] = time.perf_counter() - start
+    write_json(args.out, run)  # the skipped points too
+    print(f"done in {run['elapsed_s']:.1f} s; skipped {len(run['skipped'])}")
     return 0
 
 
