@@ -109,10 +109,11 @@ def llm_analysis(repo: str, model: dict, hw: dict) -> dict:
         "n_head": model["heads"], "hidden_dim": model["hidden"], "vocab_size": model["vocab"],
         "max_seq_len": model["max_context_tokens"], "num_key_value_heads": model["kv_heads"],
         "ffn_embed_dim": model["intermediate"], "model_type": "llama",
+        "mlp_gated_linear_units": True,  # SwiGLU: what their HF reader sets for Llama-3
     }))  # fmt: skip
     out: dict = {"commit": _commit(repo), "prefill": {}, "decode": {}}
-    points = [(1, n) for n in PREFILL_N] + list(DECODE)
-    for b, n in points:
+    points = [("prefill", 1, n) for n in PREFILL_N] + [("decode", b, m) for b, m in DECODE]
+    for kind, b, n in points:
         s = analysis.infer(model_name=str(model_json), gpu_name="h200-sxm-141gb",
                            dtype_name="w16a16e16", batch_size_per_gpu=b, seq_len=n,
                            num_tokens_to_generate=1, log_level="ERROR")  # fmt: skip
@@ -120,10 +121,8 @@ def llm_analysis(repo: str, model: dict, hw: dict) -> dict:
                  "weights_bytes": s["weight_memory_per_gpu"],
                  "kv_cache_bytes": s["kv_cache_memory_per_gpu"],
                  "prefill_activation_bytes": s["prefill_activation_memory_per_gpu"]}  # fmt: skip
-        if (b, n) in DECODE:
-            out["decode"][f"{b}:{n}"] = entry
-        else:
-            out["prefill"][f"flash:{n}"] = entry  # its inference path has no naive switch
+        # its inference path has no naive/flash switch: prefill rows are keyed "flash"
+        out[kind][f"flash:{n}" if kind == "prefill" else f"{b}:{n}"] = entry
     return out
 
 

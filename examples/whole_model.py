@@ -135,14 +135,58 @@ def compare(path: str) -> str:
     return "\n".join(lines) + "\n\nFlash against naive (prefill, batch 1):\n\n" + conclusion(run)
 
 
+def _peer_time(peers: dict, tool: str, kind: str, key: str) -> float | None:
+    entry = peers.get(tool, {}).get(kind, {}).get(key)
+    if entry is None:
+        return None
+    if tool == "llm-viewer":
+        return entry["time_s"]
+    return entry["prefill_s" if kind == "prefill" else "decode_s"]
+
+
+def peer_table(measured_path: str, peers_path: str) -> str:
+    """Measured against ours, LLM-Viewer and llm-analysis (error = predicted / measured - 1)."""
+    with open(measured_path) as f:
+        run = json.load(f)
+    with open(peers_path) as f:
+        peers = json.load(f)
+    lines = [
+        f"LLM-Viewer {peers['llm-viewer'].get('commit', '?')[:12]}, "
+        f"llm-analysis {peers['llm-analysis'].get('commit', '?')[:12]}",
+        "",
+        "| phase | shape | measured | ours | LLM-Viewer | llm-analysis |",
+        "|---|---|---|---|---|---|",
+    ]
+    for p in run["points"]:
+        if "device_s" not in p or p["impl"] in ("cudnn", "contiguous"):
+            continue
+        if p["kind"] == "prefill":
+            shape, key = p["n"], f"{p['impl']}:{p['n']}"
+            where = f"{p['impl']} attention, b=1 n={p['n']}"
+        else:
+            shape, key = (p["batch"], p["m"]), f"{p['batch']}:{p['m']}"
+            where = f"paged, b={p['batch']} m={p['m']}"
+        t = p["device_s"]
+        cells = [predicted(p["kind"], p["impl"], shape)[0]]
+        cells += [
+            _peer_time(peers, tool, p["kind"], key) for tool in ("llm-viewer", "llm-analysis")
+        ]
+        shown = ["n/a" if c is None else f"{c * 1e3:.2f} ms ({c / t - 1:+.0%})" for c in cells]
+        lines.append(f"| {p['kind']} | {where} | {t * 1e3:.2f} ms | " + " | ".join(shown) + " |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--predict", action="store_true")
     ap.add_argument("--measured", default=None)
+    ap.add_argument("--peers", default=None, help="with --measured: the peers' JSON")
     args = ap.parse_args()
     if args.predict:
         print(predict_table())
-    if args.measured:
+    if args.measured and args.peers:
+        print(peer_table(args.measured, args.peers))
+    elif args.measured:
         print(compare(args.measured))
 
 

@@ -449,3 +449,47 @@ def estimate_table(e: Estimate) -> str:
         f"{si(m.capacity_bytes, 'B')} ({'fits' if m.fits else 'does NOT fit'})",
     ]  # fmt: skip
     return "\n".join(lines) + "\n"
+
+
+# --- sweeps -------------------------------------------------------------------------
+def estimate_sweep(model, hw, *, prompt, batch, kernel=None, **kwargs) -> list[dict]:
+    """Naive and flash over a list of prompt lengths or batch sizes (one of the two).
+
+    One row per (value, attention); a point that does not fit is kept, marked
+    ``fits = False``. ``kernel`` applies to the attention it implements; the other side
+    uses the datasheet profile.
+    """
+    prompts = prompt if isinstance(prompt, list | tuple) else [prompt]
+    batches = batch if isinstance(batch, list | tuple) else [batch]
+    rows = []
+    for n in prompts:
+        for b in batches:
+            for attention in ("naive", "flash"):
+                k = kernel if kernel is None or KERNELS[kernel][0] == attention else None
+                e = estimate(model, hw, prompt=n, batch=b, attention=attention, kernel=k,
+                             check_memory=False, **kwargs)  # fmt: skip
+                rows.append(
+                    dict(prompt=n, batch=b, attention=attention, kernel=k, ttft_s=e.ttft_s,
+                         tpot_s=e.tpot_s, latency_s=e.latency_s,
+                         prefill_tokens_per_s=e.prefill_tokens_per_s,
+                         decode_tokens_per_s=e.decode_tokens_per_s,
+                         throughput_tokens_per_s=e.throughput_tokens_per_s,
+                         attention_share=e.prefill.share("attention"),
+                         memory_bytes=e.memory.total_bytes, fits=e.memory.fits)
+                )  # fmt: skip
+    return rows
+
+
+def sweep_table(rows: list[dict], over: str) -> str:
+    """Naive against flash per swept value: TTFT, prefill tokens/s, TPOT, memory."""
+    head = (f"{over:>7} {'attention':>9} {'TTFT':>10} {'prompt tok/s':>13} {'attn share':>10} "
+            f"{'TPOT':>10} {'out tok/s':>10} {'memory':>9}  fits")  # fmt: skip
+    lines = [head]
+    for r in rows:
+        lines.append(
+            f"{r[over]:>7} {r['attention']:>9} {si(r['ttft_s'], 's'):>10} "
+            f"{r['prefill_tokens_per_s']:>13,.0f} {r['attention_share']:>10.1%} "
+            f"{si(r['tpot_s'], 's'):>10} {r['throughput_tokens_per_s']:>10,.0f} "
+            f"{si(r['memory_bytes'], 'B'):>9}  {'yes' if r['fits'] else 'NO'}"
+        )
+    return "\n".join(lines) + "\n"

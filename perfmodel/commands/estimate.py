@@ -1,0 +1,65 @@
+"""``perfmodel estimate``: a whole model on a device — TTFT, TPOT, throughput, memory."""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from perfmodel.errors import PerfmodelError
+
+SWEEPABLE = ("prompt", "batch")
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("estimate", help="whole-model prefill, decode and memory")
+    p.add_argument("--model", required=True, help="model name or alias (specs/models)")
+    p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
+    p.add_argument("--prompt", type=int, default=2048, help="prompt tokens per request")
+    p.add_argument("--output", type=int, default=256, help="generated tokens per request")
+    p.add_argument("--batch", type=int, default=1, help="requests served together")
+    p.add_argument("--attention", default="flash", help="naive, flash (fa2)")
+    p.add_argument("--kernel", default=None, help="fitted kernel family: pallas, cudnn, xla")
+    p.add_argument("--kv", default="paged", help="KV cache layout: contiguous or paged")
+    p.add_argument("--page-tokens", type=int, default=16)
+    p.add_argument("--context", type=int, default=None, help="KV length of the TPOT step")
+    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--sweep", default=None,
+                   help="prompt=512,1024 or batch=1,8: naive and flash side by side")  # fmt: skip
+    p.add_argument("--plot", default=None, help="with --sweep: write a figure here")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
+    p.set_defaults(func=run)
+
+
+def _parse_sweep(text: str) -> tuple[str, list[int]]:
+    name, _, values = text.partition("=")
+    if name not in SWEEPABLE or not values:
+        raise PerfmodelError(f"--sweep {text!r} must look like prompt=512,1024 or batch=1,8")
+    try:
+        return name, [int(v) for v in values.split(",")]
+    except ValueError:
+        raise PerfmodelError(f"--sweep {text!r}: values must be integers") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    from perfmodel.estimate import estimate, estimate_sweep, sweep_table
+
+    common = dict(model=args.model, hw=args.hw, prompt=args.prompt, output=args.output,
+                  batch=args.batch, kernel=args.kernel, dtype=args.dtype, kv=args.kv,
+                  page_tokens=args.page_tokens, context=args.context)  # fmt: skip
+    if args.sweep is None:
+        if args.plot:
+            raise PerfmodelError("--plot needs --sweep")
+        e = estimate(attention=args.attention, **common)
+        print(json.dumps(e.to_dict(), indent=1) if args.json else e, end="")
+        return 0
+    name, values = _parse_sweep(args.sweep)
+    rows = estimate_sweep(**{**common, name: values})
+    if args.json:
+        print(json.dumps(rows, indent=1))
+    else:
+        print(sweep_table(rows, name), end="")
+    if args.plot:
+        from perfmodel.estimate_plot import plot_sweep
+
+        plot_sweep(rows, name, args.plot)
+    return 0

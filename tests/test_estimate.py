@@ -1,0 +1,92 @@
+"""Whole-model estimates: the operator sums against hand counts, memory, and bad input."""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel.errors import PerfmodelError
+from perfmodel.estimate import estimate, estimate_sweep
+from perfmodel.models import load_model
+
+
+@pytest.fixture(scope="module")
+def e8b():
+    return estimate("llama-3.1-8b", "h200", prompt=2048, output=256, batch=4)
+
+
+def test_prefill_flops_are_two_per_parameter_per_token_plus_attention(e8b):
+    spec = load_model("llama-3.1-8b")
+    tokens = 4 * 2048
+    body = spec.params - 2 * spec.vocab * spec.hidden  # embeddings do no matmul per token
+    matmul = sum(op.flops for op in e8b.prefill.operators
+                 if op.name in ("qkv", "o_proj", "gate_up", "down"))  # fmt: skip
+    assert matmul == pytest.approx(2 * body * tokens, rel=1e-3)
+    head = next(op for op in e8b.prefill.operators if op.name == "lm_head")
+    assert head.flops == pytest.approx(2 * 4 * spec.hidden * spec.vocab)
+
+
+def test_decode_reads_every_weight_and_the_cache_once(e8b):
+    spec = load_model("llama-3.1-8b")
+    weights = (spec.params - spec.vocab * spec.hidden) * 2  # the embedding is gathered, not read
+    kv = 4 * e8b.decode.context * 2 * spec.layers * spec.kv_heads * spec.head_dim * 2
+    # plus the split-KV partials (float32, written and read back: ~1 % here)
+    assert weights + kv < e8b.decode.hbm_bytes < 1.015 * (weights + kv)
+    assert e8b.decode.t_lower_s == pytest.approx(e8b.decode.hbm_bytes / 4.8e12, rel=0.01)
+
+
+def test_times_add_up_and_stay_above_the_floor(e8b):
+    for phase in (e8b.prefill, e8b.decode):
+        assert phase.time_s == pytest.approx(sum(op.time_s for op in phase.operators))
+        assert all(op.time_s >= op.t_lower_s for op in phase.operators)
+    assert e8b.latency_s == pytest.approx(e8b.ttft_s + 255 * e8b.tpot_s)
+    assert e8b.throughput_tokens_per_s == pytest.approx(4 * 256 / e8b.latency_s)
+
+
+def test_naive_needs_more_memory_and_time_at_long_prompts():
+    kw = dict(prompt=16384, batch=1)
+    naive = estimate("llama-3.1-8b", "h200", attention="naive", **kw)
+    flash = estimate("llama-3.1-8b", "h200", attention="fa2", **kw)
+    assert naive.memory.attention_scratch_bytes > 100 * flash.memory.attention_scratch_bytes
+    assert naive.ttft_s > flash.ttft_s
+    assert naive.tpot_s == flash.tpot_s  # decode does not depend on the prefill kernel
+
+
+def test_paged_reserves_whole_pages():
+    kw = dict(prompt=1000, output=10, batch=2)
+    paged = estimate("llama-3.1-8b", "h200", kv="paged", page_tokens=16, **kw)
+    contig = estimate("llama-3.1-8b", "h200", kv="contiguous", **kw)
+    per_token = contig.memory.kv_cache_bytes / (2 * 1010)
+    assert paged.memory.kv_cache_bytes == pytest.approx(2 * 1024 * per_token)
+
+
+def test_70b_does_not_fit_one_h100_and_says_by_how_much():
+    with pytest.raises(PerfmodelError, match=r"does not fit on one H100 SXM.*short by"):
+        estimate("llama-3.1-70b", "h100", prompt=1024)
+    e = estimate("llama-3.1-70b", "h100", prompt=1024, check_memory=False)
+    assert e.memory.shortfall_bytes > 60e9
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(model="gpt-17"), "unknown model"),
+        (dict(prompt=131072, output=1), "max_context_tokens"),
+        (dict(context=200_000), "max_context_tokens"),
+        (dict(batch=0), "batch=0"),
+        (dict(attention="sparse"), "unknown attention"),
+        (dict(attention="naive", kernel="cudnn"), "implements flash"),
+        (dict(kv="ring"), "unknown kv"),
+        (dict(batch=4096, prompt=32768, output=1), "does not fit"),
+    ],
+)
+def test_bad_input_one_clear_error(kwargs, match):
+    args = dict(model="llama-3.1-8b", hw="h200", prompt=128, output=8, batch=1) | kwargs
+    with pytest.raises(PerfmodelError, match=match):
+        estimate(**args)
+
+
+def test_sweep_marks_what_does_not_fit():
+    rows = estimate_sweep("llama-3.1-8b", "h200", prompt=[4096, 32768], batch=1)
+    fits = {(r["prompt"], r["attention"]): r["fits"] for r in rows}
+    assert fits == {(4096, "naive"): True, (4096, "flash"): True, (32768, "naive"): False,
+                    (32768, "flash"): True}  # fmt: skip
