@@ -7,7 +7,7 @@ arithmetic behind the PagedAttention rows. Run: ``python examples/advise_two_ser
 
 from __future__ import annotations
 
-from perfmodel.advise import advice_table, advise
+from perfmodel.analysis.advise import advice_table, advise
 from perfmodel.units import si
 
 SERVICES = ("customer-service-chat", "contract-review")
@@ -16,8 +16,10 @@ SERVICES = ("customer-service-chat", "contract-review")
 def main(hw: str = "h200") -> None:
     advices = [advise(name, hw) for name in SERVICES]
     print(advice_table(advices))
-    print(f"{'service':<24} {'scheme':<11} {'reserved/seq':>13} {'used/seq':>10} "
-          f"{'waste':>7} {'sequences':>10}")  # fmt: skip
+    print(
+        f"{'service':<24} {'scheme':<11} {'reserved/seq':>13} {'used/seq':>10} "
+        f"{'waste':>7} {'sequences':>10}"
+    )
     for a in advices:
         for alloc in a.kv.values():
             print(

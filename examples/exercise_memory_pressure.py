@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from perfmodel.hardware import load_hardware
-from perfmodel.kvcache import kv_budget_bytes, kv_cache_bytes
-from perfmodel.models import load_model
+from perfmodel.analysis.kvcache import kv_budget_bytes, kv_cache_bytes
+from perfmodel.catalog.hardware import load_hardware
+from perfmodel.catalog.models import load_model
 from perfmodel.prediction import predict
 from perfmodel.units import binary, si
 
@@ -34,8 +34,9 @@ def pressures(n: int, batch: int = 1) -> dict[str, float]:
     """Bytes of S+P (one head; one layer's heads) and of the whole KV cache at n."""
     spec = load_model(MODEL)
     one_head = predict(n=n, hw=HW, d=spec.head_dim, dtype=DTYPE, batch=batch)
-    layer = predict(n=n, hw=HW, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads,
-                    dtype=DTYPE, batch=batch)  # fmt: skip
+    layer = predict(
+        n=n, hw=HW, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads, dtype=DTYPE, batch=batch
+    )
     return {
         "sp_one_head": one_head.naive.extra_memory_bytes,
         "sp_one_layer": layer.naive.extra_memory_bytes,
@@ -63,8 +64,10 @@ def table() -> str:
     ]
     for n in N_VALUES:
         q = pressures(n)
-        lines.append(f"{n:>8} {si(q['sp_one_layer'], 'B'):>15} {si(q['kv_cache'], 'B'):>14} "
-                     f"{si(32 * q['kv_cache'], 'B'):>14}")  # fmt: skip
+        lines.append(
+            f"{n:>8} {si(q['sp_one_layer'], 'B'):>15} {si(q['kv_cache'], 'B'):>14} "
+            f"{si(32 * q['kv_cache'], 'B'):>14}"
+        )
     return "\n".join(lines)
 
 
@@ -76,13 +79,28 @@ def main(out: str | Path = "memory_pressure.png") -> Path:
     fig = Figure(figsize=(9, 5.2), dpi=120, layout="constrained")
     ax = fig.subplots()
     ns = np.asarray(N_VALUES)
-    ax.plot(ns, [r["sp_one_layer"] for r in rows], "o-", color="tab:red",
-            label=f"S+P of one layer ({spec.heads} heads), naive: transient, ∝ n²")
-    ax.plot(ns, [r["flash_one_layer"] for r in rows], "s-", color="tab:blue",
-            label="flash's log-sum-exp of one layer: what replaces S+P")
+    ax.plot(
+        ns,
+        [r["sp_one_layer"] for r in rows],
+        "o-",
+        color="tab:red",
+        label=f"S+P of one layer ({spec.heads} heads), naive: transient, ∝ n²",
+    )
+    ax.plot(
+        ns,
+        [r["flash_one_layer"] for r in rows],
+        "s-",
+        color="tab:blue",
+        label="flash's log-sum-exp of one layer: what replaces S+P",
+    )
     for batch, style in ((1, "^-"), (32, "v--")):
-        ax.plot(ns, [batch * r["kv_cache"] for r in rows], style, color="tab:green",
-                label=f"KV cache, {spec.layers} layers, batch {batch}: persistent, ∝ n·batch")
+        ax.plot(
+            ns,
+            [batch * r["kv_cache"] for r in rows],
+            style,
+            color="tab:green",
+            label=f"KV cache, {spec.layers} layers, batch {batch}: persistent, ∝ n·batch",
+        )
     cap = hw.hbm_capacity_bytes
     ax.axhline(cap, color="k", label=f"{hw.name} HBM {si(cap, 'B')}")
     ax.axvline(8192, color="gray", ls=":", lw=1)

@@ -1,6 +1,6 @@
 """Throughput against n: tokens/s and TFLOP/s, naive against flash (H200, d=128, h=16, bf16).
 
-    python examples/plot_throughput.py [OUT.png]
+python examples/plot_throughput.py [OUT.png]
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perfmodel.asymptotics import Shape
-from perfmodel.plots import throughput_chart
+from perfmodel.analysis.asymptotics import Shape
+from perfmodel.report.figures import throughput_chart
 
 #: The benchmark's configuration: 16 heads, bf16, 16384 tokens per point.
 SHAPE = Shape(d=128, h=16, dtype="bf16", tokens=16384)

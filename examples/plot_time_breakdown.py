@@ -1,6 +1,6 @@
 """Time by roof per kernel at n = 4096: which roof bounds each kernel (H200, d=128, h=16, bf16).
 
-    python examples/plot_time_breakdown.py [OUT.png]
+python examples/plot_time_breakdown.py [OUT.png]
 """
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perfmodel.asymptotics import Shape
-from perfmodel.plots import time_breakdown_chart
+from perfmodel.analysis.asymptotics import Shape
+from perfmodel.report.figures import time_breakdown_chart
 
 #: The benchmark's configuration: 16 heads, bf16, 16384 tokens per point.
 SHAPE = Shape(d=128, h=16, dtype="bf16", tokens=16384)

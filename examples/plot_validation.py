@@ -11,10 +11,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perfmodel.data import data_dir
-from perfmodel.validate import validate
-from perfmodel.validation_plots import parity_plot, time_vs_n_plot
-from perfmodel.validation_report import report_text
+from perfmodel.catalog.data import data_dir
+from perfmodel.validation.compare import validate
+from perfmodel.validation.figures import parity_plot, time_vs_n_plot
+from perfmodel.validation.report import report_text
 
 
 def main(out: str | Path = "validation-out") -> list[Path]:

@@ -27,15 +27,19 @@ def main() -> None:
     for n in (4096, 8192):
         p = perfmodel.predict(n=n, hw="a100")
         s_bytes = p.naive.extra_memory_bytes / 2
-        print(f"   n={n}: S = {si(s_bytes, 'B')}, S+P = {int(p.naive.extra_memory_bytes):,} B, "
-              f"O = {si(n * 128 * 2, 'B')}")  # fmt: skip
+        print(
+            f"   n={n}: S = {si(s_bytes, 'B')}, S+P = {int(p.naive.extra_memory_bytes):,} B, "
+            f"O = {si(n * 128 * 2, 'B')}"
+        )
 
     naive_lim, flash_lim = _intensity_limits()
     at = {S.d: 128, S.s: 2, S.block_q: 128, S.block_k: 128}
     print("\n2. Arithmetic intensity as n -> oo (FLOP per HBM byte)")
     print(f"   naive: {naive_lim} = {float(naive_lim.subs(at)):.1f} at d=128, fp16")
-    print(f"   flash, every K/V re-read from HBM: {flash_lim} = "
-          f"{float(flash_lim.subs(at)):.1f} at 128x128 tiles")  # fmt: skip
+    print(
+        f"   flash, every K/V re-read from HBM: {flash_lim} = "
+        f"{float(flash_lim.subs(at)):.1f} at 128x128 tiles"
+    )
     for hw in ("a100", "h100", "h200"):
         spec = perfmodel.load_hardware(hw)
         print(f"   ridge point of {spec.name}: {spec.ridge_point('fp16'):.0f}")
@@ -44,18 +48,26 @@ def main() -> None:
     print("   d*(ceil(n/B_r) - 1) <= 2n - 2/s; e.g. n=4096, d=256:")
     for bq in (16, 64, 128):
         p = perfmodel.predict(n=4096, hw="h200", d=256, block_q=bq, block_k=16)
-        print(f"   B_r={bq:>3}: flash {si(p.flash.hbm_bytes_no_cache, 'B')} "
-              f"vs naive {si(p.naive.hbm_bytes, 'B')}")  # fmt: skip
+        print(
+            f"   B_r={bq:>3}: flash {si(p.flash.hbm_bytes_no_cache, 'B')} "
+            f"vs naive {si(p.naive.hbm_bytes, 'B')}"
+        )
 
     print("\n4. Where the K/V re-reads come from: n=16384, d=128, h=16, fp16, H200, B_r=64")
     p = perfmodel.predict(n=16384, hw="h200", h=16, block_q=64, block_k=64)
     hbm_only = p.flash.hbm_bytes_no_cache / p.hardware.hbm_bandwidth_bytes_per_s
-    print(f"   every re-read from HBM: {si(p.flash.hbm_bytes_no_cache, 'B')} -> "
-          f"{si(hbm_only, 's')} at {si(p.hardware.hbm_bandwidth_bytes_per_s, 'B/s')}")
-    print(f"   with L2: HBM {si(p.flash.hbm_bytes, 'B')}, L2->SM {si(p.flash.l2_bytes, 'B')}; "
-          f"roofs {', '.join(f'{k} {si(v, chr(115))}' for k, v in p.flash.roof_times_s.items())}")
-    print(f"   t_lower = {si(p.flash.t_lower_s, 's')} ({p.flash.binding_roof}); "
-          f"a real kernel was seen at about 3.4 ms")  # fmt: skip
+    print(
+        f"   every re-read from HBM: {si(p.flash.hbm_bytes_no_cache, 'B')} -> "
+        f"{si(hbm_only, 's')} at {si(p.hardware.hbm_bandwidth_bytes_per_s, 'B/s')}"
+    )
+    print(
+        f"   with L2: HBM {si(p.flash.hbm_bytes, 'B')}, L2->SM {si(p.flash.l2_bytes, 'B')}; "
+        f"roofs {', '.join(f'{k} {si(v, chr(115))}' for k, v in p.flash.roof_times_s.items())}"
+    )
+    print(
+        f"   t_lower = {si(p.flash.t_lower_s, 's')} ({p.flash.binding_roof}); "
+        f"a real kernel was seen at about 3.4 ms"
+    )
 
     print("\n5. The gain against n saturates (H200, d=128, fp16, batch 1; speedup = naive/flash)")
     print("   n        one head (chapter)   16 heads")

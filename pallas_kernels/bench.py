@@ -14,7 +14,7 @@ synchronised samples, each of back-to-back calls that rotate over two input sets
 when causal. ``peak_memory_bytes`` comes from XLA's compiled memory analysis (inputs,
 outputs and temporaries live at the worst step), since jax cannot reset the device's
 peak-memory counter between points. Results go to ``--out`` as plain JSON with the
-field names of ``perfmodel.measured`` (the GPU image has no pydantic), rewritten
+field names of ``perfmodel.validation.measured`` (the GPU image has no pydantic), rewritten
 atomically after every point; a rerun appends a new run.
 """
 
@@ -401,7 +401,7 @@ def print_tune_summary(points) -> None:
 
 def _load_runs(path: Path) -> list[dict]:
     try:
-        from perfmodel.measured import read_measurement_file
+        from perfmodel.validation.measured import read_measurement_file
 
         return [r.model_dump() for r in read_measurement_file(path).runs]
     except ImportError:

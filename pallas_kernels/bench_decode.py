@@ -312,7 +312,7 @@ def comparison_table(details_path: Path, hw: str = "h200") -> str:
     reference is not the modelled kernel (it materialises K/V repeated per query head
     in float32), so it gets no error, only its bytes-equivalent bandwidth.
     """
-    from perfmodel.kvcache import decode_step  # needs pydantic: not on the GPU image
+    from perfmodel.analysis.kvcache import decode_step  # needs pydantic: not on the GPU image
 
     data = json.loads(Path(details_path).read_text())
     lines = [

@@ -17,16 +17,16 @@ from typing import TYPE_CHECKING, Any
 _EXPORTS = {
     "predict": "perfmodel.prediction",
     "sweep": "perfmodel.prediction",
-    "Prediction": "perfmodel.prediction",
-    "AlgorithmPrediction": "perfmodel.prediction",
-    "Config": "perfmodel.prediction",
+    "Prediction": "perfmodel.results",
+    "AlgorithmPrediction": "perfmodel.results",
+    "Config": "perfmodel.results",
     "SweepResult": "perfmodel.prediction",
     "symbolic": "perfmodel.costs",
-    "HardwareSpec": "perfmodel.hardware",
-    "load_hardware": "perfmodel.hardware",
-    "known_names": "perfmodel.hardware",
-    "Calibration": "perfmodel.calibration",
-    "load_calibration": "perfmodel.calibration",
+    "HardwareSpec": "perfmodel.catalog.hardware",
+    "load_hardware": "perfmodel.catalog.hardware",
+    "known_names": "perfmodel.catalog.hardware",
+    "Calibration": "perfmodel.catalog.calibration",
+    "load_calibration": "perfmodel.catalog.calibration",
     "PerfmodelError": "perfmodel.errors",
 }
 
@@ -48,18 +48,12 @@ __all__ = [
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
-    from perfmodel.calibration import Calibration, load_calibration
+    from perfmodel.catalog.calibration import Calibration, load_calibration
+    from perfmodel.catalog.hardware import HardwareSpec, known_names, load_hardware
     from perfmodel.costs import symbolic
     from perfmodel.errors import PerfmodelError
-    from perfmodel.hardware import HardwareSpec, known_names, load_hardware
-    from perfmodel.prediction import (
-        AlgorithmPrediction,
-        Config,
-        Prediction,
-        SweepResult,
-        predict,
-        sweep,
-    )
+    from perfmodel.prediction import SweepResult, predict, sweep
+    from perfmodel.results import AlgorithmPrediction, Config, Prediction
 
 
 def __getattr__(name: str) -> Any:

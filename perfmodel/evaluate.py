@@ -1,7 +1,10 @@
 """Numbers from the symbolic models: compiled costs, then roofs, for scalars or arrays.
 
-This is the one place where a cost model meets a device. ``predict`` and ``sweep``
-both call :func:`evaluate`; neither holds a formula of its own.
+This is the one place where a cost model meets a device, and the one door to its
+numbers: ``predict`` and ``sweep`` call :func:`evaluate`; the analysis, validation and
+report layers use the public functions below (:func:`evaluate`, :func:`kernel_roofs`,
+:func:`estimate_time`, :func:`roof_rates`, :func:`shape_values`, :func:`model_key`) and
+hold no formula of their own.
 """
 
 from __future__ import annotations
@@ -13,15 +16,24 @@ from dataclasses import dataclass
 import numpy as np
 
 from perfmodel import roofline
-from perfmodel.calibration import Calibration
+from perfmodel.catalog.calibration import Calibration
+from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import symbolic
-from perfmodel.hardware import HardwareSpec
+from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
+from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
 
 ALGORITHMS = ("naive", "flash")
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
 _PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
+
+
+def model_key(algorithm: str, naive: str = "minimal") -> str:
+    """The model of one side: ``naive-xla`` for naive as XLA compiles it, else the algorithm."""
+    if naive not in NAIVE_IMPLEMENTATIONS:
+        raise PerfmodelError(f"unknown naive={naive!r}; known: {NAIVE_IMPLEMENTATIONS}")
+    return algorithm if algorithm == "flash" or naive == "minimal" else f"naive-{naive}"
 
 
 @functools.cache
@@ -52,7 +64,8 @@ def shape_values(hw: HardwareSpec, **shape: object) -> dict[str, object]:
     return {**shape, "l2_capacity": hw.l2_bytes or 0, "resident_ctas": hw.sm_count}
 
 
-def _rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
+def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
+    """Each roof's full rate on ``hw``: FLOP/s, exp/s or bytes/s (``peak``: the dtype's matmul)."""
     return {
         "matmul": peak,
         "vector": hw.vector_fp32_flops_per_s,
@@ -85,6 +98,7 @@ class KernelRoofs:
     """One kernel's roof times at full efficiency: for the floor (idle SMs only) and for
     the estimate (wave quantisation too), and its thread blocks per inner-loop step."""
 
+    name: str  #: the kernel's name in its cost model ("qk", "softmax", "pv", "flash", ...)
     floor: dict[str, Num]
     estimate: dict[str, Num]
     blocks_per_tile: Num
@@ -96,7 +110,7 @@ def kernel_roofs(
 ) -> list[KernelRoofs]:
     """Per kernel, its roof times before any derating. Calibration fits work on these."""
     raw, kernels = _raw(algorithm, causal, hw, values)
-    return _roofs_from_raw(raw, kernels, _rates(hw, peak), hw)
+    return _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw)
 
 
 def _roofs_from_raw(raw: dict, kernels: list[str], rates: dict, hw: HardwareSpec) -> list:
@@ -109,7 +123,7 @@ def _roofs_from_raw(raw: dict, kernels: list[str], rates: dict, hw: HardwareSpec
             blocks = work_items / tiles if tiles else 0.0
         else:
             blocks = np.divide(work_items, tiles, out=np.zeros_like(tiles), where=tiles > 0)
-        out.append(KernelRoofs(floor, estimate, blocks, times))
+        out.append(KernelRoofs(k, floor, estimate, blocks, times))
     return out
 
 
@@ -126,9 +140,11 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
     for k in kernels:
         stretch = 1 + calibration.block_overhead_tiles * k.blocks_per_tile
         device = roofline.kernel_estimate(
-            k.estimate, efficiency, compute_overlap=calibration.compute_overlap,
+            k.estimate,
+            efficiency,
+            compute_overlap=calibration.compute_overlap,
             fill_stretch=stretch,
-        )  # fmt: skip
+        )
         total = total + device + launch
     # Host dispatch runs ahead of the device (asynchronous launches): it only shows
     # when the kernels are shorter than the time to issue them.
@@ -146,7 +162,7 @@ def evaluate(
 ) -> dict[str, Num]:
     """Every reported quantity of one algorithm, as arrays broadcast over ``values``."""
     raw, kernels = _raw(algorithm, causal, hw, values)
-    rates = _rates(hw, peak)
+    rates = roof_rates(hw, peak)
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
 

@@ -15,90 +15,17 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict
 
-from perfmodel.calibration import Calibration, load_calibration
-from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
+from perfmodel.catalog.calibration import Calibration, load_calibration
+from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, evaluate, shape_values
-from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.evaluate import ALGORITHMS, evaluate, model_key, shape_values
+from perfmodel.results import AlgorithmPrediction, Config, Prediction
 
-_frozen = ConfigDict(frozen=True, extra="forbid")
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
-
-
-class Config(BaseModel):
-    """One attention shape: the inputs of ``predict``, resolved (kv_len, h_kv filled in)."""
-
-    model_config = _frozen
-
-    n: int
-    kv_len: int
-    d: int
-    h: int
-    h_kv: int
-    batch: int
-    dtype: str
-    causal: bool
-    block_q: int
-    block_k: int
-
-
-class AlgorithmPrediction(BaseModel):
-    """One algorithm's roofline placement. SI units: FLOPs, bytes, seconds."""
-
-    model_config = _frozen
-
-    flops: float
-    matmul_flops: float
-    vector_flops: float
-    exp_count: float
-    hbm_bytes: float
-    hbm_bytes_no_cache: float
-    l2_bytes: float | None
-    intensity: float
-    t_compute_s: float
-    t_memory_s: float
-    t_lower_s: float
-    time_s: float
-    bound: Literal["compute", "memory"]
-    binding_roof: str
-    roof_times_s: dict[str, float]
-    extra_memory_bytes: float
-    sram_bytes: float
-    register_bytes: float
-    attainable_flops_per_s: float
-    calibration: str
-
-
-class Prediction(BaseModel):
-    """Naive against flash attention for one shape on one device."""
-
-    model_config = _frozen
-
-    config: Config
-    hardware: HardwareSpec
-    ridge_point: float
-    naive: AlgorithmPrediction
-    flash: AlgorithmPrediction
-
-    @property
-    def speedup(self) -> float:
-        """naive.time_s / flash.time_s."""
-        return self.naive.time_s / self.flash.time_s
-
-    def __str__(self) -> str:
-        from perfmodel.report_table import prediction_table
-
-        return prediction_table(self)
-
-    def _repr_markdown_(self) -> str:
-        from perfmodel.report_table import prediction_markdown
-
-        return prediction_markdown(self)
 
 
 # --- input checks ---------------------------------------------------------------
@@ -150,7 +77,7 @@ def _bytes_per_element(dtype: str) -> int:
     return BYTES_PER_ELEMENT[dtype]
 
 
-def _calibrations(
+def calibration_profiles(
     calibration: CalibrationArg, spec: HardwareSpec | None = None
 ) -> dict[str, Calibration]:
     """Which profile applies to each algorithm (a profile names its algorithm, or both)."""
@@ -169,13 +96,6 @@ def _calibrations(
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
             chosen[a] = profile
     return chosen
-
-
-def _key(algorithm: str, naive: str) -> str:
-    """The evaluate() key of one side: ``naive-xla`` for naive compiled by XLA."""
-    if naive not in NAIVE_IMPLEMENTATIONS:
-        raise PerfmodelError(f"unknown naive={naive!r}; known: {NAIVE_IMPLEMENTATIONS}")
-    return algorithm if algorithm == "flash" or naive == "minimal" else f"naive-{naive}"
 
 
 # --- the API --------------------------------------------------------------------
@@ -209,17 +129,17 @@ def predict(
     s = _bytes_per_element(dtype)
     peak = spec.peak(dtype)
     values = shape_values(spec, s=s, **shape)
-    profiles = _calibrations(calibration, spec)
+    profiles = calibration_profiles(calibration, spec)
     results = {
         a: _scalar(
             evaluate(
-                _key(a, naive),
+                model_key(a, naive),
                 causal=causal,
                 hw=spec,
                 peak=peak,
                 values=values,
                 calibration=profiles[a],
-            ),  # fmt: skip
+            ),
             profiles[a].name,
         )
         for a in ALGORITHMS
@@ -233,9 +153,17 @@ def predict(
     # Inputs were checked above and results are our own floats: construct without
     # re-validation (model_construct), which is most of predict()'s cost otherwise.
     config = Config.model_construct(
-        n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype, causal=bool(causal),
-        block_q=block_q, block_k=block_k,
-    )  # fmt: skip
+        n=n,
+        kv_len=m,
+        d=d,
+        h=h,
+        h_kv=h_kv,
+        batch=batch,
+        dtype=dtype,
+        causal=bool(causal),
+        block_q=block_q,
+        block_k=block_k,
+    )
     return Prediction.model_construct(
         config=config,
         hardware=spec,
@@ -298,13 +226,31 @@ def sweep(
     (6, (6,))
     """
     spec = load_hardware(hw)
-    args = dict(n=n, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype, causal=causal,
-                block_q=block_q, block_k=block_k, kv_len=kv_len)  # fmt: skip
+    args = dict(
+        n=n,
+        d=d,
+        h=h,
+        h_kv=h_kv,
+        batch=batch,
+        dtype=dtype,
+        causal=causal,
+        block_q=block_q,
+        block_k=block_k,
+        kv_len=kv_len,
+    )
     cols = _broadcast(args, grid)
     cols["kv_len"] = np.where(_is_none(cols["kv_len"]), cols["n"], cols["kv_len"]).astype(float)
     cols["h_kv"] = np.where(_is_none(cols["h_kv"]), cols["h"], cols["h_kv"]).astype(float)
-    shape = dict(n=cols["n"], m=cols["kv_len"], d=cols["d"], h=cols["h"], h_kv=cols["h_kv"],
-                 b=cols["batch"], block_q=cols["block_q"], block_k=cols["block_k"])  # fmt: skip
+    shape = dict(
+        n=cols["n"],
+        m=cols["kv_len"],
+        d=cols["d"],
+        h=cols["h"],
+        h_kv=cols["h_kv"],
+        b=cols["batch"],
+        block_q=cols["block_q"],
+        block_k=cols["block_k"],
+    )
     _check_shape(shape)
     causal_arr = cols["causal"].astype(bool)
     _check_causal(shape["n"], shape["m"], causal_arr)
@@ -318,13 +264,18 @@ def sweep(
         s = np.array([_bytes_per_element(t) for t in dtypes], dtype=float)[which]
         peak = np.array([spec.peak(t) for t in dtypes])[which]
     values = shape_values(spec, s=s, **shape)
-    profiles = _calibrations(calibration, spec)
+    profiles = calibration_profiles(calibration, spec)
     out = SweepResult({k: cols[k] for k in _SWEPT})
     for a in ALGORITHMS:
         cases = {
             c: evaluate(
-                _key(a, naive), causal=c, hw=spec, peak=peak, values=values, calibration=profiles[a]
-            )  # fmt: skip
+                model_key(a, naive),
+                causal=c,
+                hw=spec,
+                peak=peak,
+                values=values,
+                calibration=profiles[a],
+            )
             for c in (False, True)
             if np.any(causal_arr == c)
         }

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.advise import (
+from perfmodel.analysis.advise import (
     FLASH_HIGH,
     Workload,
     advice_table,
@@ -18,10 +18,10 @@ from perfmodel.advise import (
     load_workload,
     prefill_breakdown,
 )
+from perfmodel.catalog.hardware import load_hardware
+from perfmodel.catalog.models import load_model
 from perfmodel.cli import main
 from perfmodel.errors import PerfmodelError
-from perfmodel.hardware import load_hardware
-from perfmodel.models import load_model
 
 
 @pytest.fixture(scope="module")
@@ -75,10 +75,12 @@ def test_cli_table_and_json(capsys):
         (["--workload", "chat", "--hw", "h999"], "unknown hardware 'h999'"),
         (["--workload", "chat", "--hw", "h200", "--model", "gpt"], "unknown model 'gpt'"),
         (["--workload", "chat", "--hw", "h200", "--dtype", "int2"], "int2"),
-        (["--workload", "contract", "--hw", "h200", "--model", "qwen2.5-7b"],
-         "max_context_tokens=32768"),
+        (
+            ["--workload", "contract", "--hw", "h200", "--model", "qwen2.5-7b"],
+            "max_context_tokens=32768",
+        ),
     ],
-)  # fmt: skip
+)
 def test_cli_bad_input_one_line_exit_2(argv, message, capsys):
     assert main(["advise", *argv]) == 2
     err = capsys.readouterr().err

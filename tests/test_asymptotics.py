@@ -6,7 +6,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.asymptotics import (
+from perfmodel.analysis.asymptotics import (
     Shape,
     along_n,
     asymptotic_speedup,
@@ -102,8 +102,9 @@ def test_crossover_none_when_never_reached():
 def test_crossover_property(threshold):
     x = crossover_n("h200", threshold, metric="t_lower_s", n_max=1 << 14, h=32)
     if x is None:
-        assert np.all(speedup_at("h200", np.arange(1, 1 << 14), metric="t_lower_s", h=32)
-                      < threshold)  # fmt: skip
+        assert np.all(
+            speedup_at("h200", np.arange(1, 1 << 14), metric="t_lower_s", h=32) < threshold
+        )
     else:
         ratio = speedup_at("h200", np.arange(1, x + 1), metric="t_lower_s", h=32)
         assert ratio[-1] >= threshold and np.all(ratio[:-1] < threshold)

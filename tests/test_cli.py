@@ -39,8 +39,9 @@ def test_hw_list_and_show(capsys):
     ],
 )
 def test_errors_are_one_line_exit_2(argv):
-    proc = subprocess.run([sys.executable, "-m", "perfmodel.cli", *argv],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfmodel.cli", *argv], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1

@@ -20,8 +20,19 @@ sizes = st.integers(1, 1 << 16)
 
 
 def value(expr, **kw):
-    base = dict(n=1024, m=1024, d=128, h=1, h_kv=1, b=1, block_q=128, block_k=128, s=2,
-                l2_capacity=50 * 2**20, resident_ctas=132)  # fmt: skip
+    base = dict(
+        n=1024,
+        m=1024,
+        d=128,
+        h=1,
+        h_kv=1,
+        b=1,
+        block_q=128,
+        block_k=128,
+        s=2,
+        l2_capacity=50 * 2**20,
+        resident_ctas=132,
+    )
     base.update(kw)
     if "m" not in kw:
         base["m"] = base["n"]
@@ -115,12 +126,30 @@ def test_gqa_divides_kv_bytes(group, h_):
     assert base - grouped == kv - kv / group
 
 
-@given(n_=st.integers(1, 1 << 14), d_=st.sampled_from([64, 128]), bq=powers, bk=powers,
-       h_=st.integers(1, 8), b_=st.integers(1, 4), causal=st.booleans())  # fmt: skip
+@given(
+    n_=st.integers(1, 1 << 14),
+    d_=st.sampled_from([64, 128]),
+    bq=powers,
+    bk=powers,
+    h_=st.integers(1, 8),
+    b_=st.integers(1, 4),
+    causal=st.booleans(),
+)
 def test_lambdified_equals_subs(n_, d_, bq, bk, h_, b_, causal):
     model = symbolic("flash", causal=causal)
-    subs = {n: n_, m: n_, d: d_, block_q: bq, block_k: bk, h: h_, h_kv: h_, b: b_, s: 2,
-            l2_capacity: 50 * 2**20, resident_ctas: 132}  # fmt: skip
+    subs = {
+        n: n_,
+        m: n_,
+        d: d_,
+        block_q: bq,
+        block_k: bk,
+        h: h_,
+        h_kv: h_,
+        b: b_,
+        s: 2,
+        l2_capacity: 50 * 2**20,
+        resident_ctas: 132,
+    }
     for expr in (model.flops, model.hbm_bytes, model.exp_count, naive.hbm_bytes):
         exact = float(expr.subs(subs))
         fast = value(expr, n=n_, d=d_, block_q=bq, block_k=bk, h=h_, h_kv=h_, b=b_)
@@ -129,8 +158,9 @@ def test_lambdified_equals_subs(n_, d_, bq, bk, h_, b_, causal):
 
 def test_l2_fit_uses_one_dram_pass_and_spill_uses_waves():
     fits = value(flash.hbm_bytes, n=16384, h=16)
-    compulsory = value(terms.q_bytes + terms.o_bytes + terms.lse_bytes + terms.kv_bytes,
-                       n=16384, h=16)  # fmt: skip
+    compulsory = value(
+        terms.q_bytes + terms.o_bytes + terms.lse_bytes + terms.kv_bytes, n=16384, h=16
+    )
     assert fits == compulsory
     spill = value(flash.hbm_bytes, n=16384, h=16, l2_capacity=1)
     assert spill > fits

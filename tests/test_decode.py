@@ -7,11 +7,11 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from perfmodel.analysis.kvcache import decode_step
 from perfmodel.compile import compiled
 from perfmodel.costs import decode
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.kvcache import decode_step
 from perfmodel.symbols import b, d, h, h_kv, m, page, q_len, s, splits
 
 DET = settings(derandomize=True, deadline=None, max_examples=40)
@@ -119,8 +119,9 @@ def test_bench_formula_matches_the_model():
         v = dict(b=4, q_len=1, h=32, h_kv=8, d=128, m=8192, s=2, page=64, splits=split)
         model = decode.build(paged=True, split=split > 1)
         want = float(compiled(model.hbm_bytes)(**v))
-        got = bench.model_bytes(batch=4, q_len=1, h=32, h_kv=8, d=128, m=8192, s=2,
-                                page_size=64, splits=split)  # fmt: skip
+        got = bench.model_bytes(
+            batch=4, q_len=1, h=32, h_kv=8, d=128, m=8192, s=2, page_size=64, splits=split
+        )
         assert got == want
     assert bench.auto_splits(1, 8, 128, sm_count=132, programs_per_sm=1, min_pages=1) == int(
         compiled(decode.auto_splits())(b=1, h_kv=8, m=8192, page=64, resident_ctas=132)
@@ -137,9 +138,13 @@ def test_decode_step_small_batch_leaves_sms_idle():
 
 @pytest.mark.parametrize(
     ("kwargs", "message"),
-    [({"kv_len": 0}, "kv_len=0"), ({"h": 6, "h_kv": 4}, "h=6"), ({"dtype": "int3"}, "int3"),
-     ({"splits": -1}, "splits=-1")],
-)  # fmt: skip
+    [
+        ({"kv_len": 0}, "kv_len=0"),
+        ({"h": 6, "h_kv": 4}, "h=6"),
+        ({"dtype": "int3"}, "int3"),
+        ({"splits": -1}, "splits=-1"),
+    ],
+)
 def test_decode_step_bad_input(kwargs, message):
     args = dict(batch=1, kv_len=128, h=8, h_kv=8) | kwargs
     with pytest.raises(PerfmodelError, match=message):
@@ -151,7 +156,7 @@ def test_committed_decode_measurements_match_the_model_bytes():
     import json
     from pathlib import Path
 
-    from perfmodel.measured import read_measurement_file
+    from perfmodel.validation.measured import read_measurement_file
 
     root = Path(__file__).resolve().parents[1] / "specs" / "measurements"
     runs = read_measurement_file(root / "h200-decode-2026-11-29.json").runs
@@ -161,8 +166,15 @@ def test_committed_decode_measurements_match_the_model_bytes():
     paged = [p for p in details["points"] if p["status"] == "ok" and p["splits"]]
     assert len(paged) >= 10
     for p in paged:
-        step = decode_step("h200", batch=p["batch"], kv_len=p["kv_len"], h=p["h"],
-                           h_kv=p["h_kv"], d=p["d"], page_tokens=p["page_size"],
-                           splits=p["splits"])  # fmt: skip
+        step = decode_step(
+            "h200",
+            batch=p["batch"],
+            kv_len=p["kv_len"],
+            h=p["h"],
+            h_kv=p["h_kv"],
+            d=p["d"],
+            page_tokens=p["page_size"],
+            splits=p["splits"],
+        )
         assert p["model_hbm_bytes"] == step.hbm_bytes
         assert p["runs"] >= 20

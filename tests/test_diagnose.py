@@ -5,14 +5,14 @@ import sys
 
 import pytest
 
-from perfmodel.cli import main
-from perfmodel.diagnose import (
+from perfmodel.analysis.diagnose import (
     HBM_HIGH,
     SM_BUSY,
     diagnose,
     diagnose_time,
     utilisation_from_time,
 )
+from perfmodel.cli import main
 from perfmodel.errors import PerfmodelError
 from perfmodel.prediction import predict
 
@@ -108,7 +108,8 @@ def test_cli_verdict(capsys):
     ],
 )
 def test_cli_bad_input_one_line_exit_2(argv):
-    proc = subprocess.run([sys.executable, "-m", "perfmodel.cli", *argv],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfmodel.cli", *argv], capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr

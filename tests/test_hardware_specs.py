@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.data import data_dir
+from perfmodel.catalog.data import data_dir
+from perfmodel.catalog.hardware import HardwareSpec, known_names, load_hardware, registry
 from perfmodel.errors import PerfmodelError
-from perfmodel.hardware import HardwareSpec, known_names, load_hardware, registry
 
 SPEC_FILES = sorted(data_dir("devices").glob("*.toml"))
 

@@ -8,9 +8,7 @@ import sympy as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.compile import compiled
-from perfmodel.errors import PerfmodelError
-from perfmodel.kvcache import (
+from perfmodel.analysis.kvcache import (
     allocations,
     kv_bytes_per_token,
     kv_cache_bytes,
@@ -19,7 +17,9 @@ from perfmodel.kvcache import (
     paging_overhead,
     seq_kv_bytes,
 )
-from perfmodel.models import ModelSpec, known_models, load_model
+from perfmodel.catalog.models import ModelSpec, known_models, load_model
+from perfmodel.compile import compiled
+from perfmodel.errors import PerfmodelError
 from perfmodel.symbols import d, h_kv, layers, m, s
 
 DET = settings(derandomize=True, deadline=None, max_examples=50)
@@ -53,8 +53,7 @@ def test_paging_never_fits_fewer_sequences(model, page, pages, fractions):
     """With max_len a whole number of pages, paging fits at least as many sequences."""
     max_len = page * pages
     tokens = [max(1, int(f * max_len)) for f in fractions]
-    a = allocations(model, "b200", dtype="bf16", tokens=tokens, max_len=max_len,
-                    page_tokens=page)  # fmt: skip
+    a = allocations(model, "b200", dtype="bf16", tokens=tokens, max_len=max_len, page_tokens=page)
     assert a["paged"].max_concurrency >= a["contiguous"].max_concurrency
     assert a["paged"].reserved_bytes_per_seq <= a["contiguous"].reserved_bytes_per_seq
     assert 0 <= a["paged"].waste_fraction <= a["contiguous"].waste_fraction + 1e-12

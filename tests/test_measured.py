@@ -7,7 +7,7 @@ import json
 import pytest
 
 from perfmodel.errors import PerfmodelError
-from perfmodel.measured import (
+from perfmodel.validation.measured import (
     Ceilings,
     MeasurementFile,
     Point,

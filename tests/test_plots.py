@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel import plots
-from perfmodel.asymptotics import Shape
-from perfmodel.report import MeasuredPoint
+from perfmodel.analysis.asymptotics import Shape
+from perfmodel.report import figures as plots
+from perfmodel.report.measured import MeasuredPoint
 
 SMALL_N = [256, 1024, 4096]
 ROOT = Path(__file__).resolve().parents[1]
@@ -29,9 +29,12 @@ def assert_real_png(path: Path) -> None:
 
 
 def test_import_perfmodel_loads_neither_matplotlib_nor_jax():
-    code = ("import sys, perfmodel, perfmodel.plots, perfmodel.report, perfmodel.diagnose; "
-            "bad = [m for m in ('matplotlib', 'jax') if m in sys.modules]; "
-            "assert not bad, bad")  # fmt: skip
+    code = (
+        "import sys, perfmodel, perfmodel.report.figures, perfmodel.report.build, "
+        "perfmodel.analysis.diagnose; "
+        "bad = [m for m in ('matplotlib', 'jax') if m in sys.modules]; "
+        "assert not bad, bad"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -49,11 +52,20 @@ def test_time_breakdown(tmp_path):
 
 def fake_point(impl: str, algo: str, n: int, t: float) -> MeasuredPoint:
     return MeasuredPoint(
-        implementation=impl, algorithm=algo, n=n, batch=1, status="ok", median_s=t,
-        tokens_per_s=n / t, tflops=4 * n * n * 128 / t / 1e12, peak_memory_bytes=10**8,
-        predicted_s=t, model_flops=4 * n * n * 128, model_intensity=100.0,
+        implementation=impl,
+        algorithm=algo,
+        n=n,
+        batch=1,
+        status="ok",
+        median_s=t,
+        tokens_per_s=n / t,
+        tflops=4 * n * n * 128 / t / 1e12,
+        peak_memory_bytes=10**8,
+        predicted_s=t,
+        model_flops=4 * n * n * 128,
+        model_intensity=100.0,
         model_footprint_bytes=10**8,
-    )  # fmt: skip
+    )
 
 
 def test_measured_points_are_drawn(tmp_path):
@@ -70,8 +82,9 @@ def test_measured_points_are_drawn(tmp_path):
 
 
 def test_devices_without_exp_or_l2_roofs(tmp_path):
-    path = plots.roofline_chart("tpu-v5e", tmp_path / "r.png", shape=Shape(dtype="bf16"),
-                                n_values=SMALL_N)  # fmt: skip
+    path = plots.roofline_chart(
+        "tpu-v5e", tmp_path / "r.png", shape=Shape(dtype="bf16"), n_values=SMALL_N
+    )
     assert_real_png(path)
 
 

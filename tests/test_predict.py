@@ -13,11 +13,21 @@ from hypothesis import strategies as st
 import perfmodel
 from perfmodel import PerfmodelError, predict, sweep
 from perfmodel import symbols as S
+from perfmodel.catalog.data import data_dir
 from perfmodel.costs import symbolic
-from perfmodel.data import data_dir
 
-FIELDS = ("flops", "hbm_bytes", "intensity", "t_compute_s", "t_memory_s", "t_lower_s",
-          "time_s", "bound", "extra_memory_bytes", "attainable_flops_per_s")  # fmt: skip
+FIELDS = (
+    "flops",
+    "hbm_bytes",
+    "intensity",
+    "t_compute_s",
+    "t_memory_s",
+    "t_lower_s",
+    "time_s",
+    "bound",
+    "extra_memory_bytes",
+    "attainable_flops_per_s",
+)
 
 
 def test_chapter_worked_numbers():
@@ -85,8 +95,18 @@ def test_speedup_tends_to_the_symbolic_limit():
     # With every term quadratic in n, t_lower of each roof is c·n² + O(n);
     # the limit of the ratio comes from sympy limits of each roof over n².
     hw = perfmodel.load_hardware("h200")
-    values = {S.m: S.n, S.d: 128, S.h: 1, S.h_kv: 1, S.b: 1, S.s: 2, S.block_q: 128,
-              S.block_k: 128, S.l2_capacity: hw.l2_bytes, S.resident_ctas: hw.sm_count}  # fmt: skip
+    values = {
+        S.m: S.n,
+        S.d: 128,
+        S.h: 1,
+        S.h_kv: 1,
+        S.b: 1,
+        S.s: 2,
+        S.block_q: 128,
+        S.block_k: 128,
+        S.l2_capacity: hw.l2_bytes,
+        S.resident_ctas: hw.sm_count,
+    }
 
     def branch_at_infinity(*pieces):  # the L2 fit test, decided at a huge n
         return next(v for v, c in pieces if bool(c.subs(S.n, 2**60)))
@@ -96,14 +116,19 @@ def test_speedup_tends_to_the_symbolic_limit():
         e = e.replace(sp.ceiling, lambda x: x)
         return float(sp.limit(e / S.n**2, S.n, sp.oo))
 
-    rates = dict(matmul=hw.peak("fp16"), vector=hw.vector_fp32_flops_per_s, exp=hw.exp_per_s,
-                 hbm=hw.hbm_bandwidth_bytes_per_s)  # fmt: skip
+    rates = dict(
+        matmul=hw.peak("fp16"),
+        vector=hw.vector_fp32_flops_per_s,
+        exp=hw.exp_per_s,
+        hbm=hw.hbm_bandwidth_bytes_per_s,
+    )
 
     def lower(model):
         total = 0.0
         for k in model.kernels:
-            work = dict(matmul=k.matmul_flops, vector=k.vector_flops, exp=k.exp_count,
-                        hbm=k.hbm_bytes)  # fmt: skip
+            work = dict(
+                matmul=k.matmul_flops, vector=k.vector_flops, exp=k.exp_count, hbm=k.hbm_bytes
+            )
             total += max(per_n2(w) / rates[r] for r, w in work.items())
         return total
 
@@ -155,8 +180,11 @@ def test_dtype_missing_on_device():
 def test_spec_from_path(tmp_path):
     src = data_dir("devices") / "h200-sxm.toml"
     mine = tmp_path / "mine.toml"
-    mine.write_text(src.read_text().replace('"H200 SXM"', '"My GPU"').replace(
-        'aliases = ["h200", "h200-sxm"]', "aliases = []"))  # fmt: skip
+    mine.write_text(
+        src.read_text()
+        .replace('"H200 SXM"', '"My GPU"')
+        .replace('aliases = ["h200", "h200-sxm"]', "aliases = []")
+    )
     assert predict(n=1024, hw=str(mine)).hardware.name == "My GPU"
     broken = tmp_path / "broken.toml"
     broken.write_text(src.read_text().replace("sm_count = 132\n", ""))
@@ -171,7 +199,7 @@ def test_import_does_not_pull_jax_or_matplotlib():
 
 
 def test_public_names_survive_submodule_imports():
-    import perfmodel.calibration  # noqa: F401
+    import perfmodel.catalog.calibration  # noqa: F401
     import perfmodel.costs  # noqa: F401
     import perfmodel.prediction  # noqa: F401
 

@@ -7,19 +7,16 @@ import sys
 import numpy as np
 import pytest
 
-from perfmodel.asymptotics import Shape, asymptotic_speedup, crossover_n
+from perfmodel.analysis.asymptotics import Shape, asymptotic_speedup, crossover_n
+from perfmodel.catalog.data import data_dir
 from perfmodel.cli import main
-from perfmodel.data import data_dir
-from perfmodel.measured import MeasurementFile
 from perfmodel.prediction import predict, sweep
-from perfmodel.report import (
-    conclusions,
-    kernel_roof_times,
-    match_measurements,
-    measured_headline,
-    write_report,
-)
+from perfmodel.report.breakdown import kernel_roof_times
+from perfmodel.report.build import write_report
+from perfmodel.report.conclusions import conclusions
+from perfmodel.report.measured import match_measurements, measured_headline
 from perfmodel.units import si
+from perfmodel.validation.measured import MeasurementFile
 
 SHAPE = Shape(h=16, dtype="bf16", tokens=16384)
 SMALL_N = [256, 1024, 4096]
@@ -58,28 +55,51 @@ def test_kernel_breakdown_sums_to_t_lower():
 
 
 def measurement_file(path, points):
-    run = dict(run_id="r1", device_name="NVIDIA H200", jax_version="0.10.2", git_commit="x",
-               timestamp="2026-11-29T12:00:00Z",
-               ceilings=dict(matmul_bf16_flops_per_s=7.7e14, copy_bytes_per_s=4.3e12),
-               points=points)  # fmt: skip
+    run = dict(
+        run_id="r1",
+        device_name="NVIDIA H200",
+        jax_version="0.10.2",
+        git_commit="x",
+        timestamp="2026-11-29T12:00:00Z",
+        ceilings=dict(matmul_bf16_flops_per_s=7.7e14, copy_bytes_per_s=4.3e12),
+        points=points,
+    )
     path.write_text(json.dumps(MeasurementFile(runs=[run]).model_dump(mode="json")))
     return path
 
 
 def point(impl, n, median_s, d=128, batch=4, **extra):
-    return dict(implementation=impl, n=n, kv_len=n, d=d, h=16, h_kv=16, batch=batch,
-                dtype="bfloat16", causal=False, status="ok", median_s=median_s,
-                tokens_per_s=batch * n / median_s, peak_memory_bytes=10**9, **extra)  # fmt: skip
+    return dict(
+        implementation=impl,
+        n=n,
+        kv_len=n,
+        d=d,
+        h=16,
+        h_kv=16,
+        batch=batch,
+        dtype="bfloat16",
+        causal=False,
+        status="ok",
+        median_s=median_s,
+        tokens_per_s=batch * n / median_s,
+        peak_memory_bytes=10**9,
+        **extra,
+    )
 
 
 def test_report_files_and_numbers(tmp_path):
-    data = measurement_file(tmp_path / "m.json", [
-        point("naive", 4096, 3.0e-3), point("pallas_flash", 4096, 1.2e-3),
-        point("pallas_flash", 4096, 1.0e-3, block_q=128, block_k=64),  # faster tile: kept
-        point("pallas_flash", 4096, 9e-4, d=64),  # another d: left out
-    ])  # fmt: skip
-    report = write_report("h200", tmp_path / "out", shape=SHAPE, measurements=[data],
-                          n_values=SMALL_N)  # fmt: skip
+    data = measurement_file(
+        tmp_path / "m.json",
+        [
+            point("naive", 4096, 3.0e-3),
+            point("pallas_flash", 4096, 1.2e-3),
+            point("pallas_flash", 4096, 1.0e-3, block_q=128, block_k=64),  # faster tile: kept
+            point("pallas_flash", 4096, 9e-4, d=64),  # another d: left out
+        ],
+    )
+    report = write_report(
+        "h200", tmp_path / "out", shape=SHAPE, measurements=[data], n_values=SMALL_N
+    )
     text = report.read_text()
     for name in ("roofline", "throughput", "memory", "speedup", "time_breakdown"):
         png = tmp_path / "out" / f"{name}.png"
@@ -95,10 +115,14 @@ def test_report_files_and_numbers(tmp_path):
 
 
 def test_measurement_matching_keeps_the_fastest_point(tmp_path):
-    data = measurement_file(tmp_path / "m.json", [
-        point("pallas_flash", 2048, 2e-3), point("pallas_flash", 2048, 1e-3, batch=4),
-        point("cudnn", 2048, 5e-4, d=64),
-    ])  # fmt: skip
+    data = measurement_file(
+        tmp_path / "m.json",
+        [
+            point("pallas_flash", 2048, 2e-3),
+            point("pallas_flash", 2048, 1e-3, batch=4),
+            point("cudnn", 2048, 5e-4, d=64),
+        ],
+    )
     pts = match_measurements([data], "h200", SHAPE)
     assert [(p.implementation, p.median_s) for p in pts] == [("pallas_flash", 1e-3)]
     model = predict(n=2048, hw="h200", h=16, dtype="bf16", batch=4).flash
@@ -107,8 +131,22 @@ def test_measurement_matching_keeps_the_fastest_point(tmp_path):
 
 def test_cli_report(tmp_path, capsys):
     out = tmp_path / "r"
-    argv = ["report", "--hw", "h200", "--out", str(out), "--h", "16", "--dtype", "bf16",
-            "--tokens", "16384", "--n", "512", "2048"]  # fmt: skip
+    argv = [
+        "report",
+        "--hw",
+        "h200",
+        "--out",
+        str(out),
+        "--h",
+        "16",
+        "--dtype",
+        "bf16",
+        "--tokens",
+        "16384",
+        "--n",
+        "512",
+        "2048",
+    ]
     assert main(argv) == 0
     assert capsys.readouterr().out.strip().endswith("report.md")
     assert "h=16" in (out / "report.md").read_text()
@@ -127,17 +165,23 @@ def test_cli_report(tmp_path, capsys):
 )
 def test_cli_bad_input_one_line_exit_2(argv, tmp_path):
     argv = [str(tmp_path / "o") if a == "OUT" else a for a in argv]
-    proc = subprocess.run([sys.executable, "-m", "perfmodel.cli", *argv], cwd=tmp_path,
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfmodel.cli", *argv], cwd=tmp_path, capture_output=True, text=True
+    )
     assert proc.returncode == 2
     assert len(proc.stderr.strip().splitlines()) == 1 and "Traceback" not in proc.stderr
 
 
 def test_measured_headline(tmp_path):
-    data = measurement_file(tmp_path / "m.json", [
-        point("naive", 1024, 1.0e-3, batch=16), point("pallas_flash", 1024, 0.9e-3, batch=16),
-        point("naive", 4096, 3.0e-3), point("pallas_flash", 4096, 1.0e-3),
-    ])  # fmt: skip
+    data = measurement_file(
+        tmp_path / "m.json",
+        [
+            point("naive", 1024, 1.0e-3, batch=16),
+            point("pallas_flash", 1024, 0.9e-3, batch=16),
+            point("naive", 4096, 3.0e-3),
+            point("pallas_flash", 4096, 1.0e-3),
+        ],
+    )
     pts = match_measurements([data], "h200", SHAPE)
     line = measured_headline(pts, conclusions("h200", SHAPE, n_max=4096))
     assert line.startswith("Measured: gains are significant from n = 4,096")
@@ -148,8 +192,10 @@ def test_report_takes_its_configuration_from_the_measurements(tmp_path):
     data = sorted(data_dir("measurements").glob("h200-2*.json"))
     if not data:
         pytest.skip("no committed H200 measurements")
-    assert main(["report", "--hw", "h200", "--measurements", str(data[0]),
-                 "--out", str(tmp_path)]) == 0  # fmt: skip
+    assert (
+        main(["report", "--hw", "h200", "--measurements", str(data[0]), "--out", str(tmp_path)])
+        == 0
+    )
     text = (tmp_path / "report.md").read_text()
     assert "h=16, batch=max(1, 16384//n), bf16" in text
     assert "No measured point has this configuration" not in text

@@ -6,36 +6,55 @@ from pathlib import Path
 import pytest
 
 from perfmodel import Calibration, predict
+from perfmodel.catalog.data import data_dir
 from perfmodel.cli import main
-from perfmodel.data import data_dir
-from perfmodel.measured import load_measurements, merge_write
-from perfmodel.validate import NAIVE_OF, validate
+from perfmodel.validation.compare import NAIVE_OF, validate
+from perfmodel.validation.measured import load_measurements, merge_write
 
-TRUE = {"matmul_efficiency": 0.6, "hbm_efficiency": 0.7, "l2_efficiency": 0.7,
-        "launch_overhead_s": 1e-5}  # fmt: skip
-SHAPES = [(n, d, c) for n in (1024, 2048, 4096, 8192, 16384) for d in (64, 128)
-          for c in (False, True)]  # fmt: skip
+TRUE = {
+    "matmul_efficiency": 0.6,
+    "hbm_efficiency": 0.7,
+    "l2_efficiency": 0.7,
+    "launch_overhead_s": 1e-5,
+}
+SHAPES = [
+    (n, d, c) for n in (1024, 2048, 4096, 8192, 16384) for d in (64, 128) for c in (False, True)
+]
 
 
 def _point(impl, n, d, causal, seconds, block=128):
     batch = max(1, 16384 // n)
     return {
-        "implementation": impl, "n": n, "kv_len": n, "d": d, "h": 16, "h_kv": 16,
-        "batch": batch, "dtype": "bfloat16", "causal": causal,
+        "implementation": impl,
+        "n": n,
+        "kv_len": n,
+        "d": d,
+        "h": 16,
+        "h_kv": 16,
+        "batch": batch,
+        "dtype": "bfloat16",
+        "causal": causal,
         "block_q": block if impl == "pallas_flash" else None,
         "block_k": block if impl == "pallas_flash" else None,
-        "status": "ok", "median_s": seconds, "p10_s": seconds, "p90_s": seconds,
-        "min_s": seconds, "runs": 20,
-    }  # fmt: skip
+        "status": "ok",
+        "median_s": seconds,
+        "p10_s": seconds,
+        "p90_s": seconds,
+        "min_s": seconds,
+        "runs": 20,
+    }
 
 
 def _run(points, run_id="r1"):
     return {
-        "run_id": run_id, "device_name": "NVIDIA H200", "jax_version": "test",
-        "git_commit": "0" * 40, "timestamp": "2026-11-29T00:00:00Z",
+        "run_id": run_id,
+        "device_name": "NVIDIA H200",
+        "jax_version": "test",
+        "git_commit": "0" * 40,
+        "timestamp": "2026-11-29T00:00:00Z",
         "ceilings": {"matmul_bf16_flops_per_s": 7.7e14, "copy_bytes_per_s": 4.3e12},
         "points": points,
-    }  # fmt: skip
+    }
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +65,15 @@ def synthetic(tmp_path_factory):
     for impl, algorithm in (("pallas_flash", "flash"), ("naive", "naive")):
         profile = Calibration(name="true", algorithm=algorithm, **TRUE)
         for n, d, c in SHAPES:
-            kw = dict(n=n, d=d, h=16, batch=max(1, 16384 // n), dtype="bf16", causal=c,
-                      naive=NAIVE_OF.get(impl, "minimal"))  # fmt: skip
+            kw = dict(
+                n=n,
+                d=d,
+                h=16,
+                batch=max(1, 16384 // n),
+                dtype="bf16",
+                causal=c,
+                naive=NAIVE_OF.get(impl, "minimal"),
+            )
             t = getattr(predict(hw="h200", calibration=profile, **kw), algorithm).time_s
             points.append(_point(impl, n, d, c, t))
     merge_write(path, _run(points))
@@ -83,8 +109,19 @@ def test_a_point_below_the_floor_is_a_violation(tmp_path):
 
 
 def test_cli_validate_fit_plot_and_save(synthetic, tmp_path, capsys):
-    assert main(["validate", str(synthetic), "--save-calibration", str(tmp_path),
-                 "--plot", str(tmp_path)]) == 0  # fmt: skip
+    assert (
+        main(
+            [
+                "validate",
+                str(synthetic),
+                "--save-calibration",
+                str(tmp_path),
+                "--plot",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr().out
     assert "pallas_flash" in out and "fit h200-pallas_flash" in out
     saved = tmp_path / "h200-pallas_flash.toml"
@@ -121,8 +158,11 @@ def test_committed_data_never_beats_the_floor():
 
 @pytest.mark.skipif(not COMMITTED, reason="no committed H200 measurements")
 def test_committed_data_leave_one_out_error():
-    ours = [(r, p) for r, p in load_measurements(COMMITTED)
-            if p.implementation in ("pallas_flash", "naive")]  # fmt: skip
+    ours = [
+        (r, p)
+        for r, p in load_measurements(COMMITTED)
+        if p.implementation in ("pallas_flash", "naive")
+    ]
     _, summary = validate(ours, fit_profiles=True, run_prefix="sweep")
     for impl in ("pallas_flash", "naive"):
         assert summary[impl].count >= 20, impl

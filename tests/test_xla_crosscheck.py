@@ -34,8 +34,10 @@ def _matmuls_only(q, k, v):
 def _model(b, h, n, d):
     values = dict(b=b, h=h, h_kv=h, n=n, m=n, d=d, s=4, block_q=64, block_k=64)
     naive = symbolic("naive")
-    return (float(compiled(naive.matmul_flops)(**values)),
-            float(compiled(naive.exp_count)(**values)))  # fmt: skip
+    return (
+        float(compiled(naive.matmul_flops)(**values)),
+        float(compiled(naive.exp_count)(**values)),
+    )
 
 
 @pytest.mark.parametrize("b, h, n, d", SHAPES)

@@ -8,8 +8,12 @@ import json
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("advise", help="FlashAttention-2 vs PagedAttention priority for a workload")
-    p.add_argument("--workload", action="append", required=True,
-                   help="workload name or .toml path (repeat for several)")  # fmt: skip
+    p.add_argument(
+        "--workload",
+        action="append",
+        required=True,
+        help="workload name or .toml path (repeat for several)",
+    )
     p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
     p.add_argument("--model", default=None, help="model name or .toml (default: the workload's)")
     p.add_argument("--dtype", default=None, help="weights and KV dtype (default: the workload's)")
@@ -18,7 +22,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.advise import advice_table, advise
+    from perfmodel.analysis.advise import advice_table, advise
 
     advices = [advise(w, args.hw, model=args.model, dtype=args.dtype) for w in args.workload]
     if args.json:

@@ -7,17 +7,22 @@ import argparse
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "diagnose", help="bandwidth-bound, compute-bound or elsewhere: does flash help?",
+        "diagnose",
+        help="bandwidth-bound, compute-bound or elsewhere: does flash help?",
         description="Give --hbm-util and --sm-util (fractions of peak, from a profiler), or "
-                    "--time-s with --n and --hw to derive them from the model's counts.",
-    )  # fmt: skip
+        "--time-s with --n and --hw to derive them from the model's counts.",
+    )
     p.add_argument("--hbm-util", type=float, help="HBM bandwidth utilisation, 0..1")
     p.add_argument("--sm-util", type=float, help="SM (tensor-core) utilisation, 0..1")
     p.add_argument("--time-s", type=float, help="a measured attention time, seconds")
     p.add_argument("--n", type=int, help="query length of the measured shape")
     p.add_argument("--hw", help="device name, alias or spec .toml path")
-    p.add_argument("--algorithm", default="naive", choices=("naive", "flash"),
-                   help="which implementation was measured")  # fmt: skip
+    p.add_argument(
+        "--algorithm",
+        default="naive",
+        choices=("naive", "flash"),
+        help="which implementation was measured",
+    )
     p.add_argument(
         "--hbm-bw",
         type=float,
@@ -45,7 +50,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.diagnose import diagnose, diagnose_time
+    from perfmodel.analysis.diagnose import diagnose, diagnose_time
     from perfmodel.errors import PerfmodelError
 
     utils = (args.hbm_util, args.sm_util)
@@ -54,10 +59,20 @@ def run(args: argparse.Namespace) -> int:
             raise PerfmodelError("give either --hbm-util/--sm-util or --time-s, not both")
         if args.n is None or args.hw is None:
             raise PerfmodelError("--time-s needs --n and --hw (the measured shape and device)")
-        result = diagnose_time(args.time_s, args.n, args.hw, algorithm=args.algorithm,
-                               hbm_bytes_per_s=args.hbm_bw, matmul_flops_per_s=args.matmul_peak,
-                               d=args.d, h=args.h, h_kv=args.h_kv, batch=args.batch,
-                               dtype=args.dtype, causal=args.causal)  # fmt: skip
+        result = diagnose_time(
+            args.time_s,
+            args.n,
+            args.hw,
+            algorithm=args.algorithm,
+            hbm_bytes_per_s=args.hbm_bw,
+            matmul_flops_per_s=args.matmul_peak,
+            d=args.d,
+            h=args.h,
+            h_kv=args.h_kv,
+            batch=args.batch,
+            dtype=args.dtype,
+            causal=args.causal,
+        )
     elif None in utils:
         raise PerfmodelError("give both --hbm-util and --sm-util, or --time-s with --n and --hw")
     else:

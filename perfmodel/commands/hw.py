@@ -19,7 +19,7 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run_list(args: argparse.Namespace) -> int:
-    from perfmodel.hardware import known_names, load_hardware
+    from perfmodel.catalog.hardware import known_names, load_hardware
 
     print(f"{'name':<18} {'aliases':<28} {'bf16':>12} {'HBM BW':>11} {'ridge':>6}")
     for name in known_names():
@@ -34,7 +34,7 @@ def run_list(args: argparse.Namespace) -> int:
 
 
 def run_show(args: argparse.Namespace) -> int:
-    from perfmodel.hardware import load_hardware
+    from perfmodel.catalog.hardware import load_hardware
 
     spec = load_hardware(args.name)
     if args.json:
@@ -60,8 +60,13 @@ def run_show(args: argparse.Namespace) -> int:
 
 def _show(key: str, value: object) -> str:
     """A figure in readable units, read off the unit suffix of its name."""
-    for suffix, unit in (("_flops_per_s", "FLOP/s"), ("_bytes_per_s", "B/s"), ("_per_s", "/s"),
-                         ("_bytes", "B"), ("_s", "s")):  # fmt: skip
+    for suffix, unit in (
+        ("_flops_per_s", "FLOP/s"),
+        ("_bytes_per_s", "B/s"),
+        ("_per_s", "/s"),
+        ("_bytes", "B"),
+        ("_s", "s"),
+    ):
         if key.endswith(suffix) and isinstance(value, int | float):
             return si(float(value), unit)
     return str(value)

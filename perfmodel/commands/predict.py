@@ -28,10 +28,19 @@ def run(args: argparse.Namespace) -> int:
     from perfmodel.prediction import predict
 
     pred = predict(
-        n=args.n, hw=args.hw, d=args.d, h=args.h, h_kv=args.h_kv, batch=args.batch,
-        dtype=args.dtype, causal=args.causal, block_q=args.block_q, block_k=args.block_k,
-        kv_len=args.kv_len, calibration=args.calibration,
-    )  # fmt: skip
+        n=args.n,
+        hw=args.hw,
+        d=args.d,
+        h=args.h,
+        h_kv=args.h_kv,
+        batch=args.batch,
+        dtype=args.dtype,
+        causal=args.causal,
+        block_q=args.block_q,
+        block_k=args.block_k,
+        kv_len=args.kv_len,
+        calibration=args.calibration,
+    )
     if args.json:
         print(json.dumps({**pred.model_dump(mode="json"), "speedup": pred.speedup}, indent=2))
     else:

@@ -17,11 +17,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="extend",
         default=[],
         metavar="FILE",
-        help="measured points (perfmodel.measured JSON) to show beside the model",
+        help="measured points (perfmodel.validation.measured JSON) to show beside the model",
     )
     p.add_argument("--d", type=int, default=128, help="head dimension")
-    p.add_argument("--h", type=int, default=None,
-                   help="query heads (default 1, or the measurements' own)")  # fmt: skip
+    p.add_argument(
+        "--h", type=int, default=None, help="query heads (default 1, or the measurements' own)"
+    )
     p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA)")
     p.add_argument("--batch", type=int, default=1)
     p.add_argument(
@@ -46,9 +47,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.asymptotics import Shape
+    from perfmodel.analysis.asymptotics import Shape
     from perfmodel.errors import PerfmodelError
-    from perfmodel.report import write_report
+    from perfmodel.report.build import write_report
 
     for name in ("d", "h", "h_kv", "batch", "tokens", "block_q", "block_k"):
         value = getattr(args, name)
@@ -59,13 +60,27 @@ def run(args: argparse.Namespace) -> int:
     if not args.threshold > 1:
         raise PerfmodelError(f"--threshold={args.threshold} must be a speedup above 1")
     _defaults_from_measurements(args)
-    shape = Shape(d=args.d, h=args.h, h_kv=args.h_kv, batch=args.batch, dtype=args.dtype,
-                  causal=args.causal, block_q=args.block_q, block_k=args.block_k,
-                  tokens=args.tokens)  # fmt: skip
+    shape = Shape(
+        d=args.d,
+        h=args.h,
+        h_kv=args.h_kv,
+        batch=args.batch,
+        dtype=args.dtype,
+        causal=args.causal,
+        block_q=args.block_q,
+        block_k=args.block_k,
+        tokens=args.tokens,
+    )
     command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-    path = write_report(args.hw, args.out, shape=shape, measurements=args.measurements,
-                        n_values=args.n, threshold=args.threshold,
-                        command=command if sys.argv[1:2] == ["report"] else None)  # fmt: skip
+    path = write_report(
+        args.hw,
+        args.out,
+        shape=shape,
+        measurements=args.measurements,
+        n_values=args.n,
+        threshold=args.threshold,
+        command=command if sys.argv[1:2] == ["report"] else None,
+    )
     print(path)
     return 0
 
@@ -76,8 +91,8 @@ def _defaults_from_measurements(args: argparse.Namespace) -> None:
     measurements they default to the chapter's one head, fp16, batch 1."""
     from collections import Counter
 
-    from perfmodel.measured import load_measurements
-    from perfmodel.validate import dtype_name
+    from perfmodel.validation.compare import dtype_name
+    from perfmodel.validation.measured import load_measurements
 
     points = [p for _, p in load_measurements(args.measurements)] if args.measurements else []
     points = [p for p in points if p.implementation in ("pallas_flash", "naive")]

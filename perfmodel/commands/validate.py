@@ -9,22 +9,32 @@ from pathlib import Path
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("validate", help="compare predictions with measured points")
-    p.add_argument("files", nargs="+", help="measurement JSON files (perfmodel.measured)")
+    p.add_argument(
+        "files", nargs="+", help="measurement JSON files (perfmodel.validation.measured)"
+    )
     p.add_argument("--hw", default=None, help="device (default: each run's device name)")
     p.add_argument("--fit", action="store_true", help="fit calibration profiles, report LOO error")
-    p.add_argument("--save-calibration", metavar="DIR", default=None,
-                   help="write fitted profiles as TOML into DIR (implies --fit)")  # fmt: skip
+    p.add_argument(
+        "--save-calibration",
+        metavar="DIR",
+        default=None,
+        help="write fitted profiles as TOML into DIR (implies --fit)",
+    )
     p.add_argument("--plot", metavar="DIR", default=None, help="write parity and time-vs-n PNGs")
-    p.add_argument("--runs", default=None, metavar="PREFIXES",
-                   help="keep runs whose id starts with one of these: sweep,onehead")  # fmt: skip
+    p.add_argument(
+        "--runs",
+        default=None,
+        metavar="PREFIXES",
+        help="keep runs whose id starts with one of these: sweep,onehead",
+    )
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.atomic import write_text
-    from perfmodel.validate import validate
-    from perfmodel.validation_report import profile_toml, report_json, report_text
+    from perfmodel.validation.compare import validate
+    from perfmodel.validation.report import profile_toml, report_json, report_text
 
     fit = args.fit or args.save_calibration is not None
     rows, summary = validate(args.files, args.hw, fit_profiles=fit, run_prefix=args.runs)
@@ -47,8 +57,8 @@ def run(args: argparse.Namespace) -> int:
 def _plots(args: argparse.Namespace, rows: list, summary: dict) -> None:
     """Parity (datasheet and, with --fit, leave-one-out) and time against n (the fitted
     profiles' predictions when fitted, else the datasheet model's)."""
-    from perfmodel.validate import validate
-    from perfmodel.validation_plots import parity_plot, time_vs_n_plot
+    from perfmodel.validation.compare import validate
+    from perfmodel.validation.figures import parity_plot, time_vs_n_plot
 
     out = Path(args.plot)
     out.mkdir(parents=True, exist_ok=True)

@@ -22,22 +22,26 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfmodel.calibration import Calibration
+from perfmodel.catalog.calibration import Calibration
+from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, shape_values
-from perfmodel.fitting import nelder_mead
-from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
-from perfmodel.measured import Point, Run, load_measurements
-from perfmodel.prediction import _key as evaluate_key
+from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, model_key, shape_values
 from perfmodel.prediction import predict
+from perfmodel.validation.fitting import nelder_mead
+from perfmodel.validation.measured import Point, Run, load_measurements
 
 if TYPE_CHECKING:
-    from perfmodel.kvcache import DecodeStep
+    from perfmodel.analysis.kvcache import DecodeStep
 
 #: Which cost model describes each measured implementation. XLA's unfused path
 #: materialises the scores like the naive model; cuDNN is a fused flash kernel.
-ALGORITHM_OF = {"pallas_flash": "flash", "cudnn": "flash", "naive": "naive", "xla": "naive",
-                "paged_decode": "decode"}  # fmt: skip
+ALGORITHM_OF = {
+    "pallas_flash": "flash",
+    "cudnn": "flash",
+    "naive": "naive",
+    "xla": "naive",
+    "paged_decode": "decode",
+}
 #: Algorithms whose profile the calibration fit can tune (decode uses the default).
 FITTED = ("naive", "flash")
 #: How each naive-style implementation is compiled (``perfmodel.costs.naive``): our
@@ -70,8 +74,10 @@ class Row:
 
     def label(self) -> str:
         p = self.point
-        return (f"{p.implementation} n={p.n} d={p.d} b={p.batch} h={p.h} {p.dtype}"
-                f"{' causal' if p.causal else ''}")  # fmt: skip
+        return (
+            f"{p.implementation} n={p.n} d={p.d} b={p.batch} h={p.h} {p.dtype}"
+            f"{' causal' if p.causal else ''}"
+        )
 
 
 @dataclass
@@ -98,9 +104,19 @@ def dtype_name(dtype: str) -> str:
 
 def _shape(p: Point, tiles: tuple[int, int] | None = None) -> dict:
     bq, bk = tiles or (p.block_q or 128, p.block_k or 128)
-    return dict(n=p.n, kv_len=p.kv_len, d=p.d, h=p.h, h_kv=p.h_kv, batch=p.batch,
-                dtype=dtype_name(p.dtype), causal=p.causal, block_q=bq, block_k=bk,
-                naive=NAIVE_OF.get(p.implementation, "minimal"))  # fmt: skip
+    return dict(
+        n=p.n,
+        kv_len=p.kv_len,
+        d=p.d,
+        h=p.h,
+        h_kv=p.h_kv,
+        batch=p.batch,
+        dtype=dtype_name(p.dtype),
+        causal=p.causal,
+        block_q=bq,
+        block_k=bk,
+        naive=NAIVE_OF.get(p.implementation, "minimal"),
+    )
 
 
 def _floor(p: Point, hw: HardwareSpec) -> float:
@@ -117,8 +133,21 @@ def _floor(p: Point, hw: HardwareSpec) -> float:
 
 
 def _config_key(p: Point) -> tuple:
-    return (p.implementation, p.n, p.kv_len, p.d, p.h, p.h_kv, p.batch, p.dtype, p.causal,
-            p.block_q, p.block_k, p.num_warps, p.num_stages)  # fmt: skip
+    return (
+        p.implementation,
+        p.n,
+        p.kv_len,
+        p.d,
+        p.h,
+        p.h_kv,
+        p.batch,
+        p.dtype,
+        p.causal,
+        p.block_q,
+        p.block_k,
+        p.num_warps,
+        p.num_stages,
+    )
 
 
 def select(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list:
@@ -154,8 +183,10 @@ def compare(
             predicted, floor = step.time_s, step.t_lower_s
         else:
             profile = (calibration or {}).get(p.implementation)
-            pred = getattr(predict(hw=spec, calibration=_as_algorithm(profile, algorithm),
-                                   **_shape(p)), algorithm)  # fmt: skip
+            pred = getattr(
+                predict(hw=spec, calibration=_as_algorithm(profile, algorithm), **_shape(p)),
+                algorithm,
+            )
             predicted, floor = pred.time_s, _floor(p, spec)
         rows.append(Row(run, p, spec, p.median_s, p.min_s or p.median_s, predicted, floor))
     return rows
@@ -163,11 +194,20 @@ def compare(
 
 def _decode_step(p: Point, hw: HardwareSpec) -> DecodeStep:
     """A paged decode point (n query tokens against kv_len cached ones) on the decode model."""
-    from perfmodel.kvcache import decode_step
+    from perfmodel.analysis.kvcache import decode_step
 
-    return decode_step(hw, batch=p.batch, kv_len=p.kv_len, h=p.h, h_kv=p.h_kv, d=p.d,
-                       dtype=dtype_name(p.dtype), q_len=p.n, page_tokens=p.page_size,
-                       splits=p.splits or 1)  # fmt: skip
+    return decode_step(
+        hw,
+        batch=p.batch,
+        kv_len=p.kv_len,
+        h=p.h,
+        h_kv=p.h_kv,
+        d=p.d,
+        dtype=dtype_name(p.dtype),
+        q_len=p.n,
+        page_tokens=p.page_size,
+        splits=p.splits or 1,
+    )
 
 
 def _as_algorithm(profile: Calibration | None, algorithm: str) -> Calibration | None:
@@ -176,8 +216,14 @@ def _as_algorithm(profile: Calibration | None, algorithm: str) -> Calibration | 
 
 # --- calibration ----------------------------------------------------------------
 #: Fitted parameters, each mapped from an unbounded coordinate into its valid range.
-PARAMETERS = ("matmul_efficiency", "memory_efficiency", "compute_overlap",
-              "block_overhead_tiles", "launch_overhead_s", "dispatch_overhead_s")  # fmt: skip
+PARAMETERS = (
+    "matmul_efficiency",
+    "memory_efficiency",
+    "compute_overlap",
+    "block_overhead_tiles",
+    "launch_overhead_s",
+    "dispatch_overhead_s",
+)
 
 
 def _sigmoid(u: float) -> float:
@@ -203,13 +249,17 @@ def _tidy(x: float) -> float:
 def _profile(params: dict[str, float], **labels: Any) -> Calibration:
     memory = params["memory_efficiency"]
     return Calibration.model_construct(
-        matmul_efficiency=params["matmul_efficiency"], hbm_efficiency=memory,
-        l2_efficiency=memory, vector_efficiency=1.0, exp_efficiency=1.0,
+        matmul_efficiency=params["matmul_efficiency"],
+        hbm_efficiency=memory,
+        l2_efficiency=memory,
+        vector_efficiency=1.0,
+        exp_efficiency=1.0,
         compute_overlap=params["compute_overlap"],
         block_overhead_tiles=params["block_overhead_tiles"],
         launch_overhead_s=params["launch_overhead_s"],
-        dispatch_overhead_s=params["dispatch_overhead_s"], **labels,
-    )  # fmt: skip
+        dispatch_overhead_s=params["dispatch_overhead_s"],
+        **labels,
+    )
 
 
 def _stacked_roofs(rows: Sequence[Row]) -> list[KernelRoofs]:
@@ -218,18 +268,30 @@ def _stacked_roofs(rows: Sequence[Row]) -> list[KernelRoofs]:
     for r in rows:
         shape = _shape(r.point)
         values = shape_values(
-            r.hw, n=shape["n"], m=shape["kv_len"], d=shape["d"], h=shape["h"],
-            h_kv=shape["h_kv"], b=shape["batch"], block_q=shape["block_q"],
-            block_k=shape["block_k"], s=BYTES_PER_ELEMENT[shape["dtype"]],
-        )  # fmt: skip
-        key = evaluate_key(ALGORITHM_OF[r.point.implementation], shape["naive"])
-        per_row.append(kernel_roofs(key, causal=shape["causal"], hw=r.hw,
-                                    peak=r.hw.peak(shape["dtype"]), values=values))  # fmt: skip
+            r.hw,
+            n=shape["n"],
+            m=shape["kv_len"],
+            d=shape["d"],
+            h=shape["h"],
+            h_kv=shape["h_kv"],
+            b=shape["batch"],
+            block_q=shape["block_q"],
+            block_k=shape["block_k"],
+            s=BYTES_PER_ELEMENT[shape["dtype"]],
+        )
+        key = model_key(ALGORITHM_OF[r.point.implementation], shape["naive"])
+        per_row.append(
+            kernel_roofs(
+                key, causal=shape["causal"], hw=r.hw, peak=r.hw.peak(shape["dtype"]), values=values
+            )
+        )
     stacked = []
     for i, first in enumerate(per_row[0]):
         estimate = {k: np.array([row[i].estimate[k] for row in per_row]) for k in first.estimate}
         blocks = np.array([row[i].blocks_per_tile for row in per_row])
-        stacked.append(KernelRoofs(floor={}, estimate=estimate, blocks_per_tile=blocks, times={}))
+        stacked.append(
+            KernelRoofs(first.name, floor={}, estimate=estimate, blocks_per_tile=blocks, times={})
+        )
     return stacked
 
 
@@ -243,8 +305,11 @@ def _fit_u(kernels: list[KernelRoofs], measured: np.ndarray, weights: np.ndarray
     def loss(u: np.ndarray) -> float:
         return float(np.sum(weights * _log_errors(u, kernels, measured) ** 2))
 
-    starts = ([0.0, 0.0, 0.0, -2.0, -2.0, -2.0], [1.0, 1.0, 2.0, -4.0, -4.0, 0.0],
-              [-1.0, 0.5, -2.0, 0.0, 0.0, -4.0])  # fmt: skip
+    starts = (
+        [0.0, 0.0, 0.0, -2.0, -2.0, -2.0],
+        [1.0, 1.0, 2.0, -4.0, -4.0, 0.0],
+        [-1.0, 0.5, -2.0, 0.0, 0.0, -4.0],
+    )
     best = min((nelder_mead(loss, s, iterations=800) for s in starts), key=lambda r: r[1])
     return nelder_mead(loss, best[0], step=0.3, iterations=800)[0]
 
@@ -290,7 +355,7 @@ def fit(rows: Sequence[Row], name: str) -> tuple[Calibration, list[float]]:
         sources={
             "fit": "perfmodel validate --fit: least squares on log time (Nelder-Mead); "
             "ranges are the leave-one-out fits"
-        },  # fmt: skip
+        },
     )
     return Calibration.model_validate(profile.model_dump()), loo
 

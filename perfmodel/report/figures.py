@@ -6,7 +6,7 @@ nothing needs a display. Every function takes a device, a fixed :class:`Shape`
 (everything but n) and the n values, writes one PNG and returns its path.
 
 Measured points are any objects with the attributes of
-:class:`perfmodel.report.MeasuredPoint` (``algorithm``, ``implementation``, ``n``,
+:class:`perfmodel.report.measured.MeasuredPoint` (``algorithm``, ``implementation``, ``n``,
 ``median_s``, ``model_flops`` ...).
 """
 
@@ -18,8 +18,14 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.asymptotics import Shape, along_n, asymptotic_speedup, crossover_n, naive_oom_n
-from perfmodel.hardware import load_hardware
+from perfmodel.analysis.asymptotics import (
+    Shape,
+    along_n,
+    asymptotic_speedup,
+    crossover_n,
+    naive_oom_n,
+)
+from perfmodel.catalog.hardware import load_hardware
 from perfmodel.units import si
 
 #: n from 128 to 128K tokens, powers of two.
@@ -71,16 +77,28 @@ def _measured(ax: Any, points: Sequence[Any] | None, y: Any, label_suffix: str =
     for impl, xy in sorted(by_impl.items()):
         xs, ys = zip(*sorted(xy), strict=True)
         algo = "flash" if impl in ("pallas_flash", "cudnn") else "naive"
-        ax.scatter(xs, ys, marker=MARKERS.get(impl, "x"), s=46, facecolors="none",
-                   edgecolors=COLORS[algo], linewidths=1.6, zorder=5,
-                   label=f"measured: {impl}{label_suffix}")  # fmt: skip
+        ax.scatter(
+            xs,
+            ys,
+            marker=MARKERS.get(impl, "x"),
+            s=46,
+            facecolors="none",
+            edgecolors=COLORS[algo],
+            linewidths=1.6,
+            zorder=5,
+            label=f"measured: {impl}{label_suffix}",
+        )
 
 
 # --- 1. the roofline chart ----------------------------------------------------------------
 def roofline_chart(
-    hw: Any, path: str | Path, *, shape: Shape | None = None,
-    n_values: Sequence[int] = DEFAULT_N, measured: Sequence[Any] | None = None,
-) -> Path:  # fmt: skip
+    hw: Any,
+    path: str | Path,
+    *,
+    shape: Shape | None = None,
+    n_values: Sequence[int] = DEFAULT_N,
+    measured: Sequence[Any] | None = None,
+) -> Path:
     """Compute and bandwidth roofs, the ridge point, naive and flash points for each n."""
     spec, shape = load_hardware(hw), shape or Shape()
     ns = np.asarray(n_values, dtype=float)
@@ -91,27 +109,51 @@ def roofline_chart(
     lo = min(cols["naive.intensity"].min(), ridge) / 4
     hi = max(cols["flash.intensity"].max(), ridge) * 4
     x = np.geomspace(lo, hi, 200)
-    ax.plot(x, np.minimum(peak, bw * x), color="k", lw=2,
-            label=f"roofline: HBM {si(bw, 'B/s')} slope, {shape.dtype} matmul peak "
-                  f"{si(peak, 'FLOP/s')}")  # fmt: skip
+    ax.plot(
+        x,
+        np.minimum(peak, bw * x),
+        color="k",
+        lw=2,
+        label=f"roofline: HBM {si(bw, 'B/s')} slope, {shape.dtype} matmul peak "
+        f"{si(peak, 'FLOP/s')}",
+    )
     if spec.l2_bandwidth_bytes_per_s:
         l2 = spec.l2_bandwidth_bytes_per_s
-        ax.plot(x, np.minimum(peak, l2 * x), color="gray", ls="--",
-                label=f"L2 slope {si(l2, 'B/s')} (per L2 byte)")  # fmt: skip
+        ax.plot(
+            x,
+            np.minimum(peak, l2 * x),
+            color="gray",
+            ls="--",
+            label=f"L2 slope {si(l2, 'B/s')} (per L2 byte)",
+        )
     big = -1  # the largest n: the FLOP-per-exp and FLOP-per-vector ratios at large n
     per_exp = cols["flash.flops"][big] / cols["flash.exp_count"][big]
     if spec.exp_per_s:
-        ax.axhline(spec.exp_per_s * per_exp, color="tab:purple", ls=":", lw=1.8,
-                   label=f"exp roof: {si(spec.exp_per_s, 'exp/s')} × {per_exp:.0f} "
-                         "FLOP per exp")  # fmt: skip
+        ax.axhline(
+            spec.exp_per_s * per_exp,
+            color="tab:purple",
+            ls=":",
+            lw=1.8,
+            label=f"exp roof: {si(spec.exp_per_s, 'exp/s')} × {per_exp:.0f} FLOP per exp",
+        )
     per_vec = cols["flash.flops"][big] / cols["flash.vector_flops"][big]
-    ax.axhline(spec.vector_fp32_flops_per_s * per_vec, color="tab:olive", ls="-.", lw=1.4,
-               label=f"vector roof: {si(spec.vector_fp32_flops_per_s, 'FLOP/s')} fp32 × "
-                     f"{per_vec:.0f} FLOP per vector FLOP")  # fmt: skip
+    ax.axhline(
+        spec.vector_fp32_flops_per_s * per_vec,
+        color="tab:olive",
+        ls="-.",
+        lw=1.4,
+        label=f"vector roof: {si(spec.vector_fp32_flops_per_s, 'FLOP/s')} fp32 × "
+        f"{per_vec:.0f} FLOP per vector FLOP",
+    )
     ax.axvline(ridge, color="k", ls=":", lw=1)
-    ax.annotate(f"ridge point\n{ridge:.0f} FLOP/B", (ridge, 0.03), xytext=(4, 0),
-                xycoords=("data", "axes fraction"), textcoords="offset points",
-                fontsize=9)  # fmt: skip
+    ax.annotate(
+        f"ridge point\n{ridge:.0f} FLOP/B",
+        (ridge, 0.03),
+        xytext=(4, 0),
+        xycoords=("data", "axes fraction"),
+        textcoords="offset points",
+        fontsize=9,
+    )
     for algo, marker in (("naive", "o"), ("flash", "s")):
         xs, ys = cols[f"{algo}.intensity"], cols[f"{algo}.flops"] / cols[f"{algo}.time_s"]
         ax.plot(
@@ -124,8 +166,14 @@ def roofline_chart(
             label=f"{algo} (model estimate), n = {_n_label(ns[0])} … {_n_label(ns[-1])}",
         )
         for i in _label_indices(xs, ys):
-            ax.annotate(_n_label(ns[i]), (xs[i], ys[i]), xytext=(5, -12 if algo == "naive" else 6),
-                        textcoords="offset points", fontsize=8, color=COLORS[algo])  # fmt: skip
+            ax.annotate(
+                _n_label(ns[i]),
+                (xs[i], ys[i]),
+                xytext=(5, -12 if algo == "naive" else 6),
+                textcoords="offset points",
+                fontsize=8,
+                color=COLORS[algo],
+            )
     _measured_roofline(ax, measured)
     ax.set_xscale("log")
     ax.set_yscale("log")
@@ -141,8 +189,7 @@ def _label_indices(xs: np.ndarray, ys: np.ndarray, gap: float = 0.12) -> list[in
     """Points to label with their n: skip one within ``gap`` decades of a labelled one."""
     keep: list[int] = []
     for i in range(len(xs)):
-        if all(max(abs(np.log10(xs[i] / xs[j])), abs(np.log10(ys[i] / ys[j]))) > gap
-               for j in keep):  # fmt: skip
+        if all(max(abs(np.log10(xs[i] / xs[j])), abs(np.log10(ys[i] / ys[j]))) > gap for j in keep):
             keep.append(i)
     return keep
 
@@ -172,9 +219,13 @@ def _measured_roofline(ax: Any, measured: Sequence[Any] | None) -> None:
 
 # --- 2. throughput ---------------------------------------------------------------------------
 def throughput_chart(
-    hw: Any, path: str | Path, *, shape: Shape | None = None,
-    n_values: Sequence[int] = DEFAULT_N, measured: Sequence[Any] | None = None,
-) -> Path:  # fmt: skip
+    hw: Any,
+    path: str | Path,
+    *,
+    shape: Shape | None = None,
+    n_values: Sequence[int] = DEFAULT_N,
+    measured: Sequence[Any] | None = None,
+) -> Path:
     """Tokens/s and TFLOP/s against n, naive against flash (model estimate, measured)."""
     spec, shape = load_hardware(hw), shape or Shape()
     ns = np.asarray(n_values, dtype=float)
@@ -182,12 +233,23 @@ def throughput_chart(
     fig, (ax_tok, ax_fl) = _figure(ncols=2, width=12.0)
     for algo in ("naive", "flash"):
         t = cols[f"{algo}.time_s"]
-        ax_tok.plot(ns, cols["batch"] * ns / t, marker="o", color=COLORS[algo],
-                    label=f"{algo} (model estimate)")  # fmt: skip
-        ax_fl.plot(ns, cols[f"{algo}.matmul_flops"] / t / 1e12, marker="o", color=COLORS[algo],
-                   label=f"{algo} (model estimate)")  # fmt: skip
-    ax_fl.axhline(spec.peak(shape.dtype) / 1e12, color="k", ls="--", lw=1,
-                  label=f"{shape.dtype} matmul peak")  # fmt: skip
+        ax_tok.plot(
+            ns,
+            cols["batch"] * ns / t,
+            marker="o",
+            color=COLORS[algo],
+            label=f"{algo} (model estimate)",
+        )
+        ax_fl.plot(
+            ns,
+            cols[f"{algo}.matmul_flops"] / t / 1e12,
+            marker="o",
+            color=COLORS[algo],
+            label=f"{algo} (model estimate)",
+        )
+    ax_fl.axhline(
+        spec.peak(shape.dtype) / 1e12, color="k", ls="--", lw=1, label=f"{shape.dtype} matmul peak"
+    )
     _measured(ax_tok, measured, lambda p: p.tokens_per_s)
     _measured(ax_fl, measured, lambda p: p.tflops)
     for ax in (ax_tok, ax_fl):
@@ -206,9 +268,13 @@ def throughput_chart(
 
 # --- 3. memory -----------------------------------------------------------------------------
 def memory_chart(
-    hw: Any, path: str | Path, *, shape: Shape | None = None,
-    n_values: Sequence[int] | None = None, measured: Sequence[Any] | None = None,
-) -> Path:  # fmt: skip
+    hw: Any,
+    path: str | Path,
+    *,
+    shape: Shape | None = None,
+    n_values: Sequence[int] | None = None,
+    measured: Sequence[Any] | None = None,
+) -> Path:
     """S+P against the flash footprint, with the HBM capacity and where naive runs out."""
     spec, shape = load_hardware(hw), shape or Shape()
     n_oom = naive_oom_n(spec, shape)
@@ -218,21 +284,48 @@ def memory_chart(
     ns = np.asarray(n_values, dtype=float)
     cols = along_n(spec, ns, shape)
     fig, ax = _figure(width=9.0)
-    ax.plot(ns, cols["naive.footprint_bytes"], marker="o", color=COLORS["naive"],
-            label="naive footprint: Q, K, V, O + S + P")  # fmt: skip
-    ax.plot(ns, cols["naive.extra_memory_bytes"], ls="--", color=COLORS["naive"],
-            label="S + P alone (2·b·h·n²·s)")  # fmt: skip
-    ax.plot(ns, cols["flash.footprint_bytes"], marker="s", color=COLORS["flash"],
-            label="flash footprint: Q, K, V, O + log-sum-exp")  # fmt: skip
+    ax.plot(
+        ns,
+        cols["naive.footprint_bytes"],
+        marker="o",
+        color=COLORS["naive"],
+        label="naive footprint: Q, K, V, O + S + P",
+    )
+    ax.plot(
+        ns,
+        cols["naive.extra_memory_bytes"],
+        ls="--",
+        color=COLORS["naive"],
+        label="S + P alone (2·b·h·n²·s)",
+    )
+    ax.plot(
+        ns,
+        cols["flash.footprint_bytes"],
+        marker="s",
+        color=COLORS["flash"],
+        label="flash footprint: Q, K, V, O + log-sum-exp",
+    )
     cap = spec.hbm_capacity_bytes
     ax.axhline(cap, color="k", lw=1.5, label=f"HBM capacity {si(cap, 'B')}")
     if n_oom is not None:
         ax.axvline(n_oom, color=COLORS["naive"], ls=":", lw=1.2)
-        ax.annotate(f"naive runs out of HBM\nat n = {n_oom:,}", (n_oom, cap), xytext=(-120, 18),
-                    textcoords="offset points", fontsize=9, color=COLORS["naive"],
-                    arrowprops=dict(arrowstyle="->", color=COLORS["naive"]))  # fmt: skip
-    ax.fill_between(ns, cap, max(cap, cols["naive.footprint_bytes"].max()) * 2, color="gray",
-                    alpha=0.12, label="beyond the device's HBM")  # fmt: skip
+        ax.annotate(
+            f"naive runs out of HBM\nat n = {n_oom:,}",
+            (n_oom, cap),
+            xytext=(-120, 18),
+            textcoords="offset points",
+            fontsize=9,
+            color=COLORS["naive"],
+            arrowprops=dict(arrowstyle="->", color=COLORS["naive"]),
+        )
+    ax.fill_between(
+        ns,
+        cap,
+        max(cap, cols["naive.footprint_bytes"].max()) * 2,
+        color="gray",
+        alpha=0.12,
+        label="beyond the device's HBM",
+    )
     _measured(ax, measured, lambda p: p.peak_memory_bytes or None, " (peak memory)")
     _n_axis(ax, ns)
     ax.set_yscale("log")
@@ -244,17 +337,23 @@ def memory_chart(
 
 # --- 4. speedup ---------------------------------------------------------------------------
 def speedup_chart(
-    hw: Any, path: str | Path, *, shape: Shape | None = None,
-    n_values: Sequence[int] = DEFAULT_N, measured: Sequence[Any] | None = None,
+    hw: Any,
+    path: str | Path,
+    *,
+    shape: Shape | None = None,
+    n_values: Sequence[int] = DEFAULT_N,
+    measured: Sequence[Any] | None = None,
     threshold: float = 1.5,
-) -> Path:  # fmt: skip
+) -> Path:
     """naive/flash time against n, the symbolic n→∞ limits, the crossover n."""
     spec, shape = load_hardware(hw), shape or Shape()
     ns = np.asarray(n_values, dtype=float)
     cols = along_n(spec, ns, shape)
     fig, ax = _figure(width=9.0)
-    styles = {"time_s": ("-", "estimate", "derated roofs + launch overheads"),
-              "t_lower_s": ("--", "roofline bound", "no derating, no launches")}  # fmt: skip
+    styles = {
+        "time_s": ("-", "estimate", "derated roofs + launch overheads"),
+        "t_lower_s": ("--", "roofline bound", "no derating, no launches"),
+    }
     for metric, (ls, name, what) in styles.items():
         ratio = cols[f"naive.{metric}"] / cols[f"flash.{metric}"]
         line = ax.plot(ns, ratio, marker="o", ls=ls, label=f"model {name} ({what})")[0]
@@ -266,8 +365,9 @@ def speedup_chart(
             lw=1.4,
             label=f"symbolic n→∞ limit, {name}: {lim:.2f}×",
         )
-        x = crossover_n(spec, threshold, metric=metric, shape=shape, sustained=True,
-                        n_max=int(ns[-1]))  # fmt: skip
+        x = crossover_n(
+            spec, threshold, metric=metric, shape=shape, sustained=True, n_max=int(ns[-1])
+        )
         if x is None:
             where = f"not at every n up to {_n_label(ns[-1])}"
         else:
@@ -287,10 +387,14 @@ def speedup_chart(
 
 def _measured_speedup(ax: Any, measured: Sequence[Any] | None) -> None:
     """Measured naive / pallas_flash at equal shapes."""
-    times = {(p.implementation, p.n, p.batch): p.median_s for p in measured or ()
-             if p.status == "ok"}  # fmt: skip
-    pairs = sorted((n, t / times[("pallas_flash", n, b)]) for (impl, n, b), t in times.items()
-                   if impl == "naive" and ("pallas_flash", n, b) in times)  # fmt: skip
+    times = {
+        (p.implementation, p.n, p.batch): p.median_s for p in measured or () if p.status == "ok"
+    }
+    pairs = sorted(
+        (n, t / times[("pallas_flash", n, b)])
+        for (impl, n, b), t in times.items()
+        if impl == "naive" and ("pallas_flash", n, b) in times
+    )
     if pairs:
         xs, ys = zip(*pairs, strict=True)
         ax.plot(xs, ys, "k*", ms=10, label="measured: naive / pallas_flash median time")
@@ -301,12 +405,15 @@ def time_breakdown_chart(
     hw: Any, path: str | Path, *, n: int = 4096, shape: Shape | None = None
 ) -> Path:
     """Each kernel's time on each roof for one n; the largest bar is the kernel's bound."""
-    from perfmodel.report import kernel_roof_times
+    from perfmodel.report.breakdown import kernel_roof_times
 
     spec, shape = load_hardware(hw), shape or Shape()
     table = kernel_roof_times(spec, n, shape)
-    roofs = [r for r in ("matmul", "vector", "exp", "hbm", "l2")
-             if any(r in times for times in table.values())]  # fmt: skip
+    roofs = [
+        r
+        for r in ("matmul", "vector", "exp", "hbm", "l2")
+        if any(r in times for times in table.values())
+    ]
     fig, ax = _figure(width=10.0)
     labels = list(table)
     height = 0.8 / len(roofs)
@@ -317,22 +424,39 @@ def time_breakdown_chart(
     for i, k in enumerate(labels):
         bound = max(table[k].values())
         ax.plot([bound * 1e6] * 2, [i - 0.45, i + 0.45], color="k", lw=2)
-        ax.annotate(si(bound, "s"), (bound * 1e6, i + 0.3), xytext=(4, 0),
-                    textcoords="offset points", fontsize=8)  # fmt: skip
+        ax.annotate(
+            si(bound, "s"),
+            (bound * 1e6, i + 0.3),
+            xytext=(4, 0),
+            textcoords="offset points",
+            fontsize=8,
+        )
     longest = max(max(times.values()) for times in table.values())
     ax.set_xlim(0, longest * 1e6 * 1.18)
-    totals = {a: sum(max(v.values()) for k, v in table.items() if k.startswith(a))
-              for a in ("naive", "flash")}  # fmt: skip
-    ax.text(0.99, 0.97, "roofline bound (sum of kernel bounds):\n" + "\n".join(
-        f"{a}: {si(t, 's')}" for a, t in totals.items()), transform=ax.transAxes,
-        ha="right", va="top", fontsize=9, bbox=dict(fc="white", ec="0.7"))  # fmt: skip
+    totals = {
+        a: sum(max(v.values()) for k, v in table.items() if k.startswith(a))
+        for a in ("naive", "flash")
+    }
+    ax.text(
+        0.99,
+        0.97,
+        "roofline bound (sum of kernel bounds):\n"
+        + "\n".join(f"{a}: {si(t, 's')}" for a, t in totals.items()),
+        transform=ax.transAxes,
+        ha="right",
+        va="top",
+        fontsize=9,
+        bbox=dict(fc="white", ec="0.7"),
+    )
     ax.set_yticks(np.arange(len(labels)))
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
     ax.set_xlabel("time on each roof, µs (roofline bound: no derating, no launch overhead)")
-    ax.set_title(f"Time by roof per kernel, n = {n:,}, batch {shape.batch_at(n)} "
-                 "(black tick: the kernel's bound)\n"
-                 f"{_config_label(spec, shape)}")  # fmt: skip
+    ax.set_title(
+        f"Time by roof per kernel, n = {n:,}, batch {shape.batch_at(n)} "
+        "(black tick: the kernel's bound)\n"
+        f"{_config_label(spec, shape)}"
+    )
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(True, axis="x", alpha=0.3)
     return _save(fig, path)

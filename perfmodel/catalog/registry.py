@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from perfmodel.data import data_dir
+from perfmodel.catalog.data import data_dir
 from perfmodel.errors import PerfmodelError
 
 M = TypeVar("M", bound=BaseModel)

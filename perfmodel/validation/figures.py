@@ -5,10 +5,14 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from perfmodel.validate import Row
+from perfmodel.validation.compare import Row
 
-_COLOURS = {"pallas_flash": "tab:blue", "cudnn": "tab:green", "xla": "tab:orange",
-            "naive": "tab:red"}  # fmt: skip
+_COLOURS = {
+    "pallas_flash": "tab:blue",
+    "cudnn": "tab:green",
+    "xla": "tab:orange",
+    "naive": "tab:red",
+}
 
 
 def _pyplot():
@@ -30,8 +34,11 @@ def parity_plot(rows: Sequence[Row], path: Path, loo: dict[str, list[float]] | N
         by_impl: dict[str, list[Row]] = {}
         for r in rows:
             by_impl.setdefault(r.point.implementation, []).append(r)
-        fitted = {id(r): r.measured_s * (1 + e) for impl, errs in loo.items()
-                  for r, e in zip(by_impl[impl], errs, strict=True)}  # fmt: skip
+        fitted = {
+            id(r): r.measured_s * (1 + e)
+            for impl, errs in loo.items()
+            for r, e in zip(by_impl[impl], errs, strict=True)
+        }
         panels.append(("fitted profile, leave-one-out", fitted))
     fig, axes = plt.subplots(1, len(panels), figsize=(6.0 * len(panels), 5.8), squeeze=False)
     values = [v for _, pred in panels for v in pred.values()] + [r.measured_s for r in rows]
@@ -42,11 +49,23 @@ def parity_plot(rows: Sequence[Row], path: Path, loo: dict[str, list[float]] | N
             ax.plot([lo, hi], [lo * band, hi * band], "k:", lw=0.8)
         for impl in sorted({r.point.implementation for r in rows}):
             mine = [r for r in rows if r.point.implementation == impl and id(r) in predicted]
-            ax.scatter([r.measured_s for r in mine], [predicted[id(r)] for r in mine],
-                       s=18, color=_COLOURS.get(impl), label=impl, alpha=0.8)  # fmt: skip
-        ax.set(xscale="log", yscale="log", xlim=(lo, hi), ylim=(lo, hi),
-               xlabel="measured time (s)", ylabel="predicted time (s)",
-               title=f"{title} (dotted: ±15%)")  # fmt: skip
+            ax.scatter(
+                [r.measured_s for r in mine],
+                [predicted[id(r)] for r in mine],
+                s=18,
+                color=_COLOURS.get(impl),
+                label=impl,
+                alpha=0.8,
+            )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlim=(lo, hi),
+            ylim=(lo, hi),
+            xlabel="measured time (s)",
+            ylabel="predicted time (s)",
+            title=f"{title} (dotted: ±15%)",
+        )
         ax.legend(loc="upper left", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
@@ -67,18 +86,28 @@ def time_vs_n_plot(rows: Sequence[Row], path: Path, label: str = "model") -> Pat
         ax.set_visible(False)
     for ax, (d, causal, h) in zip(axes[0], panels, strict=False):
         for impl in sorted({r.point.implementation for r in rows}):
-            mine = sorted((r for r in rows if r.point.implementation == impl
-                           and (r.point.d, r.point.causal, r.point.h) == (d, causal, h)),
-                          key=lambda r: r.point.n)  # fmt: skip
+            mine = sorted(
+                (
+                    r
+                    for r in rows
+                    if r.point.implementation == impl
+                    and (r.point.d, r.point.causal, r.point.h) == (d, causal, h)
+                ),
+                key=lambda r: r.point.n,
+            )
             if not mine:
                 continue
             n = [r.point.n for r in mine]
             colour = _COLOURS.get(impl)
             ax.plot(n, [r.predicted_s * 1e3 for r in mine], "-", color=colour, lw=1)
             ax.plot(n, [r.measured_s * 1e3 for r in mine], "o", color=colour, ms=4, label=impl)
-        ax.set(xscale="log", yscale="log", xlabel="sequence length n (tokens)",
-               ylabel="time per call (ms)",
-               title=f"d={d}, h={h}{', causal' if causal else ''} (lines: {label})")  # fmt: skip
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="sequence length n (tokens)",
+            ylabel="time per call (ms)",
+            title=f"d={d}, h={h}{', causal' if causal else ''} (lines: {label})",
+        )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()

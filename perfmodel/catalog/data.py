@@ -11,5 +11,5 @@ def data_dir(kind: str) -> Path:
     try:
         root = Path(str(resources.files("perfmodel.specs")))
     except ModuleNotFoundError:  # running from a checkout with PYTHONPATH=.
-        root = Path(__file__).resolve().parents[1] / "specs"
+        root = Path(__file__).resolve().parents[2] / "specs"
     return root / kind

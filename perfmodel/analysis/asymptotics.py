@@ -33,21 +33,26 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-from perfmodel.calibration import Calibration
+from perfmodel.catalog.calibration import Calibration
+from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
 from perfmodel.compile import compiled
 from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, _rates, shape_values
-from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
-from perfmodel.prediction import _calibrations, predict, sweep
+from perfmodel.evaluate import ALGORITHMS, roof_rates, shape_values
+from perfmodel.prediction import calibration_profiles, predict, sweep
 from perfmodel.roofline import combine
 from perfmodel.symbols import m, n
 
 #: Roofs in the order the model knows them; the work that each one bounds.
 ROOFS = ("matmul", "vector", "exp", "hbm", "l2")
-_WORK = {"matmul": "matmul_flops", "vector": "vector_flops", "exp": "exp_count",
-         "hbm": "hbm_bytes", "l2": "l2_bytes"}  # fmt: skip
+_WORK = {
+    "matmul": "matmul_flops",
+    "vector": "vector_flops",
+    "exp": "exp_count",
+    "hbm": "hbm_bytes",
+    "l2": "l2_bytes",
+}
 #: One rate symbol per roof (FLOP/s, exp/s or bytes/s), for the symbolic limit.
 RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
 #: Largest n the crossover scan evaluates (one vectorised pass per power-of-two window).
@@ -88,21 +93,36 @@ class Shape:
 
     def kwargs(self, n: int) -> dict[str, Any]:
         """``predict`` keyword arguments at sequence length n."""
-        return dict(d=self.d, h=self.h, h_kv=self.h_kv, batch=self.batch_at(n),
-                    dtype=self.dtype, causal=self.causal, block_q=self.block_q,
-                    block_k=self.block_k)  # fmt: skip
+        return dict(
+            d=self.d,
+            h=self.h,
+            h_kv=self.h_kv,
+            batch=self.batch_at(n),
+            dtype=self.dtype,
+            causal=self.causal,
+            block_q=self.block_q,
+            block_k=self.block_k,
+        )
 
     def symbol_values(self, n: Any) -> dict[str, Any]:
         h_kv = self.h if self.h_kv is None else self.h_kv
         s = BYTES_PER_ELEMENT.get(self.dtype, 0)
-        return dict(d=self.d, h=self.h, h_kv=h_kv, b=self.batch_at(n), s=s,
-                    block_q=self.block_q, block_k=self.block_k)  # fmt: skip
+        return dict(
+            d=self.d,
+            h=self.h,
+            h_kv=h_kv,
+            b=self.batch_at(n),
+            s=s,
+            block_q=self.block_q,
+            block_k=self.block_k,
+        )
 
     def label(self) -> str:
         kv = "" if self.h_kv in (None, self.h) else f", h_kv={self.h_kv}"
         batch = f"batch=max(1, {self.tokens}//n)" if self.tokens else f"batch={self.batch}"
-        return (f"d={self.d}, h={self.h}{kv}, {batch}, {self.dtype}"
-                f"{', causal' if self.causal else ''}")  # fmt: skip
+        return (
+            f"d={self.d}, h={self.h}{kv}, {batch}, {self.dtype}{', causal' if self.causal else ''}"
+        )
 
 
 def _shape(shape: Shape | None, kw: dict[str, Any]) -> Shape:
@@ -132,8 +152,9 @@ def along_n(
         raise PerfmodelError(f"n={n_values!r} must be a non-empty list of positive integers")
     ns = ns.astype(np.int64)
     kwargs = {**shape.kwargs(0 if shape.tokens is None else 1), "batch": shape.batch_at(ns)}
-    out: dict[str, np.ndarray] = dict(sweep(spec, n=ns, calibration=calibration, grid=False,
-                                            **kwargs))  # fmt: skip
+    out: dict[str, np.ndarray] = dict(
+        sweep(spec, n=ns, calibration=calibration, grid=False, **kwargs)
+    )
     if not np.all(out["flash.fits_sram"]):
         predict(n=int(ns[0]), hw=spec, **shape.kwargs(int(ns[0])))  # raises, naming the tile
     values = shape_values(spec, n=ns, m=ns, **shape.symbol_values(ns))
@@ -150,9 +171,14 @@ def _io_bytes():
 
 
 def speedup_at(
-    hw: Hw, n_values: Any, *, metric: str = "time_s", shape: Shape | None = None,
-    calibration: Any = None, **kw: Any,
-) -> np.ndarray:  # fmt: skip
+    hw: Hw,
+    n_values: Any,
+    *,
+    metric: str = "time_s",
+    shape: Shape | None = None,
+    calibration: Any = None,
+    **kw: Any,
+) -> np.ndarray:
     """naive/flash ratio of ``metric`` ("time_s": the estimate; "t_lower_s": the roofline)."""
     if metric not in ("time_s", "t_lower_s"):
         raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
@@ -162,10 +188,17 @@ def speedup_at(
 
 # --- the crossover ------------------------------------------------------------------
 def crossover_n(
-    hw: Hw, threshold: float, *, metric: str = "time_s", n_min: int = 1,
-    n_max: int = N_SCAN_MAX, sustained: bool = False, shape: Shape | None = None,
-    calibration: Any = None, **kw: Any,
-) -> int | None:  # fmt: skip
+    hw: Hw,
+    threshold: float,
+    *,
+    metric: str = "time_s",
+    n_min: int = 1,
+    n_max: int = N_SCAN_MAX,
+    sustained: bool = False,
+    shape: Shape | None = None,
+    calibration: Any = None,
+    **kw: Any,
+) -> int | None:
     """Smallest integer n in [n_min, n_max] with predicted speedup >= ``threshold``.
 
     Every integer is evaluated (the speedup need not be monotone in n). With
@@ -178,8 +211,10 @@ def crossover_n(
         raise PerfmodelError(f"need 1 <= n_min <= n_max; got n_min={n_min!r}, n_max={n_max!r}")
 
     def reached(ns: np.ndarray) -> np.ndarray:
-        return speedup_at(hw, ns, metric=metric, shape=shape, calibration=calibration,
-                          **kw) >= threshold  # fmt: skip
+        return (
+            speedup_at(hw, ns, metric=metric, shape=shape, calibration=calibration, **kw)
+            >= threshold
+        )
 
     if not sustained:
         return _first_n(reached, n_min, n_max)
@@ -198,8 +233,11 @@ def naive_oom_n(
     Every integer n is evaluated, as in :func:`crossover_n`; None if not up to ``n_max``.
     """
     spec, shape = load_hardware(hw), _shape(shape, kw)
-    return _first_n(lambda ns: along_n(spec, ns, shape)["naive.footprint_bytes"]
-                    > spec.hbm_capacity_bytes, 1, n_max)  # fmt: skip
+    return _first_n(
+        lambda ns: along_n(spec, ns, shape)["naive.footprint_bytes"] > spec.hbm_capacity_bytes,
+        1,
+        n_max,
+    )
 
 
 def _first_n(hits: Any, n_min: int, n_max: int) -> int | None:
@@ -266,8 +304,10 @@ def leading_coefficients(algorithm: str, causal: bool = False, l2: bool = True) 
     """
     out = {}
     for kernel in symbolic(algorithm, causal=causal, l2=l2).kernels:
-        out[kernel.name] = {r: sp.simplify(sp.limit(large_n(getattr(kernel, _WORK[r])) / n**2,
-                                                    n, sp.oo)) for r in ROOFS}  # fmt: skip
+        out[kernel.name] = {
+            r: sp.simplify(sp.limit(large_n(getattr(kernel, _WORK[r])) / n**2, n, sp.oo))
+            for r in ROOFS
+        }
     return out
 
 
@@ -300,9 +340,13 @@ def _limit_time(
 
 
 def asymptotic_speedup(
-    hw: Hw, *, metric: str = "time_s", shape: Shape | None = None,
-    calibration: Calibration | str | None = None, **kw: Any,
-) -> Asymptote:  # fmt: skip
+    hw: Hw,
+    *,
+    metric: str = "time_s",
+    shape: Shape | None = None,
+    calibration: Calibration | str | None = None,
+    **kw: Any,
+) -> Asymptote:
     """lim n→∞ of naive/flash ``metric`` ("time_s" derates each roof; "t_lower_s" does not).
 
     Launch overheads vanish against n² work; what stays is, per kernel, the slowest
@@ -312,12 +356,12 @@ def asymptotic_speedup(
     if metric not in ("time_s", "t_lower_s"):
         raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
     predict(n=shape.block_q, hw=spec, **shape.kwargs(shape.block_q))  # checks the shape
-    profiles = _calibrations(calibration, spec)
+    profiles = calibration_profiles(calibration, spec)
     values = _sym_values(shape, spec)
     parts, roofs = {}, {}
     for a in ALGORITHMS:
         eff = {r: profiles[a].efficiency(r) if metric == "time_s" else 1.0 for r in ROOFS}
-        raw = _rates(spec, spec.peak(shape.dtype))
+        raw = roof_rates(spec, spec.peak(shape.dtype))
         rates = {r: (rate * eff[r] if rate else None) for r, rate in raw.items()}
         coeffs = leading_coefficients(a, shape.causal, spec.l2_bytes is not None)
         overlap = profiles[a].compute_overlap if metric == "time_s" else 1.0

@@ -18,9 +18,9 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
-from perfmodel import registry as _registry
+from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.hardware import BYTES_PER_ELEMENT
 from perfmodel.errors import PerfmodelError
-from perfmodel.hardware import BYTES_PER_ELEMENT
 
 #: Largest relative gap allowed between the stated and the counted parameter number.
 PARAMS_TOLERANCE = 0.01

@@ -14,7 +14,7 @@ exercise formula, per sequence). Two ways to hold it:
 Left out: external fragmentation of the contiguous allocator (it only adds waste),
 activations and workspace (``memory_fraction`` of HBM is the budget), prefix sharing.
 
->>> from perfmodel.models import load_model
+>>> from perfmodel.catalog.models import load_model
 >>> spec = load_model("llama-3.1-8b")
 >>> kv_bytes_per_token(spec, "bf16")   # 2 x 32 layers x 8 heads x 128 x 2 B
 131072.0
@@ -29,12 +29,12 @@ import numpy as np
 import sympy as sp
 from pydantic import BaseModel, ConfigDict
 
+from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.compile import compiled
 from perfmodel.costs import decode
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
-from perfmodel.models import ModelSpec, load_model
 from perfmodel.symbols import b, layers, m, page
 
 #: Fraction of HBM a serving engine gives to weights + KV cache (vLLM's default 0.9).
@@ -71,8 +71,12 @@ class Allocation(BaseModel):
 def _values(spec: ModelSpec, dtype: str) -> dict[str, float]:
     if dtype not in BYTES_PER_ELEMENT:
         raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
-    return {"layers": spec.layers, "h_kv": spec.kv_heads, "d": spec.head_dim,
-            "s": BYTES_PER_ELEMENT[dtype]}  # fmt: skip
+    return {
+        "layers": spec.layers,
+        "h_kv": spec.kv_heads,
+        "d": spec.head_dim,
+        "s": BYTES_PER_ELEMENT[dtype],
+    }
 
 
 def kv_bytes_per_token(model: str | ModelSpec, dtype: str) -> float:
@@ -100,8 +104,9 @@ def _positive(name: str, value) -> np.ndarray:
     return arr
 
 
-def kv_budget_bytes(spec: ModelSpec, hw: HardwareSpec, dtype: str,
-                    memory_fraction: float = MEMORY_FRACTION) -> float:  # fmt: skip
+def kv_budget_bytes(
+    spec: ModelSpec, hw: HardwareSpec, dtype: str, memory_fraction: float = MEMORY_FRACTION
+) -> float:
     """HBM left for the KV cache: ``memory_fraction`` of capacity minus the weights."""
     if not 0 < memory_fraction <= 1:
         raise PerfmodelError(f"{memory_fraction=} must lie in (0, 1]")
@@ -202,11 +207,19 @@ def decode_step(
     (1.074, 128, 4.03)
     """
     from perfmodel import roofline
-    from perfmodel.calibration import load_calibration
+    from perfmodel.catalog.calibration import load_calibration
 
     device = load_hardware(hw)
-    for name, value in dict(batch=batch, kv_len=kv_len, h=h, h_kv=h_kv, d=d, q_len=q_len,
-                            splits=splits, page_tokens=page_tokens or 1).items():  # fmt: skip
+    for name, value in dict(
+        batch=batch,
+        kv_len=kv_len,
+        h=h,
+        h_kv=h_kv,
+        d=d,
+        q_len=q_len,
+        splits=splits,
+        page_tokens=page_tokens or 1,
+    ).items():
         if not isinstance(value, int | np.integer) or value <= 0:
             raise PerfmodelError(f"{name}={value!r} must be a positive integer")
     if h % h_kv:
@@ -214,28 +227,48 @@ def decode_step(
     if dtype not in BYTES_PER_ELEMENT:
         raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
     model = decode.build(paged=page_tokens is not None, split=splits > 1)
-    values = dict(b=batch, m=kv_len, h=h, h_kv=h_kv, d=d, q_len=q_len, page=page_tokens or 1,
-                  splits=splits, s=BYTES_PER_ELEMENT[dtype],
-                  resident_ctas=device.sm_count)  # fmt: skip
+    values = dict(
+        b=batch,
+        m=kv_len,
+        h=h,
+        h_kv=h_kv,
+        d=d,
+        q_len=q_len,
+        page=page_tokens or 1,
+        splits=splits,
+        s=BYTES_PER_ELEMENT[dtype],
+        resident_ctas=device.sm_count,
+    )
     occupancy = float(compiled(decode.sm_occupancy())(**values))
     calibration = load_calibration("default")
-    rates = {"matmul": device.peak(dtype), "vector": device.vector_fp32_flops_per_s,
-             "hbm": device.hbm_bandwidth_bytes_per_s}  # fmt: skip
+    rates = {
+        "matmul": device.peak(dtype),
+        "vector": device.vector_fp32_flops_per_s,
+        "hbm": device.hbm_bandwidth_bytes_per_s,
+    }
     efficiency = {r: calibration.efficiency(r) for r in rates}
     t_lower = time = 0.0
     for i, kernel in enumerate(model.kernels):
-        work = {"matmul": kernel.matmul_flops, "vector": kernel.vector_flops,
-                "hbm": kernel.hbm_bytes}  # fmt: skip
-        times = roofline.roof_times({k: float(compiled(v)(**values)) for k, v in work.items()},
-                                    rates)  # fmt: skip
+        work = {
+            "matmul": kernel.matmul_flops,
+            "vector": kernel.vector_flops,
+            "hbm": kernel.hbm_bytes,
+        }
+        times = roofline.roof_times(
+            {k: float(compiled(v)(**values)) for k, v in work.items()}, rates
+        )
         t_lower += float(roofline.lower_bound(times))
         share = occupancy if i == 0 else 1.0  # the reduction is a small full-grid kernel
         reachable = {r: t / share for r, t in roofline.derated(times, efficiency).items()}
         time += float(roofline.lower_bound(reachable)) + device.launch_overhead_s
     hbm, flops = (float(compiled(e)(**values)) for e in (model.hbm_bytes, model.flops))
     return DecodeStep(
-        hbm_bytes=hbm, flops=flops, intensity=flops / hbm,
+        hbm_bytes=hbm,
+        flops=flops,
+        intensity=flops / hbm,
         work_items=int(compiled(decode.work_items())(**values)),
         waves=int(compiled(decode.waves())(**values)),
-        sm_occupancy=occupancy, t_lower_s=t_lower, time_s=time,
-    )  # fmt: skip
+        sm_occupancy=occupancy,
+        t_lower_s=t_lower,
+        time_s=time,
+    )

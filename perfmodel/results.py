@@ -1,13 +1,82 @@
-"""Text and markdown tables of a Prediction: naive next to flash."""
+"""What ``predict`` returns, and how it prints: naive next to flash, as text or markdown."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Literal
 
+from pydantic import BaseModel, ConfigDict
+
+from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.units import binary, si
 
-if TYPE_CHECKING:
-    from perfmodel.prediction import AlgorithmPrediction, Prediction
+_frozen = ConfigDict(frozen=True, extra="forbid")
+
+
+class Config(BaseModel):
+    """One attention shape: the inputs of ``predict``, resolved (kv_len, h_kv filled in)."""
+
+    model_config = _frozen
+
+    n: int
+    kv_len: int
+    d: int
+    h: int
+    h_kv: int
+    batch: int
+    dtype: str
+    causal: bool
+    block_q: int
+    block_k: int
+
+
+class AlgorithmPrediction(BaseModel):
+    """One algorithm's roofline placement. SI units: FLOPs, bytes, seconds."""
+
+    model_config = _frozen
+
+    flops: float
+    matmul_flops: float
+    vector_flops: float
+    exp_count: float
+    hbm_bytes: float
+    hbm_bytes_no_cache: float
+    l2_bytes: float | None
+    intensity: float
+    t_compute_s: float
+    t_memory_s: float
+    t_lower_s: float
+    time_s: float
+    bound: Literal["compute", "memory"]
+    binding_roof: str
+    roof_times_s: dict[str, float]
+    extra_memory_bytes: float
+    sram_bytes: float
+    register_bytes: float
+    attainable_flops_per_s: float
+    calibration: str
+
+
+class Prediction(BaseModel):
+    """Naive against flash attention for one shape on one device."""
+
+    model_config = _frozen
+
+    config: Config
+    hardware: HardwareSpec
+    ridge_point: float
+    naive: AlgorithmPrediction
+    flash: AlgorithmPrediction
+
+    @property
+    def speedup(self) -> float:
+        """naive.time_s / flash.time_s."""
+        return self.naive.time_s / self.flash.time_s
+
+    def __str__(self) -> str:
+        return prediction_table(self)
+
+    def _repr_markdown_(self) -> str:
+        return prediction_markdown(self)
 
 
 def _rows(p: Prediction) -> list[tuple[str, str, str]]:
@@ -71,7 +140,3 @@ def prediction_markdown(p: Prediction) -> str:
     return (
         f"**{_title(p)}**\n\n| | naive | flash |\n|---|---:|---:|\n{body}\n\n{_speedup_line(p)}\n"
     )
-
-
-def algorithm_summary(a: AlgorithmPrediction) -> str:
-    return f"{si(a.time_s, 's')} ({a.bound}-bound on {a.binding_roof})"

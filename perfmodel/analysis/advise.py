@@ -9,7 +9,7 @@ with computed reasons:
   the rest of prefill is estimated as ``2·params`` FLOPs per prompt token on the matmul
   roof (derated by the default calibration). Also: naive attention's S+P scratch.
 * **PagedAttention** pays where contiguous allocation wastes KV memory and so caps how
-  many sequences run at once (:func:`perfmodel.kvcache.allocations`). A sequence in
+  many sequences run at once (:func:`perfmodel.analysis.kvcache.allocations`). A sequence in
   flight holds its prompt plus the response so far; the model averages over every
   decode step of each quantile's request (prompt + response/2 on average).
 
@@ -37,12 +37,12 @@ from pydantic import (
     model_validator,
 )
 
-from perfmodel import registry as _registry
-from perfmodel.calibration import load_calibration
+from perfmodel.analysis.kvcache import Allocation, allocations, kv_budget_bytes, paging_overhead
+from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.calibration import load_calibration
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
+from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.errors import PerfmodelError
-from perfmodel.hardware import HardwareSpec, load_hardware
-from perfmodel.kvcache import Allocation, allocations, kv_budget_bytes, paging_overhead
-from perfmodel.models import ModelSpec, load_model
 from perfmodel.units import si
 
 Priority = Literal["high", "medium", "low"]
@@ -181,8 +181,9 @@ def prefill_breakdown(spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: lis
     """Per prompt length: attention (naive, flash) and the rest of prefill, in seconds."""
     from perfmodel.prediction import sweep
 
-    r = sweep(hw, n=prompt, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads, dtype=dtype,
-              causal=True)  # fmt: skip
+    r = sweep(
+        hw, n=prompt, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads, dtype=dtype, causal=True
+    )
     efficiency = load_calibration("default").matmul_efficiency
     rest = 2.0 * spec.params * np.asarray(prompt, float) / (hw.peak(dtype) * efficiency)
     naive = spec.layers * r["naive.time_s"]
@@ -231,8 +232,9 @@ def _flash_advice(spec, hw, wl, dtype, budget) -> Recommendation:
         f"prefill_saved_{keys[top]}": float(p["saved"][top]),
         f"naive_scratch_bytes_{keys[top]}": scratch,
     }
-    return Recommendation(technique="FlashAttention-2", priority=priority,
-                          reasons=tuple(reasons), numbers=numbers)  # fmt: skip
+    return Recommendation(
+        technique="FlashAttention-2", priority=priority, reasons=tuple(reasons), numbers=numbers
+    )
 
 
 # --- PagedAttention ---------------------------------------------------------------------
@@ -249,8 +251,10 @@ def _paged_advice(spec, wl, dtype, kv: dict[str, Allocation], held) -> Recommend
         f"paging costs +{overhead:.2%} decode HBM traffic (block-table reads)",
     )
     if paged.max_concurrency < wl.concurrency:
-        reasons += (f"neither scheme reaches {wl.concurrency} sequences: that needs more "
-                    "memory or a smaller max_len, not paging",)  # fmt: skip
+        reasons += (
+            f"neither scheme reaches {wl.concurrency} sequences: that needs more "
+            "memory or a smaller max_len, not paging",
+        )
     if lost >= PAGED_HIGH or contig.max_concurrency < wl.concurrency <= paged.max_concurrency:
         priority: Priority = "high"
     elif lost >= PAGED_MEDIUM:
@@ -265,8 +269,9 @@ def _paged_advice(spec, wl, dtype, kv: dict[str, Allocation], held) -> Recommend
         "concurrency_lost": lost,
         "paging_traffic_overhead": overhead,
     }
-    return Recommendation(technique="PagedAttention", priority=priority, reasons=reasons,
-                          numbers=numbers)  # fmt: skip
+    return Recommendation(
+        technique="PagedAttention", priority=priority, reasons=reasons, numbers=numbers
+    )
 
 
 def advise(
@@ -290,15 +295,20 @@ def advise(
             f"handles max_context_tokens={spec.max_context_tokens}"
         )
     life = wl.life_tokens()
-    kv = allocations(spec, device, dtype=dtype, tokens=life,
-                     max_len=wl.max_len_tokens, page_tokens=PAGE_TOKENS)  # fmt: skip
+    kv = allocations(
+        spec, device, dtype=dtype, tokens=life, max_len=wl.max_len_tokens, page_tokens=PAGE_TOKENS
+    )
     return Advice(
-        workload=wl.name, model=spec.name, hardware=device.name, dtype=dtype,
-        prompt_tokens=wl.tokens("prompt"), held_tokens=held,
+        workload=wl.name,
+        model=spec.name,
+        hardware=device.name,
+        dtype=dtype,
+        prompt_tokens=wl.tokens("prompt"),
+        held_tokens=held,
         flash=_flash_advice(spec, device, wl, dtype, budget),
         paged=_paged_advice(spec, wl, dtype, kv, life),
         kv=kv,
-    )  # fmt: skip
+    )
 
 
 def advice_table(advices: list[Advice]) -> str:

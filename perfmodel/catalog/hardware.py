@@ -26,7 +26,7 @@ from pydantic import (
     model_validator,
 )
 
-from perfmodel import registry as _registry
+from perfmodel.catalog import registry as _registry
 from perfmodel.errors import PerfmodelError
 
 DType = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]

@@ -17,7 +17,7 @@ from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationError
 
-from perfmodel.data import data_dir
+from perfmodel.catalog.data import data_dir
 from perfmodel.errors import PerfmodelError
 
 Fraction = Annotated[float, Field(gt=0, le=1)]

@@ -1,12 +1,12 @@
-"""Text, JSON and TOML renderings of a validation (see ``perfmodel.validate``)."""
+"""Text, JSON and TOML renderings of a validation (see ``perfmodel.validation.compare``)."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from perfmodel.calibration import Calibration
+from perfmodel.catalog.calibration import Calibration
 from perfmodel.units import si
-from perfmodel.validate import ImplementationSummary, Row
+from perfmodel.validation.compare import ImplementationSummary, Row
 
 
 def _pct(x: float | None) -> str:
@@ -41,14 +41,17 @@ def report_text(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) 
     lines.append("worst points (uncalibrated):")
     for s in summary.values():
         for r in s.worst:
-            lines.append(f"  {r.label():<48} measured {si(r.measured_s, 's'):>9} "
-                         f"predicted {si(r.predicted_s, 's'):>9} ({r.error:+.1%})")  # fmt: skip
+            lines.append(
+                f"  {r.label():<48} measured {si(r.measured_s, 's'):>9} "
+                f"predicted {si(r.predicted_s, 's'):>9} ({r.error:+.1%})"
+            )
     violations = [r for s in summary.values() for r in s.violations]
     if violations:
         lines.append(f"LOWER-BOUND VIOLATIONS ({len(violations)}): the model is wrong here")
         for r in violations:
-            lines.append(f"  {r.label()}: fastest {si(r.fastest_s, 's')} < "
-                         f"t_lower {si(r.t_lower_s, 's')}")  # fmt: skip
+            lines.append(
+                f"  {r.label()}: fastest {si(r.fastest_s, 's')} < t_lower {si(r.t_lower_s, 's')}"
+            )
     else:
         lines.append("lower bound: no measured point is faster than t_lower")
     return "\n".join(lines)
@@ -77,7 +80,7 @@ def report_json(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) 
                 "error": r.error,
             }
             for r in rows
-        ],  # fmt: skip
+        ],
     }
 
 

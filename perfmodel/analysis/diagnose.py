@@ -48,8 +48,10 @@ class Diagnosis:
 
     def __str__(self) -> str:
         helps = {True: "yes", False: "not much", None: "unclear"}[self.flash_helps]
-        return (f"verdict: {self.verdict} (HBM {self.hbm_util:.0%}, SM {self.sm_util:.0%}; "
-                f"{self.source})\nflash attention helps: {helps}\n{self.explanation}")  # fmt: skip
+        return (
+            f"verdict: {self.verdict} (HBM {self.hbm_util:.0%}, SM {self.sm_util:.0%}; "
+            f"{self.source})\nflash attention helps: {helps}\n{self.explanation}"
+        )
 
 
 def _check_fraction(name: str, value: Any) -> float:
@@ -63,9 +65,12 @@ def _check_fraction(name: str, value: Any) -> float:
 
 
 def diagnose(
-    hbm_util: float, sm_util: float, *, source: str = "given utilisations",
+    hbm_util: float,
+    sm_util: float,
+    *,
+    source: str = "given utilisations",
     attention_only: bool = False,
-) -> Diagnosis:  # fmt: skip
+) -> Diagnosis:
     """The chapter's verdict from HBM and SM utilisation (fractions of peak, 0..1).
 
     ``attention_only``: the utilisations cover the attention kernels alone (a timed
@@ -76,9 +81,17 @@ def diagnose(
     sm = _check_fraction("sm_util", sm_util)
     pct = f"HBM bandwidth is at {hbm:.0%} of peak and the SMs at {sm:.0%}"
     if hbm >= HBM_HIGH:
-        return Diagnosis("bandwidth-bound", True, hbm, sm, (
-            f"{pct}: memory traffic is the limit (≥ {HBM_HIGH:.0%}). FlashAttention removes "
-            "the HBM round trips of S and P, so it helps here."), source)  # fmt: skip
+        return Diagnosis(
+            "bandwidth-bound",
+            True,
+            hbm,
+            sm,
+            (
+                f"{pct}: memory traffic is the limit (≥ {HBM_HIGH:.0%}). FlashAttention removes "
+                "the HBM round trips of S and P, so it helps here."
+            ),
+            source,
+        )
     if sm >= SM_BUSY:
         return Diagnosis(
             "compute-bound",
@@ -92,15 +105,31 @@ def diagnose(
             source,
         )
     if hbm <= HBM_LOW and attention_only:
-        return Diagnosis("latency-bound", False, hbm, sm, (
-            f"{pct}: both are low (≤ {HBM_LOW:.0%} and < {SM_LOW:.0%}) for a time that covers "
-            "attention alone, so the kernels wait on launches, small grids or latency, not "
-            "on bytes; removing bytes will not help much."), source)  # fmt: skip
+        return Diagnosis(
+            "latency-bound",
+            False,
+            hbm,
+            sm,
+            (
+                f"{pct}: both are low (≤ {HBM_LOW:.0%} and < {SM_LOW:.0%}) for a time that covers "
+                "attention alone, so the kernels wait on launches, small grids or latency, not "
+                "on bytes; removing bytes will not help much."
+            ),
+            source,
+        )
     if hbm <= HBM_LOW:
-        return Diagnosis("outside attention", False, hbm, sm, (
-            f"{pct}: both are low (≤ {HBM_LOW:.0%} and < {SM_LOW:.0%}), so the GPU is waiting. "
-            "Look outside attention — pre-processing, tokenisation, the sampling loop, "
-            "kernel launches — before changing the kernel."), source)  # fmt: skip
+        return Diagnosis(
+            "outside attention",
+            False,
+            hbm,
+            sm,
+            (
+                f"{pct}: both are low (≤ {HBM_LOW:.0%} and < {SM_LOW:.0%}), so the GPU is waiting. "
+                "Look outside attention — pre-processing, tokenisation, the sampling loop, "
+                "kernel launches — before changing the kernel."
+            ),
+            source,
+        )
     return Diagnosis(
         "inconclusive",
         None,
@@ -115,10 +144,15 @@ def diagnose(
 
 
 def utilisation_from_time(
-    time_s: float, n: int, hw: Any, *, algorithm: str = "naive",
-    hbm_bytes_per_s: float | None = None, matmul_flops_per_s: float | None = None,
+    time_s: float,
+    n: int,
+    hw: Any,
+    *,
+    algorithm: str = "naive",
+    hbm_bytes_per_s: float | None = None,
+    matmul_flops_per_s: float | None = None,
     **shape: Any,
-) -> tuple[float, float]:  # fmt: skip
+) -> tuple[float, float]:
     """(HBM, SM) utilisation of one measured time, from the model's bytes and FLOPs.
 
     HBM: the model's HBM bytes / time / bandwidth. SM: matmul FLOPs / time / matmul
@@ -155,15 +189,28 @@ def _positive(name: str, value: Any) -> float:
 
 
 def diagnose_time(
-    time_s: float, n: int, hw: Any, *, algorithm: str = "naive",
-    hbm_bytes_per_s: float | None = None, matmul_flops_per_s: float | None = None,
+    time_s: float,
+    n: int,
+    hw: Any,
+    *,
+    algorithm: str = "naive",
+    hbm_bytes_per_s: float | None = None,
+    matmul_flops_per_s: float | None = None,
     **shape: Any,
-) -> Diagnosis:  # fmt: skip
+) -> Diagnosis:
     """:func:`diagnose` on the utilisations implied by one measured attention time."""
-    hbm, sm = utilisation_from_time(time_s, n, hw, algorithm=algorithm,
-                                    hbm_bytes_per_s=hbm_bytes_per_s,
-                                    matmul_flops_per_s=matmul_flops_per_s, **shape)  # fmt: skip
+    hbm, sm = utilisation_from_time(
+        time_s,
+        n,
+        hw,
+        algorithm=algorithm,
+        hbm_bytes_per_s=hbm_bytes_per_s,
+        matmul_flops_per_s=matmul_flops_per_s,
+        **shape,
+    )
     rates = "datasheet" if hbm_bytes_per_s is None and matmul_flops_per_s is None else "measured"
-    source = (f"{algorithm} attention, n={n}, measured {time_s * 1e6:.3g} µs; model's "
-              f"bytes/FLOPs over {rates} rates")  # fmt: skip
+    source = (
+        f"{algorithm} attention, n={n}, measured {time_s * 1e6:.3g} µs; model's "
+        f"bytes/FLOPs over {rates} rates"
+    )
     return diagnose(min(hbm, 1.5), min(sm, 1.5), source=source, attention_only=True)

@@ -1,0 +1,59 @@
+"""The chapter's method as one call: sweep n, conclude, refute the misconceptions, plot.
+
+One varying dimension (n, self-attention) with everything else fixed; naive and
+flash side by side; conclusions in the chapter's form, with X solved from the model
+(:func:`perfmodel.analysis.asymptotics.crossover_n`). Every number in ``report.md`` is read
+from ``predict`` or from the same ``evaluate`` columns that ``sweep`` returns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from perfmodel.analysis.asymptotics import Shape
+from perfmodel.atomic import write_text
+from perfmodel.catalog.hardware import load_hardware
+from perfmodel.report import figures as plots
+from perfmodel.report.conclusions import N_REFERENCE, conclusions
+from perfmodel.report.markdown import render_markdown
+from perfmodel.report.measured import match_measurements
+
+
+def write_report(
+    hw: Any,
+    out: str | Path,
+    *,
+    shape: Shape | None = None,
+    measurements: Sequence[str | Path] = (),
+    n_values: Sequence[int] | None = None,
+    threshold: float = 1.5,
+    command: str | None = None,
+) -> Path:
+    """Write report.md and the five figures into ``out``; return the report's path."""
+    spec, shape = load_hardware(hw), shape or Shape()
+    ns = np.asarray(n_values or plots.DEFAULT_N, dtype=float)
+    measured = match_measurements(measurements, spec, shape) if measurements else None
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    figures = {}
+    for name, fn in plots.FIGURES.items():
+        kwargs: dict[str, Any] = {"shape": shape}
+        if name == "time_breakdown":
+            kwargs["n"] = N_REFERENCE
+        else:
+            kwargs["measured"] = measured
+            if name != "memory":
+                kwargs["n_values"] = [int(n) for n in ns]
+        if name == "speedup":
+            kwargs["threshold"] = threshold
+        figures[name] = fn(spec, out / f"{name}.png", **kwargs)
+    c = conclusions(spec, shape, threshold=threshold, n_max=int(ns[-1]))
+    command = command or f"perfmodel report --hw {hw} --out {out}"
+    text = render_markdown(spec, shape, ns, c, figures, measured, command)
+    path = out / "report.md"
+    write_text(path, text)
+    return path

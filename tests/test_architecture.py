@@ -1,0 +1,61 @@
+"""The layering holds: no import cycle, no private name across modules, no upward import.
+
+The graph is read from the source by ``tools/import_graph.py`` (ast, every import counted:
+module level, in functions, under TYPE_CHECKING).
+"""
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _tool():
+    spec = importlib.util.spec_from_file_location("import_graph", ROOT / "tools/import_graph.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("import_graph", module)  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def graph_tool():
+    tool = _tool()
+    return tool, tool.build(ROOT)
+
+
+def test_no_import_cycle(graph_tool):
+    tool, graph = graph_tool
+    assert tool.cycles(graph) == []
+
+
+def test_no_private_name_imported_from_another_module(graph_tool):
+    _, graph = graph_tool
+    assert graph.private == []
+
+
+def test_no_layer_imports_a_layer_above_it(graph_tool):
+    tool, graph = graph_tool
+    assert tool.upward(graph) == []
+
+
+def test_every_module_has_a_layer(graph_tool):
+    tool, graph = graph_tool
+    unplaced = [m for m in graph.modules if tool.layer_of(m) == "other" and m != "perfmodel"]
+    assert unplaced == []
+
+
+def test_the_checker_sees_a_cycle_and_a_private_import(tmp_path):
+    tool = _tool()
+    pkg = tmp_path / "perfmodel"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("")
+    (pkg / "roofline.py").write_text("from perfmodel.evaluate import _rates\n")
+    (pkg / "evaluate.py").write_text("def f():\n    from perfmodel import roofline\n")
+    graph = tool.build(tmp_path)
+    assert tool.cycles(graph) == [["perfmodel.evaluate", "perfmodel.roofline"]]
+    assert graph.private == [("perfmodel.roofline", "perfmodel.evaluate", "_rates")]
+    assert tool.upward(graph) == [("perfmodel.roofline", "perfmodel.evaluate")]
