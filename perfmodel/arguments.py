@@ -224,7 +224,7 @@ class NameOrPath(Param):
 
 
 def _dtypes() -> Collection[str]:
-    from perfmodel.hardware import BYTES_PER_ELEMENT
+    from perfmodel.catalog.hardware import BYTES_PER_ELEMENT
 
     return BYTES_PER_ELEMENT
 

@@ -3,7 +3,7 @@
 A decoder-only model (``specs/models/*.toml``) on a device is a list of operators, each
 one kernel with its FLOPs and HBM bytes (``perfmodel.costs.transformer`` for the
 projections, MLP, norms and elementwise work; ``perfmodel.predict`` for prefill
-attention; ``perfmodel.kvcache.decode_step`` for decode attention). Each operator's
+attention; ``perfmodel.analysis.kvcache.decode_step`` for decode attention). Each operator's
 time is its roofline time at the calibrated fraction of each roof plus one launch gap;
 the operators of one forward run one after another, so their times add up.
 
@@ -39,13 +39,13 @@ from pathlib import Path
 import sympy as sp
 
 from perfmodel import roofline
-from perfmodel.calibration import Calibration, known_calibrations, load_calibration
+from perfmodel.catalog.calibration import Calibration, known_calibrations, load_calibration
+from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.compile import compiled
 from perfmodel.costs import transformer as tf
 from perfmodel.costs.base import Kernel
 from perfmodel.errors import PerfmodelError
-from perfmodel.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
-from perfmodel.models import ModelSpec, load_model
 from perfmodel.units import si
 
 #: Attention algorithms: the chapter's naive (S and P through HBM) and FlashAttention-2.
@@ -292,7 +292,7 @@ def decode_splits(device: HardwareSpec, batch: int, kv_heads: int, context: int,
 
 
 def _decode_attention(spec, device, dtype, batch, context, kv, page_tokens) -> Operator:
-    from perfmodel.kvcache import decode_step
+    from perfmodel.analysis.kvcache import decode_step
 
     paged = kv == "paged"
     page = page_tokens if paged else 64  # contiguous: XLA fills the chip; 64-token blocks
@@ -317,7 +317,7 @@ def memory_budget(spec: ModelSpec, device: HardwareSpec, dtype: str, *, batch: i
                   attention_scratch: float) -> Memory:  # fmt: skip
     """Weights, the KV cache for ``prompt + output`` tokens per sequence, the prefill's
     peak activations (one layer at a time) and attention scratch."""
-    from perfmodel.kvcache import kv_bytes_per_token
+    from perfmodel.analysis.kvcache import kv_bytes_per_token
 
     tokens = prompt + output
     if kv == "paged":

@@ -22,10 +22,11 @@ from pathlib import Path
 #: The first matching prefix wins (most specific first).
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("commands", ("perfmodel.cli", "perfmodel.commands")),
-    ("report", ("perfmodel.report",)),
+    ("report", ("perfmodel.report", "perfmodel.estimate_plot")),
     ("validation", ("perfmodel.validation",)),
-    ("analysis", ("perfmodel.analysis",)),
+    ("analysis", ("perfmodel.analysis", "perfmodel.estimate")),
     ("evaluation", ("perfmodel.evaluate", "perfmodel.prediction", "perfmodel.results")),
+    ("arguments", ("perfmodel.arguments",)),
     ("catalog", ("perfmodel.catalog",)),
     ("model", ("perfmodel.symbols", "perfmodel.costs", "perfmodel.compile", "perfmodel.roofline")),
     ("foundation", ("perfmodel.errors", "perfmodel.units", "perfmodel.atomic")),
