@@ -44,7 +44,7 @@ def floors(p: dict, hw: str = "h200") -> dict[str, float]:
     impl = p["implementation"]
     is_decode = p["n"] == 1 and p["kv_len"] > 1
     if is_decode:
-        from perfmodel.kvcache import decode_step
+        from perfmodel.analysis.kvcache import decode_step
 
         step = decode_step(hw, batch=p["batch"], kv_len=p["kv_len"], h=p["h"], h_kv=p["h_kv"],
                            d=p["d"], dtype=DTYPES[p["dtype"]], q_len=1,
