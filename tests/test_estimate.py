@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from perfmodel.catalog.models import load_model
 from perfmodel.errors import PerfmodelError
 from perfmodel.estimate import estimate, estimate_sweep
-from perfmodel.models import load_model
 
 
 @pytest.fixture(scope="module")
