@@ -33,6 +33,7 @@ os.environ.setdefault("XLA_FLAGS", "--xla_gpu_autotune_level=0 --xla_gpu_enable_
 os.environ.setdefault("XLA_PYTHON_CLIENT_MEM_FRACTION", "0.95")
 
 import argparse  # noqa: E402
+import dataclasses  # noqa: E402
 import datetime as dt  # noqa: E402
 import gc  # noqa: E402
 import statistics  # noqa: E402
@@ -187,13 +188,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--git-commit", default=os.environ.get("PERFMODEL_GIT_COMMIT", "unknown"))
     ap.add_argument("--only", default=None, help="comma list of plan indices (for a rerun)")
     ap.add_argument("--smoke", action="store_true", help="a tiny network and shapes (CPU check)")
+    ap.add_argument("--weight-layout", default="in_out", choices=("in_out", "out_in"),
+                    help="weights [in, out] (x @ w) or [out, in] (x @ w.T, PyTorch)")  # fmt: skip
     args = ap.parse_args(argv)
     start = time.perf_counter()
     cfg = LlamaConfig.from_toml(args.model)
+    cfg = dataclasses.replace(cfg, weight_layout=args.weight_layout)
     plan = list(enumerate(PLAN))
     if args.smoke:  # every path once, at a size the Pallas interpreter runs in seconds
         cfg = LlamaConfig(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
-                          intermediate=96, vocab=101)  # fmt: skip
+                          intermediate=96, vocab=101, weight_layout=args.weight_layout)  # fmt: skip
         plan = [(i, (k, a, s // 128 if k == "prefill" else (s[0], s[1] // 16)))
                 for i, (k, a, s) in plan[:5]]  # fmt: skip
     dev = jax.devices()[0]

@@ -63,6 +63,9 @@ class LlamaConfig:
     vocab: int
     rope_theta: float = 500_000.0
     norm_eps: float = 1e-5
+    #: Weight storage: "in_out" ``[in, out]`` (x @ w), or "out_in" ``[out, in]`` as PyTorch and
+    #: Hugging Face checkpoints store them (x @ w.T).
+    weight_layout: str = "in_out"
 
     @classmethod
     def from_toml(cls, name: str) -> LlamaConfig:
@@ -100,8 +103,9 @@ def _interpret() -> bool:
     return jax.default_backend() != "gpu"
 
 
-def _matmul(x, w):
-    return jnp.einsum("...k,kn->...n", x, w, preferred_element_type=jnp.float32).astype(x.dtype)
+def _matmul(x, w, layout: str = "in_out"):
+    spec = "...k,kn->...n" if layout == "in_out" else "...k,nk->...n"
+    return jnp.einsum(spec, x, w, preferred_element_type=jnp.float32).astype(x.dtype)
 
 
 def prefill_attention(q, k, v, attention: str):
@@ -148,7 +152,7 @@ def decode_attention(q, k_pages, v_pages, table, lengths, kv: str, splits: int):
 def _attention_block(p, x, positions, cfg: LlamaConfig):
     """Norm, QKV projection, rotary embeddings: q, k, v as ``[b, n, heads, d]``."""
     b, n, _ = x.shape
-    qkv = _matmul(rms_norm(x, p["attn_norm"], cfg.norm_eps), p["wqkv"])
+    qkv = _matmul(rms_norm(x, p["attn_norm"], cfg.norm_eps), p["wqkv"], cfg.weight_layout)
     q_w, kv_w = cfg.heads * cfg.head_dim, cfg.kv_heads * cfg.head_dim
     q = qkv[..., :q_w].reshape(b, n, cfg.heads, cfg.head_dim)
     k = qkv[..., q_w : q_w + kv_w].reshape(b, n, cfg.kv_heads, cfg.head_dim)
@@ -159,10 +163,10 @@ def _attention_block(p, x, positions, cfg: LlamaConfig):
 def _mlp_block(p, x, attn_out, cfg: LlamaConfig):
     """Output projection and residual, then the SwiGLU MLP and its residual."""
     b, n = x.shape[:2]
-    x = x + _matmul(attn_out.reshape(b, n, -1), p["wo"])
-    gate_up = _matmul(rms_norm(x, p["mlp_norm"], cfg.norm_eps), p["w_gate_up"])
+    x = x + _matmul(attn_out.reshape(b, n, -1), p["wo"], cfg.weight_layout)
+    gate_up = _matmul(rms_norm(x, p["mlp_norm"], cfg.norm_eps), p["w_gate_up"], cfg.weight_layout)
     gate, up = jnp.split(gate_up, 2, axis=-1)
-    return x + _matmul(jax.nn.silu(gate) * up, p["w_down"])
+    return x + _matmul(jax.nn.silu(gate) * up, p["w_down"], cfg.weight_layout)
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "attention"))
@@ -198,12 +202,18 @@ def embed(table, tokens):
 def head(ends, x, *, cfg: LlamaConfig):
     """Final RMSNorm and LM head on the last position of each sequence: logits ``[b, vocab]``."""
     last = rms_norm(x[:, -1], ends["final_norm"], cfg.norm_eps)
-    return _matmul(last, ends["lm_head"])
+    return _matmul(last, ends["lm_head"], cfg.weight_layout)
 
 
 # --- weights ----------------------------------------------------------------------------
 def _normal(key, shape, fan_in, dtype):
     return (jax.random.normal(key, shape, jnp.float32) / math.sqrt(fan_in)).astype(dtype)
+
+
+def _weight(key, fan_in, fan_out, cfg: LlamaConfig, dtype):
+    """A projection's weight in ``cfg.weight_layout``, scaled by ``1/sqrt(fan_in)``."""
+    shape = (fan_in, fan_out) if cfg.weight_layout == "in_out" else (fan_out, fan_in)
+    return _normal(key, shape, fan_in, dtype)
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "count", "dtype"))
@@ -216,11 +226,11 @@ def random_layers(key, *, cfg: LlamaConfig, count: int, dtype=jnp.bfloat16):
         out.append(
             {
                 "attn_norm": jnp.ones((cfg.hidden,), dtype),
-                "wqkv": _normal(kq, (cfg.hidden, cfg.qkv_width), cfg.hidden, dtype),
-                "wo": _normal(ko, (q_w, cfg.hidden), q_w, dtype),
+                "wqkv": _weight(kq, cfg.hidden, cfg.qkv_width, cfg, dtype),
+                "wo": _weight(ko, q_w, cfg.hidden, cfg, dtype),
                 "mlp_norm": jnp.ones((cfg.hidden,), dtype),
-                "w_gate_up": _normal(kg, (cfg.hidden, 2 * inter), cfg.hidden, dtype),
-                "w_down": _normal(kd, (inter, cfg.hidden), inter, dtype),
+                "w_gate_up": _weight(kg, cfg.hidden, 2 * inter, cfg, dtype),
+                "w_down": _weight(kd, inter, cfg.hidden, cfg, dtype),
             }
         )
     return out
@@ -233,7 +243,7 @@ def random_ends(key, *, cfg: LlamaConfig, dtype=jnp.bfloat16):
     return {
         "embed": _normal(ke, (cfg.vocab, cfg.hidden), 1.0, dtype),
         "final_norm": jnp.ones((cfg.hidden,), dtype),
-        "lm_head": _normal(kh, (cfg.hidden, cfg.vocab), cfg.hidden, dtype),
+        "lm_head": _weight(kh, cfg.hidden, cfg.vocab, cfg, dtype),
     }
 
 

@@ -7,6 +7,8 @@ with a shuffled block table) gives the logits of the prompt's last token.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -61,6 +63,15 @@ def test_decode_over_prompt_cache_is_last_prefill_row(model, tokens, kv):
     lengths = jnp.full((b,), m, jnp.int32)
     step = model.decode(tokens[:, -1], chunks, jnp.asarray(table), lengths, kv=kv, splits=2)
     assert _close(step, logits) < 1e-4
+
+
+def test_weight_layout_does_not_change_the_function(tokens):
+    a = LlamaModel.random(CFG, chunk=2, seed=5, dtype=jnp.float32)
+    cfg_t = dataclasses.replace(CFG, weight_layout="out_in")
+    b = LlamaModel(cfg_t, [[{k: (w.T if w.ndim == 2 else w) for k, w in layer.items()}
+                            for layer in chunk] for chunk in a.chunks],
+                   {**a.ends, "lm_head": a.ends["lm_head"].T})  # fmt: skip
+    assert _close(b.prefill(tokens, attention="naive"), a.prefill(tokens, attention="naive")) < 1e-5
 
 
 def test_config_from_shipped_file():
