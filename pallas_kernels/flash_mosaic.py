@@ -1,18 +1,119 @@
 """Forward flash attention for Hopper in Pallas Mosaic GPU (FlashAttention-3 style).
 
-Work in progress (issue 12): the limits below are those of the kernel being written;
-``mosaic_flash_attention`` raises NotImplementedError until it lands.
+The kernel follows FlashAttention-3 (Shah et al. 2024), §3.1-3.2, on one H100/H200 SM:
+
+* **Roles (warp specialisation, §3.1).** Each CTA has three warpgroups. The
+  *producer* (warpgroup 2) only issues TMA bulk copies of K and V tiles into a ring
+  of ``num_stages`` shared-memory *stages*; the two *consumers* (warpgroups 0 and 1)
+  each own ``block_q`` = 64 query rows (the M of one wgmma) and only compute. The
+  producer gives its registers up (``setmaxreg``) so the consumers can hold S, P and
+  O in registers.
+* **Barriers.** ``k_ready[stage]`` / ``v_ready[stage]`` complete when a TMA copy
+  lands (transaction count); ``k_free[wg, stage]`` / ``v_free[wg, stage]`` are
+  arrived on by each consumer when its last wgmma reading the stage has finished,
+  and the producer waits on them before overwriting the stage. Per-consumer free
+  barriers let a consumer that needs fewer key tiles (causal) simply stop.
+* **Ping-pong between the consumers (§3.1).** A two-party rendezvous barrier
+  (``tensor_core_turn``) makes the two consumers take turns issuing their wgmmas:
+  one warpgroup's softmax runs while the other's matrix products occupy the tensor
+  cores. Consumer 1 starts one rendezvous late, which offsets the two schedules.
+* **Intra-warpgroup pipelining (§3.2).** In iteration j a consumer first issues
+  S_{j+1} = Q K_{j+1}^T (asynchronous wgmma), then runs the online softmax of S_j
+  while that product computes, then issues O = alpha O + P_j V_j: the next QK^T is
+  in flight before the current softmax finishes.
+* **Operands.** Q, K, V in shared memory (128-byte swizzle) feed wgmma; P goes from
+  registers (the wgmma A operand may live in registers); S and O accumulate in f32.
+* **Causal.** Key tiles wholly above the diagonal are never loaded; only the tiles
+  that straddle the diagonal (or the masked tail of a sequence whose length is not a
+  tile multiple) pay for the mask. Query tiles are launched longest first.
+* **GQA.** When a K/V head serves an even number of query heads, the two consumers
+  of a CTA take two query heads of the same group at the same rows: one K/V load
+  feeds both (and causal work is equal between the two). Otherwise they take two
+  adjacent row tiles of one head, which also share the K/V stream.
+
+Any n and kv_len: inputs are zero-padded to the tile (a copy, only when needed) and
+the keys past kv_len are masked. Head dims 64, 128, 256; float16 and bfloat16.
+
+Mosaic GPU is imported lazily: on a machine without it (CPU CI, jax 0.10 without
+absl) this module still imports and ``unsupported_reason`` says why it cannot run.
 """
 
 from __future__ import annotations
 
-from pallas_kernels._common import DTYPES_16BIT, check_qkv, is_hopper
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from pallas_kernels._common import (
+    DTYPES_16BIT,
+    LN_2,
+    LOG2_E,
+    check_qkv,
+    is_hopper,
+    softmax_scale,
+)
 
 SUPPORTED_HEAD_DIMS = (64, 128, 256)
 SUPPORTED_DTYPES = DTYPES_16BIT
+#: Rows of one consumer's query tile: the M of a Hopper wgmma (64 rows per warpgroup).
+ROWS_PER_CONSUMER = 64
+CONSUMERS = 2
+#: Shared memory a CTA may use on sm_90 (227 KiB), less a margin for barriers.
+SMEM_LIMIT_BYTES = 227 * 1024 - 1024
+#: Registers per thread after ``setmaxreg``: 2 consumers x 128 x 232 + 128 x 40 <= 64 Ki.
+CONSUMER_REGISTERS, PRODUCER_REGISTERS = 232, 40
 
 
-def unsupported_reason(q, k, v, *, causal: bool, interpret: bool = False) -> str | None:
+@dataclasses.dataclass(frozen=True, slots=True)
+class MosaicConfig:
+    """Tiles and pipeline depth; defaults per head dim from ``default_config``.
+
+    ``overlap_qk`` (FA-3 §3.2) and ``ping_pong`` (§3.1) can be switched off to
+    measure what each buys.
+    """
+
+    block_k: int = 128
+    num_stages: int = 2
+    overlap_qk: bool = True
+    ping_pong: bool = True
+
+    def __post_init__(self) -> None:
+        if self.block_k not in (64, 128, 192, 256):
+            raise ValueError(f"block_k={self.block_k} must be one of 64, 128, 192, 256")
+        if self.num_stages < 2:
+            raise ValueError(f"num_stages={self.num_stages} must be >= 2")
+
+    def smem_bytes(self, d: int, itemsize: int, return_lse: bool) -> int:
+        q_and_o = CONSUMERS * ROWS_PER_CONSUMER * d * itemsize
+        k_and_v = 2 * self.num_stages * self.block_k * d * itemsize
+        lse = CONSUMERS * ROWS_PER_CONSUMER * 4 if return_lse else 0
+        return q_and_o + k_and_v + lse
+
+
+def default_config(d: int) -> MosaicConfig:
+    """d=64: 128-key tiles, 4 stages; d=128: 128, 2; d=256: 64, 2 (registers: O is
+    64 x d f32 per consumer, 128 registers per thread at d=256)."""
+    if d <= 64:
+        return MosaicConfig(block_k=128, num_stages=4)
+    if d <= 128:
+        return MosaicConfig(block_k=128, num_stages=2)
+    return MosaicConfig(block_k=64, num_stages=2)
+
+
+def _mosaic_gpu_import_error() -> str | None:
+    try:
+        import jax.experimental.pallas.mosaic_gpu  # noqa: F401
+    except Exception as err:  # noqa: BLE001 - any import failure means "cannot run"
+        return f"jax.experimental.pallas.mosaic_gpu does not import here ({err!r})"
+    return None
+
+
+def unsupported_reason(
+    q, k, v, *, causal: bool, interpret: bool = False, config: MosaicConfig | None = None
+) -> str | None:
     """Why this kernel cannot run the call (None when it can)."""
     if interpret:
         return "Mosaic GPU kernels have no interpret mode (use backend='triton')"
@@ -20,10 +121,451 @@ def unsupported_reason(q, k, v, *, causal: bool, interpret: bool = False) -> str
         check_qkv(q, k, v, head_dims=SUPPORTED_HEAD_DIMS, dtypes=SUPPORTED_DTYPES)
     except ValueError as err:
         return str(err)
+    d = q.shape[-1]
+    config = config or default_config(d)
+    smem = config.smem_bytes(d, q.dtype.itemsize, return_lse=True)
+    if smem > SMEM_LIMIT_BYTES:
+        return (
+            f"block_k={config.block_k} x num_stages={config.num_stages} at d={d} needs "
+            f"{smem} B of shared memory > {SMEM_LIMIT_BYTES}"
+        )
     if not is_hopper():
         return "needs a Hopper (sm_90) GPU"
-    return "the Mosaic GPU kernel is not written yet (issue 12)"
+    return _mosaic_gpu_import_error()
 
 
-def mosaic_flash_attention(q, k, v, *, causal=False, sm_scale=None, return_lse=False, **options):
-    raise NotImplementedError("the Mosaic GPU kernel is not written yet (issue 12)")
+# ---------------------------------------------------------------- the static plan
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    """Everything static about one call: shapes, padding, who computes what."""
+
+    batch: int
+    n: int
+    n_pad: int
+    heads: int
+    kv_heads: int
+    d: int
+    kv_len: int
+    kv_pad: int
+    causal: bool
+    heads_paired: bool  # consumers take two query heads of one GQA group
+    q_units: int  # grid axis 0: query tiles (pairs of tiles when not heads_paired)
+    head_units: int  # grid axis 1
+    scale_log2: float
+    return_lse: bool
+    diagonal_offset: int  # test hook: key j visible to row i iff j <= i + offset
+    config: MosaicConfig
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def kv_tiles(self) -> int:
+        return self.kv_pad // self.config.block_k
+
+
+def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _Plan:
+    b, n, h, d = q.shape
+    kv_len, h_kv = k.shape[1], k.shape[2]
+    group = h // h_kv
+    heads_paired = group % 2 == 0
+    rows_per_unit = ROWS_PER_CONSUMER * (1 if heads_paired else CONSUMERS)
+    n_pad = -(-n // rows_per_unit) * rows_per_unit
+    kv_pad = -(-kv_len // config.block_k) * config.block_k
+    return _Plan(
+        batch=b,
+        n=n,
+        n_pad=n_pad,
+        heads=h,
+        kv_heads=h_kv,
+        d=d,
+        kv_len=kv_len,
+        kv_pad=kv_pad,
+        causal=causal,
+        heads_paired=heads_paired,
+        q_units=n_pad // rows_per_unit,
+        head_units=h // 2 if heads_paired else h,
+        scale_log2=sm_scale * LOG2_E,
+        return_lse=return_lse,
+        diagonal_offset=diagonal_offset,
+        config=config,
+    )
+
+
+# ---------------------------------------------------------------- the kernel
+
+
+def _consumer_work(plan: _Plan, wg):
+    """(query head, first row) of consumer ``wg`` in this CTA."""
+    unit_q = lax.axis_index("q")
+    if plan.causal:  # longest query tiles first: the short ones fill the grid's tail
+        unit_q = plan.q_units - 1 - unit_q
+    unit_h = lax.axis_index("heads")
+    if plan.heads_paired:
+        return unit_h * 2 + wg, unit_q * ROWS_PER_CONSUMER
+    return unit_h, (unit_q * CONSUMERS + wg) * ROWS_PER_CONSUMER
+
+
+def _key_tiles(plan: _Plan, first_row):
+    """``(n_unmasked, n_tiles)``: key tiles ``[0, n_tiles)`` are needed by rows
+    ``[first_row, first_row + 64)``; tiles ``[n_unmasked, n_tiles)`` need a mask."""
+    bk = plan.config.block_k
+    full_tiles = plan.kv_len // bk  # tiles with no padded key
+    if not plan.causal:
+        return jnp.int32(full_tiles), jnp.int32(plan.kv_tiles)
+    top = first_row + plan.diagonal_offset  # the block's first row, shifted
+    bottom = top + ROWS_PER_CONSUMER - 1
+    n_tiles = jnp.clip(lax.div(jnp.maximum(bottom, 0), bk) + 1, 1, plan.kv_tiles)
+    n_unmasked = jnp.clip(lax.div(jnp.maximum(top + 1, 0), bk), 0, full_tiles)
+    return jnp.minimum(n_unmasked, n_tiles), n_tiles
+
+
+def _layout(plan: _Plan, x, layout):
+    """``plgpu.layout_cast``: the register layout of a value in a wgmma's fragments."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    return plgpu.layout_cast(x, layout)
+
+
+def _mask(plan: _Plan, s, tile, first_row):
+    """Scores of keys a row may not see become -inf (the kv tail, above the diagonal)."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    bk = plan.config.block_k
+    shape = (ROWS_PER_CONSUMER, bk)
+
+    def iota(dim):
+        return _layout(plan, lax.broadcasted_iota(jnp.int32, shape, dim), plgpu.Layout.WGMMA)
+
+    cols = tile * bk + iota(1)
+    visible = None
+    if plan.kv_len % bk:
+        visible = cols < plan.kv_len
+    if plan.causal:
+        rows = first_row + iota(0)
+        below = cols <= rows + plan.diagonal_offset
+        visible = below if visible is None else visible & below
+    return s if visible is None else jnp.where(visible, s, -jnp.inf)
+
+
+def _online_softmax(plan: _Plan, s, m_prev, l_prev, *, masked: bool, dtype):
+    """FlashAttention-2 online softmax of one score tile, in log2 units.
+
+    m is the running row max of ``s * scale * log2(e)``; a row whose keys are all
+    masked so far keeps m = -inf and subtracts 0 instead. Returns P (16-bit, the
+    next wgmma's A operand), m, l and alpha = exp2(m_prev - m) that rescales O.
+    """
+    m_new = jnp.maximum(m_prev, s.max(axis=1) * plan.scale_log2)
+    m_use = jnp.where(m_new == -jnp.inf, 0.0, m_new) if masked else m_new
+    alpha = jnp.exp2(m_prev - m_use)
+    p = jnp.exp2(s * plan.scale_log2 - lax.broadcast_in_dim(m_use, s.shape, [0]))
+    l_new = l_prev * alpha + p.sum(axis=1)
+    return p.astype(dtype), m_new, l_new, alpha
+
+
+def _rescale(o, alpha):
+    return o * lax.broadcast_in_dim(alpha, o.shape, [0])
+
+
+def _consumer(plan: _Plan, refs, smem, barriers, wg):
+    """One consumer warpgroup: 64 query rows against its key tiles.
+
+    Per key tile j, with ``overlap_qk`` (FA-3 §3.2): issue S_{j+1} = Q K_{j+1}^T,
+    run the online softmax of S_j while it runs, then O = alpha O + P_j V_j. Two
+    rendezvous per tile with the other consumer (``take_turn``: after the QK^T issue
+    and before the PV issue) make the two consumers' tensor-core phases alternate.
+    """
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    cfg = plan.config
+    q_ref, _, _, o_ref, lse_ref = refs
+    q_o_smem, k_smem, v_smem, lse_smem = smem
+    q_ready, k_ready, v_ready, k_free, v_free, tensor_core_turn = barriers
+    dtype = q_o_smem.dtype
+    rows, d, bk, stages = ROWS_PER_CONSUMER, plan.d, cfg.block_k, cfg.num_stages
+    plgpu.set_max_registers(CONSUMER_REGISTERS, action="increase")
+    head, first_row = _consumer_work(plan, wg)
+    batch = lax.axis_index("batch")
+    my_q_o = q_o_smem.at[wg]
+    n_unmasked, n_tiles = _key_tiles(plan, first_row)
+
+    def take_turn():
+        """Rendezvous of the two consumers (FA-3 ping-pong)."""
+        if cfg.ping_pong:
+            plgpu.barrier_arrive(tensor_core_turn)
+            plgpu.barrier_wait(tensor_core_turn)
+
+    def stage(tile):
+        return lax.rem(tile, jnp.int32(stages))
+
+    def release(free, tile):
+        plgpu.barrier_arrive(free.at[wg * stages + stage(tile)])
+
+    def issue_qk(s_acc, tile):
+        plgpu.barrier_wait(k_ready.at[stage(tile)])
+        k_t = plgpu.transpose_ref(k_smem.at[stage(tile)], (1, 0))
+        plgpu.wgmma(s_acc, my_q_o, k_t)
+
+    def scores(tile):
+        """S_tile = Q K_tile^T, waited for (the prologue and the serial schedule)."""
+
+        def body(s_acc):
+            issue_qk(s_acc, tile)
+            return s_acc[...]
+
+        s = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
+        release(k_free, tile)
+        return s
+
+    def softmax_then_pv(tile, s, o, row_max, row_sum, *, masked):
+        """Online softmax of S_tile, then O = alpha O + P V_tile (waited for)."""
+        if masked:
+            s = _mask(plan, s, tile, first_row)
+        p, row_max, row_sum, alpha = _online_softmax(
+            plan, s, row_max, row_sum, masked=masked, dtype=dtype
+        )
+        o = _rescale(o, alpha)
+        plgpu.barrier_wait(v_ready.at[stage(tile)])
+        take_turn()
+
+        def pv(o_acc):  # O is the wgmma accumulator: O += P V in place
+            plgpu.wgmma(o_acc, p, v_smem.at[stage(tile)])
+
+        o = pl.run_state(pv)(plgpu.ACC.init(o))
+        release(v_free, tile)
+        return o, row_max, row_sum
+
+    def overlapped_step(tile, carry, *, masked):
+        """S_{tile+1} is issued first; the softmax of S_tile runs while it computes."""
+        s, o, row_max, row_sum = carry
+
+        def body(s_next_acc):
+            issue_qk(s_next_acc, tile + 1)
+            take_turn()
+            o_new, new_max, new_sum = softmax_then_pv(tile, s, o, row_max, row_sum, masked=masked)
+            return s_next_acc[...], o_new, new_max, new_sum
+
+        out = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
+        release(k_free, tile + 1)
+        return out
+
+    def serial_step(tile, carry, *, masked):
+        """Without §3.2: S_{tile+1} is issued only after P_tile V_tile finished."""
+        s, o, row_max, row_sum = carry
+        take_turn()
+        o, row_max, row_sum = softmax_then_pv(tile, s, o, row_max, row_sum, masked=masked)
+        return scores(tile + 1), o, row_max, row_sum
+
+    plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(first_row, rows), head], my_q_o, q_ready.at[wg])
+    plgpu.barrier_wait(q_ready.at[wg])
+    if cfg.ping_pong:
+        pl.when(wg == 1)(take_turn)  # consumer 1 runs one turn behind consumer 0
+
+    reduced = plgpu.Layout.WGMMA.reduce(1)
+    row_max = _layout(plan, jnp.full((rows,), -jnp.inf, jnp.float32), reduced)
+    row_sum = _layout(plan, jnp.zeros((rows,), jnp.float32), reduced)
+    o = _layout(plan, jnp.zeros((rows, d), jnp.float32), plgpu.Layout.WGMMA)
+    carry = (scores(jnp.int32(0)), o, row_max, row_sum)
+
+    # Tiles [0, n_unmasked) need no mask; the last tile is handled after the loops.
+    step = overlapped_step if cfg.overlap_qk else serial_step
+    last = n_tiles - 1
+    end_unmasked = jnp.minimum(n_unmasked, last)
+    carry = lax.fori_loop(0, end_unmasked, functools.partial(step, masked=False), carry)
+    carry = lax.fori_loop(end_unmasked, last, functools.partial(step, masked=True), carry)
+    s, o, row_max, row_sum = carry
+    take_turn()
+    o, row_max, row_sum = softmax_then_pv(
+        last, s, o, row_max, row_sum, masked=bool(plan.causal or plan.kv_len % bk)
+    )
+
+    # Keep the rendezvous count equal: a consumer with fewer tiles (causal) takes the
+    # turns it would have taken, and consumer 0 takes the one consumer 1 took first.
+    if cfg.ping_pong:
+        _, other_tiles = _key_tiles(plan, _consumer_work(plan, 1 - wg)[1])
+
+        @pl.loop(0, 2 * jnp.maximum(other_tiles - n_tiles, 0))
+        def _(_):
+            take_turn()
+
+        pl.when(wg == 0)(take_turn)
+
+    # O / l and the log-sum-exp, through shared memory and a TMA store.
+    l_safe = jnp.where(row_sum == 0.0, 1.0, row_sum)  # fully masked rows: O = 0, lse = -inf
+    o = o * lax.broadcast_in_dim(1.0 / l_safe, o.shape, [0])
+    my_q_o[...] = o.astype(dtype)
+    if plan.return_lse:
+        lse_smem.at[wg][...] = row_max * LN_2 + jnp.log(row_sum)
+    plgpu.commit_smem()
+    plgpu.copy_smem_to_gmem(my_q_o, o_ref.at[batch, pl.ds(first_row, rows), head])
+    if plan.return_lse:
+        plgpu.copy_smem_to_gmem(lse_smem.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)])
+    plgpu.wait_smem_to_gmem(0)
+
+
+def _producer(plan: _Plan, refs, smem, barriers):
+    """The producer warpgroup: TMA copies of K and V tiles into the stage ring."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    cfg = plan.config
+    _, k_ref, v_ref, _, _ = refs
+    _, k_smem, v_smem, _ = smem
+    _, k_ready, v_ready, k_free, v_free, _ = barriers
+    bk, stages = cfg.block_k, cfg.num_stages
+    plgpu.set_max_registers(PRODUCER_REGISTERS, action="decrease")
+    batch = lax.axis_index("batch")
+    kv_head = lax.div(_consumer_work(plan, 0)[0], jnp.int32(plan.group))
+    tiles = [_key_tiles(plan, _consumer_work(plan, wg)[1])[1] for wg in range(CONSUMERS)]
+
+    def wait_until_free(free, tile, slot):
+        """Before overwriting a stage: each consumer that read it must have released it."""
+        for wg in range(CONSUMERS):
+            needed = (tile >= stages) & (tile - stages < tiles[wg])
+            pl.when(needed)(lambda wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot]))
+
+    @pl.loop(0, jnp.maximum(*tiles))
+    def _(tile):
+        slot = lax.rem(tile, jnp.int32(stages))
+        rows = (batch, pl.ds(tile * bk, bk), kv_head)
+        wait_until_free(k_free, tile, slot)
+        plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smem.at[slot], k_ready.at[slot])
+        wait_until_free(v_free, tile, slot)
+        plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smem.at[slot], v_ready.at[slot])
+
+
+def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
+    """One CTA: allocate the stage ring and the barriers, then split into roles."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    cfg = plan.config
+    dtype = q_ref.dtype
+    swizzled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+    rows, d, bk, stages = ROWS_PER_CONSUMER, plan.d, cfg.block_k, cfg.num_stages
+    smem_types = (
+        plgpu.SMEM((CONSUMERS, rows, d), dtype, transforms=swizzled),  # Q, then O
+        plgpu.SMEM((stages, bk, d), dtype, transforms=swizzled),  # K stages
+        plgpu.SMEM((stages, bk, d), dtype, transforms=swizzled),  # V stages
+        plgpu.SMEM((CONSUMERS, rows), jnp.float32) if plan.return_lse else None,
+    )
+    barrier_types = (
+        plgpu.Barrier(num_barriers=CONSUMERS),  # q_ready
+        plgpu.Barrier(num_barriers=stages),  # k_ready
+        plgpu.Barrier(num_barriers=stages),  # v_ready
+        plgpu.Barrier(num_barriers=CONSUMERS * stages),  # k_free[wg, stage]
+        plgpu.Barrier(num_barriers=CONSUMERS * stages),  # v_free[wg, stage]
+        plgpu.Barrier(num_arrivals=CONSUMERS),  # tensor_core_turn
+    )
+    refs = (q_ref, k_ref, v_ref, o_ref, lse_ref)
+
+    def roles(smem, barriers):
+        wg = lax.axis_index("wg")
+
+        @pl.when(wg < CONSUMERS)
+        def _():
+            _consumer(plan, refs, smem, barriers, wg)
+
+        @pl.when(wg == CONSUMERS)
+        def _():
+            _producer(plan, refs, smem, barriers)
+
+    pl.run_scoped(roles, smem_types, barrier_types, collective_axes="wg")
+
+
+def _forward(q, k, v, plan: _Plan):
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    q_p = _pad_to(q, plan.n_pad)
+    k_p, v_p = _pad_to(k, plan.kv_pad), _pad_to(v, plan.kv_pad)
+    out_types = [jax.ShapeDtypeStruct((plan.batch, plan.n_pad, plan.heads, plan.d), q.dtype)]
+    if plan.return_lse:
+        out_types.append(jax.ShapeDtypeStruct((plan.batch, plan.heads, plan.n_pad), jnp.float32))
+
+    def body(q_ref, k_ref, v_ref, o_ref, *lse_refs):
+        _cta(plan, q_ref, k_ref, v_ref, o_ref, lse_refs[0] if lse_refs else None)
+
+    outs = plgpu.kernel(
+        body,
+        out_type=out_types,
+        grid=(plan.q_units, plan.head_units, plan.batch),
+        grid_names=("q", "heads", "batch"),
+        num_threads=CONSUMERS + 1,
+        thread_name="wg",
+        compiler_params=plgpu.CompilerParams(approx_math=True),
+    )(q_p, k_p, v_p)
+    o = outs[0][:, : plan.n]
+    return o, (outs[1][:, :, : plan.n] if plan.return_lse else None)
+
+
+def _pad_to(x, length: int):
+    """Zero rows appended to axis 1 up to ``length`` (no copy when already there)."""
+    pad = length - x.shape[1]
+    return x if pad == 0 else jnp.pad(x, ((0, 0), (0, pad), (0, 0), (0, 0)))
+
+
+_jitted_forward = jax.jit(_forward, static_argnames=("plan",))
+
+
+def mosaic_flash_attention(
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    sm_scale: float | None = None,
+    return_lse: bool = False,
+    block_k: int | None = None,
+    num_stages: int | None = None,
+    overlap_qk: bool = True,
+    ping_pong: bool = True,
+):
+    """Attention on Hopper; arguments as ``pallas_kernels.flash_attention``.
+
+    ``block_k`` (64/128/192/256) and ``num_stages`` default by head dim
+    (``default_config``); query tiles are 64 rows per consumer warpgroup.
+    """
+    base = default_config(q.shape[-1])
+    config = MosaicConfig(
+        block_k=block_k or base.block_k,
+        num_stages=num_stages or base.num_stages,
+        overlap_qk=overlap_qk,
+        ping_pong=ping_pong,
+    )
+    reason = unsupported_reason(q, k, v, causal=causal, config=config)
+    if reason:
+        raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
+    scale = softmax_scale(q.shape[-1], sm_scale)
+    plan = _plan(
+        q, k, causal=bool(causal), sm_scale=scale, return_lse=bool(return_lse), config=config
+    )
+    o, lse = _jitted_forward(q, k, v, plan)
+    return (o, lse) if return_lse else o
+
+
+def _forward_for_tests(q, k, v, *, causal, sm_scale=None, diagonal_offset=0, **options):
+    """Tests' entry point: (O, lse) with the causal diagonal shifted by ``diagonal_offset``
+    (key j visible to row i iff ``j <= i + offset``; negative offsets leave rows with no
+    key). ``options`` replace fields of ``default_config``."""
+    config = dataclasses.replace(default_config(q.shape[-1]), **options)
+    reason = unsupported_reason(q, k, v, causal=causal, config=config)
+    if reason:
+        raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
+    scale = softmax_scale(q.shape[-1], sm_scale)
+    plan = _plan(
+        q,
+        k,
+        causal=causal,
+        sm_scale=scale,
+        return_lse=True,
+        config=config,
+        diagonal_offset=diagonal_offset,
+    )
+    return _jitted_forward(q, k, v, plan)
+
+
+__all__ = ["MosaicConfig", "default_config", "mosaic_flash_attention", "unsupported_reason"]
