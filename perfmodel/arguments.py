@@ -16,10 +16,9 @@ perfmodel.errors.PerfmodelError: causal='False' must be True or False
 A new parameter is one line in :data:`PARAMETERS`. Every failure is a
 :class:`~perfmodel.errors.PerfmodelError` (a ``ValueError``) whose one-line message names
 the argument, the value and what it accepts; sizes above a stated limit are refused, so
-that a result is never ``inf`` or ``nan``. Files: :func:`read_text` names the path in
-every error (missing, a folder, unreadable, not UTF-8), :func:`parse_model` names the
-first bad field of a wrong-schema file, and :func:`output_folder` checks a folder can be
-written *before* any long work.
+that a result is never ``inf`` or ``nan``. :func:`output_folder` checks that a folder can
+be written *before* any long work; :func:`require` says which extra to install. (Data
+files are read by :mod:`perfmodel.files`, below the catalog that uses it.)
 """
 
 from __future__ import annotations
@@ -30,7 +29,7 @@ import os
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import numpy as np
 
@@ -209,20 +208,6 @@ class Choice(Param):
         return arr.astype(str)
 
 
-@dataclass(frozen=True)
-class NameOrPath(Param):
-    """A registry name or alias, a path to a file, or an already-loaded object."""
-
-    loaded: tuple[type, ...] = ()
-
-    def _one(self, name: str, value: Any) -> Any:
-        if isinstance(value, str | os.PathLike) and str(value).strip():
-            return value
-        if self.loaded and isinstance(value, self.loaded):
-            return value
-        raise fail(name, value, f"must be a name or a path to a file{self._about()}")
-
-
 def _dtypes() -> Collection[str]:
     from perfmodel.catalog.hardware import BYTES_PER_ELEMENT
 
@@ -257,9 +242,6 @@ PARAMETERS: dict[str, Param] = {
     "matmul_flops_per_s": Real("FLOP/s", optional=True, low=0, open_low=True, high=1e21),
     "memory_fraction": Real("fraction of HBM", low=0, open_low=True, high=1),
     "threshold": Real("a speedup", low=1, open_low=True, high=1e6),
-    "hw": NameOrPath("device name, alias or spec .toml"),
-    "model": NameOrPath("model name or .toml"),
-    "workload": NameOrPath("workload name or .toml"),
 }
 
 
@@ -273,45 +255,7 @@ def check_columns(**values: Any) -> dict[str, np.ndarray]:
     return {k: PARAMETERS[k].column(k, v) for k, v in values.items()}
 
 
-# --- files ---------------------------------------------------------------------------------
-def read_text(path: str | os.PathLike, what: str) -> str:
-    """A data file's text; every failure names the path and says what is wrong."""
-    shown = repr(str(path))
-    try:
-        return Path(path).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise PerfmodelError(f"{what} file {shown} does not exist") from None
-    except IsADirectoryError:
-        raise PerfmodelError(f"{what} file {shown} is a folder, not a file") from None
-    except UnicodeDecodeError as e:
-        raise PerfmodelError(
-            f"{what} file {shown} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
-            f"offset {e.start})"
-        ) from None
-    except OSError as e:
-        raise PerfmodelError(f"cannot read {what} file {shown}: {e.strerror or e}") from None
-
-
-M = TypeVar("M")
-
-
-def parse_model(model: type[M], data: Any, path: str | os.PathLike, what: str) -> M:
-    """``model.model_validate(data)``; a wrong schema names the first bad field, on one line."""
-    from pydantic import ValidationError
-
-    try:
-        return model.model_validate(data)  # type: ignore[attr-defined,no-any-return]
-    except ValidationError as e:
-        first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        shown = "" if first["type"] == "missing" else f" (got {_show(first.get('input'))})"
-        more = e.error_count() - 1
-        raise PerfmodelError(
-            f"invalid {what} file {str(path)!r}: {where}: {first['msg']}{shown}"
-            + (f"; {more} more error(s)" if more else "")
-        ) from None
-
-
+# --- folders and optional packages ---------------------------------------------------
 def output_folder(path: str | os.PathLike, name: str = "out") -> Path:
     """A folder that can be created (or written into), checked before any work; not created.
 

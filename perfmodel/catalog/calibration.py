@@ -11,13 +11,14 @@ Fractions are capped at 1, so ``time_s`` is never below ``t_lower_s``.
 from __future__ import annotations
 
 import functools
-import tomllib
+import os
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat
 
 from perfmodel.catalog.data import data_dir
+from perfmodel.catalog.registry import read_toml
 from perfmodel.errors import PerfmodelError
 
 Fraction = Annotated[float, Field(gt=0, le=1)]
@@ -70,10 +71,8 @@ def _load_named(name: str) -> Calibration:
 
 
 def read_calibration(path: Path) -> Calibration:
-    try:
-        return Calibration.model_validate(tomllib.loads(path.read_text()))
-    except (OSError, tomllib.TOMLDecodeError, ValidationError) as e:
-        raise PerfmodelError(f"invalid calibration file {str(path)!r}: {e}") from e
+    """One profile file; errors name the file and, for a wrong schema, the first bad field."""
+    return read_toml(path, Calibration, "calibration")
 
 
 def load_calibration(calibration: str | Path | Calibration | None) -> Calibration:
@@ -82,6 +81,10 @@ def load_calibration(calibration: str | Path | Calibration | None) -> Calibratio
         return calibration
     if calibration is None:
         return _load_named("default")
+    if not isinstance(calibration, str | os.PathLike) or not str(calibration).strip():
+        raise PerfmodelError(
+            f"calibration={calibration!r} must be a profile name, a .toml path or None"
+        )
     text = str(calibration)
     if text.endswith(".toml"):
         return read_calibration(Path(text))

@@ -7,6 +7,7 @@ with a file or a name.
 
 from __future__ import annotations
 
+import os
 import tomllib
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,21 +20,48 @@ from perfmodel.errors import PerfmodelError
 M = TypeVar("M", bound=BaseModel)
 
 
-def read_toml(path: Path, model: type[M], what: str) -> M:
-    """One file validated as ``model``; errors name the file and the first bad field."""
+def read_text(path: str | os.PathLike, what: str) -> str:
+    """A data file's text; every failure names the path and says what is wrong."""
+    shown = repr(str(path))
     try:
-        data = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise PerfmodelError(f"cannot read {what} file {str(path)!r}: {e}") from e
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PerfmodelError(f"{what} file {shown} does not exist") from None
+    except IsADirectoryError:
+        raise PerfmodelError(f"{what} file {shown} is a folder, not a file") from None
+    except UnicodeDecodeError as e:
+        raise PerfmodelError(
+            f"{what} file {shown} is not UTF-8 text (byte {e.object[e.start]:#04x} at "
+            f"offset {e.start})"
+        ) from None
+    except OSError as e:
+        raise PerfmodelError(f"cannot read {what} file {shown}: {e.strerror or e}") from None
+
+
+def parse_model(model: type[M], data: Any, path: str | os.PathLike, what: str) -> M:
+    """``model.model_validate(data)``; a wrong schema names the first bad field, on one line."""
     try:
         return model.model_validate(data)
     except ValidationError as e:
         first = e.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or what
+        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+        got = repr(first.get("input")).replace("\n", " ")
+        got = got if len(got) <= 40 else got[:37] + "..."
+        shown = "" if first["type"] == "missing" else f" (got {got})"
+        more = e.error_count() - 1
         raise PerfmodelError(
-            f"invalid {what} file {str(path)!r}: {where}: {first['msg']} "
-            f"({e.error_count()} error(s))"
-        ) from e
+            f"{what} file {str(path)!r} is invalid: {where}: {first['msg']}{shown}"
+            + (f"; {more} more error(s)" if more else "")
+        ) from None
+
+
+def read_toml(path: Path, model: type[M], what: str) -> M:
+    """One file validated as ``model``; errors name the file and the first bad field."""
+    try:
+        data = tomllib.loads(read_text(path, what))
+    except tomllib.TOMLDecodeError as e:
+        raise PerfmodelError(f"{what} file {str(path)!r} is not valid TOML: {e}") from None
+    return parse_model(model, data, path, what)
 
 
 def build(kind: str, model: type[M], what: str) -> dict[str, M]:
@@ -56,6 +84,8 @@ def names(table: dict[str, Any]) -> list[str]:
 
 def lookup(value: str | Path, table: dict[str, M], model: type[M], what: str) -> M:
     """By exact name or alias (case-insensitive), or a path to a TOML file."""
+    if not isinstance(value, str | os.PathLike) or not str(value).strip():
+        raise PerfmodelError(f"{what}={value!r} must be a name or a path to a .toml file")
     text = str(value)
     entry = table.get(text.lower())
     if entry is not None:

@@ -29,6 +29,7 @@ from pydantic import (
 )
 
 from perfmodel.atomic import write_json
+from perfmodel.catalog.registry import parse_model, read_text
 from perfmodel.errors import PerfmodelError
 
 SCHEMA_VERSION = 1
@@ -131,17 +132,16 @@ class MeasurementFile(_Frozen):
 
 def read_measurement_file(path: str | Path) -> MeasurementFile:
     """Parse and validate one file; raises PerfmodelError naming the file and the problem."""
-    path = Path(path)
     try:
-        raw = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise PerfmodelError(f"measurement file {str(path)!r} does not exist") from None
-    except json.JSONDecodeError as err:
+        raw = json.loads(read_text(path, "measurement"), parse_constant=_no_constant)
+    except ValueError as err:  # not JSON, or NaN/Infinity in it
         raise PerfmodelError(f"measurement file {str(path)!r} is not JSON: {err}") from None
-    try:
-        return MeasurementFile.model_validate(raw)
-    except ValidationError as err:
-        raise PerfmodelError(f"measurement file {str(path)!r} is invalid:\n{err}") from None
+    return parse_model(MeasurementFile, raw, path, "measurement")
+
+
+def _no_constant(name: str) -> float:
+    """NaN and Infinity are not JSON, and not a time: refuse them where they stand."""
+    raise ValueError(f"{name} is not a number JSON allows")
 
 
 def load_measurements(paths: str | Path | Iterable[str | Path]) -> list[tuple[Run, Point]]:
@@ -166,6 +166,8 @@ def merge_write(path: str | Path, new_run: Run | dict) -> MeasurementFile:
         run = new_run if isinstance(new_run, Run) else Run.model_validate(new_run)
         merged = MeasurementFile(runs=[*old, run])
     except ValidationError as err:
-        raise PerfmodelError(f"run not added to {str(path)!r}:\n{err}") from None
+        first = err.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise PerfmodelError(f"run not added to {str(path)!r}: {where}: {first['msg']}") from None
     write_json(path, merged.model_dump(mode="json"))
     return merged
