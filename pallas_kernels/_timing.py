@@ -131,7 +131,7 @@ def measure_all(fn, sets, *, device_fn=None, budget_s: float = 0.15) -> dict:
     """Point fields: device time (CUPTI, else queued), queued time, call latency.
 
     ``fn`` is the user-level call, timed all three ways; ``device_fn``, when given,
-    replaces it for the kernel timer only. Keys follow ``perfmodel.measured.Point``.
+    replaces it for the kernel timer only. Keys follow ``perfmodel.validation.measured.Point``.
     """
     lat = call_latency(fn, sets[0], samples=3)
     spin_up(fn, sets[0])

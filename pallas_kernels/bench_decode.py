@@ -25,7 +25,7 @@ once on each of ``copies`` input sets, so that the K/V read is not served by L2
 (``copies`` calls per measured function, divided), ``queued_time_s`` the same from
 calls queued back to back, ``call_latency_s`` one synchronous call on one set.
 
-``--out`` gets the field names of ``perfmodel.measured`` (``median_s`` = device time);
+``--out`` gets the field names of ``perfmodel.validation.measured`` (``median_s`` = device time);
 ``--details`` adds the model's bytes and the achieved bandwidth. Both are written
 atomically after every point; no point starts after ``--budget-s``.
 """
@@ -303,7 +303,7 @@ def bench_shape(rng, batch, m, h, h_kv, spec, *, interpret=False):
 
 
 def comparison_table(details_path: Path, hw: str = "h200") -> str:
-    """Markdown: each measured point against ``perfmodel.kvcache.decode_step`` (CPU only).
+    """Markdown: each measured point against ``perfmodel.analysis.kvcache.decode_step`` (CPU only).
 
     ``achieved`` is the model's bytes over the measured median; ``floor`` the model's
     bytes at the datasheet bandwidth; ``error`` the model's ``time_s`` (SM occupancy x

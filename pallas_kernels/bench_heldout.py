@@ -1,7 +1,7 @@
 """Device-time measurements on the GPU: the committed sweep again, and held-out shapes.
 
 Two modes, each appending one run to ``--out`` (plain JSON, the field names of
-``perfmodel.measured``; the GPU image has no pydantic)::
+``perfmodel.validation.measured``; the GPU image has no pydantic)::
 
     python -m pallas_kernels.bench_heldout remeasure --out FILE --budget-s 150
     python -m pallas_kernels.bench_heldout heldout --out FILE --budget-s 150
