@@ -21,6 +21,7 @@ from typing import Literal
 from pydantic import (
     BaseModel,
     ConfigDict,
+    NonNegativeFloat,
     NonNegativeInt,
     PositiveFloat,
     PositiveInt,
@@ -35,9 +36,23 @@ from perfmodel.errors import PerfmodelError
 SCHEMA_VERSION = 1
 
 Implementation = Literal[
-    "pallas_flash", "naive", "cudnn", "xla", "paged_decode", "contiguous_decode"
+    "pallas_flash",
+    "naive",
+    "naive_jit",
+    "cudnn",
+    "xla",
+    "mgpu_attention",
+    "paged_decode",
+    "contiguous_decode",
 ]
 Status = Literal["ok", "oom", "error"]
+#: How ``device_time_s`` was measured (pallas_kernels/_timing.py): CUPTI's summed kernel
+#: durations per call; wall time of calls queued back to back; or (naive, one early run)
+#: CUPTI over the three steps compiled as one program with optimisation barriers.
+DeviceTimeMethod = Literal["cupti_kernel_sum", "queued_calls", "cupti_one_program_barriers"]
+#: What ``median_s`` is: device time, or (files before 2026-11-30, no field) wall time
+#: per call with up to 50 calls queued per synchronised sample, host dispatch included.
+TimeBasis = Literal["device", "legacy_queued"]
 
 
 class _Frozen(BaseModel):
@@ -86,16 +101,39 @@ class Point(_Frozen):
     tflops: PositiveFloat | None = None
     tokens_per_s: PositiveFloat | None = None  #: batch * n / median_s
     peak_memory_bytes: NonNegativeInt | None = None
+    #: Kernel family of the implementation (specs/kernels/*.toml), when recorded.
+    family: str | None = None
+    #: Absent in older files: read as "legacy_queued" (:meth:`basis`).
+    time_basis: TimeBasis | None = None
+    #: Device time per call, the quantity the model's ``time_s`` predicts.
+    device_time_s: PositiveFloat | None = None
+    device_time_method: DeviceTimeMethod | None = None
+    kernels_per_call: PositiveInt | None = None  #: kernels CUPTI saw per call
+    #: Wall time per call with calls queued back to back, and the share of a sample the
+    #: host spent issuing them (near 1: host-bound, the number is dispatch).
+    queued_time_s: PositiveFloat | None = None
+    queued_host_share: NonNegativeFloat | None = None
+    queued_calls_per_sample: PositiveInt | None = None
+    #: One synchronous call as a user's script sees it: dispatch, kernels, sync.
+    call_latency_s: PositiveFloat | None = None
+    call_latency_p10_s: PositiveFloat | None = None
+    call_latency_samples: PositiveInt | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Point:
         if self.h % self.h_kv:
             raise ValueError(f"h={self.h} must be a multiple of h_kv={self.h_kv}")
+        if self.time_basis == "device" and self.status == "ok" and self.device_time_s is None:
+            raise ValueError("a point with time_basis='device' needs device_time_s")
         if self.status == "ok" and self.median_s is None:
             raise ValueError("an 'ok' point needs median_s")
         if self.status != "ok" and self.error is None:
             raise ValueError(f"a {self.status!r} point needs an error message")
         return self
+
+    def basis(self) -> TimeBasis:
+        """What ``median_s`` measures; points written before the field existed are legacy."""
+        return self.time_basis or "legacy_queued"
 
     def nominal_flops(self) -> float:
         """``4*b*h*n*kv_len*d``, halved when causal: QK^T and PV, softmax not counted."""
