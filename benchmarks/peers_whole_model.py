@@ -40,8 +40,9 @@ def _toml(path: str) -> dict:
 
 
 def _commit(repo: str) -> str:
-    return subprocess.run(["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True,
-                          text=True, check=True).stdout.strip()  # fmt: skip
+    return subprocess.run(
+        ["git", "-C", repo, "rev-parse", "HEAD"], capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def hf_config_dir(model: dict) -> str:
@@ -49,14 +50,21 @@ def hf_config_dir(model: dict) -> str:
     folder = Path(tempfile.mkdtemp()) / "Llama-3.1-8B"
     folder.mkdir()
     config = {
-        "architectures": ["LlamaForCausalLM"], "model_type": "llama",
-        "hidden_size": model["hidden"], "intermediate_size": model["intermediate"],
-        "num_attention_heads": model["heads"], "num_key_value_heads": model["kv_heads"],
-        "num_hidden_layers": model["layers"], "vocab_size": model["vocab"],
-        "head_dim": model["head_dim"], "max_position_embeddings": model["max_context_tokens"],
-        "tie_word_embeddings": model["tie_embeddings"], "rms_norm_eps": 1e-5,
-        "rope_theta": 500000.0, "torch_dtype": "bfloat16",
-    }  # fmt: skip
+        "architectures": ["LlamaForCausalLM"],
+        "model_type": "llama",
+        "hidden_size": model["hidden"],
+        "intermediate_size": model["intermediate"],
+        "num_attention_heads": model["heads"],
+        "num_key_value_heads": model["kv_heads"],
+        "num_hidden_layers": model["layers"],
+        "vocab_size": model["vocab"],
+        "head_dim": model["head_dim"],
+        "max_position_embeddings": model["max_context_tokens"],
+        "tie_word_embeddings": model["tie_embeddings"],
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 500000.0,
+        "torch_dtype": "bfloat16",
+    }
     (folder / "config.json").write_text(json.dumps(config))
     return str(folder)
 
@@ -77,16 +85,22 @@ def llm_viewer(repo: str, model: dict, hw: dict) -> dict:
     out: dict = {"commit": _commit(repo), "prefill": {}, "decode": {}}
     for n in PREFILL_N:
         for flash in (False, True):
-            r = analyzer.analyze(seqlen=n, batchsize=1, w_bit=16, a_bit=16, kv_bit=16,
-                                 use_flashattention=flash)["total_results"]["prefill"]  # fmt: skip
+            r = analyzer.analyze(
+                seqlen=n, batchsize=1, w_bit=16, a_bit=16, kv_bit=16, use_flashattention=flash
+            )["total_results"]["prefill"]
             key = f"{'flash' if flash else 'naive'}:{n}"
-            out["prefill"][key] = {"time_s": r["inference_time"],
-                                   "memory_bytes": r["memory_consumption"]}  # fmt: skip
+            out["prefill"][key] = {
+                "time_s": r["inference_time"],
+                "memory_bytes": r["memory_consumption"],
+            }
     for b, m in DECODE:
-        r = analyzer.analyze(seqlen=m, batchsize=b, w_bit=16, a_bit=16, kv_bit=16,
-                             use_flashattention=True)["total_results"]["decode"]  # fmt: skip
-        out["decode"][f"{b}:{m}"] = {"time_s": r["inference_time"],
-                                     "memory_bytes": r["memory_consumption"]}  # fmt: skip
+        r = analyzer.analyze(
+            seqlen=m, batchsize=b, w_bit=16, a_bit=16, kv_bit=16, use_flashattention=True
+        )["total_results"]["decode"]
+        out["decode"][f"{b}:{m}"] = {
+            "time_s": r["inference_time"],
+            "memory_bytes": r["memory_consumption"],
+        }
     sys.path.remove(repo)
     return out
 
@@ -104,23 +118,41 @@ def llm_analysis(repo: str, model: dict, hw: dict) -> dict:
         peak_fp16_TFLOPS=hw["peak_flops_per_s"]["bf16"] / 1e12,
     )
     model_json = Path(tempfile.mkdtemp()) / "llama-3.1-8b.json"
-    model_json.write_text(json.dumps({
-        "name": "meta-llama_Llama-3.1-8B", "num_layers": model["layers"],
-        "n_head": model["heads"], "hidden_dim": model["hidden"], "vocab_size": model["vocab"],
-        "max_seq_len": model["max_context_tokens"], "num_key_value_heads": model["kv_heads"],
-        "ffn_embed_dim": model["intermediate"], "model_type": "llama",
-        "mlp_gated_linear_units": True,  # SwiGLU: what their HF reader sets for Llama-3
-    }))  # fmt: skip
+    model_json.write_text(
+        json.dumps(
+            {
+                "name": "meta-llama_Llama-3.1-8B",
+                "num_layers": model["layers"],
+                "n_head": model["heads"],
+                "hidden_dim": model["hidden"],
+                "vocab_size": model["vocab"],
+                "max_seq_len": model["max_context_tokens"],
+                "num_key_value_heads": model["kv_heads"],
+                "ffn_embed_dim": model["intermediate"],
+                "model_type": "llama",
+                "mlp_gated_linear_units": True,  # SwiGLU: what their HF reader sets for Llama-3
+            }
+        )
+    )
     out: dict = {"commit": _commit(repo), "prefill": {}, "decode": {}}
     points = [("prefill", 1, n) for n in PREFILL_N] + [("decode", b, m) for b, m in DECODE]
     for kind, b, n in points:
-        s = analysis.infer(model_name=str(model_json), gpu_name="h200-sxm-141gb",
-                           dtype_name="w16a16e16", batch_size_per_gpu=b, seq_len=n,
-                           num_tokens_to_generate=1, log_level="ERROR")  # fmt: skip
-        entry = {"prefill_s": s["prefill_latency"], "decode_s": s["decode_latency"],
-                 "weights_bytes": s["weight_memory_per_gpu"],
-                 "kv_cache_bytes": s["kv_cache_memory_per_gpu"],
-                 "prefill_activation_bytes": s["prefill_activation_memory_per_gpu"]}  # fmt: skip
+        s = analysis.infer(
+            model_name=str(model_json),
+            gpu_name="h200-sxm-141gb",
+            dtype_name="w16a16e16",
+            batch_size_per_gpu=b,
+            seq_len=n,
+            num_tokens_to_generate=1,
+            log_level="ERROR",
+        )
+        entry = {
+            "prefill_s": s["prefill_latency"],
+            "decode_s": s["decode_latency"],
+            "weights_bytes": s["weight_memory_per_gpu"],
+            "kv_cache_bytes": s["kv_cache_memory_per_gpu"],
+            "prefill_activation_bytes": s["prefill_activation_memory_per_gpu"],
+        }
         # its inference path has no naive/flash switch: prefill rows are keyed "flash"
         out[kind][f"flash:{n}" if kind == "prefill" else f"{b}:{n}"] = entry
     return out
@@ -135,8 +167,10 @@ def main() -> None:
     model = _toml("specs/models/llama-3.1-8b.toml")
     hw = _toml("specs/devices/h200-sxm.toml")
     result = {}
-    for name, fn, repo in (("llm-analysis", llm_analysis, args.llm_analysis),
-                           ("llm-viewer", llm_viewer, args.llm_viewer)):  # fmt: skip
+    for name, fn, repo in (
+        ("llm-analysis", llm_analysis, args.llm_analysis),
+        ("llm-viewer", llm_viewer, args.llm_viewer),
+    ):
         try:
             result[name] = fn(os.path.abspath(repo), model, hw)
         except Exception as err:  # noqa: BLE001 - a peer that cannot run is a result too

@@ -14,7 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from perfmodel.estimate import estimate
+from perfmodel.analysis.estimate import estimate
 
 MODEL, HW = "llama-3.1-8b", "h200"
 #: Prefill attention in the benchmark -> (estimate's attention, kernel family).
@@ -26,12 +26,20 @@ def predicted(kind: str, impl: str, shape, batch: int = 1):
     """(seconds, estimate) of one benchmark point."""
     if kind == "prefill":
         attention, kernel = PREFILL[impl]
-        e = estimate(MODEL, HW, prompt=shape, batch=batch, attention=attention, kernel=kernel,
-                     check_memory=False)  # fmt: skip
+        e = estimate(
+            MODEL,
+            HW,
+            prompt=shape,
+            batch=batch,
+            attention=attention,
+            kernel=kernel,
+            check_memory=False,
+        )
         return e.ttft_s, e
     b, m = shape
-    e = estimate(MODEL, HW, prompt=m, batch=b, context=m, kv=impl, page_tokens=PAGE,
-                 check_memory=False)  # fmt: skip
+    e = estimate(
+        MODEL, HW, prompt=m, batch=b, context=m, kv=impl, page_tokens=PAGE, check_memory=False
+    )
     return e.tpot_s, e
 
 
@@ -78,10 +86,14 @@ def _peak(run: dict, point: dict) -> float | None:
 
 def conclusion(run: dict) -> str:
     """The chapter's sentence, measured and predicted: flash against naive per n."""
-    measured = {(p["impl"], p["n"]): p for p in run["points"]
-                if p["kind"] == "prefill" and "device_s" in p}  # fmt: skip
-    lines = ["| n | naive (meas.) | flash (meas.) | throughput gain meas. / pred. "
-             "| peak memory meas. / pred. |", "|---|---|---|---|---|"]  # fmt: skip
+    measured = {
+        (p["impl"], p["n"]): p for p in run["points"] if p["kind"] == "prefill" and "device_s" in p
+    }
+    lines = [
+        "| n | naive (meas.) | flash (meas.) | throughput gain meas. / pred. "
+        "| peak memory meas. / pred. |",
+        "|---|---|---|---|---|",
+    ]
     for n in sorted({n for _, n in measured}):
         if ("naive", n) not in measured or ("flash", n) not in measured:
             continue
@@ -115,8 +127,10 @@ def compare(path: str) -> str:
             f"b={p['batch']} n={p['n']}" if p["kind"] == "prefill" else f"b={p['batch']} m={p['m']}"
         )
         if "device_s" not in p:
-            lines.append(f"| {p['kind']} | {p['impl']} | {where} | {p.get('error', '?')[:60]} "
-                         f"| | {t_pred * 1e3:.2f} ms | | | | |")  # fmt: skip
+            lines.append(
+                f"| {p['kind']} | {p['impl']} | {where} | {p.get('error', '?')[:60]} "
+                f"| | {t_pred * 1e3:.2f} ms | | | | |"
+            )
             continue
         t = p["device_s"]
         phase = e.prefill if p["kind"] == "prefill" else e.decode

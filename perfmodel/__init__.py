@@ -28,6 +28,7 @@ _EXPORTS = {
     "Calibration": "perfmodel.catalog.calibration",
     "load_calibration": "perfmodel.catalog.calibration",
     "PerfmodelError": "perfmodel.errors",
+    "estimate": "perfmodel.analysis.estimate",
 }
 
 __all__ = [
@@ -38,6 +39,7 @@ __all__ = [
     "PerfmodelError",
     "Prediction",
     "SweepResult",
+    "estimate",
     "known_names",
     "load_calibration",
     "load_hardware",
@@ -48,6 +50,7 @@ __all__ = [
 __version__ = "0.1.0"
 
 if TYPE_CHECKING:
+    from perfmodel.analysis.estimate import estimate
     from perfmodel.catalog.calibration import Calibration, load_calibration
     from perfmodel.catalog.hardware import HardwareSpec, known_names, load_hardware
     from perfmodel.costs import symbolic

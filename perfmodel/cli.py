@@ -14,7 +14,7 @@ from typing import NoReturn
 from perfmodel.errors import PerfmodelError
 
 #: Subcommand modules under perfmodel.commands, in the order ``--help`` lists them.
-COMMANDS = ("predict", "hw", "validate", "report", "diagnose", "advise")
+COMMANDS = ("predict", "estimate", "hw", "validate", "report", "diagnose", "advise")
 
 
 class _Parser(argparse.ArgumentParser):

@@ -17,21 +17,46 @@ def plot_sweep(rows: list[dict], over: str, path: str | Path) -> None:
     for attention, style in (("naive", "o--"), ("flash", "s-")):
         mine = [r for r in rows if r["attention"] == attention]
         fits = [r for r in mine if r["fits"]]
-        left.plot([r[over] for r in fits], [r["prefill_tokens_per_s"] for r in fits], style,
-                  label=attention)  # fmt: skip
+        left.plot(
+            [r[over] for r in fits],
+            [r["prefill_tokens_per_s"] for r in fits],
+            style,
+            label=attention,
+        )
         lost = [r for r in mine if not r["fits"]]
         if lost:
-            left.plot([r[over] for r in lost], [r["prefill_tokens_per_s"] for r in lost], "x",
-                      color="red", label=f"{attention}: does not fit")  # fmt: skip
-        right.plot([r["throughput_tokens_per_s"] for r in fits], [r["latency_s"] for r in fits],
-                   style, label=attention)  # fmt: skip
+            left.plot(
+                [r[over] for r in lost],
+                [r["prefill_tokens_per_s"] for r in lost],
+                "x",
+                color="red",
+                label=f"{attention}: does not fit",
+            )
+        right.plot(
+            [r["throughput_tokens_per_s"] for r in fits],
+            [r["latency_s"] for r in fits],
+            style,
+            label=attention,
+        )
         for r in fits:
-            right.annotate(str(r[over]), (r["throughput_tokens_per_s"], r["latency_s"]),
-                           fontsize=7, xytext=(3, 3), textcoords="offset points")  # fmt: skip
-    left.set(xscale="log", xlabel=over, ylabel="prefill tokens/s (estimate)",
-             title="throughput of prefill")  # fmt: skip
-    right.set(xlabel="output tokens/s (whole request)", ylabel="end-to-end latency (s)",
-              title=f"latency against throughput (labels: {over})")  # fmt: skip
+            right.annotate(
+                str(r[over]),
+                (r["throughput_tokens_per_s"], r["latency_s"]),
+                fontsize=7,
+                xytext=(3, 3),
+                textcoords="offset points",
+            )
+    left.set(
+        xscale="log",
+        xlabel=over,
+        ylabel="prefill tokens/s (estimate)",
+        title="throughput of prefill",
+    )
+    right.set(
+        xlabel="output tokens/s (whole request)",
+        ylabel="end-to-end latency (s)",
+        title=f"latency against throughput (labels: {over})",
+    )
     for ax in (left, right):
         ax.grid(alpha=0.3)
         ax.legend()

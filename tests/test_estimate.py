@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
+from perfmodel.analysis.estimate import estimate, estimate_sweep
 from perfmodel.catalog.models import load_model
 from perfmodel.errors import PerfmodelError
-from perfmodel.estimate import estimate, estimate_sweep
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +20,9 @@ def test_prefill_flops_are_two_per_parameter_per_token_plus_attention(e8b):
     spec = load_model("llama-3.1-8b")
     tokens = 4 * 2048
     body = spec.params - 2 * spec.vocab * spec.hidden  # embeddings do no matmul per token
-    matmul = sum(op.flops for op in e8b.prefill.operators
-                 if op.name in ("qkv", "o_proj", "gate_up", "down"))  # fmt: skip
+    matmul = sum(
+        op.flops for op in e8b.prefill.operators if op.name in ("qkv", "o_proj", "gate_up", "down")
+    )
     assert matmul == pytest.approx(2 * body * tokens, rel=1e-3)
     head = next(op for op in e8b.prefill.operators if op.name == "lm_head")
     assert head.flops == pytest.approx(2 * 4 * spec.hidden * spec.vocab)
@@ -88,5 +91,37 @@ def test_bad_input_one_clear_error(kwargs, match):
 def test_sweep_marks_what_does_not_fit():
     rows = estimate_sweep("llama-3.1-8b", "h200", prompt=[4096, 32768], batch=1)
     fits = {(r["prompt"], r["attention"]): r["fits"] for r in rows}
-    assert fits == {(4096, "naive"): True, (4096, "flash"): True, (32768, "naive"): False,
-                    (32768, "flash"): True}  # fmt: skip
+    assert fits == {
+        (4096, "naive"): True,
+        (4096, "flash"): True,
+        (32768, "naive"): False,
+        (32768, "flash"): True,
+    }
+
+
+def test_cli_table_json_and_errors(capsys, tmp_path):
+    from perfmodel.cli import main
+
+    assert main(["estimate", "--model", "llama-3.1-8b", "--hw", "h200", "--prompt", "512"]) == 0
+    out = capsys.readouterr().out
+    assert "gate_up" in out and "time to first token" in out
+    assert main(["estimate", "--model", "llama-3.1-8b", "--hw", "h200", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["ttft_s"] > 0 and data["memory"]["fits"]
+    assert main(["estimate", "--model", "nope", "--hw", "h200"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "unknown model" in err
+    plot = tmp_path / "sweep.png"
+    argv = [
+        "estimate",
+        "--model",
+        "llama-3.1-8b",
+        "--hw",
+        "h200",
+        "--sweep",
+        "prompt=512,4096",
+        "--plot",
+        str(plot),
+    ]
+    assert main(argv) == 0 and plot.stat().st_size > 0
+    assert main(["estimate", "--model", "llama-3.1-8b", "--hw", "h200", "--sweep", "n=1"]) == 2

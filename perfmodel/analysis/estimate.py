@@ -120,8 +120,12 @@ class Memory:
 
     @property
     def total_bytes(self) -> float:
-        return (self.weights_bytes + self.kv_cache_bytes + self.activations_bytes
-                + self.attention_scratch_bytes)  # fmt: skip
+        return (
+            self.weights_bytes
+            + self.kv_cache_bytes
+            + self.activations_bytes
+            + self.attention_scratch_bytes
+        )
 
     @property
     def fits(self) -> bool:
@@ -182,14 +186,22 @@ class Estimate:
         out = asdict(self)
         for phase in ("prefill", "decode"):
             p = getattr(self, phase)
-            out[phase].update(time_s=p.time_s, t_lower_s=p.t_lower_s, flops=p.flops,
-                              hbm_bytes=p.hbm_bytes)  # fmt: skip
-        out["memory"].update(total_bytes=self.memory.total_bytes, fits=self.memory.fits,
-                             shortfall_bytes=self.memory.shortfall_bytes)  # fmt: skip
-        out.update(ttft_s=self.ttft_s, tpot_s=self.tpot_s, latency_s=self.latency_s,
-                   prefill_tokens_per_s=self.prefill_tokens_per_s,
-                   decode_tokens_per_s=self.decode_tokens_per_s,
-                   throughput_tokens_per_s=self.throughput_tokens_per_s)  # fmt: skip
+            out[phase].update(
+                time_s=p.time_s, t_lower_s=p.t_lower_s, flops=p.flops, hbm_bytes=p.hbm_bytes
+            )
+        out["memory"].update(
+            total_bytes=self.memory.total_bytes,
+            fits=self.memory.fits,
+            shortfall_bytes=self.memory.shortfall_bytes,
+        )
+        out.update(
+            ttft_s=self.ttft_s,
+            tpot_s=self.tpot_s,
+            latency_s=self.latency_s,
+            prefill_tokens_per_s=self.prefill_tokens_per_s,
+            decode_tokens_per_s=self.decode_tokens_per_s,
+            throughput_tokens_per_s=self.throughput_tokens_per_s,
+        )
         return out
 
     def __str__(self) -> str:
@@ -232,26 +244,53 @@ def _profile(device: HardwareSpec, impl: str | None) -> Calibration:
 
 # --- operators ----------------------------------------------------------------------
 def _values(spec: ModelSpec, dtype: str, rows: int, head_rows: int) -> dict[str, int]:
-    return dict(rows=rows, head_rows=head_rows, hidden=spec.hidden, inter=spec.intermediate,
-                vocab=spec.vocab, h=spec.heads, h_kv=spec.kv_heads, d=spec.head_dim,
-                experts=1, top_k=1, s=BYTES_PER_ELEMENT[dtype])  # fmt: skip
+    return dict(
+        rows=rows,
+        head_rows=head_rows,
+        hidden=spec.hidden,
+        inter=spec.intermediate,
+        vocab=spec.vocab,
+        h=spec.heads,
+        h_kv=spec.kv_heads,
+        d=spec.head_dim,
+        experts=1,
+        top_k=1,
+        s=BYTES_PER_ELEMENT[dtype],
+    )
 
 
-def _operator(kernel: Kernel, count: int, values: dict, device: HardwareSpec, dtype: str,
-              calibration: Calibration) -> Operator:  # fmt: skip
+def _operator(
+    kernel: Kernel,
+    count: int,
+    values: dict,
+    device: HardwareSpec,
+    dtype: str,
+    calibration: Calibration,
+) -> Operator:
     """One kernel's roofline time at the calibrated fractions, plus its launch gap."""
-    work = compiled((kernel.matmul_flops, kernel.vector_flops, kernel.exp_count,
-                     kernel.hbm_bytes))(**values)  # fmt: skip
-    rates = {"matmul": device.peak(dtype), "vector": device.vector_fp32_flops_per_s,
-             "exp": device.exp_per_s, "hbm": device.hbm_bandwidth_bytes_per_s}  # fmt: skip
+    work = compiled((kernel.matmul_flops, kernel.vector_flops, kernel.exp_count, kernel.hbm_bytes))(
+        **values
+    )
+    rates = {
+        "matmul": device.peak(dtype),
+        "vector": device.vector_fp32_flops_per_s,
+        "exp": device.exp_per_s,
+        "hbm": device.hbm_bandwidth_bytes_per_s,
+    }
     times = roofline.roof_times(dict(zip(rates, work, strict=True)), rates)
     efficiency = {r: calibration.efficiency(r) for r in times}
     launch = calibration.launch_overhead_s
     launch = device.launch_overhead_s if launch is None else launch
     time = roofline.kernel_estimate(times, efficiency, compute_overlap=calibration.compute_overlap)
-    return Operator(name=kernel.name, count=count, flops=count * (work[0] + work[1]),
-                    hbm_bytes=count * work[3], t_lower_s=count * roofline.lower_bound(times),
-                    time_s=count * (time + launch), roof=roofline.binding_roof(times))  # fmt: skip
+    return Operator(
+        name=kernel.name,
+        count=count,
+        flops=count * (work[0] + work[1]),
+        hbm_bytes=count * work[3],
+        t_lower_s=count * roofline.lower_bound(times),
+        time_s=count * (time + launch),
+        roof=roofline.binding_roof(times),
+    )
 
 
 def _layer_operators(spec, device, dtype, rows, head_rows) -> list[Operator]:
@@ -265,13 +304,28 @@ def _layer_operators(spec, device, dtype, rows, head_rows) -> list[Operator]:
 def _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, variant):
     from perfmodel.prediction import predict
 
-    p = predict(n=prompt, hw=device, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads,
-                batch=batch, dtype=dtype, causal=True, calibration=_profile(device, impl),
-                naive=variant)  # fmt: skip
+    p = predict(
+        n=prompt,
+        hw=device,
+        d=spec.head_dim,
+        h=spec.heads,
+        h_kv=spec.kv_heads,
+        batch=batch,
+        dtype=dtype,
+        causal=True,
+        calibration=_profile(device, impl),
+        naive=variant,
+    )
     side = p.flash if algorithm == "flash" else p.naive
-    op = Operator(name="attention", count=spec.layers, flops=spec.layers * side.flops,
-                  hbm_bytes=spec.layers * side.hbm_bytes, t_lower_s=spec.layers * side.t_lower_s,
-                  time_s=spec.layers * side.time_s, roof=side.binding_roof)  # fmt: skip
+    op = Operator(
+        name="attention",
+        count=spec.layers,
+        flops=spec.layers * side.flops,
+        hbm_bytes=spec.layers * side.hbm_bytes,
+        t_lower_s=spec.layers * side.t_lower_s,
+        time_s=spec.layers * side.time_s,
+        roof=side.binding_roof,
+    )
     return op, side.extra_memory_bytes
 
 
@@ -286,8 +340,13 @@ def decode_splits(device: HardwareSpec, batch: int, kv_heads: int, context: int,
     from perfmodel.costs import decode
 
     rule = decode.auto_splits(kv_blocks=sp.ceiling(decode.pages_per_seq / MIN_PAGES_PER_SPLIT))
-    value = compiled(rule)(b=batch, h_kv=kv_heads, m=context, page=page,
-                           resident_ctas=PROGRAMS_PER_SM * device.sm_count)  # fmt: skip
+    value = compiled(rule)(
+        b=batch,
+        h_kv=kv_heads,
+        m=context,
+        page=page,
+        resident_ctas=PROGRAMS_PER_SM * device.sm_count,
+    )
     return int(value)
 
 
@@ -297,13 +356,26 @@ def _decode_attention(spec, device, dtype, batch, context, kv, page_tokens) -> O
     paged = kv == "paged"
     page = page_tokens if paged else 64  # contiguous: XLA fills the chip; 64-token blocks
     splits = decode_splits(device, batch, spec.kv_heads, context, page)
-    step = decode_step(device, batch=batch, kv_len=context, h=spec.heads, h_kv=spec.kv_heads,
-                       d=spec.head_dim, dtype=dtype, page_tokens=page if paged else None,
-                       splits=splits)  # fmt: skip
-    return Operator(name="attention", count=spec.layers, flops=spec.layers * step.flops,
-                    hbm_bytes=spec.layers * step.hbm_bytes,
-                    t_lower_s=spec.layers * step.t_lower_s, time_s=spec.layers * step.time_s,
-                    roof="hbm")  # fmt: skip
+    step = decode_step(
+        device,
+        batch=batch,
+        kv_len=context,
+        h=spec.heads,
+        h_kv=spec.kv_heads,
+        d=spec.head_dim,
+        dtype=dtype,
+        page_tokens=page if paged else None,
+        splits=splits,
+    )
+    return Operator(
+        name="attention",
+        count=spec.layers,
+        flops=spec.layers * step.flops,
+        hbm_bytes=spec.layers * step.hbm_bytes,
+        t_lower_s=spec.layers * step.t_lower_s,
+        time_s=spec.layers * step.time_s,
+        roof="hbm",
+    )
 
 
 def _ordered(ops: list[Operator], attention: Operator) -> tuple[Operator, ...]:
@@ -312,9 +384,18 @@ def _ordered(ops: list[Operator], attention: Operator) -> tuple[Operator, ...]:
     return tuple(ops[:at] + [attention] + ops[at:])
 
 
-def memory_budget(spec: ModelSpec, device: HardwareSpec, dtype: str, *, batch: int,
-                  prompt: int, output: int, kv: str, page_tokens: int,
-                  attention_scratch: float) -> Memory:  # fmt: skip
+def memory_budget(
+    spec: ModelSpec,
+    device: HardwareSpec,
+    dtype: str,
+    *,
+    batch: int,
+    prompt: int,
+    output: int,
+    kv: str,
+    page_tokens: int,
+    attention_scratch: float,
+) -> Memory:
     """Weights, the KV cache for ``prompt + output`` tokens per sequence, the prefill's
     peak activations (one layer at a time) and attention scratch."""
     from perfmodel.analysis.kvcache import kv_bytes_per_token
@@ -325,23 +406,29 @@ def memory_budget(spec: ModelSpec, device: HardwareSpec, dtype: str, *, batch: i
     s = BYTES_PER_ELEMENT[dtype]
     values = _values(spec, dtype, batch * prompt, batch)
     activations = compiled(tf.activation_elements())(**values) * s
-    return Memory(weights_bytes=spec.weight_bytes(dtype),
-                  kv_cache_bytes=batch * tokens * kv_bytes_per_token(spec, dtype),
-                  activations_bytes=float(activations),
-                  attention_scratch_bytes=float(attention_scratch),
-                  capacity_bytes=float(device.hbm_capacity_bytes))  # fmt: skip
+    return Memory(
+        weights_bytes=spec.weight_bytes(dtype),
+        kv_cache_bytes=batch * tokens * kv_bytes_per_token(spec, dtype),
+        activations_bytes=float(activations),
+        attention_scratch_bytes=float(attention_scratch),
+        capacity_bytes=float(device.hbm_capacity_bytes),
+    )
 
 
 def _does_not_fit(e: Estimate) -> str:
     m = e.memory
-    parts = (f"weights {si(m.weights_bytes, 'B')} + KV cache {si(m.kv_cache_bytes, 'B')} + "
-             f"activations {si(m.activations_bytes, 'B')} + attention scratch "
-             f"{si(m.attention_scratch_bytes, 'B')}")  # fmt: skip
+    parts = (
+        f"weights {si(m.weights_bytes, 'B')} + KV cache {si(m.kv_cache_bytes, 'B')} + "
+        f"activations {si(m.activations_bytes, 'B')} + attention scratch "
+        f"{si(m.attention_scratch_bytes, 'B')}"
+    )
     need = math.ceil(m.total_bytes / m.capacity_bytes)
-    return (f"{e.model} with batch={e.batch}, prompt={e.prompt}, output={e.output} "
-            f"({e.attention} attention) does not fit on one {e.hardware}: {parts} = "
-            f"{si(m.total_bytes, 'B')} > {si(m.capacity_bytes, 'B')}, short by "
-            f"{si(m.shortfall_bytes, 'B')} (at least {need} devices' memory)")  # fmt: skip
+    return (
+        f"{e.model} with batch={e.batch}, prompt={e.prompt}, output={e.output} "
+        f"({e.attention} attention) does not fit on one {e.hardware}: {parts} = "
+        f"{si(m.total_bytes, 'B')} > {si(m.capacity_bytes, 'B')}, short by "
+        f"{si(m.shortfall_bytes, 'B')} (at least {need} devices' memory)"
+    )
 
 
 def estimate(
@@ -368,8 +455,9 @@ def estimate(
     ``check_memory=False`` returns an estimate that does not fit instead of raising.
     """
     spec, device = load_model(model), load_hardware(hw)
-    for name, value in dict(prompt=prompt, output=output, batch=batch,
-                            page_tokens=page_tokens).items():  # fmt: skip
+    for name, value in dict(
+        prompt=prompt, output=output, batch=batch, page_tokens=page_tokens
+    ).items():
         _positive_int(name, value)
     if dtype not in BYTES_PER_ELEMENT:
         raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
@@ -382,11 +470,11 @@ def estimate(
         )
     context = prompt + output // 2 if context is None else _positive_int("context", context)
     if context > spec.max_context_tokens:
-        raise PerfmodelError(f"context={context} exceeds {spec.name}'s "
-                             f"max_context_tokens={spec.max_context_tokens}")  # fmt: skip
+        raise PerfmodelError(
+            f"context={context} exceeds {spec.name}'s max_context_tokens={spec.max_context_tokens}"
+        )
     algorithm, impl, variant = _attention_choice(attention, kernel)
-    attn, scratch = _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl,
-                                       variant)  # fmt: skip
+    attn, scratch = _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, variant)
     prefill = Phase(
         "prefill",
         batch * prompt,
@@ -400,11 +488,31 @@ def estimate(
         context,
         _ordered(_layer_operators(spec, device, dtype, batch, batch), decode_attn),
     )
-    memory = memory_budget(spec, device, dtype, batch=batch, prompt=prompt, output=output,
-                           kv=kv, page_tokens=page_tokens, attention_scratch=scratch)  # fmt: skip
-    result = Estimate(model=spec.name, hardware=device.name, dtype=dtype, attention=algorithm,
-                      kernel=kernel, kv=kv, batch=batch, prompt=prompt, output=output,
-                      prefill=prefill, decode=decode, memory=memory)  # fmt: skip
+    memory = memory_budget(
+        spec,
+        device,
+        dtype,
+        batch=batch,
+        prompt=prompt,
+        output=output,
+        kv=kv,
+        page_tokens=page_tokens,
+        attention_scratch=scratch,
+    )
+    result = Estimate(
+        model=spec.name,
+        hardware=device.name,
+        dtype=dtype,
+        attention=algorithm,
+        kernel=kernel,
+        kv=kv,
+        batch=batch,
+        prompt=prompt,
+        output=output,
+        prefill=prefill,
+        decode=decode,
+        memory=memory,
+    )
     if check_memory and not memory.fits:
         raise PerfmodelError(_does_not_fit(result))
     return result
@@ -412,18 +520,22 @@ def estimate(
 
 # --- display ------------------------------------------------------------------------
 def _phase_lines(phase: Phase) -> list[str]:
-    head = (f"  {'operator':<14}{'count':>6}{'FLOPs':>12}{'HBM bytes':>12}{'FLOP/B':>9}"
-            f"{'roof':>8}{'floor':>11}{'time':>11}{'share':>8}")  # fmt: skip
+    head = (
+        f"  {'operator':<14}{'count':>6}{'FLOPs':>12}{'HBM bytes':>12}{'FLOP/B':>9}"
+        f"{'roof':>8}{'floor':>11}{'time':>11}{'share':>8}"
+    )
     lines = [head]
     for op in phase.operators:
         lines.append(
             f"  {op.name:<14}{op.count:>6}{si(op.flops, 'FLOP'):>12}{si(op.hbm_bytes, 'B'):>12}"
             f"{op.intensity:>9.1f}{op.roof:>8}{si(op.t_lower_s, 's'):>11}{si(op.time_s, 's'):>11}"
             f"{op.time_s / phase.time_s:>8.1%}"
-        )  # fmt: skip
-    lines.append(f"  {'total':<14}{'':>6}{si(phase.flops, 'FLOP'):>12}"
-                 f"{si(phase.hbm_bytes, 'B'):>12}{phase.flops / phase.hbm_bytes:>9.1f}{'':>8}"
-                 f"{si(phase.t_lower_s, 's'):>11}{si(phase.time_s, 's'):>11}")  # fmt: skip
+        )
+    lines.append(
+        f"  {'total':<14}{'':>6}{si(phase.flops, 'FLOP'):>12}"
+        f"{si(phase.hbm_bytes, 'B'):>12}{phase.flops / phase.hbm_bytes:>9.1f}{'':>8}"
+        f"{si(phase.t_lower_s, 's'):>11}{si(phase.time_s, 's'):>11}"
+    )
     return lines
 
 
@@ -447,7 +559,7 @@ def estimate_table(e: Estimate) -> str:
         f"activations {si(m.activations_bytes, 'B')} + attention scratch "
         f"{si(m.attention_scratch_bytes, 'B')} = {si(m.total_bytes, 'B')} of "
         f"{si(m.capacity_bytes, 'B')} ({'fits' if m.fits else 'does NOT fit'})",
-    ]  # fmt: skip
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -466,24 +578,42 @@ def estimate_sweep(model, hw, *, prompt, batch, kernel=None, **kwargs) -> list[d
         for b in batches:
             for attention in ("naive", "flash"):
                 k = kernel if kernel is None or KERNELS[kernel][0] == attention else None
-                e = estimate(model, hw, prompt=n, batch=b, attention=attention, kernel=k,
-                             check_memory=False, **kwargs)  # fmt: skip
+                e = estimate(
+                    model,
+                    hw,
+                    prompt=n,
+                    batch=b,
+                    attention=attention,
+                    kernel=k,
+                    check_memory=False,
+                    **kwargs,
+                )
                 rows.append(
-                    dict(prompt=n, batch=b, attention=attention, kernel=k, ttft_s=e.ttft_s,
-                         tpot_s=e.tpot_s, latency_s=e.latency_s,
-                         prefill_tokens_per_s=e.prefill_tokens_per_s,
-                         decode_tokens_per_s=e.decode_tokens_per_s,
-                         throughput_tokens_per_s=e.throughput_tokens_per_s,
-                         attention_share=e.prefill.share("attention"),
-                         memory_bytes=e.memory.total_bytes, fits=e.memory.fits)
-                )  # fmt: skip
+                    dict(
+                        prompt=n,
+                        batch=b,
+                        attention=attention,
+                        kernel=k,
+                        ttft_s=e.ttft_s,
+                        tpot_s=e.tpot_s,
+                        latency_s=e.latency_s,
+                        prefill_tokens_per_s=e.prefill_tokens_per_s,
+                        decode_tokens_per_s=e.decode_tokens_per_s,
+                        throughput_tokens_per_s=e.throughput_tokens_per_s,
+                        attention_share=e.prefill.share("attention"),
+                        memory_bytes=e.memory.total_bytes,
+                        fits=e.memory.fits,
+                    )
+                )
     return rows
 
 
 def sweep_table(rows: list[dict], over: str) -> str:
     """Naive against flash per swept value: TTFT, prefill tokens/s, TPOT, memory."""
-    head = (f"{over:>7} {'attention':>9} {'TTFT':>10} {'prompt tok/s':>13} {'attn share':>10} "
-            f"{'TPOT':>10} {'out tok/s':>10} {'memory':>9}  fits")  # fmt: skip
+    head = (
+        f"{over:>7} {'attention':>9} {'TTFT':>10} {'prompt tok/s':>13} {'attn share':>10} "
+        f"{'TPOT':>10} {'out tok/s':>10} {'memory':>9}  fits"
+    )
     lines = [head]
     for r in rows:
         lines.append(

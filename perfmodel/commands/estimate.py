@@ -23,8 +23,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--page-tokens", type=int, default=16)
     p.add_argument("--context", type=int, default=None, help="KV length of the TPOT step")
     p.add_argument("--dtype", default="bf16")
-    p.add_argument("--sweep", default=None,
-                   help="prompt=512,1024 or batch=1,8: naive and flash side by side")  # fmt: skip
+    p.add_argument(
+        "--sweep", default=None, help="prompt=512,1024 or batch=1,8: naive and flash side by side"
+    )
     p.add_argument("--plot", default=None, help="with --sweep: write a figure here")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
@@ -41,11 +42,20 @@ def _parse_sweep(text: str) -> tuple[str, list[int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.estimate import estimate, estimate_sweep, sweep_table
+    from perfmodel.analysis.estimate import estimate, estimate_sweep, sweep_table
 
-    common = dict(model=args.model, hw=args.hw, prompt=args.prompt, output=args.output,
-                  batch=args.batch, kernel=args.kernel, dtype=args.dtype, kv=args.kv,
-                  page_tokens=args.page_tokens, context=args.context)  # fmt: skip
+    common = dict(
+        model=args.model,
+        hw=args.hw,
+        prompt=args.prompt,
+        output=args.output,
+        batch=args.batch,
+        kernel=args.kernel,
+        dtype=args.dtype,
+        kv=args.kv,
+        page_tokens=args.page_tokens,
+        context=args.context,
+    )
     if args.sweep is None:
         if args.plot:
             raise PerfmodelError("--plot needs --sweep")

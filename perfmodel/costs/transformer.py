@@ -82,17 +82,27 @@ def matmul(name: str, m: sp.Expr, k: sp.Expr, n: sp.Expr, weights: sp.Expr | Non
     )
 
 
-def elementwise(name: str, reads: sp.Expr, writes: sp.Expr, flops: sp.Expr,
-                exps: sp.Expr = ZERO) -> Kernel:  # fmt: skip
+def elementwise(
+    name: str, reads: sp.Expr, writes: sp.Expr, flops: sp.Expr, exps: sp.Expr = ZERO
+) -> Kernel:
     """One fused pass: ``reads`` and ``writes`` elements of HBM, ``flops`` vector FLOPs."""
-    return Kernel(name=name, matmul_flops=sp.Integer(0), vector_flops=flops, exp_count=exps,
-                  hbm_bytes=(reads + writes) * s)  # fmt: skip
+    return Kernel(
+        name=name,
+        matmul_flops=sp.Integer(0),
+        vector_flops=flops,
+        exp_count=exps,
+        hbm_bytes=(reads + writes) * s,
+    )
 
 
 def add_norm(name: str, n_rows: sp.Expr = rows) -> Kernel:
     """Residual add fused with the next RMSNorm: read x and the branch, write both results."""
-    return elementwise(name, reads=2 * n_rows * hidden + hidden, writes=2 * n_rows * hidden,
-                       flops=(RMSNORM_FLOPS + 1) * n_rows * hidden)  # fmt: skip
+    return elementwise(
+        name,
+        reads=2 * n_rows * hidden + hidden,
+        writes=2 * n_rows * hidden,
+        flops=(RMSNORM_FLOPS + 1) * n_rows * hidden,
+    )
 
 
 def rope() -> Kernel:
@@ -119,7 +129,7 @@ def mlp() -> tuple[Kernel, ...]:
             writes=routed * inter,
             flops=SWIGLU_FLOPS * routed * inter,
             exps=routed * inter,
-        ),  # fmt: skip
+        ),
         matmul("down", routed, inter, hidden, weights=down_w),
     )
     return kernels
@@ -157,7 +167,7 @@ def once_per_forward() -> tuple[Kernel, ...]:
             reads=head_rows * hidden + hidden,
             writes=head_rows * hidden,
             flops=RMSNORM_FLOPS * head_rows * hidden,
-        ),  # fmt: skip
+        ),
         matmul("lm_head", head_rows, hidden, vocab),
     )
 
