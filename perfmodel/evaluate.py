@@ -19,7 +19,7 @@ from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.compile import Compiled, compiled
-from perfmodel.costs import symbolic
+from perfmodel.costs import MODES, symbolic
 from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
@@ -29,18 +29,30 @@ _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_byt
 _PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
 
 
-def model_key(algorithm: str, naive: str = "minimal") -> str:
-    """The model of one side: ``naive-xla`` for naive as XLA compiles it, else the algorithm."""
+def model_key(
+    algorithm: str, naive: str = "minimal", mode: str = "forward", dq: str = "atomic"
+) -> str:
+    """The model of one side: ``naive-xla`` for naive as XLA compiles it, else the algorithm;
+    then ``/backward`` or ``/train`` (``costs.MODES``) and, for flash, ``/two_pass`` when
+    its backward sums dQ in a second pass (``costs.backward.DQ_FAMILIES``)."""
     if naive not in NAIVE_IMPLEMENTATIONS:
         raise PerfmodelError(f"unknown naive={naive!r}; known: {NAIVE_IMPLEMENTATIONS}")
-    return algorithm if algorithm == "flash" or naive == "minimal" else f"naive-{naive}"
+    if mode not in MODES:
+        raise PerfmodelError(f"unknown mode={mode!r}; known: {MODES}")
+    key = algorithm if algorithm == "flash" or naive == "minimal" else f"naive-{naive}"
+    if mode == "forward":
+        return key
+    return f"{key}/{mode}" if dq == "atomic" or algorithm != "flash" else f"{key}/{mode}/{dq}"
 
 
 @functools.cache
 def _model(algorithm: str, causal: bool, l2: bool):
-    """``naive``, ``naive-xla`` (naive as XLA compiles it) or ``flash``."""
-    base, _, variant = algorithm.partition("-")
-    return symbolic(base, causal=causal, l2=l2, naive=variant or "minimal")
+    """A ``model_key``: ``naive``, ``naive-xla`` or ``flash``, with its mode and dQ family."""
+    side, *rest = algorithm.split("/")
+    mode = rest[0] if rest else "forward"
+    dq = rest[1] if len(rest) > 1 else "atomic"
+    base, _, variant = side.partition("-")
+    return symbolic(base, causal=causal, l2=l2, naive=variant or "minimal", mode=mode, dq=dq)
 
 
 @functools.cache

@@ -161,3 +161,27 @@ def test_on_chip_capacity_of_the_backward_tile():
     assert value(two_pass.register_bytes) == (2 * 128 * 128 + 2 * 64 * 128) * 4
     # 128x128 tiles at d=256 do not fit the H200's 228 KiB of shared memory
     assert value(two_pass.sram_bytes, d=256, block_q=128, block_k=128) > 233_472
+
+
+def test_train_is_the_forward_then_the_backward():
+    train = symbolic("flash", mode="train", dq="two_pass")
+    assert [k.name for k in train.kernels] == ["flash", "bwd_delta", "bwd_dkdv", "bwd_dq"]
+    # 2 forward products + 7 backward products of n×m×d, 2 FLOPs per multiply-add
+    assert sp.simplify(train.matmul_flops - 9 * 2 * b * h * n * m * d) == 0
+    # memory: the larger pass; flash keeps LSE and D, naive P and one n×m gradient buffer
+    assert value(train.extra_memory_bytes) == 2 * 4 * 1024 * 4
+    naive_train = symbolic("naive", mode="train")
+    assert value(naive_train.extra_memory_bytes) == 2 * 4 * 1024 * 1024 * 2 + 4 * 1024 * 4
+
+
+def test_model_keys_name_mode_and_dq_family():
+    from perfmodel.errors import PerfmodelError
+    from perfmodel.evaluate import model_key
+
+    assert model_key("flash") == "flash"
+    assert model_key("flash", mode="backward", dq="two_pass") == "flash/backward/two_pass"
+    assert model_key("naive", "xla", mode="train") == "naive-xla/train"
+    with pytest.raises(PerfmodelError, match="mode='sideways'"):
+        model_key("flash", mode="sideways")
+    with pytest.raises(PerfmodelError, match="dq='x'"):
+        symbolic("flash", mode="backward", dq="x")

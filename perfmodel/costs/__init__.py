@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 
-from perfmodel.costs import flash
+from perfmodel.costs import backward, flash
 from perfmodel.costs import naive as naive_model
 from perfmodel.costs.base import CostModel, Kernel
 from perfmodel.errors import PerfmodelError
@@ -17,16 +17,42 @@ from perfmodel.errors import PerfmodelError
 _BUILDERS = {"naive": naive_model.build, "flash": flash.build}
 
 
+#: What a model costs: the forward pass, the backward (``perfmodel.costs.backward``), or
+#: one training step of the attention call (forward then backward).
+MODES = ("forward", "backward", "train")
+
+
 @functools.cache
 def symbolic(
-    algorithm: str, *, causal: bool = False, l2: bool = True, naive: str = "minimal"
+    algorithm: str,
+    *,
+    causal: bool = False,
+    l2: bool = True,
+    naive: str = "minimal",
+    mode: str = "forward",
+    dq: str = "atomic",
 ) -> CostModel:
     """The sympy cost model of ``algorithm`` ("naive" or "flash").
 
-    ``naive`` picks how naive attention is compiled (see ``perfmodel.costs.naive``).
+    ``naive`` picks how naive attention is compiled (see ``perfmodel.costs.naive``);
+    ``mode`` one of ``MODES``: the backward's flash dQ is summed as ``dq`` says ("atomic":
+    FlashAttention-2's own kernel; "two_pass": ours). The backward of naive attention has
+    one model (the minimal trips), whatever ``naive`` says.
+
+    >>> [k.name for k in symbolic("flash", mode="train").kernels]
+    ['flash', 'bwd_delta', 'bwd_dkdvdq', 'bwd_dq_convert']
     """
     if algorithm not in _BUILDERS:
         raise PerfmodelError(f"unknown algorithm {algorithm!r}; known: {sorted(_BUILDERS)}")
+    if mode not in MODES:
+        raise PerfmodelError(f"unknown mode={mode!r}; known: {MODES}")
+    if mode != "forward":
+        if dq not in backward.DQ_FAMILIES:
+            raise PerfmodelError(f"unknown dq={dq!r}; known: {backward.DQ_FAMILIES}")
+        bwd = backward.build(algorithm, causal=causal, l2=l2, dq=dq)
+        if mode == "backward":
+            return bwd
+        return backward.training_step(symbolic(algorithm, causal=causal, l2=l2, naive=naive), bwd)
     if algorithm == "flash":
         return flash.build(causal=causal, l2=l2)
     if naive not in naive_model.IMPLEMENTATIONS:
@@ -34,4 +60,4 @@ def symbolic(
     return naive_model.build(causal=causal, implementation=naive)
 
 
-__all__ = ["CostModel", "Kernel", "symbolic"]
+__all__ = ["MODES", "CostModel", "Kernel", "symbolic"]

@@ -213,3 +213,20 @@ def build(algorithm: str, causal: bool = False, l2: bool = True, dq: str = "two_
     if algorithm == "flash":
         return build_flash(causal, l2, dq)
     raise ValueError(f"algorithm={algorithm!r} unknown; known: ('naive', 'flash')")
+
+
+def training_step(forward: CostModel, backward: CostModel) -> CostModel:
+    """One training step of the attention call: the forward's kernels, then the backward's.
+
+    Memory is the larger of the two passes' (the backward's working set already holds
+    what the forward kept for it: P for naive, the log-sum-exp for flash).
+    """
+    return CostModel(
+        name=f"{forward.name}+{backward.name}",
+        kernels=forward.kernels + backward.kernels,
+        extra_memory_bytes=sp.Max(forward.extra_memory_bytes, backward.extra_memory_bytes),
+        hbm_bytes_no_cache=forward.hbm_bytes_no_cache + backward.hbm_bytes_no_cache,
+        sram_bytes=sp.Max(forward.sram_bytes, backward.sram_bytes),
+        register_bytes=sp.Max(forward.register_bytes, backward.register_bytes),
+        notes={**forward.notes, **backward.notes},
+    )
