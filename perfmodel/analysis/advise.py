@@ -4,10 +4,10 @@ A workload (``specs/workloads/*.toml``) gives prompt and response length quantil
 the concurrency the service wants, its model and dtype. Two questions, each answered
 with computed reasons:
 
-* **FlashAttention-2** pays where attention is a large share of prefill. Attention per
-  layer comes from :func:`perfmodel.sweep` (naive and flash, causal, the model's heads);
-  the rest of prefill is estimated as ``2·params`` FLOPs per prompt token on the matmul
-  roof (derated by the default calibration). Also: naive attention's S+P scratch.
+* **FlashAttention-2** pays where attention is a large share of prefill. Prefill comes
+  from the whole-model estimate (:func:`perfmodel.analysis.estimate.estimate`: every
+  operator of every layer, attention naive or flash, causal, the model's heads), at
+  batch 1. Also: naive attention's S+P scratch.
 * **PagedAttention** pays where contiguous allocation wastes KV memory and so caps how
   many sequences run at once (:func:`perfmodel.analysis.kvcache.allocations`). A sequence in
   flight holds its prompt plus the response so far; the model averages over every
@@ -39,7 +39,6 @@ from pydantic import (
 
 from perfmodel.analysis.kvcache import Allocation, allocations, kv_budget_bytes, paging_overhead
 from perfmodel.catalog import registry as _registry
-from perfmodel.catalog.calibration import load_calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.errors import PerfmodelError
@@ -178,24 +177,31 @@ def _pct(x: float) -> str:
 
 # --- FlashAttention-2 -------------------------------------------------------------------
 def prefill_breakdown(spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: list[int]) -> dict:
-    """Per prompt length: attention (naive, flash) and the rest of prefill, in seconds."""
-    from perfmodel.prediction import sweep
+    """Per prompt length: attention (naive, flash) and the rest of prefill, in seconds,
+    from the whole-model estimate (:func:`perfmodel.analysis.estimate.estimate`, batch 1)."""
+    from perfmodel.analysis.estimate import estimate
 
-    r = sweep(
-        hw, n=prompt, d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads, dtype=dtype, causal=True
-    )
-    efficiency = load_calibration("default").matmul_efficiency
-    rest = 2.0 * spec.params * np.asarray(prompt, float) / (hw.peak(dtype) * efficiency)
-    naive = spec.layers * r["naive.time_s"]
-    flash = spec.layers * r["flash.time_s"]
+    def attention_s(e) -> float:
+        return sum(op.time_s for op in e.prefill.operators if op.name == "attention")
+
+    cols: dict[str, list[float]] = {k: [] for k in ("naive", "flash", "rest", "scratch")}
+    for n in prompt:
+        kw = dict(prompt=int(n), output=1, batch=1, dtype=dtype, check_memory=False)
+        naive = estimate(spec, hw, attention="naive", **kw)
+        flash = estimate(spec, hw, attention="flash", **kw)
+        cols["naive"].append(attention_s(naive))
+        cols["flash"].append(attention_s(flash))
+        cols["rest"].append(flash.ttft_s - attention_s(flash))  # the same with either
+        cols["scratch"].append(naive.memory.attention_scratch_bytes)
+    naive_s, flash_s, rest = (np.asarray(cols[k]) for k in ("naive", "flash", "rest"))
     return {
-        "naive_attention_s": naive,
-        "flash_attention_s": flash,
+        "naive_attention_s": naive_s,
+        "flash_attention_s": flash_s,
         "rest_s": rest,
-        "share_naive": naive / (naive + rest),
-        "share_flash": flash / (flash + rest),
-        "saved": 1.0 - (flash + rest) / (naive + rest),
-        "naive_scratch_bytes": r["naive.extra_memory_bytes"],
+        "share_naive": naive_s / (naive_s + rest),
+        "share_flash": flash_s / (flash_s + rest),
+        "saved": 1.0 - (flash_s + rest) / (naive_s + rest),
+        "naive_scratch_bytes": np.asarray(cols["scratch"]),
     }
 
 
