@@ -8,13 +8,15 @@ four implementations and measures the device ceilings first::
     python -m pallas_kernels.bench --table FILE             # markdown table, no GPU
 
 Shapes: h = h_kv = 16 heads and ``batch = max(1, 16384 // n)``, so each point covers
-16384 tokens (32768 at n = 32768). Each point: warm-up (compiles), then ``--samples``
-synchronised samples, each of back-to-back calls that rotate over two input sets
-(inputs alone exceed the 60 MB L2). FLOPs are nominal, ``4*b*h*n*kv_len*d`` halved
-when causal. ``peak_memory_bytes`` comes from XLA's compiled memory analysis (inputs,
-outputs and temporaries live at the worst step), since jax cannot reset the device's
-peak-memory counter between points. Results go to ``--out`` as plain JSON with the
-field names of ``perfmodel.validation.measured`` (the GPU image has no pydantic), rewritten
+16384 tokens (32768 at n = 32768). Each point: warm-up (compiles), then device time
+(CUPTI kernel durations per call: ``median_s``), calls queued back to back rotating over
+two input sets (``queued_time_s``) and one synchronous call (``call_latency_s``); see
+``pallas_kernels/_timing.py``. Runs before 2026-11-30 recorded queued wall time only.
+FLOPs are nominal, ``4*b*h*n*kv_len*d`` halved when causal. ``peak_memory_bytes``
+comes from XLA's compiled memory analysis (inputs, outputs and temporaries live at the
+worst step), since jax cannot reset the device's peak-memory counter between points.
+Results go to ``--out`` as plain JSON with the field names of
+``perfmodel.validation.measured`` (the GPU image has no pydantic), rewritten
 atomically after every point; a rerun appends a new run.
 """
 
@@ -26,7 +28,6 @@ import gc
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -214,11 +215,17 @@ def make_inputs(key, b, n, kv_len, h, h_kv, d, dtype, sets=2):
     return out
 
 
-def time_point(impl, shape, *, cfg=None, samples=20, min_sample_s=2e-3) -> dict:
-    """Measure one implementation at one shape; never raises (errors become points)."""
+def time_point(impl, shape, *, cfg=None, samples=20) -> dict:
+    """Measure one implementation at one shape; never raises (errors become points).
+
+    Device time (CUPTI kernel sum, ``pallas_kernels/_timing.py``) is ``median_s``;
+    queued wall time and one synchronous call's latency are recorded beside it.
+    ``samples`` sets the timing budget (about 7.5 ms of timed calls per sample).
+    """
     import jax
 
-    from pallas_kernels._ceilings import median_time
+    from pallas_kernels._timing import measure_all
+    from pallas_kernels.bench_heldout import FAMILY
 
     b, n, kv_len, h, h_kv, d, dtype, causal = (
         shape[x] for x in ("batch", "n", "kv_len", "h", "h_kv", "d", "dtype", "causal")
@@ -240,6 +247,8 @@ def time_point(impl, shape, *, cfg=None, samples=20, min_sample_s=2e-3) -> dict:
         "tflops": None,
         "tokens_per_s": None,
         "peak_memory_bytes": None,
+        "family": FAMILY.get(impl),
+        "time_basis": "device",
     }
     if impl == "pallas_flash":
         point.update(cfg or {})
@@ -247,17 +256,17 @@ def time_point(impl, shape, *, cfg=None, samples=20, min_sample_s=2e-3) -> dict:
     try:
         sets = make_inputs(jax.random.key(0), b, n, kv_len, h, h_kv, d, getattr(jax.numpy, dtype))
         fn = _impl_fn(impl, causal=causal, cfg=cfg)
-        t_one = min(median_time(fn, sets, samples=2))  # first call compiles, untimed
-        calls = max(1, min(50, math.ceil(min_sample_s / t_one)))
-        times = sorted(median_time(fn, sets, samples=samples, calls_per_sample=calls))
-        med = statistics.median(times)
+        jax.block_until_ready(fn(*sets[0]))  # compiles, untimed
+        timed = measure_all(fn, sets, budget_s=0.0075 * samples)
+        med = timed["device_time_s"]
         flops = 4.0 * b * h * n * kv_len * d / (2 if causal else 1)
         point.update(
+            {k: v for k, v in timed.items() if not k.startswith(("device_p", "device_s"))},
             median_s=med,
-            p10_s=times[int(0.1 * (len(times) - 1))],
-            p90_s=times[math.ceil(0.9 * (len(times) - 1))],
-            min_s=times[0],
-            runs=len(times),
+            p10_s=timed["device_p10_s"],
+            p90_s=timed["device_p90_s"],
+            min_s=timed["device_p10_s"],
+            runs=timed["device_samples"],
             tflops=flops / med / 1e12,
             tokens_per_s=b * n / med,
             peak_memory_bytes=peak_memory_bytes(impl, fn, *sets[0], causal),
