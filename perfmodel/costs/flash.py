@@ -12,7 +12,7 @@ K/V in step, so while the K/V of the heads in flight fit in L2, DRAM sees each K
 byte once; past that, once per wave of resident thread blocks. The L2-to-SM traffic
 is the full re-read count, bounded by the L2-bandwidth roof.
 
-Left out: the backward pass; TMA multicast inside clusters (which would cut the
+Left out: the backward pass (``perfmodel.costs.backward``); TMA multicast inside clusters (which would cut the
 L2-to-SM traffic); L2 misses from other streams (Q, O) evicting K/V; the bytes of
 padding rows in the last block (loads are masked).
 """
@@ -23,8 +23,7 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
-from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, l2_capacity, m, n, s
-from perfmodel.symbols import resident_ctas as resident
+from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, s
 
 #: Pipeline stages of K/V tiles in shared memory (double buffering).
 KV_STAGES = 2
@@ -41,11 +40,9 @@ def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
 
 
 def kv_dram_passes() -> sp.Expr:
-    """How many times each head's K/V crosses DRAM, given L2 and resident thread blocks."""
-    heads_in_flight = sp.ceiling(resident / t.q_blocks)
-    fits = heads_in_flight * t.kv_head_bytes <= l2_capacity
-    waves = sp.ceiling(t.q_blocks / resident)
-    return sp.Piecewise((1, fits), (waves * h / h_kv, True))
+    """How many times each head's K/V crosses DRAM, given L2 and resident thread blocks
+    (past L2, each query head of a GQA group re-reads its K/V)."""
+    return t.streamed_dram_passes(t.q_blocks, t.kv_head_bytes, h / h_kv)
 
 
 def build(causal: bool = False, l2: bool = True) -> CostModel:
