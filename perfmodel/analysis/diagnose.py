@@ -24,6 +24,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from perfmodel.arguments import check
 from perfmodel.errors import PerfmodelError
 
 #: Thresholds, as fractions of datasheet peak (the chapter: "near 90–100%", "about 30%").
@@ -54,16 +55,6 @@ class Diagnosis:
         )
 
 
-def _check_fraction(name: str, value: Any) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise PerfmodelError(f"{name}={value!r} must be a number") from None
-    if not 0 <= x <= 1.5:  # a little over 1 tolerates profiler rounding and datasheet peaks
-        raise PerfmodelError(f"{name}={value!r} must be a fraction of peak, 0 to 1 (1.5 at most)")
-    return x
-
-
 def diagnose(
     hbm_util: float,
     sm_util: float,
@@ -77,8 +68,8 @@ def diagnose(
     kernel, not a whole step), so "both low" cannot point outside attention: the kernels
     themselves wait (launch gaps, small grids, latency) — verdict "latency-bound".
     """
-    hbm = _check_fraction("hbm_util", hbm_util)
-    sm = _check_fraction("sm_util", sm_util)
+    args = check(hbm_util=hbm_util, sm_util=sm_util, attention_only=attention_only)
+    hbm, sm, attention_only = args["hbm_util"], args["sm_util"], args["attention_only"]
     pct = f"HBM bandwidth is at {hbm:.0%} of peak and the SMs at {sm:.0%}"
     if hbm >= HBM_HIGH:
         return Diagnosis(
@@ -166,26 +157,40 @@ def utilisation_from_time(
     """
     from perfmodel.prediction import predict
 
-    if algorithm not in ("naive", "flash"):
-        raise PerfmodelError(f"algorithm={algorithm!r} must be 'naive' or 'flash'")
-    t = _positive("time_s", time_s)
+    args = check(
+        time_s=time_s,
+        algorithm=algorithm,
+        hbm_bytes_per_s=hbm_bytes_per_s,
+        matmul_flops_per_s=matmul_flops_per_s,
+    )
+    t = args["time_s"]
     p = predict(n=n, hw=hw, **shape)
-    a = getattr(p, algorithm)
-    bw = p.hardware.hbm_bandwidth_bytes_per_s if hbm_bytes_per_s is None else hbm_bytes_per_s
-    peak = p.hardware.peak(p.config.dtype) if matmul_flops_per_s is None else matmul_flops_per_s
-    hbm = a.hbm_bytes / t / _positive("hbm_bytes_per_s", bw)
-    sm = a.matmul_flops / t / _positive("matmul_flops_per_s", peak)
-    return hbm, sm
+    a = getattr(p, args["algorithm"])
+    bw = args["hbm_bytes_per_s"] or p.hardware.hbm_bandwidth_bytes_per_s
+    peak = args["matmul_flops_per_s"] or p.hardware.peak(p.config.dtype)
+    return a.hbm_bytes / t / bw, a.matmul_flops / t / peak
 
 
-def _positive(name: str, value: Any) -> float:
-    try:
-        x = float(value)
-    except (TypeError, ValueError):
-        raise PerfmodelError(f"{name}={value!r} must be a number") from None
-    if not x > 0:
-        raise PerfmodelError(f"{name}={value!r} must be positive")
-    return x
+def check_floor(time_s: float, n: int, hw: Any, *, algorithm: str = "naive", **shape: Any) -> None:
+    """Refuse a measured time below the model's floor ``t_lower_s``: no kernel beats its
+    roofline, so the time, its unit or the shape is wrong.
+
+    >>> check_floor(1e-9, 4096, "h200")  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.PerfmodelError: time_s=1e-09 is below the model's floor ... s ...
+    """
+    from perfmodel.prediction import predict
+
+    args = check(time_s=time_s, algorithm=algorithm)
+    p = predict(n=n, hw=hw, **shape)
+    floor = getattr(p, args["algorithm"]).t_lower_s
+    if args["time_s"] < floor:
+        raise PerfmodelError(
+            f"time_s={time_s!r} is below the model's floor t_lower_s={floor:.3g} s for "
+            f"{algorithm} attention at n={n} on {p.hardware.name}: check the time's unit "
+            "and the shape"
+        )
 
 
 def diagnose_time(
@@ -198,7 +203,12 @@ def diagnose_time(
     matmul_flops_per_s: float | None = None,
     **shape: Any,
 ) -> Diagnosis:
-    """:func:`diagnose` on the utilisations implied by one measured attention time."""
+    """:func:`diagnose` on the utilisations implied by one measured attention time.
+
+    A time below the model's floor is refused (:func:`check_floor`), as is a measured
+    rate that this time would exceed: neither is clamped into a verdict.
+    """
+    check_floor(time_s, n, hw, algorithm=algorithm, **shape)
     hbm, sm = utilisation_from_time(
         time_s,
         n,
@@ -213,4 +223,13 @@ def diagnose_time(
         f"{algorithm} attention, n={n}, measured {time_s * 1e6:.3g} µs; model's "
         f"bytes/FLOPs over {rates} rates"
     )
-    return diagnose(min(hbm, 1.5), min(sm, 1.5), source=source, attention_only=True)
+    for name, util, rate in (
+        ("hbm_bytes_per_s", hbm, hbm_bytes_per_s),
+        ("matmul_flops_per_s", sm, matmul_flops_per_s),
+    ):
+        if util > 1:  # above the floor, so only a measured rate below the datasheet's
+            raise PerfmodelError(
+                f"{name}={rate!r} is below the rate this time implies ({util:.2f}x it): "
+                "the measured ceiling is too low for this kernel"
+            )
+    return diagnose(hbm, sm, source=source, attention_only=True)
