@@ -46,6 +46,7 @@ from perfmodel.compile import compiled
 from perfmodel.costs import transformer as tf
 from perfmodel.costs.base import Kernel
 from perfmodel.errors import PerfmodelError
+from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.units import si
 
 #: Attention algorithms: the chapter's naive (S and P through HBM) and FlashAttention-2.
@@ -267,28 +268,26 @@ def _operator(
     dtype: str,
     calibration: Calibration,
 ) -> Operator:
-    """One kernel's roofline time at the calibrated fractions, plus its launch gap."""
-    work = compiled((kernel.matmul_flops, kernel.vector_flops, kernel.exp_count, kernel.hbm_bytes))(
-        **values
-    )
-    rates = {
-        "matmul": device.peak(dtype),
-        "vector": device.vector_fp32_flops_per_s,
-        "exp": device.exp_per_s,
-        "hbm": device.hbm_bandwidth_bytes_per_s,
-    }
-    times = roofline.roof_times(dict(zip(rates, work, strict=True)), rates)
-    efficiency = {r: calibration.efficiency(r) for r in times}
+    """One kernel through the public evaluation door: roof times at the device's rates
+    (:func:`perfmodel.evaluate.roof_rates`), then :func:`perfmodel.evaluate.estimate_time`
+    (each roof at its calibrated fraction, plus one launch gap). Such a kernel fills the
+    chip: no idle SMs, no per-block fill."""
+    fields = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
+    values_ = compiled(tuple(getattr(kernel, f) for f in fields))(**values)
+    work = dict(zip(fields, values_, strict=True))
+    rates = roof_rates(device, device.peak(dtype))
+    roofs = dict(zip(("matmul", "vector", "exp", "hbm", "l2"), work.values(), strict=True))
+    times = roofline.roof_times(roofs, rates)
     launch = calibration.launch_overhead_s
     launch = device.launch_overhead_s if launch is None else launch
-    time = roofline.kernel_estimate(times, efficiency, compute_overlap=calibration.compute_overlap)
+    time = estimate_time([KernelRoofs(kernel.name, times, times, 0.0, times)], calibration, launch)
     return Operator(
         name=kernel.name,
         count=count,
-        flops=count * (work[0] + work[1]),
-        hbm_bytes=count * work[3],
+        flops=count * (work["matmul_flops"] + work["vector_flops"]),
+        hbm_bytes=count * work["hbm_bytes"],
         t_lower_s=count * roofline.lower_bound(times),
-        time_s=count * (time + launch),
+        time_s=count * time,
         roof=roofline.binding_roof(times),
     )
 
