@@ -1,0 +1,183 @@
+"""Kernel families as data: the structural facts of each attention implementation.
+
+A family (``specs/kernels/<name>.toml``) says how an implementation is built — where
+its softmax runs relative to the two matmuls, which matrix instruction it issues, how
+many warps and pipeline stages a thread block has, its default tile per head dim,
+whether the query heads of a GQA group share one K/V read, how it splits K/V for
+decode, and what extra passes it makes — each fact with a public source (paper
+section, library source file, documentation). Facts that no public source gives are
+listed in ``assumed``. A family's time defaults come from these facts and the
+device's datasheet, never from a fit to measurements.
+
+>>> fam = load_kernel("fa2")
+>>> fam.softmax, fam.tile_for(128, causal=False, arch=None).block_k
+('between', 64)
+>>> load_kernel("fa3").tile_for(128, causal=False, arch="sm90").block_k
+176
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+
+from perfmodel.catalog import registry as _registry
+from perfmodel.errors import PerfmodelError
+
+_frozen = ConfigDict(frozen=True, extra="forbid")
+#: Fields that name or describe a family rather than state a fact about it.
+_LABELS = {"name", "aliases", "description", "algorithm", "sources", "assumed"}
+
+#: Where the softmax runs: between the two matmuls in the same warps (FA-2), or
+#: overlapped with another warpgroup's matmuls (FA-3 ping-pong).
+Softmax = Literal["between", "overlapped"]
+#: Matrix instruction: warp-level ``mma.sync`` (Ampere-style) or Hopper's ``wgmma``.
+MatmulUnit = Literal["mma", "wgmma"]
+#: When the query heads of a GQA group are packed into one tile (one K/V read per group):
+#: never, only for one query token (FA-2's decode swap), when it fills the tile better
+#: (FA-3's heuristic), or always.
+GqaPacking = Literal["none", "decode", "when_short", "always"]
+#: Split-KV rule for short queries: none, FA-2's / FA-3's wave-efficiency heuristic,
+#: or as many chunks as keep every program in one wave (ours).
+SplitRule = Literal["none", "fa2", "fa3", "one_wave"]
+#: Extra passes over score-sized or partial data, beyond the algorithm's own traffic.
+ExtraPass = Literal["causal_mask_f32", "softmax_row_spill", "split_combine_xla"]
+
+
+class Tile(BaseModel):
+    """One default tile: for head dims up to ``d_max`` (and the given arch / causal)."""
+
+    model_config = _frozen
+
+    d_max: PositiveInt
+    block_q: PositiveInt
+    block_k: PositiveInt
+    warps: PositiveInt
+    arch: str | None = None
+    causal: bool | None = None
+
+    def matches(self, d: int, causal: bool, arch: str | None) -> bool:
+        return (
+            d <= self.d_max
+            and (self.arch is None or self.arch == arch)
+            and (self.causal is None or self.causal == causal)
+        )
+
+
+class KernelFamily(BaseModel):
+    """The structure of one attention implementation, each fact sourced."""
+
+    model_config = _frozen
+
+    name: str
+    aliases: tuple[str, ...] = ()
+    description: str
+    algorithm: Literal["flash", "naive"]
+    framework: str
+    matmul: MatmulUnit
+    softmax: Softmax
+    producer_warps: int = 0
+    kv_stages: PositiveInt
+    gqa_packing: GqaPacking
+    split_kv: SplitRule
+    split_sm_factor: PositiveInt = 1
+    max_splits: PositiveInt = 1
+    split_block_q: PositiveInt | None = None
+    split_block_k: dict[int, PositiveInt] = {}
+    extra_passes: tuple[ExtraPass, ...] = ()
+    tiles: tuple[Tile, ...] = ()
+    assumed: tuple[str, ...] = ()
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _every_fact_has_a_source(self) -> KernelFamily:
+        facts = set(type(self).model_fields) - _LABELS
+        given = {f for f in facts if f in self.model_fields_set}
+        missing = sorted(given - set(self.sources))
+        if missing:
+            raise ValueError(f"kernel family {self.name!r} gives no source for {missing}")
+        unknown = sorted(set(self.assumed) - facts)
+        if unknown:
+            raise ValueError(f"kernel family {self.name!r} assumes unknown facts {unknown}")
+        return self
+
+    @property
+    def compute_overlap(self) -> float:
+        """How far the compute roofs overlap inside one block: 0 when the softmax sits
+        between the matmuls of the same warps, 1 when another warpgroup's matmuls hide it."""
+        return 1.0 if self.softmax == "overlapped" else 0.0
+
+    def tile_for(self, d: int, *, causal: bool, arch: str | None) -> Tile:
+        """The family's default tile for head dim ``d`` (first matching entry)."""
+        for tile in self.tiles:
+            if tile.matches(d, causal, arch):
+                return tile
+        raise PerfmodelError(
+            f"kernel family {self.name!r} has no tile for head dim d={d}"
+            + (f" (largest: {max(t.d_max for t in self.tiles)})" if self.tiles else "")
+        )
+
+    def threads(self, warps: int) -> int:
+        """Threads of one block: the compute warps plus the producer warps."""
+        return 32 * (warps + self.producer_warps)
+
+    def splits(self, *, programs: int, kv_blocks: int, sm_count: int) -> int:
+        """K/V chunks per (sequence, head group, Q block) the family picks for a grid of
+        ``programs`` blocks over ``kv_blocks`` K/V blocks of its split kernel."""
+        if self.split_kv == "none" or self.max_splits == 1:
+            return 1
+        slots = sm_count * self.split_sm_factor
+        if self.split_kv == "one_wave":
+            return max(1, min(kv_blocks, slots // max(programs, 1), self.max_splits))
+        return wave_efficiency_splits(
+            programs, slots, kv_blocks, self.max_splits, skip_small=self.split_kv == "fa3"
+        )
+
+    def split_block_k_for(self, d: int) -> int:
+        """B_c of the family's split kernel at head dim ``d`` (its K/V blocks per chunk)."""
+        for d_max in sorted(self.split_block_k):
+            if d <= d_max:
+                return self.split_block_k[d_max]
+        return self.tiles[-1].block_k if self.tiles else 128
+
+
+def wave_efficiency_splits(
+    programs: int, slots: int, kv_blocks: int, max_splits: int, *, skip_small: bool
+) -> int:
+    """FlashAttention's split rule: none when the grid nearly fills the slots; else the
+    fewest splits whose wave efficiency is within 85% of the best.
+
+    >>> wave_efficiency_splits(48, 108, 64, 128, skip_small=False)   # the source's example
+    2
+    """
+    if programs >= 0.8 * slots:
+        return 1
+    if skip_small and kv_blocks <= 4:
+        return 1
+    limit = min(max_splits, slots, kv_blocks)
+    eff = []
+    for s in range(1, limit + 1):
+        waves = programs * s / slots
+        eff.append(waves / math.ceil(waves))
+    best = max(eff)
+    return next(s for s, e in enumerate(eff, start=1) if e >= 0.85 * best)
+
+
+@functools.cache
+def registry() -> dict[str, KernelFamily]:
+    return _registry.build("kernels", KernelFamily, "kernel family")
+
+
+def known_kernels() -> list[str]:
+    return _registry.names(registry())
+
+
+def load_kernel(kernel: str | Path | KernelFamily) -> KernelFamily:
+    """A family by name or alias (case-insensitive), or from a TOML file."""
+    if isinstance(kernel, KernelFamily):
+        return kernel
+    return _registry.lookup(kernel, registry(), KernelFamily, "kernel family")

@@ -1,0 +1,66 @@
+"""Kernel families as data: every fact sourced, tiles per head dim, the split rules."""
+
+import pytest
+
+from perfmodel.catalog.frameworks import call_latency_of, load_framework
+from perfmodel.catalog.kernels import known_kernels, load_kernel, wave_efficiency_splits
+from perfmodel.errors import PerfmodelError
+
+REQUIRED = {"fa2", "fa3", "cudnn", "pallas-triton", "pallas-mosaic", "xla-naive", "flash-decoding"}
+
+
+def test_the_required_families_ship():
+    assert REQUIRED <= set(known_kernels())
+
+
+@pytest.mark.parametrize("name", sorted(REQUIRED))
+def test_every_stated_fact_has_a_source(name):
+    family = load_kernel(name)
+    labels = {"name", "aliases", "description", "algorithm", "sources", "assumed"}
+    stated = family.model_fields_set - labels
+    assert stated <= set(family.sources), stated - set(family.sources)
+    assert all(family.sources[k].strip() for k in stated)
+
+
+def test_softmax_placement_sets_the_compute_overlap():
+    assert load_kernel("fa2").compute_overlap == 0.0  # softmax between the matmuls
+    assert load_kernel("fa3").compute_overlap == 1.0  # ping-pong warpgroups
+
+
+def test_tiles_follow_the_sources():
+    fa3 = load_kernel("fa3")
+    # hopper/tile_size.h: 128 x 176 at d=128 non-causal, 128 x 128 causal, 128 x 80 at d=256
+    assert (fa3.tile_for(128, causal=False, arch="sm90").block_k) == 176
+    assert (fa3.tile_for(128, causal=True, arch="sm90").block_k) == 128
+    assert (fa3.tile_for(256, causal=False, arch="sm90").block_k) == 80
+    fa2 = load_kernel("fa2")
+    # flash_fwd_launch_template.h: d=256 takes 64 x 64 on H100 (2 CTAs per SM), 128 x 64 on A100
+    assert fa2.tile_for(256, causal=False, arch="sm90").block_q == 64
+    assert fa2.tile_for(256, causal=False, arch="sm80").block_q == 128
+    with pytest.raises(PerfmodelError, match="d=512"):
+        fa2.tile_for(512, causal=False, arch="sm90")
+
+
+def test_split_rule_reproduces_the_sources_example():
+    # flash_api.cpp: "batch * n_heads = 48 and 108 SMs: 2 splits (efficiency 0.89)"
+    assert wave_efficiency_splits(48, 108, 64, 128, skip_small=False) == 2
+    # grids that nearly fill the SMs do not split
+    assert wave_efficiency_splits(100, 108, 64, 128, skip_small=False) == 1
+    # FA-3 never splits 4 or fewer K/V blocks
+    assert wave_efficiency_splits(8, 132, 4, 128, skip_small=True) == 1
+
+
+def test_decode_families_split_a_small_grid():
+    fd = load_kernel("flash-decoding")
+    assert fd.splits(programs=8, kv_blocks=1024, sm_count=132) > 1
+    assert load_kernel("cudnn").splits(programs=8, kv_blocks=1024, sm_count=132) == 1
+
+
+def test_unknown_family_lists_the_known_ones():
+    with pytest.raises(PerfmodelError, match="fa3"):
+        load_kernel("fa9")
+
+
+def test_frameworks_give_call_latency_only_where_measured():
+    assert 1e-5 < call_latency_of("jax") < 1e-3
+    assert load_framework("pytorch").call_latency_s is None
