@@ -28,6 +28,16 @@ layers = sp.Symbol("layers", **_pos_int)
 page = sp.Symbol("page", **_pos_int)
 splits = sp.Symbol("splits", **_pos_int)
 
+# The rest of a decoder layer (``perfmodel.costs.transformer``): tokens through a layer,
+# tokens whose logits are computed, the model's widths, and a mixture of experts.
+rows = sp.Symbol("rows", **_pos_int)
+head_rows = sp.Symbol("head_rows", **_pos_int)
+hidden = sp.Symbol("hidden", **_pos_int)
+inter = sp.Symbol("inter", **_pos_int)
+vocab = sp.Symbol("vocab", **_pos_int)
+experts = sp.Symbol("experts", **_pos_int)
+top_k = sp.Symbol("top_k", **_pos_int)
+
 # Hardware, for the L2 model only.
 l2_capacity = sp.Symbol("l2_capacity", positive=True)
 resident_ctas = sp.Symbol("resident_ctas", **_pos_int)

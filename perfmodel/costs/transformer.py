@@ -45,16 +45,7 @@ import functools
 import sympy as sp
 
 from perfmodel.costs.base import Kernel
-from perfmodel.symbols import d, h, h_kv, s
-
-_pos_int = {"integer": True, "positive": True}
-rows = sp.Symbol("rows", **_pos_int)
-head_rows = sp.Symbol("head_rows", **_pos_int)
-hidden = sp.Symbol("hidden", **_pos_int)
-inter = sp.Symbol("inter", **_pos_int)
-vocab = sp.Symbol("vocab", **_pos_int)
-experts = sp.Symbol("experts", **_pos_int)
-top_k = sp.Symbol("top_k", **_pos_int)
+from perfmodel.symbols import d, experts, h, h_kv, head_rows, hidden, inter, rows, s, top_k, vocab
 
 ZERO = sp.Integer(0)
 #: RMSNorm per element: square, accumulate, scale by rsqrt(mean), multiply by the weight.
