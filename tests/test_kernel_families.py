@@ -10,7 +10,7 @@ REQUIRED = {"fa2", "fa3", "cudnn", "pallas-triton", "pallas-mosaic", "xla-naive"
 
 
 def test_the_required_families_ship():
-    assert REQUIRED <= set(known_kernels())
+    assert set(known_kernels()) >= REQUIRED
 
 
 @pytest.mark.parametrize("name", sorted(REQUIRED))
