@@ -71,9 +71,14 @@ def check(paths) -> tuple[int, list[dict]]:
     """(points checked, rows of points below a floor)."""
     checked, below = 0, []
     for path in paths:
-        for run in json.loads(Path(path).read_text())["runs"]:
+        data = json.loads(Path(path).read_text())
+        if not isinstance(data, dict) or "runs" not in data:
+            print(f"{path}: not a measurement file (no runs), skipped")
+            continue
+        for run in data["runs"]:
             for p in run["points"]:
-                if p.get("status") != "ok":
+                # forward and decode only: backward points have no floor here
+                if p.get("status") != "ok" or p.get("phase", "forward") != "forward":
                     continue
                 try:
                     fl = floors(p)
