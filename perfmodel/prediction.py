@@ -114,11 +114,18 @@ def predict(
     kv_len: int | None = None,
     calibration: CalibrationArg = None,
     naive: str = "minimal",
+    mode: str = "forward",
 ) -> Prediction:
     """Roofline placement of naive and flash attention for one shape on one device.
 
     ``naive`` is how the naive side is compiled: "minimal" (four trips of S and P,
     the chapter's model) or "xla" (the extra passes XLA adds; ``perfmodel.costs.naive``).
+    ``mode`` is what is costed: "forward", "backward" (``perfmodel.costs.backward``) or
+    "train" (one training step of the attention call: forward then backward).
+
+    >>> p = predict(n=4096, hw="h200", h=16, mode="train")
+    >>> p.flash.matmul_flops / predict(n=4096, hw="h200", h=16).flash.matmul_flops
+    3.5
     """
     spec = load_hardware(hw)
     m = n if kv_len is None else kv_len
@@ -133,7 +140,7 @@ def predict(
     results = {
         a: _scalar(
             evaluate(
-                model_key(a, naive),
+                model_key(a, naive, mode),
                 causal=causal,
                 hw=spec,
                 peak=peak,
@@ -163,6 +170,7 @@ def predict(
         causal=bool(causal),
         block_q=block_q,
         block_k=block_k,
+        mode=mode,
     )
     return Prediction.model_construct(
         config=config,
@@ -214,6 +222,7 @@ def sweep(
     kv_len: Any = None,
     calibration: CalibrationArg = None,
     naive: str = "minimal",
+    mode: str = "forward",
     grid: bool = True,
 ) -> SweepResult:
     """``predict`` over many shapes at once, vectorised.
@@ -269,7 +278,7 @@ def sweep(
     for a in ALGORITHMS:
         cases = {
             c: evaluate(
-                model_key(a, naive),
+                model_key(a, naive, mode),
                 causal=c,
                 hw=spec,
                 peak=peak,

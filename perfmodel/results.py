@@ -27,6 +27,8 @@ class Config(BaseModel):
     causal: bool
     block_q: int
     block_k: int
+    #: What is costed: "forward", "backward" or "train" (forward then backward).
+    mode: str = "forward"
 
 
 class AlgorithmPrediction(BaseModel):
@@ -115,6 +117,7 @@ def _title(p: Prediction) -> str:
     return (
         f"{p.hardware.name}: n={c.n}{kv} d={c.d} h={c.h}{gqa} batch={c.batch} {c.dtype}"
         f"{' causal' if c.causal else ''} tiles {c.block_q}x{c.block_k}"
+        f"{'' if c.mode == 'forward' else f', {c.mode}'}"
     )
 
 
