@@ -20,10 +20,11 @@ from typing import Any
 import numpy as np
 
 from perfmodel.catalog.calibration import Calibration, load_calibration
-from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, evaluate, model_key, shape_values
 from perfmodel.results import AlgorithmPrediction, Config, Prediction
+from perfmodel.vocabulary import bytes_per_element
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
 
@@ -69,12 +70,6 @@ def _check_causal(n: Any, m: Any, causal: Any) -> None:
         bad = np.any(np.asarray(causal) & (np.asarray(n) != np.asarray(m)))
     if bad:
         raise PerfmodelError(f"causal attention needs kv_len == n; got n={n!r}, kv_len={m!r}")
-
-
-def _bytes_per_element(dtype: str) -> int:
-    if dtype not in BYTES_PER_ELEMENT:
-        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
-    return BYTES_PER_ELEMENT[dtype]
 
 
 def calibration_profiles(
@@ -133,7 +128,7 @@ def predict(
     shape = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=batch, block_q=block_q, block_k=block_k)
     _check_shape(shape)
     _check_causal(n, m, causal)
-    s = _bytes_per_element(dtype)
+    s = bytes_per_element(dtype)
     peak = spec.peak(dtype)
     values = shape_values(spec, s=s, **shape)
     profiles = calibration_profiles(calibration, spec)
@@ -267,10 +262,10 @@ def sweep(
     peak: Any
     if _constant(cols["dtype"]):
         dtype = str(cols["dtype"].flat[0])
-        s, peak = float(_bytes_per_element(dtype)), spec.peak(dtype)
+        s, peak = float(bytes_per_element(dtype)), spec.peak(dtype)
     else:
         dtypes, which = np.unique(cols["dtype"].astype(str), return_inverse=True)
-        s = np.array([_bytes_per_element(t) for t in dtypes], dtype=float)[which]
+        s = np.array([bytes_per_element(t) for t in dtypes], dtype=float)[which]
         peak = np.array([spec.peak(t) for t in dtypes])[which]
     values = shape_values(spec, s=s, **shape)
     profiles = calibration_profiles(calibration, spec)

@@ -29,7 +29,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("arguments", ("perfmodel.arguments",)),
     ("catalog", ("perfmodel.catalog",)),
     ("model", ("perfmodel.symbols", "perfmodel.costs", "perfmodel.compile", "perfmodel.roofline")),
-    ("foundation", ("perfmodel.errors", "perfmodel.units", "perfmodel.atomic")),
+    (
+        "foundation",
+        ("perfmodel.errors", "perfmodel.units", "perfmodel.atomic", "perfmodel.vocabulary"),
+    ),
 )
 ORDER = [name for name, _ in reversed(LAYERS)]
 

@@ -29,13 +29,14 @@ import numpy as np
 import sympy as sp
 from pydantic import BaseModel, ConfigDict
 
-from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.compile import compiled
 from perfmodel.costs import decode
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
 from perfmodel.symbols import b, layers, m, page
+from perfmodel.vocabulary import bytes_per_element
 
 #: Fraction of HBM a serving engine gives to weights + KV cache (vLLM's default 0.9).
 MEMORY_FRACTION = 0.9
@@ -69,13 +70,11 @@ class Allocation(BaseModel):
 
 
 def _values(spec: ModelSpec, dtype: str) -> dict[str, float]:
-    if dtype not in BYTES_PER_ELEMENT:
-        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
     return {
         "layers": spec.layers,
         "h_kv": spec.kv_heads,
         "d": spec.head_dim,
-        "s": BYTES_PER_ELEMENT[dtype],
+        "s": bytes_per_element(dtype),
     }
 
 
@@ -224,8 +223,7 @@ def decode_step(
             raise PerfmodelError(f"{name}={value!r} must be a positive integer")
     if h % h_kv:
         raise PerfmodelError(f"h={h} is not divisible by h_kv={h_kv}")
-    if dtype not in BYTES_PER_ELEMENT:
-        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+    s = bytes_per_element(dtype)
     model = decode.build(paged=page_tokens is not None, split=splits > 1)
     values = dict(
         b=batch,
@@ -236,7 +234,7 @@ def decode_step(
         q_len=q_len,
         page=page_tokens or 1,
         splits=splits,
-        s=BYTES_PER_ELEMENT[dtype],
+        s=s,
         resident_ctas=device.sm_count,
     )
     occupancy = float(compiled(decode.sm_occupancy())(**values))

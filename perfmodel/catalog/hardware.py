@@ -28,11 +28,10 @@ from pydantic import (
 
 from perfmodel.catalog import registry as _registry
 from perfmodel.errors import PerfmodelError
+from perfmodel.vocabulary import BYTES_PER_ELEMENT
+from perfmodel.vocabulary import dtype as check_dtype
 
-DType = Literal["fp32", "tf32", "fp16", "bf16", "fp8"]
-
-#: Bytes per element of each dtype (tf32 is stored as fp32).
-BYTES_PER_ELEMENT: dict[str, int] = {"fp32": 4, "tf32": 4, "fp16": 2, "bf16": 2, "fp8": 1}
+__all__ = ["BYTES_PER_ELEMENT", "HardwareSpec", "Links", "known_names", "load_hardware", "registry"]
 
 # Fields that are labels, not figures: they need no source.
 _UNSOURCED = {"name", "aliases", "vendor", "kind", "sources", "notes"}
@@ -48,6 +47,35 @@ class PeakFlops(BaseModel):
     fp16: PositiveFloat | None = None
     bf16: PositiveFloat | None = None
     fp8: PositiveFloat | None = None
+
+
+class Links(BaseModel):
+    """A device's interconnects: bandwidth per device in ONE direction, all its links.
+
+    ``devices_per_node``: how many devices one fast domain joins (NVLink/NVSwitch
+    domain, or a TPU slice's ICI); past it traffic takes ``network_bytes_per_s``
+    (the scale-out NICs' share of one device). ``measured`` holds figures read on
+    this workplace's machines, keyed by collective, each with its command in sources.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    nvlink_generation: PositiveInt | None = None
+    nvlink_bytes_per_s: PositiveFloat | None = None
+    pcie_generation: PositiveInt | None = None
+    pcie_bytes_per_s: PositiveFloat | None = None
+    ici_topology: str | None = None
+    ici_bytes_per_s: PositiveFloat | None = None
+    devices_per_node: PositiveInt | None = None
+    network: str | None = None
+    network_bytes_per_s: PositiveFloat | None = None
+    link_latency_s: NonNegativeFloat | None = None
+    measured: dict[str, PositiveFloat] = {}
+
+    def figures(self) -> list[str]:
+        """Dotted names of the figures given (each needs a source)."""
+        given = self.model_dump(exclude_none=True, exclude={"measured", "network"})
+        return [f"links.{k}" for k in given] + [f"links.measured.{k}" for k in self.measured]
 
 
 class HardwareSpec(BaseModel):
@@ -69,6 +97,7 @@ class HardwareSpec(BaseModel):
     l2_bytes: PositiveInt | None = None
     l2_bandwidth_bytes_per_s: PositiveFloat | None = None
     launch_overhead_s: NonNegativeFloat
+    links: Links | None = None
     sources: dict[str, str]
     notes: str = ""
 
@@ -89,15 +118,15 @@ class HardwareSpec(BaseModel):
             if field == "peak_flops_per_s" and field not in self.sources:
                 given = self.peak_flops_per_s.model_dump(exclude_none=True)
                 out += [f"peak_flops_per_s.{k}" for k in given]
+            elif field == "links" and self.links is not None:
+                out += self.links.figures()
             else:
                 out.append(field)
         return out
 
     def peak(self, dtype: str) -> float:
         """Dense matrix peak for ``dtype``; a clear error where the device has none."""
-        if dtype not in BYTES_PER_ELEMENT:
-            raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
-        value = getattr(self.peak_flops_per_s, dtype)
+        value = getattr(self.peak_flops_per_s, check_dtype(dtype))
         if value is None:
             given = sorted(self.peak_flops_per_s.model_dump(exclude_none=True))
             raise PerfmodelError(f"{self.name} has no {dtype} matrix peak; it has {given}")

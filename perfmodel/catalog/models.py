@@ -19,8 +19,7 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
 
 from perfmodel.catalog import registry as _registry
-from perfmodel.catalog.hardware import BYTES_PER_ELEMENT
-from perfmodel.errors import PerfmodelError
+from perfmodel.vocabulary import bytes_per_element
 
 #: Largest relative gap allowed between the stated and the counted parameter number.
 PARAMS_TOLERANCE = 0.01
@@ -74,9 +73,7 @@ class ModelSpec(BaseModel):
 
     def weight_bytes(self, dtype: str) -> float:
         """Bytes of the weights stored in ``dtype``."""
-        if dtype not in BYTES_PER_ELEMENT:
-            raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
-        return float(self.params * BYTES_PER_ELEMENT[dtype])
+        return float(self.params * bytes_per_element(dtype))
 
 
 @functools.cache

@@ -23,33 +23,27 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfmodel.catalog.calibration import Calibration
-from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, model_key, shape_values
 from perfmodel.prediction import predict
 from perfmodel.validation.fitting import nelder_mead
 from perfmodel.validation.measured import Point, Run, load_measurements
+from perfmodel.vocabulary import Algorithm, Implementation, symbol_values
+from perfmodel.vocabulary import dtype as check_dtype
 
 if TYPE_CHECKING:
     from perfmodel.analysis.kvcache import DecodeStep
 
-#: Which cost model describes each measured implementation. XLA's unfused path
-#: materialises the scores like the naive model; cuDNN is a fused flash kernel.
-ALGORITHM_OF = {
-    "pallas_flash": "flash",
-    "cudnn": "flash",
-    "naive": "naive",
-    "xla": "naive",
-    "paged_decode": "decode",
-}
+#: Which cost model describes each measured implementation (``Implementation.algorithm``;
+#: "decode" for the decode kernel, ``perfmodel.costs.decode``).
+ALGORITHM_OF = {str(i): str(i.algorithm or "decode") for i in Implementation}
 #: Algorithms whose profile the calibration fit can tune (decode uses the default).
 FITTED = ("naive", "flash")
-#: How each naive-style implementation is compiled (``perfmodel.costs.naive``): our
-#: three-step baseline's HLO is known; XLA's own attention path is held to the minimal one.
-NAIVE_OF = {"naive": "xla", "xla": "minimal"}
+#: How each naive-style implementation is compiled (``Implementation.naive``).
+NAIVE_OF = {str(i): str(i.naive) for i in Implementation if i.algorithm == Algorithm.NAIVE}
 #: Tiles a peer kernel may use (unknown to us): its floor is the lowest over these.
 PEER_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
-_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 @dataclass(frozen=True)
@@ -96,10 +90,7 @@ class ImplementationSummary:
 
 def dtype_name(dtype: str) -> str:
     """The model's dtype name for a measured one (``bfloat16`` -> ``bf16``)."""
-    name = _DTYPES.get(dtype, dtype)
-    if name not in BYTES_PER_ELEMENT:
-        raise PerfmodelError(f"measured dtype {dtype!r} is unknown to the model")
-    return name
+    return str(check_dtype(dtype, framework_names=True))
 
 
 def _shape(p: Point, tiles: tuple[int, int] | None = None) -> dict:
@@ -267,17 +258,9 @@ def _stacked_roofs(rows: Sequence[Row]) -> list[KernelRoofs]:
     per_row = []
     for r in rows:
         shape = _shape(r.point)
+        api = {k: shape[k] for k in ("n", "kv_len", "d", "h", "h_kv", "batch", "dtype")}
         values = shape_values(
-            r.hw,
-            n=shape["n"],
-            m=shape["kv_len"],
-            d=shape["d"],
-            h=shape["h"],
-            h_kv=shape["h_kv"],
-            b=shape["batch"],
-            block_q=shape["block_q"],
-            block_k=shape["block_k"],
-            s=BYTES_PER_ELEMENT[shape["dtype"]],
+            r.hw, block_q=shape["block_q"], block_k=shape["block_k"], **symbol_values(**api)
         )
         key = model_key(ALGORITHM_OF[r.point.implementation], shape["naive"])
         per_row.append(

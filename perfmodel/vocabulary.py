@@ -1,0 +1,137 @@
+"""Every name the model uses, once: algorithms, how naive attention is compiled, the
+implementations that were measured, the roofs, the dtypes, and which cost-model symbol
+each API argument becomes.
+
+The enums are ``StrEnum``: a member equals its string (``Algorithm.FLASH == "flash"``),
+so data files, JSON and keyword arguments keep their plain spelling.
+
+>>> bytes_per_element("bf16")
+2
+>>> symbol_values(n=4096, kv_len=8192, batch=2, dtype="fp16")
+{'n': 4096, 'm': 8192, 'b': 2, 's': 2}
+>>> Implementation("xla").algorithm, Implementation("xla").naive
+(<Algorithm.NAIVE: 'naive'>, <NaiveCompile.MINIMAL: 'minimal'>)
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import Any
+
+from perfmodel.errors import PerfmodelError
+
+
+class Algorithm(StrEnum):
+    """The two ways to compute attention that the model compares."""
+
+    NAIVE = "naive"  #: S = QKᵀ and P = softmax(S) written to and read back from HBM
+    FLASH = "flash"  #: FlashAttention-2: one fused kernel, S and P never leave the chip
+
+
+#: naive first, then flash: the order of every table and figure.
+ALGORITHMS: tuple[Algorithm, ...] = (Algorithm.NAIVE, Algorithm.FLASH)
+
+
+class NaiveCompile(StrEnum):
+    """How the naive side is compiled (``perfmodel.costs.naive``)."""
+
+    MINIMAL = "minimal"  #: four HBM trips of S and P, the textbook count
+    XLA = "xla"  #: the extra passes XLA adds (the mask pass, the max/sum reductions)
+
+
+class Implementation(StrEnum):
+    """A measured kernel, as named in the measurement files."""
+
+    PALLAS_FLASH = "pallas_flash"  #: our Pallas FlashAttention-2 kernel
+    CUDNN = "cudnn"  #: cuDNN's fused attention (a flash kernel)
+    NAIVE = "naive"  #: our three-step baseline, compiled by XLA
+    XLA = "xla"  #: XLA's own attention path (scores materialised)
+    PAGED_DECODE = "paged_decode"  #: our paged decode kernel (one query row)
+
+    @property
+    def algorithm(self) -> Algorithm | None:
+        """The cost model that describes it; None for decode (``perfmodel.costs.decode``)."""
+        return _ALGORITHM_OF[self]
+
+    @property
+    def naive(self) -> NaiveCompile:
+        """How a naive-style implementation is compiled: our baseline's HLO is known
+        (the XLA passes); XLA's own path is held to the minimal count."""
+        return NaiveCompile.XLA if self is Implementation.NAIVE else NaiveCompile.MINIMAL
+
+
+_ALGORITHM_OF = {
+    Implementation.PALLAS_FLASH: Algorithm.FLASH,
+    Implementation.CUDNN: Algorithm.FLASH,
+    Implementation.NAIVE: Algorithm.NAIVE,
+    Implementation.XLA: Algorithm.NAIVE,
+    Implementation.PAGED_DECODE: None,
+}
+
+
+class Roof(StrEnum):
+    """A rate that bounds a kernel: an execution unit or a memory level."""
+
+    MATMUL = "matmul"  #: tensor-core matrix FLOP/s at the input dtype
+    VECTOR = "vector"  #: fp32 vector FLOP/s (softmax arithmetic)
+    EXP = "exp"  #: exponentials per second (special-function units)
+    HBM = "hbm"  #: HBM bytes/s
+    L2 = "l2"  #: L2 -> SM bytes/s
+
+
+#: Roofs on execution units, and roofs on memory levels.
+COMPUTE_ROOFS: tuple[Roof, ...] = (Roof.MATMUL, Roof.VECTOR, Roof.EXP)
+MEMORY_ROOFS: tuple[Roof, ...] = (Roof.HBM, Roof.L2)
+ROOFS: tuple[Roof, ...] = COMPUTE_ROOFS + MEMORY_ROOFS
+
+
+class Dtype(StrEnum):
+    """An element type of Q, K, V and O (tf32 is stored as fp32)."""
+
+    FP32 = "fp32"
+    TF32 = "tf32"
+    FP16 = "fp16"
+    BF16 = "bf16"
+    FP8 = "fp8"
+
+    @property
+    def bytes(self) -> int:
+        return _BYTES[self]
+
+
+_BYTES = {Dtype.FP32: 4, Dtype.TF32: 4, Dtype.FP16: 2, Dtype.BF16: 2, Dtype.FP8: 1}
+#: Bytes per element of each dtype, by name.
+BYTES_PER_ELEMENT: dict[str, int] = {str(t): t.bytes for t in Dtype}
+#: Names frameworks use (jax/numpy) for the model's dtypes.
+_FRAMEWORK_NAMES = {"bfloat16": Dtype.BF16, "float16": Dtype.FP16, "float32": Dtype.FP32}
+
+
+def dtype(name: Any, *, framework_names: bool = False) -> Dtype:
+    """The one dtype check: ``name`` as a Dtype, or a PerfmodelError naming it. With
+    ``framework_names`` (measurement files), ``bfloat16``/``float16``/``float32`` too."""
+    if isinstance(name, Dtype):
+        return name
+    if isinstance(name, str):
+        if name in BYTES_PER_ELEMENT:
+            return Dtype(name)
+        if framework_names and name in _FRAMEWORK_NAMES:
+            return _FRAMEWORK_NAMES[name]
+    raise PerfmodelError(f"unknown dtype {name!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+
+
+def bytes_per_element(name: Any) -> int:
+    """Bytes of one element of ``name`` (checked by :func:`dtype`)."""
+    return dtype(name).bytes
+
+
+#: API argument -> cost-model symbol (``perfmodel.symbols``), where the two differ.
+SYMBOL_OF: dict[str, str] = {"kv_len": "m", "batch": "b", "page_tokens": "page", "dtype": "s"}
+
+
+def symbol_values(**api: Any) -> dict[str, Any]:
+    """API-named values (``kv_len``, ``batch``, ``dtype``...) as the cost models' symbol
+    values (``m``, ``b``, ``s`` in bytes...): the one translation. Other names pass as they are."""
+    out = {}
+    for name, value in api.items():
+        out[SYMBOL_OF.get(name, name)] = bytes_per_element(value) if name == "dtype" else value
+    return out
