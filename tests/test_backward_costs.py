@@ -200,3 +200,21 @@ def test_held_out_training_points_on_committed_data():
     # the naive model is the minimal-trips floor: real implementations are slower
     assert stats[("h200", "xla_naive", "train")]["median_error"] < 0
     assert stats[("fa2-a100", "naive", "train")]["median_error"] < 0
+
+
+def test_predict_train_is_forward_plus_backward_and_the_cli_takes_mode(capsys):
+    import perfmodel
+    from perfmodel.cli import main
+
+    kw = dict(n=4096, hw="h200", h=16, dtype="bf16", causal=True)
+    fwd, bwd, train = (perfmodel.predict(**kw, mode=m) for m in ("forward", "backward", "train"))
+    for side in ("naive", "flash"):
+        parts = getattr(fwd, side).time_s + getattr(bwd, side).time_s
+        assert getattr(train, side).time_s == pytest.approx(parts)
+        assert getattr(train, side).t_lower_s <= getattr(train, side).time_s
+    assert train.config.mode == "train"
+    assert train.flash.matmul_flops == pytest.approx(3.5 * fwd.flash.matmul_flops)
+    assert main(["predict", "--n", "1024", "--hw", "h200", "--mode", "train"]) == 0
+    assert "train" in capsys.readouterr().out.splitlines()[0]
+    assert main(["predict", "--n", "1024", "--hw", "h200", "--mode", "sideways"]) == 2
+    assert "mode='sideways'" in capsys.readouterr().err

@@ -20,6 +20,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block-q", type=int, default=128, help="B_r")
     p.add_argument("--block-k", type=int, default=128, help="B_c")
     p.add_argument("--calibration", action="append", default=None, help="profile name or path")
+    p.add_argument(
+        "--mode",
+        default="forward",
+        help="forward (default), backward, or train (forward + backward of the attention call)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -40,6 +45,7 @@ def run(args: argparse.Namespace) -> int:
         block_k=args.block_k,
         kv_len=args.kv_len,
         calibration=args.calibration,
+        mode=args.mode,
     )
     if args.json:
         print(json.dumps({**pred.model_dump(mode="json"), "speedup": pred.speedup}, indent=2))
