@@ -69,28 +69,40 @@ CONSUMER_REGISTERS, PRODUCER_REGISTERS = 232, 40
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class MosaicConfig:
-    """Tiles and pipeline depth; defaults per head dim from ``default_config``.
+    """Tiles, pipeline depth and schedule; defaults per head dim from ``default_config``.
 
-    ``overlap_qk`` (FA-3 §3.2) and ``ping_pong`` (§3.1) can be switched off to
-    measure what each buys.
+    ``overlap``: what a consumer overlaps with its own softmax (FA-3 §3.2):
+    ``"pv"`` issues S_{j+1} = Q K_{j+1}^T and P_j V_j back to back, then runs the
+    softmax of S_{j+1} while P_j V_j computes (FA-3 Algorithm 2); ``"qk"`` issues
+    S_{j+1} and runs the softmax of S_j while it computes, then P_j V_j; ``"none"``
+    runs QK^T, softmax and PV one after the other. ``ping_pong`` (§3.1) makes the two
+    consumers take turns on the tensor cores. ``persistent``: one CTA per SM loops
+    over the work units, so the producer loads the next unit's K/V while the
+    consumers finish the last one.
     """
 
     block_k: int = 128
     num_stages: int = 2
-    overlap_qk: bool = True
-    ping_pong: bool = True
+    overlap: str = "pv"
+    ping_pong: bool = False
+    persistent: bool = False
 
     def __post_init__(self) -> None:
         if self.block_k not in (64, 128, 192, 256):
             raise ValueError(f"block_k={self.block_k} must be one of 64, 128, 192, 256")
         if self.num_stages < 2:
             raise ValueError(f"num_stages={self.num_stages} must be >= 2")
+        if self.overlap not in OVERLAPS:
+            raise ValueError(f"overlap={self.overlap!r} must be one of {OVERLAPS}")
 
     def smem_bytes(self, d: int, itemsize: int, return_lse: bool) -> int:
         q_and_o = CONSUMERS * ROWS_PER_CONSUMER * d * itemsize
         k_and_v = 2 * self.num_stages * self.block_k * d * itemsize
         lse = CONSUMERS * ROWS_PER_CONSUMER * 4 if return_lse else 0
         return q_and_o + k_and_v + lse
+
+
+OVERLAPS = ("pv", "qk", "none")
 
 
 def default_config(d: int) -> MosaicConfig:
@@ -139,7 +151,12 @@ def unsupported_reason(
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class _Plan:
-    """Everything static about one call: shapes, padding, who computes what."""
+    """Everything static about one call: shapes, padding, who computes what.
+
+    A *work unit* is what one CTA computes at a time: 64 rows for each consumer, either
+    two query heads of one GQA group at the same rows (``heads_paired``) or two
+    adjacent 64-row tiles of one head.
+    """
 
     batch: int
     n: int
@@ -150,9 +167,10 @@ class _Plan:
     kv_len: int
     kv_pad: int
     causal: bool
-    heads_paired: bool  # consumers take two query heads of one GQA group
-    q_units: int  # grid axis 0: query tiles (pairs of tiles when not heads_paired)
-    head_units: int  # grid axis 1
+    heads_paired: bool
+    q_units: int  # work units along the sequence
+    head_units: int  # work units along the heads
+    ctas: int  # CTAs launched (persistent: at most one per SM)
     scale_log2: float
     return_lse: bool
     diagonal_offset: int  # test hook: key j visible to row i iff j <= i + offset
@@ -166,6 +184,14 @@ class _Plan:
     def kv_tiles(self) -> int:
         return self.kv_pad // self.config.block_k
 
+    @property
+    def units(self) -> int:
+        return self.q_units * self.head_units * self.batch
+
+
+def _sm_count() -> int:
+    return int(getattr(jax.devices()[0], "core_count", 0) or 132)
+
 
 def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _Plan:
     b, n, h, d = q.shape
@@ -175,6 +201,9 @@ def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _
     rows_per_unit = ROWS_PER_CONSUMER * (1 if heads_paired else CONSUMERS)
     n_pad = -(-n // rows_per_unit) * rows_per_unit
     kv_pad = -(-kv_len // config.block_k) * config.block_k
+    q_units = n_pad // rows_per_unit
+    head_units = h // 2 if heads_paired else h
+    units = q_units * head_units * b
     return _Plan(
         batch=b,
         n=n,
@@ -186,8 +215,9 @@ def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _
         kv_pad=kv_pad,
         causal=causal,
         heads_paired=heads_paired,
-        q_units=n_pad // rows_per_unit,
-        head_units=h // 2 if heads_paired else h,
+        q_units=q_units,
+        head_units=head_units,
+        ctas=min(units, _sm_count()) if config.persistent else units,
         scale_log2=sm_scale * LOG2_E,
         return_lse=return_lse,
         diagonal_offset=diagonal_offset,
@@ -198,15 +228,40 @@ def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _
 # ---------------------------------------------------------------- the kernel
 
 
-def _consumer_work(plan: _Plan, wg):
-    """(query head, first row) of consumer ``wg`` in this CTA."""
-    unit_q = lax.axis_index("q")
-    if plan.causal:  # longest query tiles first: the short ones fill the grid's tail
-        unit_q = plan.q_units - 1 - unit_q
-    unit_h = lax.axis_index("heads")
+def _unit_coords(plan: _Plan, unit):
+    """(query-tile unit, head unit, batch) of a work unit.
+
+    Causal: query units longest first (the short ones fill the tail). Non-persistent
+    launches run units in grid order with the query axis fastest, so CTAs running at
+    once share one head's K/V in L2; a persistent causal grid takes the query axis
+    slowest, so that each round of one unit per CTA has units of equal length.
+    """
+    if not plan.config.persistent:
+        q_unit = lax.axis_index("q")
+        head_unit, batch = lax.axis_index("heads"), lax.axis_index("batch")
+    elif plan.causal:
+        q_unit = lax.div(unit, jnp.int32(plan.head_units * plan.batch))
+        rest = lax.rem(unit, jnp.int32(plan.head_units * plan.batch))
+        head_unit, batch = (
+            lax.rem(rest, jnp.int32(plan.head_units)),
+            lax.div(rest, jnp.int32(plan.head_units)),
+        )
+    else:
+        q_unit = lax.rem(unit, jnp.int32(plan.q_units))
+        rest = lax.div(unit, jnp.int32(plan.q_units))
+        head_unit = lax.rem(rest, jnp.int32(plan.head_units))
+        batch = lax.div(rest, jnp.int32(plan.head_units))
+    if plan.causal:
+        q_unit = plan.q_units - 1 - q_unit
+    return q_unit, head_unit, batch
+
+
+def _consumer_work(plan: _Plan, coords, wg):
+    """(query head, first row) of consumer ``wg`` in a work unit."""
+    q_unit, head_unit, _ = coords
     if plan.heads_paired:
-        return unit_h * 2 + wg, unit_q * ROWS_PER_CONSUMER
-    return unit_h, (unit_q * CONSUMERS + wg) * ROWS_PER_CONSUMER
+        return head_unit * 2 + wg, q_unit * ROWS_PER_CONSUMER
+    return head_unit, (q_unit * CONSUMERS + wg) * ROWS_PER_CONSUMER
 
 
 def _key_tiles(plan: _Plan, first_row):
@@ -223,7 +278,13 @@ def _key_tiles(plan: _Plan, first_row):
     return jnp.minimum(n_unmasked, n_tiles), n_tiles
 
 
-def _layout(plan: _Plan, x, layout):
+def _unit_tiles(plan: _Plan, coords):
+    """Key tiles the producer loads for a unit: the larger of the two consumers' needs."""
+    tiles = [_key_tiles(plan, _consumer_work(plan, coords, wg)[1])[1] for wg in range(CONSUMERS)]
+    return jnp.maximum(*tiles)
+
+
+def _layout(x, layout):
     """``plgpu.layout_cast``: the register layout of a value in a wgmma's fragments."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
@@ -238,7 +299,7 @@ def _mask(plan: _Plan, s, tile, first_row):
     shape = (ROWS_PER_CONSUMER, bk)
 
     def iota(dim):
-        return _layout(plan, lax.broadcasted_iota(jnp.int32, shape, dim), plgpu.Layout.WGMMA)
+        return _layout(lax.broadcasted_iota(jnp.int32, shape, dim), plgpu.Layout.WGMMA)
 
     cols = tile * bk + iota(1)
     visible = None
@@ -271,12 +332,12 @@ def _rescale(o, alpha):
 
 
 def _consumer(plan: _Plan, refs, smem, barriers, wg):
-    """One consumer warpgroup: 64 query rows against its key tiles.
+    """One consumer warpgroup: its 64 query rows of each work unit of this CTA.
 
-    Per key tile j, with ``overlap_qk`` (FA-3 §3.2): issue S_{j+1} = Q K_{j+1}^T,
-    run the online softmax of S_j while it runs, then O = alpha O + P_j V_j. Two
-    rendezvous per tile with the other consumer (``take_turn``: after the QK^T issue
-    and before the PV issue) make the two consumers' tensor-core phases alternate.
+    Per key tile, two rendezvous with the other consumer (``take_turn``, ping-pong):
+    one before and one after issuing the tile's wgmmas. ``base`` counts the key tiles
+    of the earlier units of this CTA, so that the stage of tile t is (base + t) mod
+    stages, in step with the producer.
     """
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
@@ -287,11 +348,8 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
     q_ready, k_ready, v_ready, k_free, v_free, tensor_core_turn = barriers
     dtype = q_o_smem.dtype
     rows, d, bk, stages = ROWS_PER_CONSUMER, plan.d, cfg.block_k, cfg.num_stages
-    plgpu.set_max_registers(CONSUMER_REGISTERS, action="increase")
-    head, first_row = _consumer_work(plan, wg)
-    batch = lax.axis_index("batch")
     my_q_o = q_o_smem.at[wg]
-    n_unmasked, n_tiles = _key_tiles(plan, first_row)
+    plgpu.set_max_registers(CONSUMER_REGISTERS, action="increase")
 
     def take_turn():
         """Rendezvous of the two consumers (FA-3 ping-pong)."""
@@ -299,116 +357,191 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             plgpu.barrier_arrive(tensor_core_turn)
             plgpu.barrier_wait(tensor_core_turn)
 
-    def stage(tile):
-        return lax.rem(tile, jnp.int32(stages))
+    def one_unit(unit, base):
+        coords = _unit_coords(plan, unit)
+        batch = coords[2]
+        head, first_row = _consumer_work(plan, coords, wg)
+        n_unmasked, n_tiles = _key_tiles(plan, first_row)
+        unit_tiles = _unit_tiles(plan, coords)
 
-    def release(free, tile):
-        plgpu.barrier_arrive(free.at[wg * stages + stage(tile)])
+        def stage(tile):
+            return lax.rem(base + tile, jnp.int32(stages))
 
-    def issue_qk(s_acc, tile):
-        plgpu.barrier_wait(k_ready.at[stage(tile)])
-        k_t = plgpu.transpose_ref(k_smem.at[stage(tile)], (1, 0))
-        plgpu.wgmma(s_acc, my_q_o, k_t)
+        def k_tile(tile):
+            plgpu.barrier_wait(k_ready.at[stage(tile)])
+            return plgpu.transpose_ref(k_smem.at[stage(tile)], (1, 0))
 
-    def scores(tile):
-        """S_tile = Q K_tile^T, waited for (the prologue and the serial schedule)."""
+        def v_tile(tile):
+            plgpu.barrier_wait(v_ready.at[stage(tile)])
+            return v_smem.at[stage(tile)]
 
-        def body(s_acc):
-            issue_qk(s_acc, tile)
-            return s_acc[...]
+        def release(free, tile):
+            plgpu.barrier_arrive(free.at[wg * stages + stage(tile)])
 
-        s = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
-        release(k_free, tile)
-        return s
+        def scores(tile):
+            """S_tile = Q K_tile^T, waited for."""
+            k_t = k_tile(tile)
 
-    def softmax_then_pv(tile, s, o, row_max, row_sum, *, masked):
-        """Online softmax of S_tile, then O = alpha O + P V_tile (waited for)."""
-        if masked:
-            s = _mask(plan, s, tile, first_row)
-        p, row_max, row_sum, alpha = _online_softmax(
-            plan, s, row_max, row_sum, masked=masked, dtype=dtype
+            def body(s_acc):
+                take_turn()
+                plgpu.wgmma(s_acc, my_q_o, k_t)
+                take_turn()
+                return s_acc[...]
+
+            s = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
+            release(k_free, tile)
+            return s
+
+        def softmax(tile, s, row_max, row_sum, masked):
+            if masked:
+                s = _mask(plan, s, tile, first_row)
+            return _online_softmax(plan, s, row_max, row_sum, masked=masked, dtype=dtype)
+
+        def add_pv(tile, o, p, *, turns: bool):
+            """O += P V_tile, waited for (O is the wgmma accumulator)."""
+            v = v_tile(tile)
+
+            def body(o_acc):
+                if turns:
+                    take_turn()
+                plgpu.wgmma(o_acc, p, v)
+                if turns:
+                    take_turn()
+
+            o = pl.run_state(body)(plgpu.ACC.init(o))
+            release(v_free, tile)
+            return o
+
+        # --- the three schedules; each step consumes tile ``tile`` and ends with
+        # --- P_tile (or S_tile) ready for the next step.
+        def step_pv(tile, carry, *, masked):
+            """FA-3 Alg. 2: issue S_{t+1} and P_t V_t; softmax S_{t+1} while PV runs."""
+            o, p, row_max, row_sum = carry
+            k_t, v = k_tile(tile + 1), v_tile(tile)
+
+            def body(s_acc, o_acc):
+                o_acc[...] = o
+                take_turn()
+                plgpu.wgmma(s_acc, my_q_o, k_t)
+                plgpu.wgmma(o_acc, p, v)
+                take_turn()
+                s = plgpu.wgmma_accumulator_load(s_acc, wait_n=1)  # S_{t+1} only
+                release(k_free, tile + 1)
+                p_next, new_max, new_sum, alpha = softmax(tile + 1, s, row_max, row_sum, masked)
+                o_new = plgpu.wgmma_accumulator_load(o_acc, wait_n=0)
+                release(v_free, tile)
+                return _rescale(o_new, alpha), p_next, new_max, new_sum
+
+            acc = plgpu.ACC((rows, bk), jnp.float32), plgpu.ACC((rows, d), jnp.float32)
+            return pl.run_scoped(body, *acc)
+
+        def step_qk(tile, carry, *, masked):
+            """Issue S_{t+1}; softmax S_t while it runs; then O += P_t V_t."""
+            s, o, row_max, row_sum = carry
+            k_t = k_tile(tile + 1)
+
+            def body(s_acc):
+                take_turn()
+                plgpu.wgmma(s_acc, my_q_o, k_t)
+                take_turn()
+                p, new_max, new_sum, alpha = softmax(tile, s, row_max, row_sum, masked)
+                o_new = add_pv(tile, _rescale(o, alpha), p, turns=False)
+                return s_acc[...], o_new, new_max, new_sum
+
+            out = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
+            release(k_free, tile + 1)
+            return out
+
+        def step_none(tile, carry, *, masked):
+            s, o, row_max, row_sum = carry
+            p, row_max, row_sum, alpha = softmax(tile, s, row_max, row_sum, masked)
+            o = add_pv(tile, _rescale(o, alpha), p, turns=False)
+            return scores(tile + 1), o, row_max, row_sum
+
+        reduced = plgpu.Layout.WGMMA.reduce(1)
+        row_max = _layout(jnp.full((rows,), -jnp.inf, jnp.float32), reduced)
+        row_sum = _layout(jnp.zeros((rows,), jnp.float32), reduced)
+        o = _layout(jnp.zeros((rows, d), jnp.float32), plgpu.Layout.WGMMA)
+
+        plgpu.copy_gmem_to_smem(
+            q_ref.at[batch, pl.ds(first_row, rows), head], my_q_o, q_ready.at[wg]
         )
-        o = _rescale(o, alpha)
-        plgpu.barrier_wait(v_ready.at[stage(tile)])
-        take_turn()
+        plgpu.barrier_wait(q_ready.at[wg])
+        s = scores(jnp.int32(0))
+        last = n_tiles - 1
+        tail_masked = bool(plan.causal or plan.kv_len % bk)
+        if cfg.overlap == "pv":
+            # the loop step t handles S_{t+1}: mask iff tile t+1 >= n_unmasked
+            p, row_max, row_sum, _ = softmax(jnp.int32(0), s, row_max, row_sum, True)
+            end_unmasked = jnp.clip(n_unmasked - 1, 0, last)
+            carry = (o, p, row_max, row_sum)
+            carry = lax.fori_loop(0, end_unmasked, functools.partial(step_pv, masked=False), carry)
+            carry = lax.fori_loop(
+                end_unmasked, last, functools.partial(step_pv, masked=True), carry
+            )
+            o, p, row_max, row_sum = carry
+        else:
+            step = step_qk if cfg.overlap == "qk" else step_none
+            end_unmasked = jnp.minimum(n_unmasked, last)
+            carry = (s, o, row_max, row_sum)
+            carry = lax.fori_loop(0, end_unmasked, functools.partial(step, masked=False), carry)
+            carry = lax.fori_loop(end_unmasked, last, functools.partial(step, masked=True), carry)
+            s, o, row_max, row_sum = carry
+            p, row_max, row_sum, alpha = softmax(last, s, row_max, row_sum, tail_masked)
+            o = _rescale(o, alpha)
+        o = add_pv(last, o, p, turns=True)
 
-        def pv(o_acc):  # O is the wgmma accumulator: O += P V in place
-            plgpu.wgmma(o_acc, p, v_smem.at[stage(tile)])
-
-        o = pl.run_state(pv)(plgpu.ACC.init(o))
-        release(v_free, tile)
-        return o, row_max, row_sum
-
-    def overlapped_step(tile, carry, *, masked):
-        """S_{tile+1} is issued first; the softmax of S_tile runs while it computes."""
-        s, o, row_max, row_sum = carry
-
-        def body(s_next_acc):
-            issue_qk(s_next_acc, tile + 1)
+        # Tiles the other consumer needs and this one does not (causal): take their
+        # stages and turns in step, so barrier phases and rendezvous stay paired.
+        @pl.loop(n_tiles, unit_tiles)
+        def _(tile):
+            plgpu.barrier_wait(k_ready.at[stage(tile)])
+            release(k_free, tile)
             take_turn()
-            o_new, new_max, new_sum = softmax_then_pv(tile, s, o, row_max, row_sum, masked=masked)
-            return s_next_acc[...], o_new, new_max, new_sum
+            take_turn()
+            plgpu.barrier_wait(v_ready.at[stage(tile)])
+            release(v_free, tile)
 
-        out = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
-        release(k_free, tile + 1)
-        return out
+        # O / l and the log-sum-exp, through shared memory and a TMA store.
+        l_safe = jnp.where(row_sum == 0.0, 1.0, row_sum)  # rows with no key: O = 0
+        o = o * lax.broadcast_in_dim(1.0 / l_safe, o.shape, [0])
+        my_q_o[...] = o.astype(dtype)
+        if plan.return_lse:
+            lse_smem.at[wg][...] = row_max * LN_2 + jnp.log(row_sum)  # -inf if no key
+        plgpu.commit_smem()
+        plgpu.copy_smem_to_gmem(my_q_o, o_ref.at[batch, pl.ds(first_row, rows), head])
+        if plan.return_lse:
+            plgpu.copy_smem_to_gmem(
+                lse_smem.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)]
+            )
+        # the next unit's Q lands in the same buffer: the store must have read it
+        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+        return base + unit_tiles
 
-    def serial_step(tile, carry, *, masked):
-        """Without §3.2: S_{tile+1} is issued only after P_tile V_tile finished."""
-        s, o, row_max, row_sum = carry
-        take_turn()
-        o, row_max, row_sum = softmax_then_pv(tile, s, o, row_max, row_sum, masked=masked)
-        return scores(tile + 1), o, row_max, row_sum
-
-    plgpu.copy_gmem_to_smem(q_ref.at[batch, pl.ds(first_row, rows), head], my_q_o, q_ready.at[wg])
-    plgpu.barrier_wait(q_ready.at[wg])
     if cfg.ping_pong:
         pl.when(wg == 1)(take_turn)  # consumer 1 runs one turn behind consumer 0
-
-    reduced = plgpu.Layout.WGMMA.reduce(1)
-    row_max = _layout(plan, jnp.full((rows,), -jnp.inf, jnp.float32), reduced)
-    row_sum = _layout(plan, jnp.zeros((rows,), jnp.float32), reduced)
-    o = _layout(plan, jnp.zeros((rows, d), jnp.float32), plgpu.Layout.WGMMA)
-    carry = (scores(jnp.int32(0)), o, row_max, row_sum)
-
-    # Tiles [0, n_unmasked) need no mask; the last tile is handled after the loops.
-    step = overlapped_step if cfg.overlap_qk else serial_step
-    last = n_tiles - 1
-    end_unmasked = jnp.minimum(n_unmasked, last)
-    carry = lax.fori_loop(0, end_unmasked, functools.partial(step, masked=False), carry)
-    carry = lax.fori_loop(end_unmasked, last, functools.partial(step, masked=True), carry)
-    s, o, row_max, row_sum = carry
-    take_turn()
-    o, row_max, row_sum = softmax_then_pv(
-        last, s, o, row_max, row_sum, masked=bool(plan.causal or plan.kv_len % bk)
-    )
-
-    # Keep the rendezvous count equal: a consumer with fewer tiles (causal) takes the
-    # turns it would have taken, and consumer 0 takes the one consumer 1 took first.
+    _for_each_unit(plan, one_unit)
+    plgpu.wait_smem_to_gmem(0)
     if cfg.ping_pong:
-        _, other_tiles = _key_tiles(plan, _consumer_work(plan, 1 - wg)[1])
-
-        @pl.loop(0, 2 * jnp.maximum(other_tiles - n_tiles, 0))
-        def _(_):
-            take_turn()
-
         pl.when(wg == 0)(take_turn)
 
-    # O / l and the log-sum-exp, through shared memory and a TMA store.
-    l_safe = jnp.where(row_sum == 0.0, 1.0, row_sum)  # fully masked rows: O = 0, lse = -inf
-    o = o * lax.broadcast_in_dim(1.0 / l_safe, o.shape, [0])
-    my_q_o[...] = o.astype(dtype)
-    if plan.return_lse:
-        lse_smem.at[wg][...] = row_max * LN_2 + jnp.log(row_sum)
-    plgpu.commit_smem()
-    plgpu.copy_smem_to_gmem(my_q_o, o_ref.at[batch, pl.ds(first_row, rows), head])
-    if plan.return_lse:
-        plgpu.copy_smem_to_gmem(lse_smem.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)])
-    plgpu.wait_smem_to_gmem(0)
+
+def _for_each_unit(plan: _Plan, one_unit):
+    """Run ``one_unit(unit, base) -> base`` over this CTA's work units."""
+    if not plan.config.persistent:
+        one_unit(jnp.int32(0), jnp.int32(0))
+        return
+    cta = lax.axis_index("cta")
+    my_units = lax.div(plan.units - 1 - cta, jnp.int32(plan.ctas)) + 1
+    lax.fori_loop(0, my_units, lambda i, base: one_unit(cta + i * plan.ctas, base), jnp.int32(0))
 
 
 def _producer(plan: _Plan, refs, smem, barriers):
-    """The producer warpgroup: TMA copies of K and V tiles into the stage ring."""
+    """The producer warpgroup: TMA copies of K and V tiles into the stage ring.
+
+    Before overwriting a stage it waits until both consumers released it; across work
+    units (persistent) it runs ahead into the next unit while the consumers finish.
+    """
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
@@ -418,24 +551,31 @@ def _producer(plan: _Plan, refs, smem, barriers):
     _, k_ready, v_ready, k_free, v_free, _ = barriers
     bk, stages = cfg.block_k, cfg.num_stages
     plgpu.set_max_registers(PRODUCER_REGISTERS, action="decrease")
-    batch = lax.axis_index("batch")
-    kv_head = lax.div(_consumer_work(plan, 0)[0], jnp.int32(plan.group))
-    tiles = [_key_tiles(plan, _consumer_work(plan, wg)[1])[1] for wg in range(CONSUMERS)]
 
-    def wait_until_free(free, tile, slot):
-        """Before overwriting a stage: each consumer that read it must have released it."""
-        for wg in range(CONSUMERS):
-            needed = (tile >= stages) & (tile - stages < tiles[wg])
-            pl.when(needed)(lambda wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot]))
+    def one_unit(unit, base):
+        coords = _unit_coords(plan, unit)
+        batch = coords[2]
+        kv_head = lax.div(_consumer_work(plan, coords, 0)[0], jnp.int32(plan.group))
+        unit_tiles = _unit_tiles(plan, coords)
 
-    @pl.loop(0, jnp.maximum(*tiles))
-    def _(tile):
-        slot = lax.rem(tile, jnp.int32(stages))
-        rows = (batch, pl.ds(tile * bk, bk), kv_head)
-        wait_until_free(k_free, tile, slot)
-        plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smem.at[slot], k_ready.at[slot])
-        wait_until_free(v_free, tile, slot)
-        plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smem.at[slot], v_ready.at[slot])
+        @pl.loop(0, unit_tiles)
+        def _(tile):
+            step = base + tile
+            slot = lax.rem(step, jnp.int32(stages))
+            rows = (batch, pl.ds(tile * bk, bk), kv_head)
+            for free, src, dst, ready in (
+                (k_free, k_ref, k_smem, k_ready),
+                (v_free, v_ref, v_smem, v_ready),
+            ):
+                for wg in range(CONSUMERS):  # each consumer released the stage
+                    pl.when(step >= stages)(
+                        lambda free=free, wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot])
+                    )
+                plgpu.copy_gmem_to_smem(src.at[rows], dst.at[slot], ready.at[slot])
+
+        return base + unit_tiles
+
+    _for_each_unit(plan, one_unit)
 
 
 def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
@@ -489,11 +629,15 @@ def _forward(q, k, v, plan: _Plan):
     def body(q_ref, k_ref, v_ref, o_ref, *lse_refs):
         _cta(plan, q_ref, k_ref, v_ref, o_ref, lse_refs[0] if lse_refs else None)
 
+    if plan.config.persistent:
+        grid, names = (plan.ctas,), ("cta",)
+    else:
+        grid, names = (plan.q_units, plan.head_units, plan.batch), ("q", "heads", "batch")
     outs = plgpu.kernel(
         body,
         out_type=out_types,
-        grid=(plan.q_units, plan.head_units, plan.batch),
-        grid_names=("q", "heads", "batch"),
+        grid=grid,
+        grid_names=names,
         num_threads=CONSUMERS + 1,
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
@@ -519,23 +663,15 @@ def mosaic_flash_attention(
     causal: bool = False,
     sm_scale: float | None = None,
     return_lse: bool = False,
-    block_k: int | None = None,
-    num_stages: int | None = None,
-    overlap_qk: bool = True,
-    ping_pong: bool = True,
+    **options,
 ):
     """Attention on Hopper; arguments as ``pallas_kernels.flash_attention``.
 
-    ``block_k`` (64/128/192/256) and ``num_stages`` default by head dim
-    (``default_config``); query tiles are 64 rows per consumer warpgroup.
+    ``options`` replace fields of ``default_config(head_dim)`` (``MosaicConfig``:
+    ``block_k``, ``num_stages``, ``overlap``, ``ping_pong``, ``persistent``); query
+    tiles are 64 rows per consumer warpgroup.
     """
-    base = default_config(q.shape[-1])
-    config = MosaicConfig(
-        block_k=block_k or base.block_k,
-        num_stages=num_stages or base.num_stages,
-        overlap_qk=overlap_qk,
-        ping_pong=ping_pong,
-    )
+    config = _config(q, options)
     reason = unsupported_reason(q, k, v, causal=causal, config=config)
     if reason:
         raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
@@ -547,11 +683,18 @@ def mosaic_flash_attention(
     return (o, lse) if return_lse else o
 
 
+def _config(q, options: dict) -> MosaicConfig:
+    unknown = set(options) - set(MosaicConfig.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown Mosaic options {sorted(unknown)}; see MosaicConfig")
+    return dataclasses.replace(default_config(q.shape[-1]), **options)
+
+
 def _forward_for_tests(q, k, v, *, causal, sm_scale=None, diagonal_offset=0, **options):
     """Tests' entry point: (O, lse) with the causal diagonal shifted by ``diagonal_offset``
     (key j visible to row i iff ``j <= i + offset``; negative offsets leave rows with no
     key). ``options`` replace fields of ``default_config``."""
-    config = dataclasses.replace(default_config(q.shape[-1]), **options)
+    config = _config(q, options)
     reason = unsupported_reason(q, k, v, causal=causal, config=config)
     if reason:
         raise ValueError(f"backend='mosaic' cannot run this call: {reason}")

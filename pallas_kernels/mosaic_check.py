@@ -21,6 +21,7 @@ pydantic on the GPU image), rewritten after every item:
 from __future__ import annotations
 
 import argparse
+import ast
 import datetime as dt
 import os
 import sys
@@ -42,18 +43,33 @@ CORRECTNESS = [
     (1, 200, 200, 2, 2, 256, False, "bfloat16", {}),
     (1, 384, 384, 4, 2, 256, True, "float16", {}),
     (1, 1, 1, 2, 2, 128, True, "bfloat16", {}),
-    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"overlap_qk": False}),
-    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"ping_pong": False}),
-    (1, 640, 640, 4, 1, 128, False, "bfloat16", {"overlap_qk": False, "ping_pong": False}),
+    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"overlap": "qk"}),
+    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"overlap": "none", "ping_pong": True}),
+    (1, 640, 640, 4, 1, 128, False, "bfloat16", {"overlap": "qk", "ping_pong": True}),
+    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"ping_pong": True}),
+    (2, 1000, 1000, 8, 2, 128, True, "bfloat16", {"persistent": True}),
+    (3, 700, 700, 3, 3, 64, False, "float16", {"persistent": True, "ping_pong": True}),
+    (2, 520, 520, 4, 2, 256, True, "bfloat16", {"persistent": True}),
     (1, 640, 640, 2, 2, 64, True, "float16", {"block_k": 64, "num_stages": 3}),
 ]
 TOLERANCE = {"float16": 4e-3, "bfloat16": 2e-2}
 #: Schedule variants timed beside the default at n=4096, d=128, bfloat16.
 VARIANTS = (
-    {"overlap_qk": False},
-    {"ping_pong": False},
-    {"overlap_qk": False, "ping_pong": False},
-    {"block_k": 64, "num_stages": 4},
+    {},
+    {"ping_pong": True},
+    {"overlap": "qk"},
+    {"persistent": True},
+    {"persistent": True, "ping_pong": True},
+    {"overlap": "none", "ping_pong": True},
+)
+#: Shapes the variants are timed at: (batch, n, heads, kv_heads, d, causal, dtype).
+VARIANT_SHAPES = (
+    (4, 4096, 16, 16, 128, False, "bfloat16"),
+    (4, 4096, 16, 16, 128, True, "bfloat16"),
+    (4, 4096, 32, 8, 128, True, "bfloat16"),
+    (16, 1024, 16, 16, 128, False, "bfloat16"),
+    (16, 1024, 32, 8, 128, True, "bfloat16"),
+    (4, 4096, 16, 16, 128, False, "float16"),
 )
 
 
@@ -222,16 +238,34 @@ def speed_shapes(quick: bool):
     return shapes
 
 
-def speed(record, *, quick: bool, deadline: float, variants: bool) -> None:
+def variant_jobs() -> list:
+    jobs = []
+    for shape in VARIANT_SHAPES:
+        jobs.append(("cudnn", shape, {}))
+        if shape[6] == "float16":
+            jobs.append(("jax_mgpu", shape, {}))
+        jobs += [("mosaic", shape, opt) for opt in VARIANTS]
+    for d in (64, 256):
+        shape = (4, 4096, 16, 16, d, False, "bfloat16")
+        jobs += [
+            ("cudnn", shape, {}),
+            ("mosaic", shape, {}),
+            ("mosaic", shape, {"persistent": True}),
+        ]
+    return jobs
+
+
+def sweep_jobs(quick: bool, options: dict) -> list:
     jobs = []
     for shape in speed_shapes(quick):
         impls = ["mosaic", "cudnn", "triton"]
         if shape[6] == "float16":
             impls.append("jax_mgpu")
-        jobs += [(impl, shape, {}) for impl in impls]
-        if variants and shape[1] == 4096 and shape[4] == 128 and shape[6] == "bfloat16":
-            for opt in VARIANTS:
-                jobs.append(("mosaic", shape, opt))
+        jobs += [(impl, shape, options if impl == "mosaic" else {}) for impl in impls]
+    return jobs
+
+
+def speed(record, jobs, *, deadline: float) -> None:
     for impl, shape, options in jobs:
         if time.monotonic() > deadline:
             print(f"deadline: skipping {impl} {shape}", flush=True)
@@ -266,7 +300,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-correctness", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer sequence lengths")
-    ap.add_argument("--variants", action="store_true", help="time schedule variants at n=4096")
+    ap.add_argument("--variants", action="store_true", help="time the schedule variants only")
+    ap.add_argument("--options", default="{}", help="Mosaic options for the sweep (a dict)")
     ap.add_argument("--budget-s", type=float, default=420.0)
     args = ap.parse_args(argv)
     deadline = time.monotonic() + args.budget_s
@@ -291,7 +326,9 @@ def main(argv=None) -> int:
     if not args.skip_correctness:
         correctness(record)
     if not args.skip_speed:
-        speed(record, quick=args.quick, deadline=deadline, variants=args.variants)
+        options = ast.literal_eval(args.options)
+        jobs = variant_jobs() if args.variants else sweep_jobs(args.quick, options)
+        speed(record, jobs, deadline=deadline)
         print(summary(result["speed"]), flush=True)
     fails = [r for r in result["correctness"] if not r["ok"]]
     print(f"correctness: {len(result['correctness']) - len(fails)} pass, {len(fails)} fail")

@@ -37,8 +37,10 @@ needs_mosaic_import = pytest.mark.skipif(
     [
         ((1, 256, 2, 128), (1, 256, 2, 128), False, {}),
         ((1, 100, 4, 64), (1, 77, 2, 64), True, {}),
-        ((1, 200, 3, 256), (1, 200, 1, 256), True, {"overlap_qk": False}),
-        ((1, 128, 2, 128), (1, 128, 2, 128), True, {"ping_pong": False}),
+        ((1, 200, 3, 256), (1, 200, 1, 256), True, {"overlap": "none"}),
+        ((1, 128, 2, 128), (1, 128, 2, 128), True, {"overlap": "qk", "ping_pong": True}),
+        ((2, 300, 4, 128), (2, 300, 2, 128), True, {"persistent": True}),
+        ((2, 300, 4, 64), (2, 300, 4, 64), False, {"persistent": True, "ping_pong": True}),
     ],
 )
 def test_kernel_traces(shape, kv_shape, causal, options):
