@@ -65,13 +65,15 @@ def test_decode_over_prompt_cache_is_last_prefill_row(model, tokens, kv):
     assert _close(step, logits) < 1e-4
 
 
-def test_weight_layout_does_not_change_the_function(tokens):
-    a = LlamaModel.random(CFG, chunk=2, seed=5, dtype=jnp.float32)
+def test_weight_layout_does_not_change_the_function(model, tokens):
     cfg_t = dataclasses.replace(CFG, weight_layout="out_in")
-    b = LlamaModel(cfg_t, [[{k: (w.T if w.ndim == 2 else w) for k, w in layer.items()}
-                            for layer in chunk] for chunk in a.chunks],
-                   {**a.ends, "lm_head": a.ends["lm_head"].T})  # fmt: skip
-    assert _close(b.prefill(tokens, attention="naive"), a.prefill(tokens, attention="naive")) < 1e-5
+    chunks = [
+        [{k: (w.T if w.ndim == 2 else w) for k, w in layer.items()} for layer in chunk]
+        for chunk in model.chunks
+    ]
+    flipped = LlamaModel(cfg_t, chunks, {**model.ends, "lm_head": model.ends["lm_head"].T})
+    naive = model.prefill(tokens, attention="naive")
+    assert _close(flipped.prefill(tokens, attention="naive"), naive) < 1e-5
 
 
 def test_config_from_shipped_file():
