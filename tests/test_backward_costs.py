@@ -218,3 +218,12 @@ def test_predict_train_is_forward_plus_backward_and_the_cli_takes_mode(capsys):
     assert "train" in capsys.readouterr().out.splitlines()[0]
     assert main(["predict", "--n", "1024", "--hw", "h200", "--mode", "sideways"]) == 2
     assert "mode='sideways'" in capsys.readouterr().err
+
+
+def test_report_has_a_training_view(tmp_path):
+    from perfmodel.analysis.asymptotics import Shape
+    from perfmodel.report.figures import FIGURES, training_chart
+
+    assert FIGURES["training"] is training_chart
+    out = training_chart("h200", tmp_path / "training.png", shape=Shape(h=16), n_values=[512, 4096])
+    assert out.stat().st_size > 10_000

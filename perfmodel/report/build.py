@@ -33,7 +33,7 @@ def write_report(
     threshold: float = 1.5,
     command: str | None = None,
 ) -> Path:
-    """Write report.md and the five figures into ``out``; return the report's path."""
+    """Write report.md and the six figures into ``out``; return the report's path."""
     spec, shape = load_hardware(hw), shape or Shape()
     ns = np.asarray(n_values or plots.DEFAULT_N, dtype=float)
     measured = match_measurements(measurements, spec, shape) if measurements else None
@@ -44,6 +44,8 @@ def write_report(
         kwargs: dict[str, Any] = {"shape": shape}
         if name == "time_breakdown":
             kwargs["n"] = N_REFERENCE
+        elif name == "training":  # model only: the measured files hold forward passes
+            kwargs["n_values"] = [int(n) for n in ns]
         else:
             kwargs["measured"] = measured
             if name != "memory":

@@ -462,6 +462,55 @@ def time_breakdown_chart(
     return _save(fig, path)
 
 
+# --- 6. training ---------------------------------------------------------------------------
+def training_chart(
+    hw: Any,
+    path: str | Path,
+    *,
+    shape: Shape | None = None,
+    n_values: Sequence[int] = DEFAULT_N,
+) -> Path:
+    """One training step of one attention layer (forward + backward), naive against flash:
+    time against n, and the memory the step keeps besides Q, K, V, O (model estimates).
+
+    Flash's backward is FlashAttention-2's (``perfmodel.costs.backward``, dQ by atomics).
+    """
+    from perfmodel.prediction import sweep
+
+    spec, shape = load_hardware(hw), shape or Shape()
+    ns = np.asarray(n_values, dtype=np.int64)
+    kwargs = {**shape.kwargs(1), "batch": shape.batch_at(ns)}
+    cols = {m: sweep(spec, n=ns, mode=m, grid=False, **kwargs) for m in ("forward", "train")}
+    fig, (ax_t, ax_m) = _figure(ncols=2, width=12.0)
+    for algo in ("naive", "flash"):
+        ax_t.plot(ns, cols["train"][f"{algo}.time_s"] * 1e3, marker="o", color=COLORS[algo],
+                  label=f"{algo}: forward + backward")  # fmt: skip
+        ax_t.plot(ns, cols["forward"][f"{algo}.time_s"] * 1e3, ls=":", color=COLORS[algo],
+                  label=f"{algo}: forward only")  # fmt: skip
+        ax_m.plot(ns, cols["train"][f"{algo}.extra_memory_bytes"], marker="o",
+                  color=COLORS[algo], label=algo)  # fmt: skip
+    saved = (
+        1 - cols["train"]["flash.extra_memory_bytes"] / cols["train"]["naive.extra_memory_bytes"]
+    )
+    i = int(np.argmin(np.abs(ns - 4096)))
+    ax_m.annotate(
+        f"{saved[i]:.1%} saved at n = {_n_label(ns[i])}",
+        (ns[i], cols["train"]["flash.extra_memory_bytes"][i]),
+        xytext=(10, 30), textcoords="offset points", fontsize=9,
+        arrowprops=dict(arrowstyle="->"),
+    )  # fmt: skip
+    for ax in (ax_t, ax_m):
+        _n_axis(ax, ns)
+        ax.set_yscale("log")
+        ax.legend(fontsize=8, loc="upper left")
+    ax_t.set_ylabel("time per training step (ms, model estimate)")
+    ax_t.set_title("Forward + backward of one attention layer")
+    ax_m.set_ylabel("memory kept besides Q, K, V, O (bytes)")
+    ax_m.set_title("naive: P and one n×n gradient; flash: LSE, D, fp32 dQ")
+    fig.suptitle(f"Training view: {_config_label(spec, shape)}")
+    return _save(fig, path)
+
+
 #: Figure name -> function, in the report's order.
 FIGURES: dict[str, Callable[..., Path]] = {
     "roofline": roofline_chart,
@@ -469,4 +518,5 @@ FIGURES: dict[str, Callable[..., Path]] = {
     "memory": memory_chart,
     "speedup": speedup_chart,
     "time_breakdown": time_breakdown_chart,
+    "training": training_chart,
 }
