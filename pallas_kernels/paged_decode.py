@@ -17,9 +17,11 @@ and a small plain-JAX reduction combines them.
 Split rule (``default_splits``, used when ``splits=None``): enough chunks for about
 ``PROGRAMS_PER_SM`` = 8 programs per SM, not one. A decode program streams K/V with
 little arithmetic, so one SM needs several resident programs to keep enough loads in
-flight to cover HBM latency; one program per SM (the rule before 2026-11-30) reached
-2.2-2.5 TB/s on the H200, 4-16 per SM 3.6-4.3 TB/s (docs/perf-notes.md). Chunks keep
-at least ``MIN_PAGES_PER_SPLIT`` pages, so the float32 partials stay small beside K/V.
+flight to cover HBM latency. On the H200 (docs/perf-notes.md, "Device time: outcome";
+split sweeps at b=1 m=16K, b=4 m=32K, b=16 m=4K) one program per SM, the rule before
+2026-11-30, reached 1.96-2.63 TB/s, and 2-16 per SM 2.46-4.08 TB/s, within 6 % of the
+best from 2 to 8. Chunks keep at least ``MIN_PAGES_PER_SPLIT`` pages, so the float32
+partials stay small beside K/V.
 
 The contiguous reference (``contiguous_decode_reference``) is the specification: the
 same function over ``[batch, m, h_kv, d]`` K/V, in plain JAX with float32 math.
