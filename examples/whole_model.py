@@ -190,14 +190,77 @@ def peer_table(measured_path: str, peers_path: str) -> str:
     return "\n".join(lines)
 
 
+def plot_measured(measured_path: str, path: str) -> None:
+    """Prefill tokens/s against n, measured (markers) and predicted (lines), per attention;
+    and the decode step, measured against predicted, per (batch, context)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    with open(measured_path) as f:
+        run = json.load(f)
+    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
+    grid = [512, 1024, 2048, 4096, 8192, 16384, 32768]
+    for impl, color in (("naive", "C0"), ("flash", "C1"), ("cudnn", "C2")):
+        pred = [(n, n / predicted("prefill", impl, n)[0]) for n in grid]
+        left.plot(*zip(*pred, strict=True), "-", color=color, label=f"{impl} (estimate)")
+        pts = [
+            (p["n"], p["n"] / p["device_s"])
+            for p in run["points"]
+            if p["kind"] == "prefill" and p["impl"] == impl and "device_s" in p
+        ]
+        if pts:
+            left.plot(*zip(*pts, strict=True), "o", color=color, label=f"{impl} (measured)")
+    left.set(
+        xscale="log",
+        xlabel="prompt tokens n (batch 1)",
+        ylabel="prefill tokens/s",
+        title="Llama-3.1-8B prefill on the H200",
+    )
+    for p in run["points"]:
+        if p["kind"] != "decode" or "device_s" not in p:
+            continue
+        t_pred = predicted("decode", p["impl"], (p["batch"], p["m"]))[0]
+        marker = "s" if p["impl"] == "paged" else "^"
+        right.plot(t_pred * 1e3, p["device_s"] * 1e3, marker, color="C1" if marker == "s" else "C0")
+        right.annotate(
+            f"b={p['batch']} m={p['m']}",
+            (t_pred * 1e3, p["device_s"] * 1e3),
+            fontsize=7,
+            xytext=(3, 3),
+            textcoords="offset points",
+        )
+    lim = [0, 25]
+    right.plot(lim, lim, "k:", lw=1)
+    right.plot([], [], "s", color="C1", label="paged (our kernel)")
+    right.plot([], [], "^", color="C0", label="contiguous (XLA einsums)")
+    right.set(
+        xlim=lim,
+        ylim=lim,
+        xlabel="predicted time per output token (ms)",
+        ylabel="measured (ms)",
+        title="decode step",
+    )
+    for ax in (left, right):
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--predict", action="store_true")
     ap.add_argument("--measured", default=None)
     ap.add_argument("--peers", default=None, help="with --measured: the peers' JSON")
+    ap.add_argument("--plot", default=None, help="with --measured: a figure of both phases")
     args = ap.parse_args()
     if args.predict:
         print(predict_table())
+    if args.measured and args.plot:
+        plot_measured(args.measured, args.plot)
     if args.measured and args.peers:
         print(peer_table(args.measured, args.peers))
     elif args.measured:
