@@ -60,16 +60,13 @@ VARIANTS = (
     {"overlap": "qk"},
     {"persistent": True},
     {"persistent": True, "ping_pong": True},
-    {"overlap": "none", "ping_pong": True},
 )
 #: Shapes the variants are timed at: (batch, n, heads, kv_heads, d, causal, dtype).
 VARIANT_SHAPES = (
     (4, 4096, 16, 16, 128, False, "bfloat16"),
     (4, 4096, 16, 16, 128, True, "bfloat16"),
-    (4, 4096, 32, 8, 128, True, "bfloat16"),
     (16, 1024, 16, 16, 128, False, "bfloat16"),
     (16, 1024, 32, 8, 128, True, "bfloat16"),
-    (4, 4096, 16, 16, 128, False, "float16"),
 )
 
 
@@ -222,7 +219,7 @@ def time_one(impl, shape, options) -> dict:
 
 def speed_shapes(quick: bool):
     shapes = []
-    ns = (1024, 4096, 16384) if quick else (1024, 2048, 4096, 8192, 16384)
+    ns = (1024, 2048, 4096, 16384) if quick else (1024, 2048, 4096, 8192, 16384)
     for n in ns:
         for causal in (False, True):
             shapes.append((max(1, TOKENS // n), n, 16, 16, 128, causal, "bfloat16"))
@@ -245,23 +242,34 @@ def variant_jobs() -> list:
         if shape[6] == "float16":
             jobs.append(("jax_mgpu", shape, {}))
         jobs += [("mosaic", shape, opt) for opt in VARIANTS]
-    for d in (64, 256):
-        shape = (4, 4096, 16, 16, d, False, "bfloat16")
-        jobs += [
-            ("cudnn", shape, {}),
-            ("mosaic", shape, {}),
-            ("mosaic", shape, {"persistent": True}),
-        ]
     return jobs
 
 
-def sweep_jobs(quick: bool, options: dict) -> list:
+def best_options(points, short: bool) -> dict:
+    """The variant with the highest geometric-mean TFLOP/s over the variant shapes of
+    one class (n < 4096 when ``short``, else n >= 4096)."""
+    import math
+
+    score: dict = {}
+    for p in points:
+        if p["impl"] != "mosaic" or p["status"] != "ok" or (p["n"] < 4096) != short:
+            continue
+        score.setdefault(repr(sorted(p["options"].items())), []).append(math.log(p["tflops"]))
+    counts = {len(v) for v in score.values()}
+    score = {k: v for k, v in score.items() if len(v) == max(counts, default=0)}
+    if not score:
+        return {}
+    best = max(score, key=lambda key: sum(score[key]) / len(score[key]))
+    return dict(ast.literal_eval(best))
+
+
+def sweep_jobs(quick: bool, options, impls=("mosaic", "cudnn", "triton")) -> list:
+    """``options``: a dict, or a function of the shape giving one."""
     jobs = []
     for shape in speed_shapes(quick):
-        impls = ["mosaic", "cudnn", "triton"]
-        if shape[6] == "float16":
-            impls.append("jax_mgpu")
-        jobs += [(impl, shape, options if impl == "mosaic" else {}) for impl in impls]
+        opts = options(shape) if callable(options) else options
+        names = list(impls) + (["jax_mgpu"] if shape[6] == "float16" else [])
+        jobs += [(impl, shape, opts if impl == "mosaic" else {}) for impl in names]
     return jobs
 
 
@@ -300,7 +308,12 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-correctness", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer sequence lengths")
-    ap.add_argument("--variants", action="store_true", help="time the schedule variants only")
+    ap.add_argument(
+        "--variants",
+        action="store_true",
+        help="time the schedule variants first, then sweep with the best (per n class)",
+    )
+    ap.add_argument("--impls", default="mosaic,cudnn,triton", help="sweep implementations")
     ap.add_argument("--options", default="{}", help="Mosaic options for the sweep (a dict)")
     ap.add_argument("--budget-s", type=float, default=420.0)
     args = ap.parse_args(argv)
@@ -327,8 +340,14 @@ def main(argv=None) -> int:
         correctness(record)
     if not args.skip_speed:
         options = ast.literal_eval(args.options)
-        jobs = variant_jobs() if args.variants else sweep_jobs(args.quick, options)
-        speed(record, jobs, deadline=deadline)
+        impls = tuple(args.impls.split(","))
+        if args.variants:
+            speed(record, variant_jobs(), deadline=deadline)
+            short, long = best_options(result["speed"], True), best_options(result["speed"], False)
+            result["chosen"] = {"n<4096": short, "n>=4096": long}
+            print(f"chosen options: n<4096 {short}, n>=4096 {long}", flush=True)
+            options = lambda shape: short if shape[1] < 4096 else long  # noqa: E731
+        speed(record, sweep_jobs(args.quick, options, impls), deadline=deadline)
         print(summary(result["speed"]), flush=True)
     fails = [r for r in result["correctness"] if not r["ok"]]
     print(f"correctness: {len(result['correctness']) - len(fails)} pass, {len(fails)} fail")
