@@ -1,0 +1,120 @@
+"""Every roofline factor, against numbers worked out by hand (or by simulating waves).
+
+The factors: roof time (work over rate), a kernel's floor (the largest roof), derating,
+compute overlap, the per-block fill stretch, idle SMs (busy fraction), wave
+quantisation, launch and host-dispatch overheads, the rates a device gives each roof,
+its ridge point, and arithmetic intensity. ``tools/mutate_terms.py`` checks that a change
+to any one of them fails a test here.
+"""
+
+import math
+
+import pytest
+
+from perfmodel import roofline
+from perfmodel.catalog.calibration import Calibration
+from perfmodel.catalog.hardware import load_hardware
+from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates, shape_values
+from perfmodel.prediction import predict
+
+H200 = load_hardware("h200")
+
+
+def test_roof_time_is_work_over_rate():
+    assert roofline.roof_times({"matmul": 10.0, "hbm": 6.0}, {"matmul": 5.0, "hbm": 2.0}) == {
+        "matmul": 2.0,
+        "hbm": 3.0,
+    }
+
+
+def test_floor_is_the_largest_roof():
+    assert roofline.lower_bound({"matmul": 2.0, "hbm": 3.0, "exp": 1.0}) == 3.0
+
+
+def test_derating_divides_by_the_achieved_fraction():
+    assert roofline.kernel_estimate({"hbm": 1.0}, {"hbm": 0.5}) == 2.0
+
+
+def test_compute_overlap_and_fill_stretch_by_hand():
+    times = {"matmul": 3.0, "exp": 1.0, "vector": 0.5, "hbm": 1.0}
+    # busiest compute roof 3, the others 1.5 more; a quarter overlaps: 3 + 0.75·1.5.
+    assert roofline.combine(times, compute_overlap=0.25) == 4.125
+    # each block's fixed cost stretches the compute time: ×2 here.
+    assert roofline.combine(times, compute_overlap=0.25, fill_stretch=2.0) == 8.25
+    assert roofline.combine(times) == 3.0  # overlap 1: the roofline's max
+
+
+def simulate_waves(blocks, sms):
+    """Busy SM-slots over all SM-slots when equal blocks run in rounds of ``sms``."""
+    slots = 0
+    left = blocks
+    while left > 0:
+        slots += sms
+        left -= min(sms, left)
+    return blocks / slots
+
+
+@pytest.mark.parametrize("blocks", [1, 66, 131, 132, 133, 264, 300])
+def test_busy_fraction_and_wave_efficiency_against_a_simulation(blocks):
+    assert roofline.busy_fraction(blocks, 132) == pytest.approx(min(1.0, blocks / 132))
+    assert roofline.wave_efficiency(blocks, 132) == pytest.approx(simulate_waves(blocks, 132))
+
+
+def test_intensity_is_flops_over_bytes():
+    assert roofline.arithmetic_intensity(10.0, 4.0) == 2.5
+
+
+def _calibration(**kw):
+    return Calibration(name="test", **kw)
+
+
+def test_fill_stretch_launch_and_dispatch_in_the_estimate_by_hand():
+    kernel = KernelRoofs(
+        "k", floor={}, estimate={"matmul": 1e-3, "hbm": 1e-4}, blocks_per_tile=0.5, times={}
+    )
+    # 2 tiles of fixed cost per block, 0.5 blocks per tile: compute × (1 + 2·0.5) = 2 ms.
+    cal = _calibration(block_overhead_tiles=2.0)
+    assert estimate_time([kernel], cal, launch=1e-5) == pytest.approx(2e-3 + 1e-5, rel=1e-12)
+    assert estimate_time([kernel], _calibration(), launch=1e-5) == pytest.approx(1.01e-3)
+    # Host dispatch of 3 kernels at 1 ms each hides nothing shorter than 3 ms.
+    tiny = KernelRoofs("t", floor={}, estimate={"hbm": 1e-6}, blocks_per_tile=0.0, times={})
+    cal = _calibration(dispatch_overhead_s=1e-3)
+    assert estimate_time([tiny] * 3, cal, launch=0.0) == pytest.approx(3e-3)
+
+
+def test_device_rates_and_symbols_come_from_the_spec():
+    rates = roof_rates(H200, 123.0)
+    assert rates == {
+        "matmul": 123.0,
+        "vector": H200.vector_fp32_flops_per_s,
+        "exp": H200.exp_per_s,
+        "hbm": H200.hbm_bandwidth_bytes_per_s,
+        "l2": H200.l2_bandwidth_bytes_per_s,
+    }
+    assert shape_values(H200, n=1) == {
+        "n": 1,
+        "l2_capacity": H200.l2_bytes,
+        "resident_ctas": H200.sm_count,
+    }
+
+
+def test_ridge_point_by_hand():
+    # H200 SXM: 989.4 TFLOP/s dense fp16 over 4.8 TB/s.
+    assert H200.ridge_point("fp16") == pytest.approx(
+        H200.peak_flops_per_s.fp16 / H200.hbm_bandwidth_bytes_per_s, rel=1e-15
+    )
+    assert H200.ridge_point("fp16") == pytest.approx(206.1, abs=0.1)
+
+
+def test_one_block_leaves_the_other_sms_idle_in_predict():
+    # n = 128, one head: flash runs one thread block, so the matmul roof is stretched by
+    # the 131 idle SMs of 132 (the floor), and the estimate by the same single wave.
+    p = predict(n=128, hw="h200", calibration="default")
+    matmul_s = p.flash.matmul_flops / H200.peak("fp16")
+    assert p.flash.roof_times_s["matmul"] == pytest.approx(matmul_s)
+    assert p.flash.t_compute_s >= matmul_s * 132 * (1 - 1e-12)
+    assert math.isclose(
+        p.flash.t_compute_s,
+        max(matmul_s, p.flash.roof_times_s["vector"], p.flash.roof_times_s["exp"]) * 132,
+        rel_tol=1e-12,
+    )

@@ -1,0 +1,184 @@
+"""Mutation run over the cost terms and the roofline factors: does a test notice?
+
+    python3 tools/mutate_terms.py                  # every mutant, a markdown table
+    python3 tools/mutate_terms.py --only lse,fill  # mutants whose name contains these
+
+Each mutant changes one term or factor in a copy of the committed tree (``git archive
+HEAD``: nobody's uncommitted work is read or touched): scaled by 1.1, shifted by one, a
+comparison loosened, two rates swapped. It then runs the tests that pin that term
+(``pytest -x``). A mutant is *killed* when a test fails, *survives* when all pass; a
+mutation whose text is no longer in the file is reported as *stale* (update the table).
+Exit status 1 if any mutant survives or is stale.
+"""
+
+# ruff: noqa: E501  (the mutant table below reads one mutant a line)
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+COSTS_TESTS = ("tests/test_terms_pinned.py", "tests/test_costs.py")
+DECODE_TESTS = ("tests/test_terms_pinned.py", "tests/test_decode.py")
+ROOF_TESTS = ("tests/test_roofline_pinned.py", "tests/test_predict.py")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str  #: the term or factor
+    path: str
+    old: str
+    new: str
+    what: str  #: the mutation, in words
+    tests: tuple[str, ...] = COSTS_TESTS
+
+
+T, N, F, D = (
+    "perfmodel/costs/terms.py",
+    "perfmodel/costs/naive.py",
+    "perfmodel/costs/flash.py",
+    "perfmodel/costs/decode.py",
+)
+R, E, H = "perfmodel/roofline.py", "perfmodel/evaluate.py", "perfmodel/catalog/hardware.py"
+
+# fmt: off
+MUTANTS = (
+    # --- tensor sizes -------------------------------------------------------------
+    Mutant("Q bytes", T, "q_bytes = b * h * n * d * s", "q_bytes = b * h * n * d * s * 11 / 10", "x1.1"),
+    Mutant("O bytes", T, "o_bytes = b * h * n * d * s", "o_bytes = b * h * n * d * s * 11 / 10", "x1.1"),
+    Mutant("K bytes", T, "k_bytes = b * h_kv * m * d * s", "k_bytes = b * h_kv * m * d * s * 11 / 10", "x1.1"),
+    Mutant("V bytes", T, "v_bytes = b * h_kv * m * d * s", "v_bytes = b * h_kv * m * d * s * 11 / 10", "x1.1"),
+    Mutant("S/P matrix bytes", T, "score_matrix_bytes = b * h * n * m * s", "score_matrix_bytes = b * h * n * m * s * 11 / 10", "x1.1"),
+    Mutant("log-sum-exp bytes", T, "lse_bytes = b * h * n * F32", "lse_bytes = b * h * n * (F32 + 1)", "4 -> 5 bytes a row"),
+    # --- work ---------------------------------------------------------------------
+    Mutant("matmul FLOPs", T, "return 4 * d * score_elements", "return 4 * (d + 1) * score_elements", "4d -> 4(d+1) a score"),
+    Mutant("softmax FLOPs per score", T, "SOFTMAX_FLOPS_PER_SCORE = 4", "SOFTMAX_FLOPS_PER_SCORE = 5", "4 -> 5"),
+    Mutant("normalise FLOPs per score", T, "NORMALISE_FLOPS_PER_SCORE = 1", "NORMALISE_FLOPS_PER_SCORE = 2", "1 -> 2"),
+    # --- tiles and the L2 re-read model ---------------------------------------------
+    Mutant("Q blocks T_r", T, "q_blocks = sp.ceiling(n / block_q)", "q_blocks = sp.floor(n / block_q) + 1", "ceil -> floor+1"),
+    Mutant("K blocks T_c", T, "k_blocks = sp.ceiling(m / block_k)", "k_blocks = sp.floor(m / block_k) + 1", "ceil -> floor+1"),
+    Mutant("causal tile count", T, "(k_wider, True)) + k_blocks", "(k_wider, True)) + k_blocks + 1", "+1"),
+    Mutant("K/V head bytes (L2-fit threshold)", T, "kv_head_bytes = 2 * m * d * s", "kv_head_bytes = 2 * m * d * s * 11 / 10", "x1.1"),
+    Mutant("L2-fit comparison", T, "fits = heads_in_flight * head_bytes <= l2_capacity", "fits = heads_in_flight * head_bytes < l2_capacity", "<= -> <"),
+    Mutant("heads in flight", T, "heads_in_flight = sp.ceiling(resident / blocks_per_head)", "heads_in_flight = sp.ceiling(resident / blocks_per_head) + 1", "+1"),
+    Mutant("re-read waves", T, "waves = sp.ceiling(blocks_per_head / resident)", "waves = sp.ceiling(blocks_per_head / resident) + 1", "+1"),
+    Mutant("GQA spill factor", T, "(waves * spill_factor, True)", "(waves, True)", "h/h_kv -> 1"),
+    # --- naive ----------------------------------------------------------------------
+    Mutant("causal mask pass bytes (XLA)", N, "2 * F32 * scores if causal", "3 * F32 * scores if causal", "8 -> 12 B a score"),
+    Mutant("XLA row-fusion limit", N, "XLA_ROW_FUSION_BYTES = 32 * 1024", "XLA_ROW_FUSION_BYTES = 64 * 1024", "x2"),
+    Mutant("XLA softmax reads past the limit", N, "(3, True)", "(4, True)", "3 -> 4"),
+    Mutant("naive scale FLOPs", N, "vector_flops=scores,  # the scale", "vector_flops=2 * scores,", "1 -> 2 a score"),
+    Mutant("naive softmax FLOPs", N, "(t.SOFTMAX_FLOPS_PER_SCORE - 1 + t.NORMALISE_FLOPS_PER_SCORE)", "(t.SOFTMAX_FLOPS_PER_SCORE + t.NORMALISE_FLOPS_PER_SCORE)", "drop the -1"),
+    Mutant("naive extra memory (S+P)", N, "extra_memory_bytes=2 * t.score_matrix_bytes", "extra_memory_bytes=3 * t.score_matrix_bytes", "2 -> 3 matrices"),
+    Mutant("naive PV bytes", N, "hbm_bytes=t.score_matrix_bytes + t.v_bytes + t.o_bytes", "hbm_bytes=t.score_matrix_bytes + t.v_bytes + 2 * t.o_bytes", "O twice"),
+    # --- flash ----------------------------------------------------------------------
+    Mutant("flash rescale FLOPs", F, "rows_rescaled * d,", "rows_rescaled * (d + 1),", "d -> d+1 a row"),
+    Mutant("flash rescale exps", F, "exp_count=scores + rows_rescaled", "exp_count=scores", "drop the per-tile exp"),
+    Mutant("causal K/V rows (partial last block)", F, "kv_rows = tiles * block_k - (t.k_blocks * block_k - m)", "kv_rows = tiles * block_k", "no partial block"),
+    Mutant("flash grid (work items)", F, "work_items=b * h * t.q_blocks", "work_items=b * h * (t.q_blocks + 1)", "+1 block a head"),
+    Mutant("flash tiles (fill unit)", F, "tiles=b * h * tiles_per_head", "tiles=2 * b * h * tiles_per_head", "x2"),
+    Mutant("flash SRAM stages", F, "KV_STAGES = 2", "KV_STAGES = 3", "2 -> 3"),
+    Mutant("flash registers", F, "2 * block_q) * F32", "3 * block_q) * F32", "2 -> 3 statistics a row"),
+    # --- decode ---------------------------------------------------------------------
+    Mutant("block-table entry bytes", D, "TABLE_ENTRY_BYTES = 4", "TABLE_ENTRY_BYTES = 8", "4 -> 8", DECODE_TESTS),
+    Mutant("pages per sequence", D, "pages_per_seq = sp.ceiling(m / page)", "pages_per_seq = sp.floor(m / page) + 1", "ceil -> floor+1", DECODE_TESTS),
+    Mutant("split partial bytes", D, "splits * (d + 2) * F32", "splits * (d + 3) * F32", "d+2 -> d+3", DECODE_TESTS),
+    Mutant("split reduce FLOPs", D, "vector_flops=3 * rows * splits * (d + 2)", "vector_flops=4 * rows * splits * (d + 2)", "3 -> 4", DECODE_TESTS),
+    Mutant("decode SM occupancy", D, "return work_items() / (waves() * resident)", "return work_items() / (waves() * resident + 1)", "+1 SM", DECODE_TESTS),
+    Mutant("split rule", D, "sp.floor(resident / (b * h_kv))", "sp.ceiling(resident / (b * h_kv))", "floor -> ceil", DECODE_TESTS),
+    # --- roofline factors -------------------------------------------------------------
+    Mutant("roof time (work / rate)", R, "w / rates[roof]", "w * 1.1 / rates[roof]", "x1.1", ROOF_TESTS),
+    Mutant("kernel floor (max of roofs)", R, "return max(values)", "return sum(values)", "max -> sum", ROOF_TESTS),
+    Mutant("derating (roof / efficiency)", R, "derated = {r: t / efficiency[r]", "derated = {r: t / efficiency[r] ** 2", "eff -> eff^2", ROOF_TESTS),
+    Mutant("compute overlap", R, "(1 - compute_overlap) * (add(*compute) - busiest)", "(1 - compute_overlap) * 1.1 * (add(*compute) - busiest)", "x1.1", ROOF_TESTS),
+    Mutant("fill stretch applied", R, "(add(*compute) - busiest)) * fill_stretch)", "(add(*compute) - busiest)))", "dropped", ROOF_TESTS),
+    Mutant("busy fraction", R, "np.minimum(1.0, np.asarray(work_items) / units)", "np.minimum(1.0, np.asarray(work_items) / (units + 1))", "units+1", ROOF_TESTS),
+    Mutant("wave efficiency", R, "items / (np.ceil(items / units) * units)", "items / (np.ceil((items + 1) / units) * units)", "items+1 in the wave count", ROOF_TESTS),
+    Mutant("arithmetic intensity", R, "np.asarray(flops) / np.asarray(bytes_moved)", "np.asarray(flops) * 1.1 / np.asarray(bytes_moved)", "x1.1", ROOF_TESTS),
+    Mutant("per-block fill stretch", E, "1 + calibration.block_overhead_tiles * k.blocks_per_tile", "1 + 1.1 * calibration.block_overhead_tiles * k.blocks_per_tile", "x1.1", ROOF_TESTS),
+    Mutant("launch overhead", E, "total = total + device + launch", "total = total + device + 1.1 * launch", "x1.1", ROOF_TESTS),
+    Mutant("host dispatch", E, "calibration.dispatch_overhead_s * len(kernels)", "calibration.dispatch_overhead_s * (len(kernels) + 1)", "+1 kernel", ROOF_TESTS),
+    Mutant("vector and exp rates", E, '"vector": hw.vector_fp32_flops_per_s,\n        "exp": hw.exp_per_s,', '"vector": hw.exp_per_s,\n        "exp": hw.vector_fp32_flops_per_s,', "swapped", ROOF_TESTS),
+    Mutant("L2 capacity symbol", E, '"l2_capacity": hw.l2_bytes or 0', '"l2_capacity": (hw.l2_bytes or 0) * 11 // 10', "x1.1", ROOF_TESTS),
+    Mutant("resident blocks symbol", E, '"resident_ctas": hw.sm_count', '"resident_ctas": hw.sm_count + 1', "+1", ROOF_TESTS),
+    Mutant("ridge point", H, "return self.peak(dtype) / self.hbm_bandwidth_bytes_per_s", "return 1.1 * self.peak(dtype) / self.hbm_bandwidth_bytes_per_s", "x1.1", ROOF_TESTS),
+)
+# fmt: on
+
+
+def _tree(dest: Path) -> None:
+    archive = subprocess.run(
+        ["git", "-C", str(ROOT), "archive", "HEAD"], capture_output=True, check=True
+    )
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive.stdout, check=True)
+
+
+def run(mutant: Mutant, base: Path) -> tuple[str, str, float]:
+    """(outcome, killed by, seconds) for one mutant, in a fresh copy of ``base``."""
+    with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
+        work = Path(tmp)
+        subprocess.run(["cp", "-a", f"{base}/.", str(work)], check=True)
+        target = work / mutant.path
+        text = target.read_text()
+        if text.count(mutant.old) != 1:
+            return "stale", f"text found {text.count(mutant.old)} times", 0.0
+        target.write_text(text.replace(mutant.old, mutant.new))
+        env = {**os.environ, "PYTHONPATH": str(work)}
+        start = time.perf_counter()
+        argv = ["-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", "-o", "addopts="]
+        proc = subprocess.run(
+            [sys.executable, *argv, *mutant.tests],
+            cwd=work,
+            env=env,
+            capture_output=True,
+            text=True,
+        )
+        seconds = time.perf_counter() - start
+    if proc.returncode == 0:
+        return "survived", "", seconds
+    failed = re.findall(r"^FAILED (\S+)", proc.stdout, flags=re.M)
+    if not failed:  # an import or collection error: the mutant broke the module outright
+        return "killed", "(error: " + proc.stdout.strip().splitlines()[-1][:60] + ")", seconds
+    return "killed", failed[0].split(" ")[0], seconds
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--only", default="", help="comma-separated parts of mutant names")
+    p.add_argument(
+        "--without-pinned",
+        action="store_true",
+        help="leave out tests/test_*_pinned.py (what the other tests alone catch)",
+    )
+    args = p.parse_args(argv)
+    wanted = [w.strip().lower() for w in args.only.split(",") if w.strip()]
+    mutants = [m for m in MUTANTS if not wanted or any(w in m.name.lower() for w in wanted)]
+    rows, bad = [], 0
+    with tempfile.TemporaryDirectory(prefix="mutate-base-") as base:
+        _tree(Path(base))
+        for m in mutants:
+            if args.without_pinned:
+                m = replace(m, tests=tuple(t for t in m.tests if not t.endswith("_pinned.py")))
+            outcome, by, seconds = run(m, Path(base))
+            bad += outcome != "killed"
+            rows.append(
+                f"| {m.name} | `{m.path.removeprefix('perfmodel/')}` | {m.what} | {outcome} | {by} |"
+            )
+            print(rows[-1], f"({seconds:.0f} s)", file=sys.stderr, flush=True)
+    print("| term or factor | file | mutation | outcome | killed by (first failing test) |")
+    print("|---|---|---|---|---|")
+    print("\n".join(rows))
+    print(f"\n{len(rows) - bad} of {len(rows)} mutants killed.")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
