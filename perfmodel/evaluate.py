@@ -19,7 +19,7 @@ from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.compile import Compiled, compiled
-from perfmodel.costs import MODES, symbolic
+from perfmodel.costs import MODES, symbolic, terms
 from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
@@ -68,6 +68,10 @@ def _compiled_model(algorithm: str, causal: bool, l2: bool) -> tuple[Compiled, t
     for field in _PER_MODEL:
         exprs.append(getattr(model, field))
         names.append(field)
+    # Q, K, V, O and what the algorithm keeps besides: what must fit in device memory.
+    io = terms.q_bytes + terms.k_bytes + terms.v_bytes + terms.o_bytes
+    exprs.append(model.extra_memory_bytes + io)
+    names.append("footprint_bytes")
     return compiled(tuple(exprs)), tuple(names)
 
 
@@ -178,7 +182,8 @@ def evaluate(
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
 
-    out: dict[str, Num] = {f: raw[f] for f in _PER_MODEL}
+    out: dict[str, Num] = {f: raw[f] for f in (*_PER_MODEL, "footprint_bytes")}
+    out["fits_memory"] = _fits(raw["footprint_bytes"], hw.hbm_capacity_bytes)
     for f in _PER_KERNEL:
         out[f] = sum(raw[f"{k}:{f}"] for k in kernels)
     roof_totals: dict[str, Num] = {}
@@ -236,7 +241,18 @@ def _with_parallelism(times: dict, work_items, hw: HardwareSpec) -> tuple[dict, 
     )
 
 
+def _fits(footprint: Num, capacity: int) -> Num:
+    """Whether an algorithm's tensors fit in the device's memory."""
+    if isinstance(footprint, float):
+        return footprint <= capacity
+    return np.asarray(footprint) <= capacity
+
+
+#: Labels of ``bound`` as one shared object per label (8 bytes a point, not a string each).
+_BOUNDS = np.array(["memory", "compute"], dtype=object)
+
+
 def _bound(t_compute, t_memory):
     if isinstance(t_compute, float) and isinstance(t_memory, float):
         return "compute" if t_compute >= t_memory else "memory"
-    return np.where(t_compute >= t_memory, "compute", "memory")
+    return _BOUNDS[(np.asarray(t_compute) >= t_memory).astype(np.intp)]

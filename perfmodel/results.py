@@ -52,6 +52,8 @@ class AlgorithmPrediction(BaseModel):
     binding_roof: str
     roof_times_s: dict[str, float]
     extra_memory_bytes: float
+    footprint_bytes: float  #: Q, K, V, O plus extra_memory_bytes
+    fits_memory: bool  #: footprint_bytes <= the device's HBM capacity
     sram_bytes: float
     register_bytes: float
     attainable_flops_per_s: float
@@ -103,11 +105,19 @@ def _rows(p: Prediction) -> list[tuple[str, str, str]]:
         ("t_compute", *both(t("t_compute_s"))),
         ("t_memory", *both(t("t_memory_s"))),
         ("t_lower", *both(t("t_lower_s"))),
-        ("time (estimate)", *both(t("time_s"))),
+        ("time (estimate)", *both(lambda a: si(a.time_s, "s") + _fits(a, p))),
         ("attainable matmul rate", *both(lambda a: si(a.attainable_flops_per_s, "FLOP/s"))),
         ("extra memory", *both(lambda a: binary(a.extra_memory_bytes))),
     ]
     return [(k, v.strip(), w.strip()) for k, v, w in rows]
+
+
+def _fits(a: AlgorithmPrediction, p: Prediction) -> str:
+    """Nothing, or that an algorithm's tensors overflow the device's memory."""
+    if a.fits_memory:
+        return ""
+    need, have = si(a.footprint_bytes, "B"), si(p.hardware.hbm_capacity_bytes, "B")
+    return f" (does not fit: needs {need} of {have})"
 
 
 def _title(p: Prediction) -> str:
@@ -127,6 +137,7 @@ def _speedup_line(p: Prediction) -> str:
         f"speedup (naive time / flash time, estimate): {p.speedup:.2f}x; "
         f"{p.naive.hbm_bytes / p.flash.hbm_bytes:.1f}x fewer HBM bytes, "
         f"attention memory -{saved:.1%}"
+        + ("; naive does not fit in memory" if not p.naive.fits_memory else "")
     )
 
 

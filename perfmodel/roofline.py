@@ -14,6 +14,7 @@ the softmax's memory traffic, which separate launches cannot do).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from typing import Any
 
@@ -51,7 +52,7 @@ def lower_bound(times: Mapping[str, Num]) -> Num:
     values = list(times.values())
     if isinstance(values[0], float):  # one point: all are floats
         return max(values)
-    return np.maximum.reduce([np.asarray(t, dtype=np.float64) for t in values])
+    return _max([np.asarray(t, dtype=np.float64) for t in values])
 
 
 def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict:
@@ -60,7 +61,10 @@ def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict:
 
 
 def _max(values: list[Num]) -> Num:
-    return max(values) if isinstance(values[0], float) else np.maximum.reduce(values)
+    """Elementwise maximum, pairwise (``np.maximum.reduce`` would stack the arrays first)."""
+    if isinstance(values[0], float):
+        return max(values)
+    return functools.reduce(np.maximum, values)
 
 
 def kernel_estimate(
@@ -119,5 +123,10 @@ def binding_roof(times: Mapping[str, Num]) -> Num:
     names = list(times)
     if isinstance(times[names[0]], float):
         return max(names, key=times.__getitem__)
-    stacked = np.stack(np.broadcast_arrays(*(np.asarray(times[k]) for k in names)))
-    return np.asarray(names)[np.argmax(stacked, axis=0)]
+    best = np.asarray(times[names[0]])
+    which = np.zeros(best.shape, dtype=np.intp)
+    for i, name in enumerate(names[1:], 1):  # first largest wins, as argmax's would
+        larger = np.asarray(times[name]) > best
+        which = np.where(larger, i, which)
+        best = np.where(larger, times[name], best)
+    return np.asarray(names, dtype=object)[which]
