@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 from jax.test_util import check_grads
 
+from pallas_kernels import flash_attention
 from pallas_kernels.flash_backward import (
     BackwardConfig,
     flash_attention_backward,
@@ -134,12 +135,13 @@ def test_fully_masked_rows_get_zero_gradient_and_no_nan():
     assert not np.any(np.asarray(grads[0])[:, :8]), "rows that see no key must get dQ = 0"
 
 
-def test_check_grads_numerically():
-    """jax.test_util.check_grads: the VJP against finite differences of the forward."""
+def test_check_grads_numerically_through_the_entry_point():
+    """jax.test_util.check_grads on ``pallas_kernels.flash_attention`` itself: the VJP
+    (our backward kernels) against finite differences of the forward kernel."""
     q, k, v = random(4, (1, 20, 1, 16), (1, 20, 1, 16), (1, 20, 1, 16))
 
     def f(q, k, v):
-        return flash_attention_vjp(
+        return flash_attention(
             q, k, v, causal=True, interpret=INTERPRET, backward=TINY, block_q=16, block_k=16
         )
 
