@@ -125,3 +125,19 @@ def test_cli_table_json_and_errors(capsys, tmp_path):
     ]
     assert main(argv) == 0 and plot.stat().st_size > 0
     assert main(["estimate", "--model", "llama-3.1-8b", "--hw", "h200", "--sweep", "n=1"]) == 2
+
+
+def test_moe_decode_reads_the_experts_its_tokens_pick():
+    spec = load_model("mixtral-8x7b")
+    expert_mlp = 3 * spec.hidden * spec.intermediate * 2  # bytes of one expert in bf16
+    one = estimate("mixtral-8x7b", "h200", prompt=512, output=2, batch=1)
+    many = estimate("mixtral-8x7b", "h200", prompt=512, output=2, batch=64)
+
+    def mlp_weights(e):
+        return sum(op.hbm_bytes for op in e.decode.operators if op.name in ("gate_up", "down"))
+
+    # 2 of 8 experts for one token; every expert once 64 tokens pick 128 times
+    assert mlp_weights(one) == pytest.approx(spec.layers * 2 * expert_mlp, rel=1e-3)
+    assert mlp_weights(many) == pytest.approx(spec.layers * 8 * expert_mlp, rel=0.01)
+    assert any(op.name == "router" for op in one.prefill.operators)
+    assert one.memory.weights_bytes == pytest.approx(spec.params * 2)

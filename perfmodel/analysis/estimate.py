@@ -254,8 +254,8 @@ def _values(spec: ModelSpec, dtype: str, rows: int, head_rows: int) -> dict[str,
         h=spec.heads,
         h_kv=spec.kv_heads,
         d=spec.head_dim,
-        experts=1,
-        top_k=1,
+        experts=spec.experts,
+        top_k=spec.experts_per_token,
         s=BYTES_PER_ELEMENT[dtype],
     )
 
@@ -295,7 +295,8 @@ def _operator(
 def _layer_operators(spec, device, dtype, rows, head_rows) -> list[Operator]:
     values = _values(spec, dtype, rows, head_rows)
     default = load_calibration("default")
-    layer = [_operator(k, spec.layers, values, device, dtype, default) for k in tf.dense_layer()]
+    kernels = tf.dense_layer(moe=spec.experts > 1)
+    layer = [_operator(k, spec.layers, values, device, dtype, default) for k in kernels]
     once = [_operator(k, 1, values, device, dtype, default) for k in tf.once_per_forward()]
     return layer + once
 

@@ -41,6 +41,9 @@ class ModelSpec(BaseModel):
     vocab: PositiveInt
     tie_embeddings: bool
     qkv_bias: bool = False
+    #: Mixture of experts: MLPs per layer, and how many each token runs (1 and 1: dense).
+    experts: PositiveInt = 1
+    experts_per_token: PositiveInt = 1
     max_context_tokens: PositiveInt
     params: PositiveInt
     sources: dict[str, str]
@@ -52,6 +55,10 @@ class ModelSpec(BaseModel):
                 raise ValueError(f"model {self.name!r} gives no source for {key!r}")
         if self.heads % self.kv_heads:
             raise ValueError(f"heads={self.heads} is not a multiple of kv_heads={self.kv_heads}")
+        if self.experts_per_token > self.experts:
+            raise ValueError(
+                f"experts_per_token={self.experts_per_token} exceeds experts={self.experts}"
+            )
         gap = abs(self.counted_params() - self.params) / self.params
         if gap > PARAMS_TOLERANCE:
             raise ValueError(
@@ -61,12 +68,15 @@ class ModelSpec(BaseModel):
         return self
 
     def counted_params(self) -> int:
-        """Parameters implied by the shapes: embeddings, attention, SwiGLU MLP, RMSNorms."""
+        """Parameters implied by the shapes: embeddings, attention, SwiGLU MLP (one per
+        expert, plus a ``hidden × experts`` router when there are several), RMSNorms."""
         q_out, kv_out = self.heads * self.head_dim, self.kv_heads * self.head_dim
         attention = self.hidden * (q_out + 2 * kv_out) + q_out * self.hidden
         if self.qkv_bias:
             attention += q_out + 2 * kv_out
-        mlp = 3 * self.hidden * self.intermediate  # gate, up, down
+        mlp = self.experts * 3 * self.hidden * self.intermediate  # gate, up, down
+        if self.experts > 1:
+            mlp += self.hidden * self.experts  # the router
         layer = attention + mlp + 2 * self.hidden  # two RMSNorm weights
         embeddings = self.vocab * self.hidden * (1 if self.tie_embeddings else 2)
         return self.layers * layer + embeddings + self.hidden  # final norm
