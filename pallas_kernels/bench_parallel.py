@@ -6,7 +6,9 @@ one GPU at the same total n.
 Link ceilings: ``lax.ppermute`` (each device sends its buffer to the next), ``all_gather``,
 ``psum`` (all-reduce) and ``all_to_all`` on buffers of 1 MiB to 1 GiB per device, as
 bytes per second per device in one direction (the convention of NCCL's "bus bandwidth":
-ppermute sends S bytes; all-gather and all-to-all send S(P-1)/P; all-reduce 2S(P-1)/P).
+ppermute sends S bytes; all-gather S(P-1); all-to-all S(P-1)/P; all-reduce 2S(P-1)/P).
+The 2026-11-30 run's script counted S(P-1)/P for all-gather; its data file carries the
+corrected figures, recomputed from the measured times.
 
 Attention points: one GPU (``flash_attention_forward``) and each scheme of
 ``context_parallel_attention`` on the mesh of every local GPU, inputs already sharded
@@ -55,7 +57,11 @@ def _collectives(devices: int):
     share = (devices - 1) / devices
     return {
         "ppermute": (lambda x: lax.ppermute(x, AXIS, hop), lambda s: s),
-        "all_gather": (lambda x: lax.all_gather(x, AXIS, axis=0, tiled=True), lambda s: s * share),
+        # each device sends its whole shard to each of the P - 1 others
+        "all_gather": (
+            lambda x: lax.all_gather(x, AXIS, axis=0, tiled=True),
+            lambda s: s * (devices - 1),
+        ),
         "all_reduce": (lambda x: lax.psum(x, AXIS), lambda s: 2 * s * share),
         "all_to_all": (
             lambda x: lax.all_to_all(x, AXIS, split_axis=0, concat_axis=0, tiled=True),

@@ -249,9 +249,13 @@ def sharded_attention(*, mesh, axis, scheme="ring", causal=False, balance="conti
     ``pallas_kernels.flash_attention_forward`` (``interpret``, ``block_q``, ...).
     """
     fn = _sharded(
-        mesh=mesh, axis=axis, scheme=scheme, causal=bool(causal), balance=balance,
+        mesh=mesh,
+        axis=axis,
+        scheme=scheme,
+        causal=bool(causal),
+        balance=balance,
         opts=tuple(sorted(opts.items())),
-    )  # fmt: skip
+    )
     return jax.jit(fn)
 
 
@@ -304,9 +308,16 @@ def context_parallel_attention(
         balance = "zigzag" if causal and scheme != "ulysses" else "contiguous"
     _check(q, k, mesh, axis, scheme, balance)
     o, lse = _natural_order_attention(
-        q, k, v, mesh=mesh, axis=axis, scheme=scheme, causal=bool(causal), balance=balance,
+        q,
+        k,
+        v,
+        mesh=mesh,
+        axis=axis,
+        scheme=scheme,
+        causal=bool(causal),
+        balance=balance,
         opts=tuple(sorted(opts.items())),
-    )  # fmt: skip
+    )
     return (o, lse) if return_lse else o
 
 

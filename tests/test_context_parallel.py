@@ -59,9 +59,17 @@ def _run_case(mesh, devices, case):
     k = jax.random.normal(keys[1], (b, n, case["h_kv"], d), "float32")
     v = jax.random.normal(keys[2], (b, n, case["h_kv"], d), "float32")
     o, lse = context_parallel_attention(
-        q, k, v, mesh=mesh, axis="sp", scheme=case["scheme"], causal=case["causal"],
-        balance=case["balance"], return_lse=True, interpret=True,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        mesh=mesh,
+        axis="sp",
+        scheme=case["scheme"],
+        causal=case["causal"],
+        balance=case["balance"],
+        return_lse=True,
+        interpret=True,
+    )
     o_ref, lse_ref = attention_float64(q, k, v, causal=case["causal"])
     return {
         "o_err": float(np.max(np.abs(np.asarray(o, np.float64) - o_ref))),
@@ -113,8 +121,12 @@ def _results(devices: int) -> list[dict]:
     env["PYTHONPATH"] = os.pathsep.join([str(ROOT), env.get("PYTHONPATH", "")])
     proc = subprocess.run(
         [sys.executable, __file__, str(devices)],
-        capture_output=True, text=True, env=env, timeout=900, cwd=ROOT,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=900,
+        cwd=ROOT,
+    )
     assert proc.returncode == 0, proc.stderr[-4000:]
     return [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
 

@@ -25,7 +25,10 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("report", ("perfmodel.report", "perfmodel.estimate_plot")),
     ("validation", ("perfmodel.validation",)),
     ("analysis", ("perfmodel.analysis", "perfmodel.estimate")),
-    ("evaluation", ("perfmodel.evaluate", "perfmodel.prediction", "perfmodel.results")),
+    (
+        "evaluation",
+        ("perfmodel.evaluate", "perfmodel.prediction", "perfmodel.results", "perfmodel.parallel"),
+    ),
     ("arguments", ("perfmodel.arguments",)),
     ("catalog", ("perfmodel.catalog",)),
     ("model", ("perfmodel.symbols", "perfmodel.costs", "perfmodel.compile", "perfmodel.roofline")),
