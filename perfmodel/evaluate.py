@@ -14,6 +14,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
+import sympy as sp
 
 from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
@@ -58,6 +59,17 @@ def _model(algorithm: str, causal: bool, l2: bool):
 @functools.cache
 def _compiled_model(algorithm: str, causal: bool, l2: bool) -> tuple[Compiled, tuple[str, ...]]:
     """All of a model's expressions as one lambdified tuple (shared subexpressions)."""
+    names, exprs = model_expressions(algorithm, causal, l2)
+    return compiled(exprs), names
+
+
+@functools.cache
+def model_expressions(
+    algorithm: str, causal: bool, l2: bool
+) -> tuple[tuple[str, ...], tuple[sp.Expr, ...]]:
+    """The sympy expressions :func:`evaluate` starts from, by name: ``<kernel>:<field>`` per
+    kernel, then the per-model fields and ``footprint_bytes`` (``perfmodel explore`` prints
+    the same list to JavaScript)."""
     model = _model(algorithm, causal, l2)
     exprs, names = [], []
     for kernel in model.kernels:
@@ -72,7 +84,7 @@ def _compiled_model(algorithm: str, causal: bool, l2: bool) -> tuple[Compiled, t
     io = terms.q_bytes + terms.k_bytes + terms.v_bytes + terms.o_bytes
     exprs.append(model.extra_memory_bytes + io)
     names.append("footprint_bytes")
-    return compiled(tuple(exprs)), tuple(names)
+    return tuple(names), tuple(sp.sympify(e) for e in exprs)
 
 
 def shape_values(hw: HardwareSpec, **shape: object) -> dict[str, object]:
