@@ -23,6 +23,7 @@ from perfmodel.catalog.calibration import Calibration, load_calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, evaluate, model_key, shape_values
+from perfmodel.parallel import predict_parallel
 from perfmodel.results import AlgorithmPrediction, Config, Prediction
 from perfmodel.vocabulary import bytes_per_element
 
@@ -110,6 +111,9 @@ def predict(
     calibration: CalibrationArg = None,
     naive: str = "minimal",
     mode: str = "forward",
+    cp: int = 1,
+    cp_scheme: str = "ring",
+    tp: int = 1,
 ) -> Prediction:
     """Roofline placement of naive and flash attention for one shape on one device.
 
@@ -117,6 +121,9 @@ def predict(
     the chapter's model) or "xla" (the extra passes XLA adds; ``perfmodel.costs.naive``).
     ``mode`` is what is costed: "forward", "backward" (``perfmodel.costs.backward``) or
     "train" (one training step of the attention call: forward then backward).
+    ``cp`` and ``tp`` split flash over devices (sequence over ``cp`` with ``cp_scheme``
+    "ring", "allgather" or "ulysses"; heads over ``tp``): ``Prediction.parallel``,
+    from ``perfmodel.parallel.predict_parallel`` (forward, self-attention).
 
     >>> p = predict(n=4096, hw="h200", h=16, mode="train")
     >>> p.flash.matmul_flops / predict(n=4096, hw="h200", h=16).flash.matmul_flops
@@ -173,6 +180,33 @@ def predict(
         ridge_point=spec.ridge_point(dtype),
         naive=results["naive"],
         flash=results["flash"],
+        parallel=_split(
+            n, m, spec, cp, cp_scheme, tp, mode, profiles["flash"], shape, dtype, causal
+        ),
+    )
+
+
+def _split(n, m, spec, cp, cp_scheme, tp, mode, profile, shape, dtype, causal):
+    """Flash over cp x tp devices, or None when both are 1."""
+    if (cp, tp, cp_scheme) == (1, 1, "ring"):
+        return None
+    if mode != "forward" or m != n:
+        raise PerfmodelError(
+            f"cp={cp}, tp={tp} model forward self-attention only: {mode=}, kv_len={m}"
+        )
+    return predict_parallel(
+        n,
+        spec,
+        cp=cp,
+        scheme=cp_scheme,
+        tp=tp,
+        d=shape["d"],
+        h=shape["h"],
+        h_kv=shape["h_kv"],
+        batch=shape["b"],
+        dtype=dtype,
+        causal=bool(causal),
+        calibration=profile,
     )
 
 

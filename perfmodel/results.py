@@ -7,6 +7,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from perfmodel.catalog.hardware import HardwareSpec
+from perfmodel.parallel import ParallelPrediction
 from perfmodel.units import binary, si
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
@@ -70,6 +71,8 @@ class Prediction(BaseModel):
     ridge_point: float
     naive: AlgorithmPrediction
     flash: AlgorithmPrediction
+    #: Flash split over cp x tp devices (``predict(cp=..., tp=...)``), else None.
+    parallel: ParallelPrediction | None = None
 
     @property
     def speedup(self) -> float:
@@ -146,11 +149,28 @@ def prediction_table(p: Prediction) -> str:
     w0 = max(len(r[0]) for r in rows)
     w1 = max(len(r[1]) for r in rows)
     lines = [_title(p)] + [f"  {a:<{w0}}  {b:>{w1}}  {c}" for a, b, c in rows]
-    return "\n".join([*lines, _speedup_line(p)])
+    return "\n".join([*lines, _speedup_line(p), *_parallel_lines(p)])
+
+
+def _parallel_lines(p: Prediction) -> list[str]:
+    """The split, when asked for: flash over cp x tp devices against one device."""
+    r = p.parallel
+    if r is None:
+        return []
+    how = f"cp={r.devices} {r.scheme}" + (f" ({r.balance})" if r.causal else "")
+    return [
+        f"split {how} x tp={r.tp}: flash {si(r.time_s, 's').strip()} against "
+        f"{si(r.one_device_s, 's').strip()} on one device, speed-up {r.speedup:.2f}x "
+        f"(efficiency {r.efficiency:.0%}); communication {si(r.comm_s, 's').strip()} not "
+        f"hidden, {si(r.sent_bytes, 'B').strip()} sent per device at "
+        f"{si(r.link_bytes_per_s, 'B/s').strip()}; {binary(r.memory_bytes)} per device"
+    ]
 
 
 def prediction_markdown(p: Prediction) -> str:
     body = "\n".join(f"| {a} | {b} | {c} |" for a, b, c in _rows(p))
+    split = "".join(f"\n{line}\n" for line in _parallel_lines(p))
     return (
         f"**{_title(p)}**\n\n| | naive | flash |\n|---|---:|---:|\n{body}\n\n{_speedup_line(p)}\n"
+        + split
     )
