@@ -168,6 +168,7 @@ def draw(graph: Graph, path: Path, title: str) -> None:
     import matplotlib.pyplot as plt
 
     bad = {(a, b) for c in cycles(graph) for a in c for b in graph.edges[a] if b in c}
+    private = {(a, b) for a, b, _ in graph.private}
     rows: dict[str, list[str]] = {}
     for m in sorted(graph.modules):
         if m == "perfmodel" or m.endswith("__main__"):
@@ -185,14 +186,15 @@ def draw(graph: Graph, path: Path, title: str) -> None:
         for b in targets:
             if a in pos and b in pos:
                 red = (a, b) in bad
+                color = "red" if red else "darkorange" if (a, b) in private else "0.6"
                 ax.annotate(
                     "",
                     xy=pos[b],
                     xytext=pos[a],
                     arrowprops=dict(
                         arrowstyle="->",
-                        color="red" if red else "0.6",
-                        lw=1.4 if red else 0.5,
+                        color=color,
+                        lw=0.5 if color == "0.6" else 1.4,
                         shrinkA=9,
                         shrinkB=9,
                     ),
@@ -208,12 +210,16 @@ def draw(graph: Graph, path: Path, title: str) -> None:
             bbox=dict(boxstyle="round,pad=0.25", fc="white", ec="0.3", lw=0.6),
         )
     for y, layer in enumerate(names):
-        ax.text(-0.3, y * 1.6 + 0.2, layer, ha="right", va="center", fontsize=9, weight="bold")
+        label = "no layer (flat)" if layer == "other" else layer
+        ax.text(-0.3, y * 1.6 + 0.2, label, ha="right", va="center", fontsize=9, weight="bold")
     ax.set_xlim(-2.2, width + 0.2)
     ax.set_ylim(-0.8, len(names) * 1.6)
     ax.axis("off")
     n_edges = sum(len(t) for t in graph.edges.values())
-    ax.set_title(f"{title}: {len(pos)} modules, {n_edges} imports (red: in a cycle)")
+    ax.set_title(
+        f"{title}: {len(pos)} modules, {n_edges} imports "
+        "(red: in a cycle; orange: takes a private name)"
+    )
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
