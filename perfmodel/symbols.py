@@ -37,6 +37,8 @@ inter = sp.Symbol("inter", **_pos_int)
 vocab = sp.Symbol("vocab", **_pos_int)
 experts = sp.Symbol("experts", **_pos_int)
 top_k = sp.Symbol("top_k", **_pos_int)
+#: Tensor parallelism: devices one layer's heads and MLP columns are split over.
+tp = sp.Symbol("tp", **_pos_int)
 
 # Hardware, for the L2 model only.
 l2_capacity = sp.Symbol("l2_capacity", positive=True)

@@ -141,3 +141,41 @@ def test_moe_decode_reads_the_experts_its_tokens_pick():
     assert mlp_weights(many) == pytest.approx(spec.layers * 8 * expert_mlp, rel=0.01)
     assert any(op.name == "router" for op in one.prefill.operators)
     assert one.memory.weights_bytes == pytest.approx(spec.params * 2)
+
+
+def test_tensor_parallel_splits_weights_and_adds_two_allreduces_per_layer():
+    one = estimate("llama-3.1-8b", "h200", prompt=1024, output=16, batch=8)
+    two = estimate("llama-3.1-8b", "h200", prompt=1024, output=16, batch=8, tp=2)
+    spec = load_model("llama-3.1-8b")
+    assert two.memory.weights_bytes == pytest.approx(one.memory.weights_bytes / 2, rel=0.01)
+    assert two.memory.kv_cache_bytes == pytest.approx(one.memory.kv_cache_bytes / 2)
+    ops = {op.name: op for op in two.decode.operators}
+    assert ops["all_reduce"].count == 2 * spec.layers
+    # ring all-reduce of 8 x 4096 bf16 values at tp=2: 2·(1/2) of the buffer on the link
+    assert ops["all_reduce"].t_lower_s == pytest.approx(2 * 32 * 8 * 4096 * 2 / 266e9)
+    single = {op.name: op for op in one.decode.operators}
+    assert ops["gate_up"].flops == pytest.approx(single["gate_up"].flops / 2)
+    assert ops["attention"].hbm_bytes < 0.51 * single["attention"].hbm_bytes  # half the heads
+    assert two.ttft_s < one.ttft_s
+
+
+def test_70b_fits_two_h200_by_tensor_parallelism():
+    with pytest.raises(PerfmodelError, match="does not fit on one H200"):
+        estimate("llama-3.1-70b", "h200", prompt=2048, output=256, batch=16)
+    e = estimate("llama-3.1-70b", "h200", prompt=2048, output=256, batch=16, tp=2)
+    assert e.memory.fits and e.tp == 2
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        (dict(tp=3), "does not divide"),
+        (dict(tp=16), "across nodes"),
+        (dict(tp=2, hw="h100"), "no links"),
+        (dict(tp=0), "tp=0"),
+    ],
+)
+def test_tensor_parallel_bad_input(kwargs, match):
+    args = dict(model="llama-3.1-8b", hw="h200", prompt=128) | kwargs
+    with pytest.raises(PerfmodelError, match=match):
+        estimate(**args)

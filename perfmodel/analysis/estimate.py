@@ -153,6 +153,7 @@ class Estimate:
     prefill: Phase
     decode: Phase
     memory: Memory
+    tp: int = 1  #: devices the model is split over (tensor parallel); phases and memory per device
     notes: tuple[str, ...] = field(default=())
 
     @property
@@ -384,6 +385,69 @@ def _ordered(ops: list[Operator], attention: Operator) -> tuple[Operator, ...]:
     return tuple(ops[:at] + [attention] + ops[at:])
 
 
+def tensor_parallel_shard(spec: ModelSpec, device: HardwareSpec, tp: int) -> ModelSpec:
+    """What one of ``tp`` devices holds of ``spec`` under Megatron-style tensor parallelism:
+    ``h/tp`` query heads, ``h_kv/tp`` K/V heads (one replicated when ``tp > h_kv``),
+    ``inter/tp`` MLP columns, ``vocab/tp`` embedding and LM-head rows; norms replicated."""
+    _positive_int("tp", tp)
+    if tp == 1:
+        return spec
+    links = device.links
+    if links is None or _link_bytes_per_s(device) is None:
+        raise PerfmodelError(f"{device.name} has no links in its spec: cannot estimate tp={tp}")
+    if links.devices_per_node is not None and tp > links.devices_per_node:
+        raise PerfmodelError(
+            f"tp={tp} exceeds the {links.devices_per_node} devices one {device.name} node joins;"
+            " tensor parallelism across nodes is not modelled"
+        )
+    for name, value in (("heads", spec.heads), ("intermediate", spec.intermediate)):
+        if value % tp:
+            raise PerfmodelError(f"tp={tp} does not divide {spec.name}'s {name}={value}")
+    if spec.kv_heads % tp and tp % spec.kv_heads:
+        raise PerfmodelError(f"tp={tp} and kv_heads={spec.kv_heads}: neither divides the other")
+    shard = spec.model_copy(
+        update=dict(
+            name=f"{spec.name} (1/{tp})",
+            heads=spec.heads // tp,
+            kv_heads=max(spec.kv_heads // tp, 1),
+            intermediate=spec.intermediate // tp,
+            vocab=math.ceil(spec.vocab / tp),
+        )
+    )
+    return shard.model_copy(update=dict(params=shard.counted_params()))
+
+
+def _link_bytes_per_s(device: HardwareSpec) -> float | None:
+    """All-reduce bus bandwidth: measured on this device where the spec has it, else NVLink."""
+    links = device.links
+    if links is None:
+        return None
+    measured = links.measured.get("all_reduce_bytes_per_s")
+    return measured or links.nvlink_bytes_per_s or links.ici_bytes_per_s
+
+
+def _allreduce(spec: ModelSpec, device: HardwareSpec, dtype: str, rows: int, tp: int) -> Operator:
+    """The two all-reduces per layer of ``rows × hidden`` partial sums, over the link."""
+    value = compiled(tf.allreduce_link_bytes)(
+        rows=rows, hidden=spec.hidden, s=BYTES_PER_ELEMENT[dtype], tp=tp
+    )
+    count = tf.ALLREDUCES_PER_LAYER * spec.layers
+    floor = value / _link_bytes_per_s(device)
+    return Operator(
+        name="all_reduce",
+        count=count,
+        flops=0.0,
+        hbm_bytes=0.0,
+        t_lower_s=count * floor,
+        time_s=count * (floor + device.launch_overhead_s),
+        roof="link",
+    )
+
+
+def _with_allreduce(ops: tuple[Operator, ...], extra: Operator | None) -> tuple[Operator, ...]:
+    return ops if extra is None else (*ops, extra)
+
+
 def memory_budget(
     spec: ModelSpec,
     device: HardwareSpec,
@@ -422,10 +486,11 @@ def _does_not_fit(e: Estimate) -> str:
         f"activations {si(m.activations_bytes, 'B')} + attention scratch "
         f"{si(m.attention_scratch_bytes, 'B')}"
     )
-    need = math.ceil(m.total_bytes / m.capacity_bytes)
+    where = f"one {e.hardware}" if e.tp == 1 else f"{e.tp} x {e.hardware} (tp={e.tp}, per device)"
+    need = math.ceil(e.tp * m.total_bytes / m.capacity_bytes)
     return (
         f"{e.model} with batch={e.batch}, prompt={e.prompt}, output={e.output} "
-        f"({e.attention} attention) does not fit on one {e.hardware}: {parts} = "
+        f"({e.attention} attention) does not fit on {where}: {parts} = "
         f"{si(m.total_bytes, 'B')} > {si(m.capacity_bytes, 'B')}, short by "
         f"{si(m.shortfall_bytes, 'B')} (at least {need} devices' memory)"
     )
@@ -444,6 +509,7 @@ def estimate(
     kv: str = "paged",
     page_tokens: int = PAGE_TOKENS,
     context: int | None = None,
+    tp: int = 1,
     check_memory: bool = True,
 ) -> Estimate:
     """Prefill, decode and memory of ``model`` serving ``batch`` requests on ``hw``.
@@ -452,9 +518,12 @@ def estimate(
     ("pallas", "cudnn" for flash; "xla" for naive), else the datasheet profile.
     ``kv``: "contiguous" or "paged" (``page_tokens`` per page). ``context``: the KV length
     of the decode step reported as TPOT (default ``prompt + output // 2``, the mean).
+    ``tp``: tensor parallelism over that many devices of one node (phases and memory are
+    per device, plus two all-reduces per layer over the device's link).
     ``check_memory=False`` returns an estimate that does not fit instead of raising.
     """
-    spec, device = load_model(model), load_hardware(hw)
+    full, device = load_model(model), load_hardware(hw)
+    spec = tensor_parallel_shard(full, device, tp)
     for name, value in dict(
         prompt=prompt, output=output, batch=batch, page_tokens=page_tokens
     ).items():
@@ -465,13 +534,13 @@ def estimate(
         raise PerfmodelError(f"unknown kv={kv!r}; known: {KV_LAYOUTS}")
     if prompt + output > spec.max_context_tokens:
         raise PerfmodelError(
-            f"prompt + output = {prompt + output} tokens exceeds {spec.name}'s "
+            f"prompt + output = {prompt + output} tokens exceeds {full.name}'s "
             f"max_context_tokens={spec.max_context_tokens}"
         )
     context = prompt + output // 2 if context is None else _positive_int("context", context)
     if context > spec.max_context_tokens:
         raise PerfmodelError(
-            f"context={context} exceeds {spec.name}'s max_context_tokens={spec.max_context_tokens}"
+            f"context={context} exceeds {full.name}'s max_context_tokens={spec.max_context_tokens}"
         )
     algorithm, impl, variant = _attention_choice(attention, kernel)
     attn, scratch = _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, variant)
@@ -479,14 +548,20 @@ def estimate(
         "prefill",
         batch * prompt,
         prompt,
-        _ordered(_layer_operators(spec, device, dtype, batch * prompt, batch), attn),
+        _with_allreduce(
+            _ordered(_layer_operators(spec, device, dtype, batch * prompt, batch), attn),
+            _allreduce(spec, device, dtype, batch * prompt, tp) if tp > 1 else None,
+        ),
     )
     decode_attn = _decode_attention(spec, device, dtype, batch, context, kv, page_tokens)
     decode = Phase(
         "decode",
         batch,
         context,
-        _ordered(_layer_operators(spec, device, dtype, batch, batch), decode_attn),
+        _with_allreduce(
+            _ordered(_layer_operators(spec, device, dtype, batch, batch), decode_attn),
+            _allreduce(spec, device, dtype, batch, tp) if tp > 1 else None,
+        ),
     )
     memory = memory_budget(
         spec,
@@ -500,7 +575,7 @@ def estimate(
         attention_scratch=scratch,
     )
     result = Estimate(
-        model=spec.name,
+        model=full.name,
         hardware=device.name,
         dtype=dtype,
         attention=algorithm,
@@ -512,6 +587,7 @@ def estimate(
         prefill=prefill,
         decode=decode,
         memory=memory,
+        tp=tp,
     )
     if check_memory and not memory.fits:
         raise PerfmodelError(_does_not_fit(result))
@@ -519,6 +595,10 @@ def estimate(
 
 
 # --- display ------------------------------------------------------------------------
+def _intensity(op: Operator) -> str:
+    return f"{op.intensity:.1f}" if op.hbm_bytes else "-"
+
+
 def _phase_lines(phase: Phase) -> list[str]:
     head = (
         f"  {'operator':<14}{'count':>6}{'FLOPs':>12}{'HBM bytes':>12}{'FLOP/B':>9}"
@@ -528,7 +608,7 @@ def _phase_lines(phase: Phase) -> list[str]:
     for op in phase.operators:
         lines.append(
             f"  {op.name:<14}{op.count:>6}{si(op.flops, 'FLOP'):>12}{si(op.hbm_bytes, 'B'):>12}"
-            f"{op.intensity:>9.1f}{op.roof:>8}{si(op.t_lower_s, 's'):>11}{si(op.time_s, 's'):>11}"
+            f"{_intensity(op):>9}{op.roof:>8}{si(op.t_lower_s, 's'):>11}{si(op.time_s, 's'):>11}"
             f"{op.time_s / phase.time_s:>8.1%}"
         )
     lines.append(
@@ -545,7 +625,8 @@ def estimate_table(e: Estimate) -> str:
     m = e.memory
     lines = [
         f"{e.model} on {e.hardware}, {e.dtype}: batch {e.batch}, prompt {e.prompt}, output "
-        f"{e.output}, {e.attention} attention{kernel}, {e.kv} KV cache",
+        f"{e.output}, {e.attention} attention{kernel}, {e.kv} KV cache"
+        + ("" if e.tp == 1 else f"; tensor parallel over {e.tp} devices, figures per device"),
         f"prefill ({e.prefill.tokens} tokens through each layer):",
         *_phase_lines(e.prefill),
         f"decode step (batch {e.batch}, context {e.decode.context}):",

@@ -23,6 +23,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--page-tokens", type=int, default=16)
     p.add_argument("--context", type=int, default=None, help="KV length of the TPOT step")
     p.add_argument("--dtype", default="bf16")
+    p.add_argument("--tp", type=int, default=1, help="tensor parallel devices (one node)")
     p.add_argument(
         "--sweep", default=None, help="prompt=512,1024 or batch=1,8: naive and flash side by side"
     )
@@ -55,6 +56,7 @@ def run(args: argparse.Namespace) -> int:
         kv=args.kv,
         page_tokens=args.page_tokens,
         context=args.context,
+        tp=args.tp,
     )
     if args.sweep is None:
         if args.plot:

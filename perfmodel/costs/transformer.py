@@ -45,7 +45,20 @@ import functools
 import sympy as sp
 
 from perfmodel.costs.base import Kernel
-from perfmodel.symbols import d, experts, h, h_kv, head_rows, hidden, inter, rows, s, top_k, vocab
+from perfmodel.symbols import (
+    d,
+    experts,
+    h,
+    h_kv,
+    head_rows,
+    hidden,
+    inter,
+    rows,
+    s,
+    top_k,
+    tp,
+    vocab,
+)
 
 ZERO = sp.Integer(0)
 #: RMSNorm per element: square, accumulate, scale by rsqrt(mean), multiply by the weight.
@@ -174,3 +187,13 @@ def activation_elements() -> sp.Expr:
     """Largest set of activations alive at once in a layer (prefill, the MLP's peak):
     the residual x, the normed copy, gate+up output and the SwiGLU output."""
     return rows * (2 * hidden + 3 * top_k * inter)
+
+
+# --- tensor parallelism (Megatron-LM, Shoeybi et al. 2019, §3) -----------------------
+#: QKV and gate/up split by columns, the output projection and down by rows: each
+#: device holds ``h/tp`` query heads and ``inter/tp`` MLP columns, and two all-reduces
+#: per layer (after the output projection and after down) sum ``rows × hidden`` partials.
+ALLREDUCES_PER_LAYER = 2
+#: Bytes one device sends over its link in a ring all-reduce of ``rows × hidden``
+#: values: ``2·(tp - 1)/tp`` of the buffer (Patarasuk and Yuan 2009; NCCL's "bus bytes").
+allreduce_link_bytes = 2 * (tp - 1) / tp * rows * hidden * s
