@@ -25,6 +25,9 @@ def register(sub: argparse._SubParsersAction) -> None:
         default="forward",
         help="forward (default), backward, or train (forward + backward of the attention call)",
     )
+    p.add_argument("--cp", type=int, default=1, help="devices the sequence is split over")
+    p.add_argument("--cp-scheme", default="ring", help="ring (default), allgather or ulysses")
+    p.add_argument("--tp", type=int, default=1, help="devices the heads are split over")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -46,6 +49,9 @@ def run(args: argparse.Namespace) -> int:
         kv_len=args.kv_len,
         calibration=args.calibration,
         mode=args.mode,
+        cp=args.cp,
+        cp_scheme=args.cp_scheme,
+        tp=args.tp,
     )
     if args.json:
         print(json.dumps({**pred.model_dump(mode="json"), "speedup": pred.speedup}, indent=2))
