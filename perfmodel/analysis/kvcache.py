@@ -35,8 +35,9 @@ from perfmodel.compile import compiled
 from perfmodel.costs import decode
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
+from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.symbols import b, layers, m, page
-from perfmodel.vocabulary import bytes_per_element
+from perfmodel.vocabulary import Roof, bytes_per_element
 
 #: Fraction of HBM a serving engine gives to weights + KV cache (vLLM's default 0.9).
 MEMORY_FRACTION = 0.9
@@ -239,26 +240,27 @@ def decode_step(
     )
     occupancy = float(compiled(decode.sm_occupancy())(**values))
     calibration = load_calibration("default")
-    rates = {
-        "matmul": device.peak(dtype),
-        "vector": device.vector_fp32_flops_per_s,
-        "hbm": device.hbm_bandwidth_bytes_per_s,
-    }
-    efficiency = {r: calibration.efficiency(r) for r in rates}
-    t_lower = time = 0.0
+    rates = roof_rates(device, device.peak(dtype))
+    t_lower, kernels = 0.0, []
     for i, kernel in enumerate(model.kernels):
         work = {
-            "matmul": kernel.matmul_flops,
-            "vector": kernel.vector_flops,
-            "hbm": kernel.hbm_bytes,
+            Roof.MATMUL: kernel.matmul_flops,
+            Roof.VECTOR: kernel.vector_flops,
+            Roof.HBM: kernel.hbm_bytes,
         }
         times = roofline.roof_times(
-            {k: float(compiled(v)(**values)) for k, v in work.items()}, rates
+            {r: float(compiled(v)(**values)) for r, v in work.items()}, rates
         )
         t_lower += float(roofline.lower_bound(times))
-        share = occupancy if i == 0 else 1.0  # the reduction is a small full-grid kernel
-        reachable = {r: t / share for r, t in roofline.derated(times, efficiency).items()}
-        time += float(roofline.lower_bound(reachable)) + device.launch_overhead_s
+        # Idle SMs cannot pull HBM bandwidth: every roof of the attention kernel is
+        # stretched by the occupancy (the reduction is a small full-grid kernel).
+        share = occupancy if i == 0 else 1.0
+        reachable = {r: t / share for r, t in times.items()}
+        kernels.append(KernelRoofs(kernel.name, times, reachable, 0.0, times))
+    launch = calibration.launch_overhead_s
+    time = float(
+        estimate_time(kernels, calibration, device.launch_overhead_s if launch is None else launch)
+    )
     hbm, flops = (float(compiled(e)(**values)) for e in (model.hbm_bytes, model.flops))
     return DecodeStep(
         hbm_bytes=hbm,
