@@ -2,8 +2,8 @@
 
 Two sources: our H200 run (``specs/measurements/h200-backward-*.json``: ours, cuDNN and
 XLA's naive attention, forward, backward and train device times) and the
-FlashAttention-2 paper's A100 forward+backward bars
-(``specs/published/fa2-a100-fwd-bwd-fp16.toml``). Every prediction uses the default
+FlashAttention-2 forward+backward bars on an A100 and an H100
+(``specs/published/fa2-{a100,h100}-fwd-bwd-fp16.toml``). Every prediction uses the default
 profile (datasheet roofs derated by the shipped defaults); nothing here is fitted, so
 every point is held out. Error = predicted / measured − 1 on device time.
 
@@ -30,7 +30,8 @@ from perfmodel.catalog.hardware import load_hardware
 from perfmodel.evaluate import evaluate, model_key, shape_values
 
 H200_RUN = "h200-backward-2026-11-30.json"
-FA2_A100 = "fa2-a100-fwd-bwd-fp16.toml"
+#: Published forward+backward bars (``specs/published``): FA-2 on an A100 and an H100.
+PUBLISHED = {"fa2-a100": "fa2-a100-fwd-bwd-fp16.toml", "fa2-h100": "fa2-h100-fwd-bwd-fp16.toml"}
 #: Backward FLOPs per forward FLOP in the published convention (FlashAttention-2 §3.2).
 BACKWARD_FLOPS_PER_FORWARD = 2.5
 
@@ -109,18 +110,21 @@ def h200_rows(path: Path | None = None) -> list[dict]:
     return rows
 
 
-def published_rows(path: Path | None = None) -> list[dict]:
-    """The FA-2 paper's A100 forward+backward bars, as times from their TFLOP/s."""
-    path = path or data_dir("published") / FA2_A100
-    data = tomllib.loads(path.read_text())
+def published_rows(paths: dict[str, Path] | None = None) -> list[dict]:
+    """The FA-2 paper's forward+backward bars, as times from their TFLOP/s."""
+    paths = paths or {k: data_dir("published") / f for k, f in PUBLISHED.items()}
     rows = []
-    for p in data["points"]:
-        forward = 4.0 * p["batch"] * p["h"] * p["n"] * p["kv_len"] * p["d"]
-        forward /= 2 if p["causal"] else 1
-        seconds = (1 + BACKWARD_FLOPS_PER_FORWARD) * forward / (p["tflops"] * 1e12)
-        family = IMPLEMENTATIONS[p["family"]]
-        rows.append(_row("fa2-a100", p["family"], "train", p, seconds, family,
-                         data["device"], data["dtype"]))  # fmt: skip
+    for source, path in paths.items():
+        data = tomllib.loads(Path(path).read_text())
+        for p in data["points"]:
+            forward = 4.0 * p["batch"] * p["h"] * p["n"] * p["kv_len"] * p["d"]
+            forward /= 2 if p["causal"] else 1
+            seconds = (1 + BACKWARD_FLOPS_PER_FORWARD) * forward / (p["tflops"] * 1e12)
+            family = IMPLEMENTATIONS[p["family"]]
+            row = _row(
+                source, p["family"], "train", p, seconds, family, data["device"], data["dtype"]
+            )
+            rows.append(row)
     return rows
 
 
