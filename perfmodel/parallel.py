@@ -52,13 +52,20 @@ class LinkRates:
             raise PerfmodelError(f"{spec.name} has no links in its spec: cannot split attention")
         key = f"{COLLECTIVES[scheme]}_bytes_per_s" if scheme in COLLECTIVES else None
         intra = links.measured.get(key) if key else None
-        intra = intra or links.nvlink_bytes_per_s or links.ici_bytes_per_s or links.pcie_bytes_per_s
+        intra = (
+            intra
+            or links.nvlink_bytes_per_s
+            or links.infinity_fabric_bytes_per_s
+            or links.ici_bytes_per_s
+            or links.pcie_bytes_per_s
+        )
         if intra is None:
             raise PerfmodelError(f"{spec.name}'s links give no bandwidth")
         return cls(
             intra_bytes_per_s=float(intra),
             latency_s=float(links.measured.get("latency_s", links.link_latency_s or 0.0)),
-            devices_per_node=links.devices_per_node or 1,
+            # no node size given (PCIe cards): one flat domain at the intra link's rate
+            devices_per_node=links.devices_per_node or 1 << 30,
             network_bytes_per_s=links.network_bytes_per_s,
         )
 

@@ -64,6 +64,7 @@ class Links(BaseModel):
     nvlink_bytes_per_s: PositiveFloat | None = None
     pcie_generation: PositiveInt | None = None
     pcie_bytes_per_s: PositiveFloat | None = None
+    infinity_fabric_bytes_per_s: PositiveFloat | None = None
     ici_topology: str | None = None
     ici_bytes_per_s: PositiveFloat | None = None
     devices_per_node: PositiveInt | None = None
