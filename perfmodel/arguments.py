@@ -45,8 +45,8 @@ MAX_HEADS = 2**16
 MAX_HEAD_DIM = 2**16
 #: Tile sides (block_q, block_k): larger than any SRAM holds.
 MAX_TILE = 2**16
-#: Largest product b*h*n*m*d the model evaluates: every count stays far below 1e308.
-MAX_WORK = 2.0**180
+#: Largest n of ``perfmodel report``: its crossover scan evaluates every n up to it.
+MAX_REPORT_N = 2**20
 
 
 def _show(value: Any) -> str:

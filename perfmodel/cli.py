@@ -1,7 +1,9 @@
 """The ``perfmodel`` command line: a thin dispatcher over ``perfmodel.commands.*``.
 
 Each subcommand is one module with ``register(subparsers)``; it sets ``func`` on its
-parser. Bad input prints one line on stderr and exits 2, never a traceback.
+parser. Bad input prints one line on stderr and exits 2, never a traceback; Ctrl-C prints
+one line and exits 130. Arguments are checked by ``perfmodel.arguments`` (the API's own
+checks), and output folders before any long work.
 """
 
 from __future__ import annotations
@@ -23,7 +25,10 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from perfmodel import __version__
+
     parser = _Parser(prog="perfmodel", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"perfmodel {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     for name in COMMANDS:
         importlib.import_module(f"perfmodel.commands.{name}").register(sub)
@@ -39,6 +44,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # `perfmodel ... | head`
         return 0
+    except KeyboardInterrupt:  # what was written is complete: every file is written atomically
+        print("perfmodel: interrupted", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

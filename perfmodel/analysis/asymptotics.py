@@ -57,6 +57,8 @@ _WORK = {
 RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
 #: Largest n the crossover scan evaluates (one vectorised pass per power-of-two window).
 N_SCAN_MAX = 1 << 20
+#: Lengths evaluated at once by a scan: its memory stays bounded whatever n_max is.
+SCAN_WINDOW = 1 << 16
 
 Hw = str | Path | HardwareSpec
 
@@ -218,11 +220,16 @@ def crossover_n(
 
     if not sustained:
         return _first_n(reached, n_min, n_max)
-    ns = np.arange(n_min, n_max + 1)
-    below = np.flatnonzero(~reached(ns))
-    if below.size == 0:
-        return n_min
-    return None if below[-1] == ns.size - 1 else int(ns[below[-1] + 1])
+    hi = n_max  # the last n below the threshold, window by window from the top
+    while hi >= n_min:
+        lo = max(n_min, hi - SCAN_WINDOW + 1)
+        ns = np.arange(lo, hi + 1)
+        below = np.flatnonzero(~reached(ns))
+        if below.size:
+            last = int(ns[below[-1]])
+            return None if last == n_max else last + 1
+        hi = lo - 1
+    return n_min
 
 
 def naive_oom_n(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import json
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -46,6 +48,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch", type=int, default=1)
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--causal", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
 
@@ -77,5 +80,5 @@ def run(args: argparse.Namespace) -> int:
         raise PerfmodelError("give both --hbm-util and --sm-util, or --time-s with --n and --hw")
     else:
         result = diagnose(args.hbm_util, args.sm_util, attention_only=args.attention_only)
-    print(result)
+    print(json.dumps(dataclasses.asdict(result), indent=2) if args.json else result)
     return 0

@@ -11,7 +11,9 @@ from perfmodel.units import si
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("hw", help="list or show hardware specs")
     verbs = p.add_subparsers(dest="verb", required=True, parser_class=type(p))
-    verbs.add_parser("list", help="every shipped device").set_defaults(func=run_list)
+    listing = verbs.add_parser("list", help="every shipped device")
+    listing.add_argument("--json", action="store_true", help="every spec, machine-readable")
+    listing.set_defaults(func=run_list)
     show = verbs.add_parser("show", help="one device's figures and their sources")
     show.add_argument("name")
     show.add_argument("--json", action="store_true")
@@ -21,6 +23,10 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run_list(args: argparse.Namespace) -> int:
     from perfmodel.catalog.hardware import known_names, load_hardware
 
+    if args.json:
+        specs = [load_hardware(name).model_dump(mode="json") for name in known_names()]
+        print(json.dumps(specs, indent=2))
+        return 0
     print(f"{'name':<18} {'aliases':<28} {'bf16':>12} {'HBM BW':>11} {'ridge':>6}")
     for name in known_names():
         spec = load_hardware(name)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 
 
@@ -32,11 +33,20 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfmodel.arguments import output_folder, require
     from perfmodel.atomic import write_text
     from perfmodel.validation.compare import validate
     from perfmodel.validation.report import profile_toml, report_json, report_text
 
+    # Before the fit (tens of seconds): where the results go, and what the figures need.
+    for name, folder in (("--save-calibration", args.save_calibration), ("--plot", args.plot)):
+        if folder is not None:
+            output_folder(folder, name)
+    if args.plot:
+        require("matplotlib", "plot", "validate --plot")
     fit = args.fit or args.save_calibration is not None
+    if fit and sys.stderr.isatty():
+        print("perfmodel: fitting profiles (leave-one-out: about a minute)...", file=sys.stderr)
     rows, summary = validate(args.files, args.hw, fit_profiles=fit, run_prefix=args.runs)
     if args.save_calibration:
         out = Path(args.save_calibration)
