@@ -46,11 +46,23 @@ __all__ = [
 
 
 def AUTO_PREFERS_MOSAIC(q_shape, kv_shape, causal: bool) -> bool:  # noqa: N802 - a table
-    """Where "auto" sends a Mosaic-supported call to Mosaic (measured on the H200).
+    """Where "auto" sends a Mosaic-supported call to Mosaic, from the H200 runs
+    (specs/measurements/h200-mosaic-call*.json, TFLOP/s at 16384 tokens):
 
-    Until the Mosaic kernel's GPU runs are committed, this is False everywhere.
+    ======================  =======================  ==============================
+    shape                   Mosaic vs Triton          auto
+    ======================  =======================  ==============================
+    d=128                   1.2-1.4x (all measured)   mosaic
+    d=256                   1.3-1.9x                  mosaic
+    d=64, non-causal        1.1x (n=1024, 4096)       mosaic
+    d=64, causal, n < 4096  0.92x (n=1024: 244/264)   triton
+    d=64, causal, n >= 4096 1.16x (387/334)           mosaic
+    ======================  =======================  ==============================
+
+    (Triton's figures are from call 1, Mosaic's from call 2, each beside cuDNN in its run.)
     """
-    return False
+    d, n = q_shape[-1], q_shape[1]
+    return not (d == 64 and causal and n < 4096)
 
 
 def choose_backend(q, k, v, *, causal: bool, backend: str = "auto", interpret: bool = False):

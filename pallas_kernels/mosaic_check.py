@@ -56,16 +56,14 @@ TOLERANCE = {"float16": 4e-3, "bfloat16": 2e-2}
 #: Schedule variants timed beside the default at n=4096, d=128, bfloat16.
 VARIANTS = (
     {},
-    {"ping_pong": True},
-    {"overlap": "qk"},
     {"persistent": True},
-    {"persistent": True, "ping_pong": True},
+    {"persistent": True, "overlap": "pv"},
 )
 #: Shapes the variants are timed at: (batch, n, heads, kv_heads, d, causal, dtype).
 VARIANT_SHAPES = (
-    (4, 4096, 16, 16, 128, False, "bfloat16"),
     (4, 4096, 16, 16, 128, True, "bfloat16"),
-    (16, 1024, 16, 16, 128, False, "bfloat16"),
+    (4, 4096, 32, 8, 128, True, "bfloat16"),
+    (16, 1024, 16, 16, 128, True, "bfloat16"),
     (16, 1024, 32, 8, 128, True, "bfloat16"),
 )
 
@@ -120,12 +118,14 @@ def check_one(case, *, scale=1.0, diagonal_offset=0) -> dict:
     return row
 
 
-def correctness(record) -> None:
+def correctness(record, only=None) -> None:
     cases = [(c, {}) for c in CORRECTNESS]
     cases.append(((1, 256, 256, 2, 2, 128, False, "float16", {}), {"scale": 300.0}))
     cases.append(((1, 256, 256, 2, 2, 128, True, "bfloat16", {}), {"scale": 300.0}))
     cases.append(((1, 256, 256, 4, 2, 128, True, "bfloat16", {}), {"diagonal_offset": -70}))
     cases.append(((1, 256, 256, 2, 2, 64, True, "float16", {}), {"diagonal_offset": -130}))
+    if only is not None:
+        cases = [cases[i] for i in only]
     for case, extra in cases:
         t0 = time.perf_counter()
         try:
@@ -197,6 +197,10 @@ def time_one(impl, shape, options) -> dict:
                     jax.random.normal(kv, (b, n, h_kv, d), dt_),
                 )
             )
+        if impl == "mosaic":
+            from pallas_kernels.flash_mosaic import _config
+
+            row["config"] = _config(sets[0][0], causal, options).__repr__()
         fn = _fn(impl, causal=causal, d=d, options=options)
         t0 = time.perf_counter()
         jax.block_until_ready(fn(*sets[0]))
@@ -308,11 +312,8 @@ def main(argv=None) -> int:
     ap.add_argument("--skip-correctness", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer sequence lengths")
-    ap.add_argument(
-        "--variants",
-        action="store_true",
-        help="time the schedule variants first, then sweep with the best (per n class)",
-    )
+    ap.add_argument("--variants", action="store_true", help="time the schedule variants first")
+    ap.add_argument("--cases", help="correctness: only these indices of CORRECTNESS (a,b,c)")
     ap.add_argument("--impls", default="mosaic,cudnn,triton", help="sweep implementations")
     ap.add_argument("--options", default="{}", help="Mosaic options for the sweep (a dict)")
     ap.add_argument("--budget-s", type=float, default=420.0)
@@ -337,16 +338,13 @@ def main(argv=None) -> int:
         write_json(args.out, result)
 
     if not args.skip_correctness:
-        correctness(record)
+        only = [int(i) for i in args.cases.split(",")] if args.cases else None
+        correctness(record, only)
     if not args.skip_speed:
         options = ast.literal_eval(args.options)
         impls = tuple(args.impls.split(","))
         if args.variants:
             speed(record, variant_jobs(), deadline=deadline)
-            short, long = best_options(result["speed"], True), best_options(result["speed"], False)
-            result["chosen"] = {"n<4096": short, "n>=4096": long}
-            print(f"chosen options: n<4096 {short}, n>=4096 {long}", flush=True)
-            options = lambda shape: short if shape[1] < 4096 else long  # noqa: E731
         speed(record, sweep_jobs(args.quick, options, impls), deadline=deadline)
         print(summary(result["speed"]), flush=True)
     fails = [r for r in result["correctness"] if not r["ok"]]
