@@ -2,6 +2,7 @@
 
     python3 benchmarks/parallel_table.py specs/measurements/h200x2-parallel-2026-11-30.json
     python3 benchmarks/parallel_table.py FILE --links measured   # the links the run measured
+    python3 benchmarks/parallel_table.py --predict 4 8 --n 65536 131072   # before a run
 
 Each multi-GPU point: measured time (calls queued back to back), the model's time
 (``perfmodel.parallel.predict_parallel`` with the single-GPU profile
@@ -99,14 +100,52 @@ def summary(table: list[dict]) -> str:
     )
 
 
+def predictions(devices, sizes, which: str = "measured") -> str:
+    """The model's table before a run: each scheme's time and speed-up on each count."""
+    lines = [
+        "| GPUs | n | heads | causal | one GPU ms | ring ms | all-gather ms | Ulysses ms "
+        "| speed-up ring / ag / Ulysses |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    schemes = ("ring", "allgather", "ulysses")
+    for p in devices:
+        for h, h_kv in ((16, 16), (16, 2)):
+            for n in sizes:
+                for causal in (False, True):
+                    kw = dict(h=h, h_kv=h_kv, causal=causal, calibration=PROFILE, dtype="bf16")
+                    r = {
+                        s: predict_parallel(n, "h200", cp=p, scheme=s, links=_links(s, which), **kw)
+                        for s in schemes
+                    }
+                    times = " | ".join(f"{r[s].time_s * 1e3:.1f}" for s in schemes)
+                    ups = " / ".join(f"{r[s].speedup:.2f}" for s in schemes)
+                    one = r["ring"].one_device_s * 1e3
+                    lines.append(
+                        f"| {p} | {n} | {h}/{h_kv} | {causal} | {one:.1f} | {times} | {ups} |"
+                    )
+    return "\n".join(lines)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("measurements")
-    ap.add_argument("--links", choices=("datasheet", "measured"), default="datasheet")
+    ap.add_argument("measurements", nargs="?")
+    ap.add_argument(
+        "--links",
+        choices=("datasheet", "measured"),
+        default=None,
+        help="default: datasheet against a measurements file, measured for --predict",
+    )
+    ap.add_argument("--predict", type=int, nargs="+", help="no file: predictions for these counts")
+    ap.add_argument("--n", type=int, nargs="+", default=[65536, 131072, 262144, 524288])
     args = ap.parse_args(argv)
+    if args.predict:
+        print(predictions(args.predict, args.n, args.links or "measured"))
+        return 0
+    if not args.measurements:
+        ap.error("give a measurements file, or --predict")
     with open(args.measurements) as f:
         data = json.load(f)
-    table = rows(data, args.links)
+    table = rows(data, args.links or "datasheet")
     print(markdown(table))
     print(summary(table))
     return 0
