@@ -37,6 +37,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--block-q", type=int, default=128, help="B_r")
     p.add_argument("--block-k", type=int, default=128, help="B_c")
     p.add_argument("--n", type=int, nargs="+", default=None, help="the n values of the sweep")
+    p.add_argument("--cp", type=int, default=1, help="also: the sequence split over CP devices")
+    p.add_argument("--cp-scheme", default="ring", help="ring (default), allgather or ulysses")
+    p.add_argument("--tp", type=int, default=1, help="also: the heads split over TP devices")
     p.add_argument(
         "--threshold",
         type=float,
@@ -71,6 +74,9 @@ def run(args: argparse.Namespace) -> int:
         block_k=args.block_k,
         tokens=args.tokens,
     )
+    split = (args.cp, args.tp, args.cp_scheme) != (1, 1, "ring")
+    if split:  # before anything is written: a split that cannot run is one error
+        _append_split(None, args, shape)
     command = "perfmodel " + " ".join(shlex.quote(a) for a in sys.argv[1:])
     path = write_report(
         args.hw,
@@ -81,8 +87,34 @@ def run(args: argparse.Namespace) -> int:
         threshold=args.threshold,
         command=command if sys.argv[1:2] == ["report"] else None,
     )
+    if split:
+        _append_split(path, args, shape)
     print(path)
     return 0
+
+
+def _append_split(path, args: argparse.Namespace, shape) -> None:
+    """The report's section on the split over devices (``perfmodel.report.parallel``);
+    with ``path`` None, only build it (the check before the report is written)."""
+    from perfmodel.atomic import write_text
+    from perfmodel.report.parallel import split_section
+
+    ns = args.n or [4096, 16384, 65536, 262144, 1048576]
+    text = split_section(
+        args.hw,
+        n_values=ns,
+        cp=args.cp,
+        scheme=args.cp_scheme,
+        tp=args.tp,
+        d=shape.d,
+        h=shape.h,
+        h_kv=shape.h_kv,
+        batch=shape.batch,
+        dtype=shape.dtype,
+        causal=shape.causal,
+    )
+    if path is not None:
+        write_text(path, path.read_text() + "\n" + text)
 
 
 def _defaults_from_measurements(args: argparse.Namespace) -> None:
