@@ -33,6 +33,7 @@ True
 from __future__ import annotations
 
 import math
+import operator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -212,9 +213,14 @@ class Estimate:
 
 # --- input checks -----------------------------------------------------------------
 def _positive_int(name: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+    """``value`` as an int (numpy integers too); bools, floats and non-positives refused."""
+    try:
+        number = operator.index(value)  # type: ignore[call-overload]
+    except TypeError:
+        number = None
+    if isinstance(value, bool) or number is None or number <= 0:
         raise PerfmodelError(f"{name}={value!r} must be a positive integer")
-    return value
+    return number
 
 
 def _attention_choice(attention: str, kernel: str | None) -> tuple[str, str | None, str]:

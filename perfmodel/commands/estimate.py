@@ -65,6 +65,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(e.to_dict(), indent=1) if args.json else e, end="")
         return 0
     name, values = _parse_sweep(args.sweep)
+    if args.plot:
+        from pathlib import Path
+
+        from perfmodel.arguments import output_folder, require
+
+        require("matplotlib", "plot", "--plot")
+        output_folder(Path(args.plot).parent, "--plot")
     rows = estimate_sweep(**{**common, name: values})
     if args.json:
         print(json.dumps(rows, indent=1))
@@ -73,5 +80,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from perfmodel.estimate_plot import plot_sweep
 
-        plot_sweep(rows, name, args.plot)
+        try:
+            plot_sweep(rows, name, args.plot)
+        except OSError as err:
+            raise PerfmodelError(f"--plot={args.plot!r} cannot be written: {err}") from None
     return 0
