@@ -127,3 +127,38 @@ def test_scaling_to_1024_devices_runs_on_paper():
     for cp in (4, 8, 64, 1024):
         r = predict_parallel(1 << 20, "h200", cp=cp, scheme="ring", h=64, causal=True)
         assert r.time_s > 0 and r.efficiency <= 1.05
+
+
+def test_predict_carries_the_split():
+    import perfmodel
+
+    p = perfmodel.predict(65536, "h200", h=16, dtype="bf16", cp=4, cp_scheme="ulysses")
+    assert p.parallel is not None and p.parallel.devices == 4
+    assert "split cp=4 ulysses" in str(p)
+    assert perfmodel.predict(65536, "h200", h=16).parallel is None
+    with pytest.raises(PerfmodelError, match="'tree'"):
+        perfmodel.predict(65536, "h200", h=16, cp=2, cp_scheme="tree")
+
+
+def test_cli_names_a_split_that_cannot_run(capsys):
+    from perfmodel.cli import main
+
+    assert (
+        main(
+            [
+                "predict",
+                "--n",
+                "4096",
+                "--hw",
+                "h200",
+                "--h",
+                "6",
+                "--cp",
+                "4",
+                "--cp-scheme",
+                "ulysses",
+            ]
+        )
+        == 2
+    )
+    assert "cp=4" in capsys.readouterr().err
