@@ -10,7 +10,6 @@ hold no formula of their own.
 from __future__ import annotations
 
 import functools
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -236,16 +235,10 @@ def evaluate(
 def _with_parallelism(times: dict, work_items, hw: HardwareSpec) -> tuple[dict, dict]:
     """Compute roofs stretched by idle SMs: for the floor, only SMs with no block at all;
     for the estimate, wave quantisation too. A kernel without ``work_items`` fills the chip."""
-    if isinstance(work_items, float):  # one point: plain floats, no numpy overhead
-        if not work_items:
-            return times, times
-        floor = min(1.0, work_items / hw.sm_count)
-        waves = work_items / (math.ceil(work_items / hw.sm_count) * hw.sm_count)
-    elif not np.any(work_items):
+    if not (work_items if isinstance(work_items, float) else np.any(work_items)):
         return times, times
-    else:
-        floor = roofline.busy_fraction(work_items, hw.sm_count)
-        waves = roofline.wave_efficiency(work_items, hw.sm_count)
+    floor = roofline.busy_fraction(work_items, hw.sm_count)
+    waves = roofline.wave_efficiency(work_items, hw.sm_count)
     stretch = {r: (floor, waves) if r in roofline.COMPUTE_ROOFS else (1.0, 1.0) for r in times}
     return (
         {r: t / stretch[r][0] for r, t in times.items()},

@@ -6,8 +6,6 @@ their maximum. A sequence of kernels adds up kernel by kernel: a sum of per-kern
 maxima, never one maximum over the totals (that would let QKᵀ's compute hide behind
 the softmax's memory traffic, which separate launches cannot do).
 
->>> ridge_point(989e12, 4.8e12)
-206.04166666666666
 >>> float(lower_bound({"matmul": 2.0, "hbm": 3.0}))
 3.0
 """
@@ -15,22 +13,18 @@ the softmax's memory traffic, which separate launches cannot do).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from perfmodel.vocabulary import COMPUTE_ROOFS, MEMORY_ROOFS
+
+__all__ = ["COMPUTE_ROOFS", "MEMORY_ROOFS"]  # the roof names, from perfmodel.vocabulary
+
 #: A float for one point, or a numpy array for a sweep: every function takes either.
 Num = Any
-
-#: Roofs on execution units, and roofs on memory levels.
-COMPUTE_ROOFS = ("matmul", "vector", "exp")
-MEMORY_ROOFS = ("hbm", "l2")
-
-
-def ridge_point(peak_flops_per_s: float, bandwidth_bytes_per_s: float) -> float:
-    """FLOP per byte where the compute roof meets the bandwidth slope."""
-    return peak_flops_per_s / bandwidth_bytes_per_s
 
 
 def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:
@@ -38,7 +32,8 @@ def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:
 
 
 def attainable_flops_per_s(intensity: Num, peak: float, bandwidth: float) -> Num:
-    """The classic roofline: min(peak, intensity × bandwidth)."""
+    """The classic roofline: min(peak, intensity × bandwidth). (The ridge point, where the
+    two meet, is ``HardwareSpec.ridge_point``.)"""
     return np.minimum(peak, np.asarray(intensity) * bandwidth)
 
 
@@ -75,8 +70,7 @@ def kernel_estimate(
     fill_stretch: Num = 1.0,
 ) -> Num:
     """A kernel's estimated time from its roof times, each at its achievable fraction."""
-    derated = {r: t / efficiency[r] for r, t in times.items()}
-    return combine(derated, compute_overlap, fill_stretch)
+    return combine(derated(times, efficiency), compute_overlap, fill_stretch)
 
 
 def combine(
@@ -108,14 +102,16 @@ def combine(
 def busy_fraction(work_items: Num, units: int) -> Num:
     """Share of the units a grid can keep busy at all: with fewer blocks than SMs,
     the rest idle. A true bound, whatever the occupancy."""
-    return np.minimum(1.0, np.asarray(work_items) / units)
+    share = work_items / units
+    return min(1.0, share) if isinstance(share, float) else np.minimum(1.0, share)
 
 
 def wave_efficiency(work_items: Num, units: int) -> Num:
     """Share of unit-time doing work when equal blocks run in waves of ``units``
     (wave quantisation: 133 blocks on 132 SMs take two full waves)."""
-    items = np.asarray(work_items, dtype=np.float64)
-    return items / (np.ceil(items / units) * units)
+    scalar = isinstance(work_items, float)  # one point: plain floats, no numpy overhead
+    items, ceil = (work_items, math.ceil) if scalar else (np.asarray(work_items, float), np.ceil)
+    return items / (ceil(items / units) * units)
 
 
 def binding_roof(times: Mapping[str, Num]) -> Num:

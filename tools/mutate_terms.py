@@ -97,11 +97,11 @@ MUTANTS = (
     # --- roofline factors -------------------------------------------------------------
     Mutant("roof time (work / rate)", R, "w / rates[roof]", "w * 1.1 / rates[roof]", "x1.1", ROOF_TESTS),
     Mutant("kernel floor (max of roofs)", R, "return max(values)", "return sum(values)", "max -> sum", ROOF_TESTS),
-    Mutant("derating (roof / efficiency)", R, "derated = {r: t / efficiency[r]", "derated = {r: t / efficiency[r] ** 2", "eff -> eff^2", ROOF_TESTS),
+    Mutant("derating (roof / efficiency)", R, "{roof: t / efficiency[roof] for", "{roof: t / efficiency[roof] ** 2 for", "eff -> eff^2", ROOF_TESTS),
     Mutant("compute overlap", R, "(1 - compute_overlap) * (add(*compute) - busiest)", "(1 - compute_overlap) * 1.1 * (add(*compute) - busiest)", "x1.1", ROOF_TESTS),
     Mutant("fill stretch applied", R, "(add(*compute) - busiest)) * fill_stretch)", "(add(*compute) - busiest)))", "dropped", ROOF_TESTS),
-    Mutant("busy fraction", R, "np.minimum(1.0, np.asarray(work_items) / units)", "np.minimum(1.0, np.asarray(work_items) / (units + 1))", "units+1", ROOF_TESTS),
-    Mutant("wave efficiency", R, "items / (np.ceil(items / units) * units)", "items / (np.ceil((items + 1) / units) * units)", "items+1 in the wave count", ROOF_TESTS),
+    Mutant("busy fraction", R, "share = work_items / units", "share = work_items / (units + 1)", "units+1", ROOF_TESTS),
+    Mutant("wave efficiency", R, "items / (ceil(items / units) * units)", "items / (ceil((items + 1) / units) * units)", "items+1 in the wave count", ROOF_TESTS),
     Mutant("arithmetic intensity", R, "np.asarray(flops) / np.asarray(bytes_moved)", "np.asarray(flops) * 1.1 / np.asarray(bytes_moved)", "x1.1", ROOF_TESTS),
     Mutant("per-block fill stretch", E, "1 + calibration.block_overhead_tiles * k.blocks_per_tile", "1 + 1.1 * calibration.block_overhead_tiles * k.blocks_per_tile", "x1.1", ROOF_TESTS),
     Mutant("launch overhead", E, "total = total + device + launch", "total = total + device + 1.1 * launch", "x1.1", ROOF_TESTS),
@@ -126,6 +126,9 @@ def run(mutant: Mutant, base: Path) -> tuple[str, str, float]:
     with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
         work = Path(tmp)
         subprocess.run(["cp", "-a", f"{base}/.", str(work)], check=True)
+        # perfmodel.specs inside the copy, so that an editable install of the checkout
+        # cannot hand the tests its (possibly uncommitted) spec files instead.
+        (work / "perfmodel" / "specs").symlink_to("../specs")
         target = work / mutant.path
         text = target.read_text()
         if text.count(mutant.old) != 1:

@@ -26,6 +26,7 @@ from perfmodel.analysis.asymptotics import (
     naive_oom_n,
 )
 from perfmodel.catalog.hardware import load_hardware
+from perfmodel.roofline import attainable_flops_per_s
 from perfmodel.units import si
 
 #: n from 128 to 128K tokens, powers of two.
@@ -111,7 +112,7 @@ def roofline_chart(
     x = np.geomspace(lo, hi, 200)
     ax.plot(
         x,
-        np.minimum(peak, bw * x),
+        attainable_flops_per_s(x, peak, bw),
         color="k",
         lw=2,
         label=f"roofline: HBM {si(bw, 'B/s')} slope, {shape.dtype} matmul peak "
@@ -121,7 +122,7 @@ def roofline_chart(
         l2 = spec.l2_bandwidth_bytes_per_s
         ax.plot(
             x,
-            np.minimum(peak, l2 * x),
+            attainable_flops_per_s(x, peak, l2),
             color="gray",
             ls="--",
             label=f"L2 slope {si(l2, 'B/s')} (per L2 byte)",
