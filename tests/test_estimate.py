@@ -171,7 +171,7 @@ def test_70b_fits_two_h200_by_tensor_parallelism():
     [
         (dict(tp=3), "does not divide"),
         (dict(tp=16), "across nodes"),
-        (dict(tp=2, hw="h100"), "no links"),
+        (dict(tp=2, hw="tpu-v4"), "no link bandwidth"),
         (dict(tp=0), "tp=0"),
     ],
 )

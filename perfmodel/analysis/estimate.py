@@ -400,7 +400,9 @@ def tensor_parallel_shard(spec: ModelSpec, device: HardwareSpec, tp: int) -> Mod
         return spec
     links = device.links
     if links is None or _link_bytes_per_s(device) is None:
-        raise PerfmodelError(f"{device.name} has no links in its spec: cannot estimate tp={tp}")
+        raise PerfmodelError(
+            f"{device.name} gives no link bandwidth in its spec: cannot estimate tp={tp}"
+        )
     if links.devices_per_node is not None and tp > links.devices_per_node:
         raise PerfmodelError(
             f"tp={tp} exceeds the {links.devices_per_node} devices one {device.name} node joins;"
@@ -424,12 +426,13 @@ def tensor_parallel_shard(spec: ModelSpec, device: HardwareSpec, tp: int) -> Mod
 
 
 def _link_bytes_per_s(device: HardwareSpec) -> float | None:
-    """All-reduce bus bandwidth: measured on this device where the spec has it, else NVLink."""
+    """All-reduce bus bandwidth: measured on this device where the spec has it, else the
+    fastest link the spec gives (NVLink, ICI, PCIe), per direction."""
     links = device.links
     if links is None:
         return None
     measured = links.measured.get("all_reduce_bytes_per_s")
-    return measured or links.nvlink_bytes_per_s or links.ici_bytes_per_s
+    return measured or links.nvlink_bytes_per_s or links.ici_bytes_per_s or links.pcie_bytes_per_s
 
 
 def _allreduce(spec: ModelSpec, device: HardwareSpec, dtype: str, rows: int, tp: int) -> Operator:
