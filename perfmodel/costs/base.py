@@ -47,7 +47,8 @@ class CostModel:
     name: str
     kernels: tuple[Kernel, ...]
     extra_memory_bytes: sp.Expr
-    #: Bytes the algorithm would move if no re-read hit a cache (flash's SEED-NOTES formula).
+    #: Bytes the algorithm would move if no re-read hit a cache (for flash: every K/V
+    #: re-read of every Q block from DRAM, the FlashAttention paper's IO count).
     hbm_bytes_no_cache: sp.Expr
     #: On-chip working set of one thread block: shared memory (SRAM) and registers.
     sram_bytes: sp.Expr = sp.Integer(0)

@@ -33,8 +33,6 @@ from perfmodel.atomic import write_json
 from perfmodel.catalog.registry import parse_model, read_text
 from perfmodel.errors import PerfmodelError
 
-SCHEMA_VERSION = 1
-
 Implementation = Literal[
     "pallas_flash",
     "naive",
@@ -156,7 +154,7 @@ class Run(_Frozen):
 class MeasurementFile(_Frozen):
     """A whole measurement file: runs appended in the order they were made."""
 
-    schema_version: Literal[1] = 1  # SCHEMA_VERSION
+    schema_version: Literal[1] = 1  #: the file format's version; only 1 exists
     runs: list[Run]
 
     @model_validator(mode="after")
