@@ -16,7 +16,7 @@ from typing import NoReturn
 from perfmodel.errors import PerfmodelError
 
 #: Subcommand modules under perfmodel.commands, in the order ``--help`` lists them.
-COMMANDS = ("predict", "estimate", "hw", "validate", "report", "diagnose", "advise")
+COMMANDS = ("predict", "estimate", "hw", "validate", "report", "explore", "diagnose", "advise")
 
 
 class _Parser(argparse.ArgumentParser):
