@@ -11,21 +11,29 @@ The kernel follows FlashAttention-3 (Shah et al. 2024), §3.1-3.2, on one H100/H
 * **Barriers.** ``k_ready[stage]`` / ``v_ready[stage]`` complete when a TMA copy
   lands (transaction count); ``k_free[wg, stage]`` / ``v_free[wg, stage]`` are
   arrived on by each consumer when its last wgmma reading the stage has finished,
-  and the producer waits on them before overwriting the stage. Per-consumer free
-  barriers let a consumer that needs fewer key tiles (causal) simply stop.
-* **Ping-pong between the consumers (§3.1).** A two-party rendezvous barrier
-  (``tensor_core_turn``) makes the two consumers take turns issuing their wgmmas:
-  one warpgroup's softmax runs while the other's matrix products occupy the tensor
-  cores. Consumer 1 starts one rendezvous late, which offsets the two schedules.
-* **Intra-warpgroup pipelining (§3.2).** In iteration j a consumer first issues
-  S_{j+1} = Q K_{j+1}^T (asynchronous wgmma), then runs the online softmax of S_j
-  while that product computes, then issues O = alpha O + P_j V_j: the next QK^T is
-  in flight before the current softmax finishes.
+  and the producer waits on both before overwriting the stage. A consumer that needs
+  fewer key tiles than its partner (causal) still waits and releases those stages,
+  so every barrier phase stays paired across work units.
+* **Intra-warpgroup pipelining (§3.2), ``MosaicConfig.overlap``.** ``"pv"`` is
+  FA-3's Algorithm 2: issue S_{j+1} = Q K_{j+1}^T and O += P_j V_j back to back
+  (asynchronous wgmma), wait only for S_{j+1}, run its softmax while P_j V_j still
+  computes, then wait and rescale O. ``"qk"`` issues S_{j+1}, runs the softmax of
+  S_j under it, then P_j V_j: the next QK^T is in flight before the current softmax
+  finishes. ``"none"`` is the serial order.
+* **Ping-pong between the consumers (§3.1), ``MosaicConfig.ping_pong``.** A
+  two-party rendezvous barrier (``tensor_core_turn``) before and after each tile's
+  wgmma issue makes the consumers take turns on the tensor cores; consumer 1 starts
+  one rendezvous late. Measured slower than letting the two consumers run free (the
+  warp schedulers interleave them anyway), so it is off by default.
+* **Persistent grid.** One CTA per SM loops over work units; the producer runs
+  ahead into the next unit's K/V while the consumers store the last unit's O. The
+  stage of a key tile continues across units (``base``).
 * **Operands.** Q, K, V in shared memory (128-byte swizzle) feed wgmma; P goes from
   registers (the wgmma A operand may live in registers); S and O accumulate in f32.
 * **Causal.** Key tiles wholly above the diagonal are never loaded; only the tiles
   that straddle the diagonal (or the masked tail of a sequence whose length is not a
-  tile multiple) pay for the mask. Query tiles are launched longest first.
+  tile multiple) pay for the mask. Query tiles are taken longest first, and a
+  persistent CTA takes every 132nd unit, which spreads long and short units evenly.
 * **GQA.** When a K/V head serves an even number of query heads, the two consumers
   of a CTA take two query heads of the same group at the same rows: one K/V load
   feeds both (and causal work is equal between the two). Otherwise they take two
@@ -109,16 +117,15 @@ def default_config(d: int, causal: bool = False) -> MosaicConfig:
     """Tiles by head dim: d=64: 128-key tiles, 4 stages; d=128: 128, 2; d=256: 64, 2
     (registers: O is 64 x d f32 per consumer, 128 registers per thread at d=256).
 
-    Schedule, from the H200 variants (docs/perf-notes.md, call 2): non-causal runs
-    persistent with the FA-3 PV overlap (0.99 x cuDNN at n=4096 against 0.91 not
-    persistent, 0.94 against 0.73 at n=1024); causal runs one CTA per unit with the
-    QK^T look-ahead (0.94 against 0.86 with the PV overlap and 0.83 persistent, n=4096).
-    Ping-pong lost everywhere it was tried (0.66-0.86).
+    Schedule, from the H200 variants (docs/perf-notes.md, "Mosaic GPU kernel: outcome"):
+    persistent everywhere; non-causal with the FA-3 PV overlap (n=4096: 0.99 x cuDNN,
+    0.91 not persistent; n=1024: 0.94 against 0.73), causal with the QK^T look-ahead
+    (n=4096: 1.01-1.05 x cuDNN, 0.94-0.97 not persistent, 0.82-0.96 with the PV
+    overlap). Ping-pong lost wherever it was tried (0.66-0.86 x cuDNN).
     """
     tiles = {64: (128, 4), 128: (128, 2), 256: (64, 2)}[d if d in (64, 128, 256) else 128]
-    if causal:
-        return MosaicConfig(*tiles, overlap="qk", ping_pong=False, persistent=False)
-    return MosaicConfig(*tiles, overlap="pv", ping_pong=False, persistent=True)
+    overlap = "qk" if causal else "pv"
+    return MosaicConfig(*tiles, overlap=overlap, ping_pong=False, persistent=True)
 
 
 def _mosaic_gpu_import_error() -> str | None:
@@ -669,7 +676,7 @@ def mosaic_flash_attention(
     ``block_k``, ``num_stages``, ``overlap``, ``ping_pong``, ``persistent``); query
     tiles are 64 rows per consumer warpgroup.
     """
-    config = _config(q, causal, options)
+    config = resolve_config(q, causal, options)
     reason = unsupported_reason(q, k, v, causal=causal, config=config)
     if reason:
         raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
@@ -681,18 +688,18 @@ def mosaic_flash_attention(
     return (o, lse) if return_lse else o
 
 
-def _config(q, causal: bool, options: dict) -> MosaicConfig:
+def resolve_config(q, causal: bool, options: dict) -> MosaicConfig:
     unknown = set(options) - set(MosaicConfig.__dataclass_fields__)
     if unknown:
         raise TypeError(f"unknown Mosaic options {sorted(unknown)}; see MosaicConfig")
     return dataclasses.replace(default_config(q.shape[-1], bool(causal)), **options)
 
 
-def _forward_for_tests(q, k, v, *, causal, sm_scale=None, diagonal_offset=0, **options):
+def forward_with_test_hooks(q, k, v, *, causal, sm_scale=None, diagonal_offset=0, **options):
     """Tests' entry point: (O, lse) with the causal diagonal shifted by ``diagonal_offset``
     (key j visible to row i iff ``j <= i + offset``; negative offsets leave rows with no
     key). ``options`` replace fields of ``default_config``."""
-    config = _config(q, causal, options)
+    config = resolve_config(q, causal, options)
     reason = unsupported_reason(q, k, v, causal=causal, config=config)
     if reason:
         raise ValueError(f"backend='mosaic' cannot run this call: {reason}")

@@ -291,7 +291,7 @@ def triton_flash_attention(
     return (o, lse) if return_lse else o
 
 
-def _forward_for_tests(
+def forward_with_test_hooks(
     q, k, v, *, causal, block_q, block_k, sm_scale=None, interpret, diagonal_offset=0, poison=True
 ):
     """Tests' entry point: (O, lse) with the test hooks of ``_TestHooks``, 4 warps, 2 stages."""

@@ -87,14 +87,16 @@ def check_one(case, *, scale=1.0, diagonal_offset=0) -> dict:
     """Run one case; compare O and lse with float64."""
     import numpy as np
 
-    from pallas_kernels.flash_mosaic import _forward_for_tests
+    from pallas_kernels.flash_mosaic import forward_with_test_hooks
     from pallas_kernels.reference import attention_float64
 
     b, n, kv_len, h, h_kv, d, causal, dtype, options = case
     q, k, v = _inputs(n * 7 + d, b, n, kv_len, h, h_kv, d, dtype, scale)
     row = {"case": [b, n, kv_len, h, h_kv, d, causal, dtype], "options": options}
     row.update(scale=scale, diagonal_offset=diagonal_offset)
-    o, lse = _forward_for_tests(q, k, v, causal=causal, diagonal_offset=diagonal_offset, **options)
+    o, lse = forward_with_test_hooks(
+        q, k, v, causal=causal, diagonal_offset=diagonal_offset, **options
+    )
     o, lse = np.asarray(o, np.float64), np.asarray(lse, np.float64)
     row["nan_count"] = int(np.isnan(o).sum() + np.isnan(lse).sum())
     skip = max(0, -diagonal_offset)  # rows that see no key at all
@@ -198,9 +200,9 @@ def time_one(impl, shape, options) -> dict:
                 )
             )
         if impl == "mosaic":
-            from pallas_kernels.flash_mosaic import _config
+            from pallas_kernels.flash_mosaic import resolve_config
 
-            row["config"] = _config(sets[0][0], causal, options).__repr__()
+            row["config"] = resolve_config(sets[0][0], causal, options).__repr__()
         fn = _fn(impl, causal=causal, d=d, options=options)
         t0 = time.perf_counter()
         jax.block_until_ready(fn(*sets[0]))

@@ -3,7 +3,7 @@
 On CPU the kernel runs in the Pallas interpreter; on a GPU (``jax.default_backend()
 == "gpu"``) the same tests run the compiled Triton kernel, and a few GPU-only tests
 run larger shapes. Every run starts from NaN-poisoned output buffers (the test entry
-point ``flash_triton._forward_for_tests``). The Mosaic kernel: tests/test_flash_mosaic.py.
+point ``flash_triton.forward_with_test_hooks``). The Mosaic kernel: tests/test_flash_mosaic.py.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 from pallas_kernels import flash_attention, flash_attention_forward
 from pallas_kernels.flash_attention import choose_backend
-from pallas_kernels.flash_triton import _forward_for_tests
+from pallas_kernels.flash_triton import forward_with_test_hooks
 from pallas_kernels.reference import attention_float64
 
 ON_GPU = jax.default_backend() == "gpu"
@@ -46,7 +46,7 @@ def inputs(seed, b, n, kv_len, h, h_kv, d, dtype, scale=1.0):
 
 def run_poisoned(q, k, v, *, causal, block_q, block_k, sm_scale=None, diagonal_offset=0):
     """The kernel with NaN-filled output buffers; returns O and lse."""
-    return _forward_for_tests(
+    return forward_with_test_hooks(
         q,
         k,
         v,
