@@ -1,4 +1,4 @@
-"""The chapter's decision table: how much FlashAttention-2 and PagedAttention matter to a service.
+"""A decision table: how much FlashAttention-2 and PagedAttention matter to a service.
 
 A workload (``specs/workloads/*.toml``) gives prompt and response length quantiles,
 the concurrency the service wants, its model and dtype. Two questions, each answered

@@ -1,13 +1,13 @@
 """The model along n: sweep columns, the n→∞ speedup limit, the crossover and the OOM point.
 
-The chapter's method varies one dimension, the sequence length n (self-attention,
+A scaling study varies one dimension, the sequence length n (self-attention,
 kv_len = n), with everything else fixed. This module answers its three questions
 from the cost models themselves:
 
 * :func:`asymptotic_speedup` — the limit of naive time / flash time as n→∞, from
   the n² coefficient of every roof's symbolic work (``sp.ceiling(x)`` → x where x
   grows, → 1 where x shrinks to 0; a ``Piecewise`` takes the branch that holds for
-  large n). The chapter says the relative gain "grows with n"; this is where it ends.
+  large n). The relative gain "grows with n" only up to this limit.
 * :func:`crossover_n` — the smallest n at which the predicted speedup reaches a
   threshold, by evaluating the model at every integer n (not by bisection: the
   speedup need not be monotone in n).
@@ -65,7 +65,7 @@ Hw = str | Path | HardwareSpec
 
 @dataclass(frozen=True)
 class Shape:
-    """Everything but n, fixed: the chapter's one-varying-dimension configuration.
+    """Everything but n, fixed: the configuration of a one-varying-dimension sweep.
 
     With ``tokens`` set, the batch at each n is ``max(1, tokens // n)`` (a constant
     number of tokens per point, the benchmark's rule) and ``batch`` is ignored.

@@ -1,10 +1,10 @@
-"""The chapter's bottleneck diagnosis: from HBM and SM utilisation to a verdict.
+"""A bottleneck diagnosis: from HBM and SM utilisation to a verdict.
 
 Utilisations come from a profiler (Nsight Compute's DRAM throughput and SM busy,
 as fractions of peak) or from one measured time and the model's counts for that
 shape (:func:`utilisation_from_time`: bytes / time / bandwidth, FLOPs / time / peak).
 
-The rules (chapter 3.1, point 7), checked in this order:
+The rules, checked in this order:
 
 1. HBM utilisation high (>= ``HBM_HIGH``): bandwidth-bound — flash helps, it removes bytes.
 2. SMs busy (>= ``SM_BUSY``) and HBM not full: compute-bound — flash will not help much.
@@ -27,7 +27,8 @@ from typing import Any
 from perfmodel.arguments import check
 from perfmodel.errors import PerfmodelError
 
-#: Thresholds, as fractions of datasheet peak (the chapter: "near 90–100%", "about 30%").
+#: Thresholds, as fractions of datasheet peak ("near 90–100%" of HBM is
+#: bandwidth-bound; "about 30%" with idle SMs is waiting).
 #: SM utilisation is against the dense matmul peak, of which tuned kernels reach about
 #: 80% (the default calibration): 40% of it already means busy tensor cores.
 HBM_HIGH = 0.70
@@ -62,7 +63,7 @@ def diagnose(
     source: str = "given utilisations",
     attention_only: bool = False,
 ) -> Diagnosis:
-    """The chapter's verdict from HBM and SM utilisation (fractions of peak, 0..1).
+    """The verdict from HBM and SM utilisation (fractions of peak, 0..1).
 
     ``attention_only``: the utilisations cover the attention kernels alone (a timed
     kernel, not a whole step), so "both low" cannot point outside attention: the kernels

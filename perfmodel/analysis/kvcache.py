@@ -1,7 +1,7 @@
 """KV-cache memory: contiguous against paged allocation, and how many sequences fit.
 
-A sequence of m tokens keeps ``2·layers·h_kv·d·m·s`` bytes of K and V (the chapter's
-exercise formula, per sequence). Two ways to hold it:
+A sequence of m tokens keeps ``2·layers·h_kv·d·m·s`` bytes of K and V (K and V, per
+layer, per KV head, per token). Two ways to hold it:
 
 * **contiguous**: each sequence reserves room for the longest it may become
   (``max_len`` tokens) when it is admitted; the gap to its real length is waste.

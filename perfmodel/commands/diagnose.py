@@ -1,4 +1,4 @@
-"""``perfmodel diagnose``: the chapter's bottleneck verdict from utilisation figures."""
+"""``perfmodel diagnose``: a bottleneck verdict from utilisation figures."""
 
 from __future__ import annotations
 

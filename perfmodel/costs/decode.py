@@ -4,8 +4,8 @@ One program per (sequence, KV head) holds every query head of its group (GQA/MQA
 ``h/h_kv`` heads share one K/V) and every new token as the rows of one tile, so K and V
 cross HBM once per step: ``kv_bytes = 2·b·h_kv·m·d·s``. FLOPs are the prefill formula
 with n = q_len, so both FLOPs and bytes are O(m) and the intensity tends to a constant,
-``(4d + 4)·h·q_len / (2·h_kv·d·s)`` (about 1 FLOP/byte for MHA, q_len = 1, fp16): the
-chapter's "anaemic" attention, exactly.
+``(4d + 4)·h·q_len / (2·h_kv·d·s)`` (about 1 FLOP/byte for MHA, q_len = 1, fp16): attention
+starved of arithmetic ("anaemic"), far below any GPU's ridge point.
 
 Paged: the program also reads one block-table entry (int32) per page it visits
 (PagedAttention, Kwon et al. 2023, §4.1). Split-KV (flash-decoding, Dao et al. 2023):

@@ -12,9 +12,9 @@ K/V in step, so while the K/V of the heads in flight fit in L2, DRAM sees each K
 byte once; past that, once per wave of resident thread blocks. The L2-to-SM traffic
 is the full re-read count, bounded by the L2-bandwidth roof.
 
-Left out: the backward pass (``perfmodel.costs.backward``); TMA multicast inside clusters (which would cut the
-L2-to-SM traffic); L2 misses from other streams (Q, O) evicting K/V; the bytes of
-padding rows in the last block (loads are masked).
+Left out: the backward pass (``perfmodel.costs.backward``); TMA multicast inside
+clusters (which would cut the L2-to-SM traffic); L2 misses from other streams (Q, O)
+evicting K/V; the bytes of padding rows in the last block (loads are masked).
 """
 
 from __future__ import annotations

@@ -4,8 +4,8 @@
     P = softmax(S)         (kernel 2: read S; write P)
     O = P V                (kernel 3: read P, V; write O)
 
-The n×m matrices S and P are written and read once each: the "at least 4 big trips"
-of the chapter. Causal masking does not shrink anything: the full S is computed and
+The n×m matrices S and P are written and read once each: at least four trips of an
+n×m matrix through HBM. Causal masking does not shrink anything: the full S is computed and
 stored, then masked. Left out: XLA's internal f32 upcasts and any multi-pass softmax
 that re-reads S more than once (those only add bytes).
 """
@@ -19,7 +19,7 @@ from perfmodel.costs.base import CostModel, Kernel
 from perfmodel.symbols import F32, m
 
 #: How naive attention is compiled. "minimal": the four trips above, nothing more (the
-#: chapter's model, and the floor of any materialised implementation). "xla": what XLA
+#: textbook count, and the floor of any materialised implementation). "xla": what XLA
 #: makes of the three-step baseline (pallas_kernels/naive.py), read off its optimised
 #: HLO and step timings on the H200 (specs/measurements/details/h200-naive-*):
 #: with a causal mask the score matmul becomes a cuBLAS call that writes float32 scores,

@@ -1,7 +1,8 @@
-"""The chapter's method as one call: sweep n, conclude, refute the misconceptions, plot.
+"""A scaling report as one call: sweep n, conclude, refute the misconceptions, plot.
 
 One varying dimension (n, self-attention) with everything else fixed; naive and
-flash side by side; conclusions in the chapter's form, with X solved from the model
+flash side by side; conclusions as "gains become significant beyond n ≈ X", X solved
+from the model
 (:func:`perfmodel.analysis.asymptotics.crossover_n`). Every number in ``report.md`` is read
 from ``predict`` or from the same ``evaluate`` columns that ``sweep`` returns.
 """

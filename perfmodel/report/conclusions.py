@@ -22,7 +22,7 @@ from perfmodel.analysis.asymptotics import (
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.prediction import predict
 
-#: The chapter's reference length for "at n=4096 throughput is +Y%".
+#: The reference length of the headline "at n=4096 throughput is +Y%".
 N_REFERENCE = 4096
 #: Lengths of the misconception-2 table.
 N_GROWTH = (1024, 4096, 16384, 65536)
@@ -30,7 +30,8 @@ N_GROWTH = (1024, 4096, 16384, 65536)
 
 @dataclass(frozen=True)
 class Conclusions:
-    """The chapter's headline numbers for one device and one fixed shape."""
+    """The headline numbers (crossover X, gain Y, memory saving Z, the n→∞ limit) for one
+    device and one fixed shape."""
 
     hardware: str
     shape: Shape

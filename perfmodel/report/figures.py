@@ -1,4 +1,5 @@
-"""The chapter's figures, from the model (and measured points where given).
+"""The report's figures (roofline, throughput, memory, speedup, time breakdown), from the
+model (and measured points where given).
 
 matplotlib is imported inside each function and figures are drawn on a plain
 ``Figure`` with the Agg canvas, so ``import perfmodel`` never loads matplotlib and

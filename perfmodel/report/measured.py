@@ -130,7 +130,7 @@ def measured_pairs(points: Sequence[MeasuredPoint]) -> list[tuple[MeasuredPoint,
 
 
 def measured_headline(points: Sequence[MeasuredPoint], c: Conclusions) -> str | None:
-    """The chapter's sentence from measured naive / pallas_flash pairs, or None without pairs."""
+    """The headline sentence from measured naive / pallas_flash pairs, or None without pairs."""
     pairs = measured_pairs(points)
     if not pairs:
         return None
