@@ -5,6 +5,7 @@ four implementations and measures the device ceilings first::
 
     python -m pallas_kernels.bench --out specs/measurements/h200.json
     python -m pallas_kernels.bench --out FILE --tune        # block/warp/stage sweep
+    python -m pallas_kernels.bench --out FILE --backend mosaic  # ours on Mosaic GPU
     python -m pallas_kernels.bench --table FILE             # markdown table, no GPU
 
 Shapes: h = h_kv = 16 heads and ``batch = max(1, 16384 // n)``, so each point covers
@@ -130,15 +131,22 @@ def git_commit() -> str:
 # ---------------------------------------------------------------- implementations
 
 
-def _impl_fn(impl: str, *, causal: bool, cfg: dict | None):
+#: Kernel family (specs/kernels/*.toml) of each backend of ``pallas_flash``.
+BACKEND_FAMILY = {"triton": "pallas-triton", "mosaic": "pallas-mosaic"}
+
+
+def _impl_fn(impl: str, *, causal: bool, cfg: dict | None, backend: str = "triton"):
+    """The jitted call; ``pallas_flash`` runs ``backend`` (Triton knobs ``cfg`` for triton,
+    the backend's own defaults for mosaic and auto)."""
     import jax
 
     from pallas_kernels.flash_attention import flash_attention
     from pallas_kernels.naive import naive_attention
 
     if impl == "pallas_flash":
+        knobs = (cfg or {}) if backend == "triton" else {}
         return jax.jit(
-            lambda q, k, v: flash_attention(q, k, v, causal=causal, backend="triton", **(cfg or {}))
+            lambda q, k, v: flash_attention(q, k, v, causal=causal, backend=backend, **knobs)
         )
     if impl in ("cudnn", "xla"):
         return jax.jit(
@@ -215,7 +223,7 @@ def make_inputs(key, b, n, kv_len, h, h_kv, d, dtype, sets=2):
     return out
 
 
-def time_point(impl, shape, *, cfg=None, samples=20) -> dict:
+def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
     """Measure one implementation at one shape; never raises (errors become points).
 
     Device time (CUPTI kernel sum, ``pallas_kernels/_timing.py``) is ``median_s``;
@@ -250,12 +258,17 @@ def time_point(impl, shape, *, cfg=None, samples=20) -> dict:
         "family": FAMILY.get(impl),
         "time_basis": "device",
     }
-    if impl == "pallas_flash":
+    if impl == "pallas_flash" and backend == "triton":
         point.update(cfg or {})
     sets = None
     try:
         sets = make_inputs(jax.random.key(0), b, n, kv_len, h, h_kv, d, getattr(jax.numpy, dtype))
-        fn = _impl_fn(impl, causal=causal, cfg=cfg)
+        if impl == "pallas_flash":
+            from pallas_kernels.flash_attention import choose_backend
+
+            chosen = choose_backend(*sets[0], causal=causal, backend=backend)
+            point["family"] = BACKEND_FAMILY[chosen]
+        fn = _impl_fn(impl, causal=causal, cfg=cfg, backend=backend)
         jax.block_until_ready(fn(*sets[0]))  # compiles, untimed
         timed = measure_all(fn, sets, budget_s=0.0075 * samples)
         med = timed["device_time_s"]
@@ -341,13 +354,15 @@ def _progress(total):
         return Counter()
 
 
-def _run_jobs(writer: RunWriter, jobs, *, deadline: float, samples: int) -> None:
+def _run_jobs(
+    writer: RunWriter, jobs, *, deadline: float, samples: int, backend: str = "triton"
+) -> None:
     bar = _progress(len(jobs))
     for impl, shape, cfg in jobs:
         if time.monotonic() > deadline:
             print(f"deadline reached: {len(jobs) - len(writer.run['points'])} points skipped")
             break
-        point = time_point(impl, shape, cfg=cfg, samples=samples)
+        point = time_point(impl, shape, cfg=cfg, samples=samples, backend=backend)
         writer.add(point)
         tf = f"{point['tflops']:.0f}" if point["tflops"] else point["status"]
         bar.set_postfix_str(f"{impl} n={shape['n']} d={shape['d']} c={shape['causal']} {tf}")
@@ -493,6 +508,12 @@ def _parse(argv):
     ap.add_argument("--d", type=int, nargs="+")
     ap.add_argument("--impl", nargs="+", default=list(IMPLEMENTATIONS))
     ap.add_argument("--dtype", default="bfloat16", choices=["bfloat16", "float16"])
+    ap.add_argument(
+        "--backend",
+        default="triton",
+        choices=["triton", "mosaic", "auto"],
+        help="backend of pallas_flash (its family is recorded per point)",
+    )
     ap.add_argument("--samples", type=int, default=20)
     ap.add_argument(
         "--budget-s",
@@ -528,7 +549,7 @@ def main(argv=None) -> int:
         jobs = sweep_jobs(ns, ds, args.impl, tuned_config, args.dtype)
     writer = RunWriter(args.out, run)
     writer.flush()
-    _run_jobs(writer, jobs, deadline=deadline, samples=args.samples)
+    _run_jobs(writer, jobs, deadline=deadline, samples=args.samples, backend=args.backend)
     if args.tune:
         print_tune_summary(writer.run["points"])
     else:
