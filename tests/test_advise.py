@@ -10,16 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from perfmodel.analysis.advise import (
-    FLASH_HIGH,
-    Workload,
-    advice_table,
-    advise,
-    load_workload,
-    prefill_breakdown,
-)
+from perfmodel.analysis.advise import FLASH_HIGH, advice_table, advise, prefill_breakdown
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.catalog.models import load_model
+from perfmodel.catalog.workloads import Workload, load_workload
 from perfmodel.cli import main
 from perfmodel.errors import PerfmodelError
 
