@@ -219,48 +219,53 @@ def device_inputs(spec: HardwareSpec, dtype: str, profile: Calibration) -> dict[
     return out
 
 
-@functools.cache
-def _lambdas(key: str, causal: bool, l2: bool) -> tuple:
-    prog = program(key, causal, l2)
-    raw = [(name, sp.lambdify(sorted(e.free_symbols, key=str), e, "math")) for name, e in prog.raw]
-    steps = [
-        (name, sp.lambdify(sorted(e.free_symbols, key=str), e, "math")) for name, e in prog.steps
-    ]
-    return prog, raw, steps
-
-
 def evaluate_program(
     key: str, causal: bool, spec: HardwareSpec, values: dict, inputs: dict
 ) -> dict:
-    """Run :func:`program` in Python with plain floats (the page's arithmetic, for tests)."""
-    prog, raw, steps = _lambdas(key, causal, spec.l2_bytes is not None)
-    env = {str(k): float(v) for k, v in values.items()} | dict(inputs)
-    for (name, fn), (_, expr) in zip(raw + steps, prog.raw + prog.steps, strict=True):
-        args = [env[str(x)] for x in sorted(expr.free_symbols, key=str)]
-        env[str(_v(name))] = float(fn(*args))
-    return {name: env[str(_v(name))] for name in prog.outputs}
+    """Run :func:`program` in Python with plain floats: the page's code, printed to Python
+    by the same :func:`straight_line` (for tests; the page runs the JavaScript twin)."""
+    fn = _python_function(key, causal, spec.l2_bytes is not None)
+    return fn({str(k): float(v) for k, v in values.items()} | dict(inputs))
+
+
+@functools.cache
+def _python_function(key: str, causal: bool, l2: bool):
+    from sympy.printing.pycode import pycode
+
+    prog = program(key, causal, l2)
+    lines, outputs = straight_line(prog, lambda e: pycode(e, fully_qualified_modules=True))
+    body = "\n  ".join(lines)
+    source = f"def f(x):\n  {body}\n  return {{{outputs}}}\n"
+    scope: dict[str, Any] = {"math": math}
+    exec(compile(source, f"<explore {key}>", "exec"), scope)  # code printed by sympy above
+    return scope["f"]
 
 
 # --- JavaScript ------------------------------------------------------------------------
-def _js_function(prog: Program) -> str:
-    """One JS function of the symbol values ``x`` returning the outputs by name."""
+def straight_line(prog: Program, printer: Any, const: str = "") -> tuple[list[str], str]:
+    """``prog`` as assignments in a C-like language (``printer``: sympy's ``jscode`` or
+    ``pycode``): read inputs from ``x``, the cost expressions with shared subexpressions,
+    then the steps; and the outputs as ``"name": variable`` pairs."""
     inputs = sorted(
         {str(s) for _, e in prog.raw + prog.steps for s in e.free_symbols}
         - {str(_v(n)) for n, _ in prog.raw + prog.steps},
     )
-    lines = [f"const {s} = x.{s};" for s in inputs]
+    lines = [f"{const}{s} = x[{json.dumps(s)}]" for s in inputs]
     subs, reduced = sp.cse([e for _, e in prog.raw], symbols=sp.numbered_symbols("c"))
-    for sym, e in subs:
-        lines.append(f"const {sym} = {jscode(e)};")
-    for (name, _), e in zip(prog.raw, reduced, strict=True):
-        lines.append(f"const {_v(name)} = {jscode(e)};")
-    for name, e in prog.steps:
-        lines.append(f"const {_v(name)} = {jscode(e)};")
-    out = ", ".join(f"{json.dumps(n)}: {_v(n)}" for n in prog.outputs)
-    body = "\n".join(lines).replace("\n", "\n  ")
-    return f"function (x) {{\n  {body}\n  return {{{out}}};\n}}"
+    lines += [f"{const}{sym} = {printer(e)}" for sym, e in subs]
+    lines += [f"{const}{_v(n)} = {printer(e)}" for (n, _), e in zip(prog.raw, reduced, strict=True)]
+    lines += [f"{const}{_v(n)} = {printer(e)}" for n, e in prog.steps]
+    return lines, ", ".join(f"{json.dumps(n)}: {_v(n)}" for n in prog.outputs)
 
 
+def _js_function(prog: Program) -> str:
+    """One JS function of the symbol values ``x`` returning the outputs by name."""
+    lines, outputs = straight_line(prog, jscode, const="const ")
+    body = ";\n  ".join(lines)
+    return f"function (x) {{\n  {body};\n  return {{{outputs}}};\n}}"
+
+
+@functools.cache
 def _variants() -> dict[str, str]:
     out = {}
     for algorithm in ALGORITHMS:
@@ -276,22 +281,30 @@ def _variants() -> dict[str, str]:
 
 
 # --- data from the catalog ---------------------------------------------------------------
+def profile_names(spec: HardwareSpec) -> list[str]:
+    """The calibration choices valid on ``spec``: "default", then the profiles fitted on it."""
+    out = ["default"]
+    for name in known_calibrations():
+        try:
+            calibration_profiles(name, spec)
+        except PerfmodelError:
+            continue  # fitted on another device
+        out.append(name)
+    return out
+
+
 def _profiles_for(spec: HardwareSpec) -> dict[str, dict[str, dict[str, float]]]:
     """Per calibration choice valid on ``spec``, per algorithm, per dtype: the inputs."""
     out = {}
-    for name in ["default", *known_calibrations()]:
-        arg = None if name == "default" else name
-        try:
-            chosen = calibration_profiles(arg, spec)
-        except PerfmodelError:
-            continue  # fitted on another device
+    for name in profile_names(spec):
+        chosen = calibration_profiles(None if name == "default" else name, spec)
         out[name] = {
-            a: {t: device_inputs(spec, t, chosen[a]) for t in _dtypes(spec)} for a in ALGORITHMS
+            a: {t: device_inputs(spec, t, chosen[a]) for t in dtypes(spec)} for a in ALGORITHMS
         }
     return out
 
 
-def _dtypes(spec: HardwareSpec) -> list[str]:
+def dtypes(spec: HardwareSpec) -> list[str]:
     return [t for t in BYTES_PER_ELEMENT if _has_peak(spec, t)]
 
 
@@ -303,10 +316,13 @@ def _has_peak(spec: HardwareSpec, dtype: str) -> bool:
     return True
 
 
-def _asymptotes(spec: HardwareSpec) -> dict[str, str | None]:
-    """The n→∞ naive/flash time ratio (default profile, forward), as JS, per causality."""
-    out: dict[str, str | None] = {}
-    dtype = min(_dtypes(spec), key=lambda t: BYTES_PER_ELEMENT[t])  # symbolic in s anyway
+@functools.cache
+def asymptote_expressions(hw: str) -> dict[str, sp.Expr | None]:
+    """The n→∞ naive/flash time ratio (default profile, forward) per causality ("0", "1"),
+    with the derated roof rates as symbols ``R_<roof>``; None where no tile fits."""
+    spec = load_hardware(hw)
+    out: dict[str, sp.Expr | None] = {}
+    dtype = min(dtypes(spec), key=lambda t: BYTES_PER_ELEMENT[t])  # symbolic in s anyway
     for causal in (False, True):
         out[str(int(causal))] = None
         for tile in (64, 32, 16):  # the limit is symbolic in the tiles: any that fits will do
@@ -316,11 +332,12 @@ def _asymptotes(spec: HardwareSpec) -> dict[str, str | None]:
             except PerfmodelError:
                 continue
             subs = {RATE[r]: sp.Symbol(f"R_{r}") for r in RATE}
-            out[str(int(causal))] = jscode(expr.xreplace(subs))
+            out[str(int(causal))] = expr.xreplace(subs)
             break
     return out
 
 
+@functools.cache
 def device_table() -> dict[str, dict[str, Any]]:
     """Every shipped device as the page needs it (all from the spec files)."""
     out = {}
@@ -334,11 +351,13 @@ def device_table() -> dict[str, dict[str, Any]]:
             "resident_ctas": float(consts["resident_ctas"]),
             "sram_per_sm_bytes": spec.sram_per_sm_bytes,
             "hbm_capacity_bytes": spec.hbm_capacity_bytes,
-            "dtypes": _dtypes(spec),
-            "bytes": {t: BYTES_PER_ELEMENT[t] for t in _dtypes(spec)},
-            "ridge": {t: spec.ridge_point(t) for t in _dtypes(spec)},
+            "dtypes": dtypes(spec),
+            "bytes": {t: BYTES_PER_ELEMENT[t] for t in dtypes(spec)},
+            "ridge": {t: spec.ridge_point(t) for t in dtypes(spec)},
             "profiles": _profiles_for(spec),
-            "asymptote": _asymptotes(spec),
+            "asymptote": {
+                c: None if e is None else jscode(e) for c, e in asymptote_expressions(name).items()
+            },
         }
     return out
 
