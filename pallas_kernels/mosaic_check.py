@@ -308,9 +308,78 @@ def summary(points) -> str:
     return "\n".join(lines)
 
 
+def _schedule(point, commit: str) -> str:
+    """A short name of the Mosaic schedule a point ran: overlap, ping-pong, persistent.
+
+    Files before the ``config`` field give options only; the defaults then were, at
+    commit 142d6eb (call 1), QK look-ahead with ping-pong, and at 7803f5e (call 2) the
+    FA-3 PV overlap without ping-pong; neither persistent."""
+    if "config" in point:
+        c = point["config"]
+        parts = [c.split("overlap='")[1].split("'")[0]]
+        parts += ["ping-pong"] if "ping_pong=True" in c else []
+        parts += ["persistent"] if "persistent=True" in c else []
+        return ", ".join(parts)
+    opts = dict(point["options"])
+    if commit[:7] == "142d6eb":  # the first version: booleans overlap_qk, ping_pong (on)
+        overlap = "qk" if opts.pop("overlap_qk", True) else "none"
+        opts.setdefault("ping_pong", True)
+    else:
+        overlap = opts.pop("overlap", "pv" if commit[:7] == "7803f5e" else "default")
+    parts = [overlap]
+    parts += ["ping-pong"] if opts.pop("ping_pong", False) else []
+    parts += ["persistent"] if opts.pop("persistent", False) else []
+    return ", ".join(parts + [f"{k}={v}" for k, v in opts.items()])
+
+
+def markdown_table(paths) -> str:
+    """Every Mosaic point of the files with cuDNN (and Triton, JAX's Mosaic attention)
+    at the same shape in the same file: each ratio is within one run."""
+    import json
+
+    lines = [
+        "| run | dtype | d | causal | n | b×h:h_kv | schedule | ours | cuDNN | ours/cuDNN "
+        "| Triton/cuDNN | JAX mgpu/cuDNN |",
+        "|" + "---|" * 12,
+    ]
+    for path in paths:
+        data = json.loads(Path(path).read_text())
+        by_shape: dict = {}
+        for p in data["speed"]:
+            key = (p["dtype"], p["d"], p["causal"], p["n"], p["h"], p["h_kv"], p["batch"])
+            by_shape.setdefault(key, []).append(p)
+        for key in sorted(by_shape):
+            group = by_shape[key]
+            peers = {p["impl"]: p for p in group if p["impl"] != "mosaic" and p["status"] == "ok"}
+            cud = peers.get("cudnn")
+
+            def ratio(x, cud=cud):
+                ok = x and cud and x["status"] == "ok"
+                return f"{x['tflops'] / cud['tflops']:.2f}" if ok else "-"
+
+            dtype, d, causal, n, h, h_kv, b = key
+            for p in group:
+                if p["impl"] != "mosaic":
+                    continue
+                ours = f"{p['tflops']:.0f}" if p["status"] == "ok" else p["status"]
+                lines.append(
+                    f"| {Path(path).stem.removeprefix('h200-mosaic-')} | {dtype} | {d} | "
+                    f"{'yes' if causal else 'no'} | {n} | {b}×{h}:{h_kv} | "
+                    f"{_schedule(p, data['git_commit'])} | {ours} | "
+                    f"{cud['tflops']:.0f} | "
+                    if cud
+                    else "- | "
+                )
+                lines[-1] += (
+                    f"{ratio(p)} | {ratio(peers.get('triton'))} | {ratio(peers.get('jax_mgpu'))} |"
+                )
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--table", type=Path, nargs="+", help="print the markdown table and exit")
     ap.add_argument("--skip-correctness", action="store_true")
     ap.add_argument("--skip-speed", action="store_true")
     ap.add_argument("--quick", action="store_true", help="fewer sequence lengths")
@@ -320,6 +389,11 @@ def main(argv=None) -> int:
     ap.add_argument("--options", default="{}", help="Mosaic options for the sweep (a dict)")
     ap.add_argument("--budget-s", type=float, default=420.0)
     args = ap.parse_args(argv)
+    if args.table:
+        print(markdown_table(args.table), end="")
+        return 0
+    if not args.out:
+        raise SystemExit("--out FILE is required unless --table is given")
     deadline = time.monotonic() + args.budget_s
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     import jax
