@@ -65,11 +65,18 @@ def AUTO_PREFERS_MOSAIC(q_shape, kv_shape, causal: bool) -> bool:  # noqa: N802 
     return not (d == 64 and causal and n < 4096)
 
 
-def choose_backend(q, k, v, *, causal: bool, backend: str = "auto", interpret: bool = False):
-    """The backend that will run this call; raises ValueError if a forced one cannot."""
+def choose_backend(
+    q, k, v, *, causal: bool, backend: str = "auto", interpret: bool = False, options=()
+):
+    """The backend that will run this call; raises ValueError if a forced one cannot.
+
+    ``options``: the tuning knobs' names; "auto" given a knob only Triton has
+    (``block_q``, ``num_warps``) picks Triton, where the knob means something.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"{backend=} unknown; choose one of {BACKENDS}")
-    if backend == "triton":
+    triton_only = set(options) - set(flash_mosaic.MosaicConfig.__dataclass_fields__)
+    if backend == "triton" or (backend == "auto" and triton_only):
         return "triton"
     reason = flash_mosaic.unsupported_reason(q, k, v, causal=causal, interpret=interpret)
     if backend == "mosaic":
@@ -95,10 +102,13 @@ def flash_attention_forward(
     """``(O, lse)``: the forward pass and the residual a backward pass needs.
 
     ``options`` are the chosen backend's tuning knobs: triton takes ``block_q``,
-    ``block_k``, ``num_warps``, ``num_stages``; mosaic takes ``block_q``,
-    ``block_k``, ``num_stages``. An unknown knob is a TypeError.
+    ``block_k``, ``num_warps``, ``num_stages``; mosaic takes the fields of
+    ``flash_mosaic.MosaicConfig`` (``block_k``, ``num_stages``, ``overlap``,
+    ``ping_pong``, ``persistent``). An unknown knob is a TypeError.
     """
-    chosen = choose_backend(q, k, v, causal=causal, backend=backend, interpret=interpret)
+    chosen = choose_backend(
+        q, k, v, causal=causal, backend=backend, interpret=interpret, options=options
+    )
     if chosen == "mosaic":
         return flash_mosaic.mosaic_flash_attention(
             q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True, **options

@@ -127,6 +127,8 @@ def test_auto_backend_is_triton_off_hopper_and_in_interpret_mode():
     q = jnp.zeros((1, 8, 2, 64), jnp.bfloat16)
     assert choose_backend(q, q, q, causal=False, interpret=True) == "triton"
     assert choose_backend(q, q, q, causal=False, backend="triton") == "triton"
+    # a Triton-only knob keeps "auto" on Triton, wherever it runs
+    assert choose_backend(q, q, q, causal=False, options=("num_warps",)) == "triton"
 
 
 @pytest.mark.parametrize(
