@@ -12,13 +12,13 @@ True
 
 from __future__ import annotations
 
-import itertools
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from perfmodel.arguments import check, check_columns
 from perfmodel.catalog.calibration import Calibration, load_calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
@@ -30,46 +30,22 @@ from perfmodel.vocabulary import bytes_per_element
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
 
 
-# --- input checks ---------------------------------------------------------------
-def _check_positive_int(name: str, value: Any) -> Any:
-    if type(value) is int:  # the common scalar case, without numpy
-        if value <= 0:
-            raise PerfmodelError(f"{name}={value!r} must be a positive integer")
-        return value
-    arr = np.asarray(value)
-    if arr.dtype == bool or arr.dtype.kind not in "iuf" or arr.size == 0:
-        raise PerfmodelError(f"{name}={value!r} must be a positive integer")
-    bad = (arr <= 0) | (arr != np.floor(arr))
-    if np.any(bad):
-        raise PerfmodelError(f"{name}={arr[bad].flat[0].item()!r} must be a positive integer")
-    return arr
-
-
-def _check_shape(shape: dict[str, Any]) -> None:
-    if all(type(v) is int for v in shape.values()):  # one point, no numpy
-        for k, v in shape.items():
-            _check_positive_int(k, v)
-        for k in ("block_q", "block_k"):
-            if shape[k] & (shape[k] - 1):
-                raise PerfmodelError(f"{k}={shape[k]!r} must be a power of two")
-        if shape["h"] % shape["h_kv"]:
-            raise PerfmodelError(f"h={shape['h']!r} is not divisible by h_kv={shape['h_kv']!r}")
-        return
-    arrays = {k: _check_positive_int(k, shape[k]) for k in ("n", "m", "d", "h", "h_kv", "b")}
-    for k in ("block_q", "block_k"):
-        blk = np.asarray(_check_positive_int(k, shape[k])).astype(np.int64)
-        if np.any(blk & (blk - 1)):
-            raise PerfmodelError(f"{k}={shape[k]!r} must be a power of two")
-    if np.any(np.asarray(arrays["h"]) % np.asarray(arrays["h_kv"])):
-        raise PerfmodelError(f"h={shape['h']!r} is not divisible by h_kv={shape['h_kv']!r}")
-
-
-def _check_causal(n: Any, m: Any, causal: Any) -> None:
-    if isinstance(causal, bool):
-        bad = causal and np.any(np.asarray(n) != np.asarray(m))
+# --- input checks (each argument alone: perfmodel.arguments) ------------------------
+def _check_shape(h: Any, h_kv: Any, n: Any, m: Any, causal: Any) -> None:
+    """What no argument shows alone: heads that group, causal masks on square scores
+    (scalars, or the columns of a sweep)."""
+    if isinstance(h, int) and isinstance(n, int):  # one point, without numpy
+        bad_heads, bad_causal = h % h_kv != 0, causal and n != m
+        i = 0
     else:
-        bad = np.any(np.asarray(causal) & (np.asarray(n) != np.asarray(m)))
-    if bad:
+        h, h_kv, n, m, causal = np.broadcast_arrays(h, h_kv, n, m, causal)
+        heads, masks = np.flatnonzero(h % h_kv), np.flatnonzero(causal & (n != m))
+        bad_heads, bad_causal = heads.size > 0, masks.size > 0
+        i = heads[0] if bad_heads else (masks[0] if bad_causal else 0)
+        h, h_kv, n, m = (x[i].item() for x in (h, h_kv, n, m))
+    if bad_heads:
+        raise PerfmodelError(f"h={h!r} is not divisible by h_kv={h_kv!r}")
+    if bad_causal:
         raise PerfmodelError(f"causal attention needs kv_len == n; got n={n!r}, kv_len={m!r}")
 
 
@@ -129,12 +105,30 @@ def predict(
     >>> p.flash.matmul_flops / predict(n=4096, hw="h200", h=16).flash.matmul_flops
     3.5
     """
+    args = check(
+        n=n,
+        d=d,
+        h=h,
+        h_kv=h_kv,
+        batch=batch,
+        dtype=dtype,
+        causal=causal,
+        block_q=block_q,
+        block_k=block_k,
+        kv_len=kv_len,
+        naive=naive,
+        mode=mode,
+        cp=cp,
+        cp_scheme=cp_scheme,
+        tp=tp,
+    )
+    n, d, h, batch, causal = args["n"], args["d"], args["h"], args["batch"], args["causal"]
+    block_q, block_k, dtype = args["block_q"], args["block_k"], args["dtype"]
     spec = load_hardware(hw)
-    m = n if kv_len is None else kv_len
-    h_kv = h if h_kv is None else h_kv
+    m = n if args["kv_len"] is None else args["kv_len"]
+    h_kv = h if args["h_kv"] is None else args["h_kv"]
+    _check_shape(h, h_kv, n, m, causal)
     shape = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=batch, block_q=block_q, block_k=block_k)
-    _check_shape(shape)
-    _check_causal(n, m, causal)
     s = bytes_per_element(dtype)
     peak = spec.peak(dtype)
     values = shape_values(spec, s=s, **shape)
@@ -169,7 +163,7 @@ def predict(
         h_kv=h_kv,
         batch=batch,
         dtype=dtype,
-        causal=bool(causal),
+        causal=causal,
         block_q=block_q,
         block_k=block_k,
         mode=mode,
@@ -234,6 +228,10 @@ class SweepResult(dict):
 
 
 _SWEPT = ("n", "d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k", "kv_len")
+#: Points evaluated at once: one chunk's temporaries stay small (and in cache).
+CHUNK_POINTS = 1 << 15
+#: Largest result ``sweep`` builds unless given a larger ``max_bytes`` (2 GiB).
+MAX_RESULT_BYTES = 2 * 2**30
 
 
 def sweep(
@@ -253,18 +251,29 @@ def sweep(
     naive: str = "minimal",
     mode: str = "forward",
     grid: bool = True,
+    columns: Sequence[str] | None = None,
+    max_bytes: int = MAX_RESULT_BYTES,
 ) -> SweepResult:
     """``predict`` over many shapes at once, vectorised.
 
     Any argument may be a list or array. With ``grid=True`` (the default) the result
     holds every combination; with ``grid=False`` the arguments broadcast together.
+    ``columns`` keeps only the named results (less memory: the inputs are always kept).
+    The result's size is estimated first: above ``max_bytes`` the sweep is refused
+    before anything is computed. Points are evaluated in chunks of ``CHUNK_POINTS``,
+    each causal case on its own points.
 
     >>> r = sweep("h100", n=[1024, 2048, 4096], d=[64, 128])
     >>> len(r), r["flash.time_s"].shape
     (6, (6,))
+    >>> sweep("h100", n=range(1, 10**6), d=range(1, 10**4))  # doctest: +ELLIPSIS
+    Traceback (most recent call last):
+    ...
+    perfmodel.errors.PerfmodelError: sweep of 9,998,990,001 points needs about ... GB ...
     """
+    flags = check(grid=grid, naive=naive, mode=mode)
     spec = load_hardware(hw)
-    args = dict(
+    args = check_columns(
         n=n,
         d=d,
         h=h,
@@ -276,9 +285,138 @@ def sweep(
         block_k=block_k,
         kv_len=kv_len,
     )
-    cols = _broadcast(args, grid)
-    cols["kv_len"] = np.where(_is_none(cols["kv_len"]), cols["n"], cols["kv_len"]).astype(float)
-    cols["h_kv"] = np.where(_is_none(cols["h_kv"]), cols["h"], cols["h_kv"]).astype(float)
+    size = _size(args, flags["grid"])
+    keys = {a: model_key(a, flags["naive"], flags["mode"]) for a in ALGORITHMS}
+    wanted = _wanted(spec, keys, columns)
+    varying = sum(len(a) > 1 for a in args.values())
+    estimate = size * 8 * (len(wanted) + varying + 2)
+    if estimate > max_bytes:
+        raise PerfmodelError(
+            f"sweep of {size:,} points needs about {estimate / 1e9:.2g} GB ({len(wanted)} "
+            f"columns), above max_bytes={max_bytes:,}: fewer points, columns=[...], or a "
+            "larger max_bytes"
+        )
+    cols = _broadcast(args, flags["grid"], size)
+    cols["kv_len"] = _default(cols["kv_len"], cols["n"])
+    cols["h_kv"] = _default(cols["h_kv"], cols["h"])
+    _check_shape(cols["h"], cols["h_kv"], cols["n"], cols["kv_len"], cols["causal"])
+    profiles = calibration_profiles(calibration, spec)
+    results = _evaluate_chunks(spec, cols, profiles, keys, wanted, size)
+    out = SweepResult({k: cols[k] for k in _SWEPT})
+    out.update((k, v) for k, v in results.items() if k in wanted)
+    return out
+
+
+def _constant(col: np.ndarray) -> bool:
+    """A column that is one value broadcast (stride 0): test it once, not per row."""
+    return col.size > 0 and all(stride == 0 for stride in col.strides)
+
+
+def _size(args: dict[str, np.ndarray], grid: bool) -> int:
+    """Points of the sweep: the product of the lengths, or the one common length."""
+    lengths = [len(a) for a in args.values()]
+    if grid:
+        return int(np.prod(lengths, dtype=object))
+    longest = max(lengths)
+    for k, a in args.items():
+        if len(a) not in (1, longest):
+            raise PerfmodelError(
+                f"{k} has {len(a)} values and another argument {longest}: with grid=False "
+                "every list has one length (or one value)"
+            )
+    return longest
+
+
+def _broadcast(args: dict[str, np.ndarray], grid: bool, size: int) -> dict[str, np.ndarray]:
+    """Every argument as a column of ``size`` (a stride-0 view where it is one value)."""
+    varying = [k for k, a in args.items() if len(a) > 1]
+    if not grid or len(varying) <= 1:
+        return {k: np.broadcast_to(a, (size,)) for k, a in args.items()}
+    index = np.unravel_index(np.arange(size), [len(a) for a in args.values()])
+    return {
+        k: (a[i] if len(a) > 1 else np.broadcast_to(a, (size,)))
+        for (k, a), i in zip(args.items(), index, strict=True)
+    }
+
+
+def _default(col: np.ndarray, fallback: np.ndarray) -> np.ndarray:
+    """``col`` where given, ``fallback`` where None (kv_len -> n, h_kv -> h)."""
+    if col.dtype != object:
+        return col
+    if _constant(col):
+        return fallback if col[0] is None else np.broadcast_to(np.int64(col[0]), col.shape)
+    none = np.asarray([v is None for v in col], dtype=bool)
+    return np.where(none, fallback, np.where(none, 0, col).astype(np.int64))
+
+
+def _output_names(spec: HardwareSpec, keys: dict[str, str]) -> tuple[str, ...]:
+    """The result columns on this device (one point evaluated to list them)."""
+    one = shape_values(spec, n=128, m=128, d=64, h=1, h_kv=1, b=1, block_q=64, block_k=64, s=2)
+    names = []
+    for a in ALGORITHMS:
+        res = evaluate(
+            keys[a],
+            causal=False,
+            hw=spec,
+            peak=1e12,
+            values=one,
+            calibration=load_calibration(None),
+        )
+        names += [f"{a}.{k}" for k in res]
+    return (*names, "flash.fits_sram", "speedup")
+
+
+def _wanted(spec: HardwareSpec, keys: dict[str, str], columns: Any) -> set[str]:
+    known = _output_names(spec, keys)
+    if columns is None:
+        return set(known)
+    if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+        raise PerfmodelError(f"columns={columns!r} must be a list of result names")
+    unknown = [c for c in columns if c not in known and c not in _SWEPT]
+    if unknown:
+        raise PerfmodelError(f"columns={unknown!r} are not results; known: {', '.join(known)}")
+    return set(columns)
+
+
+def _per_point_dtype(spec: HardwareSpec, dtypes: np.ndarray) -> tuple[Any, Any]:
+    """Bytes per element and matrix peak: scalars for one dtype, else columns."""
+    if _constant(dtypes):
+        return float(bytes_per_element(str(dtypes[0]))), spec.peak(str(dtypes[0]))
+    names, which = np.unique(dtypes, return_inverse=True)
+    s = np.array([bytes_per_element(t) for t in names], dtype=float)[which]
+    return s, np.array([spec.peak(t) for t in names])[which]
+
+
+class _Column:
+    """One result column filled chunk by chunk; one broadcast value while it is one."""
+
+    def __init__(self, size: int):
+        self.size, self.value, self.array = size, None, None
+
+    def put(self, where: Any, value: Any) -> None:
+        constant = self.array is None and np.ndim(value) == 0
+        if constant and (self.value is None or self.value == value):
+            self.value = value
+            return
+        if self.array is None:
+            sample = np.asarray(value)
+            dtype = object if sample.dtype.kind in "OU" else sample.dtype
+            self.array = np.empty(self.size, dtype=dtype)
+            if self.value is not None:
+                self.array[...] = self.value
+        self.array[where] = value
+
+    def column(self) -> np.ndarray:
+        if self.array is not None:
+            return self.array
+        return np.broadcast_to(np.asarray(self.value), (self.size,))
+
+
+def _evaluate_chunks(
+    spec: HardwareSpec, cols: dict, profiles: dict, keys: dict, wanted: set[str], size: int
+) -> dict[str, np.ndarray]:
+    """The result columns, CHUNK_POINTS points at a time, each causal case on its points."""
+    s, peak = _per_point_dtype(spec, cols["dtype"])
     shape = dict(
         n=cols["n"],
         m=cols["kv_len"],
@@ -288,94 +426,41 @@ def sweep(
         b=cols["batch"],
         block_q=cols["block_q"],
         block_k=cols["block_k"],
+        s=s,
+        peak=peak,
     )
-    _check_shape(shape)
-    causal_arr = cols["causal"].astype(bool)
-    _check_causal(shape["n"], shape["m"], causal_arr)
-    s: Any
-    peak: Any
-    if _constant(cols["dtype"]):
-        dtype = str(cols["dtype"].flat[0])
-        s, peak = float(bytes_per_element(dtype)), spec.peak(dtype)
-    else:
-        dtypes, which = np.unique(cols["dtype"].astype(str), return_inverse=True)
-        s = np.array([bytes_per_element(t) for t in dtypes], dtype=float)[which]
-        peak = np.array([spec.peak(t) for t in dtypes])[which]
-    values = shape_values(spec, s=s, **shape)
-    profiles = calibration_profiles(calibration, spec)
-    out = SweepResult({k: cols[k] for k in _SWEPT})
-    for a in ALGORITHMS:
-        cases = {
-            c: evaluate(
-                model_key(a, naive, mode),
-                causal=c,
-                hw=spec,
-                peak=peak,
-                values=values,
-                calibration=profiles[a],
-            )
-            for c in (False, True)
-            if np.any(causal_arr == c)
-        }
-        for key in next(iter(cases.values())):
-            if len(cases) == 1:
-                out[f"{a}.{key}"] = np.broadcast_to(
-                    next(iter(cases.values()))[key], causal_arr.shape
+    need = wanted | {"naive.time_s", "flash.time_s", "flash.sram_bytes"}
+    out: dict[str, _Column] = {}
+    causal = cols["causal"]
+    for start in range(0, size, CHUNK_POINTS):
+        stop = min(size, start + CHUNK_POINTS)
+        part = {k: (v[start:stop] if np.ndim(v) else v) for k, v in shape.items()}
+        if _constant(causal):
+            cases = [(bool(causal[0]), slice(start, stop), part)]
+        else:
+            flags = causal[start:stop]
+            cases = []
+            for c in (False, True):
+                sel = np.flatnonzero(flags == c)
+                if sel.size:
+                    sub = {k: (v[sel] if np.ndim(v) else v) for k, v in part.items()}
+                    cases.append((c, start + sel, sub))
+        for c, where, sub in cases:
+            peak_part = sub.pop("peak")
+            values = shape_values(spec, **sub)
+            for a in ALGORITHMS:
+                res = evaluate(
+                    keys[a],
+                    causal=c,
+                    hw=spec,
+                    peak=peak_part,
+                    values=values,
+                    calibration=profiles[a],
                 )
-            else:
-                out[f"{a}.{key}"] = np.where(causal_arr, cases[True][key], cases[False][key])
-    out["flash.fits_sram"] = out["flash.sram_bytes"] <= spec.sram_per_sm_bytes
-    out["speedup"] = out["naive.time_s"] / out["flash.time_s"]
-    return out
-
-
-def _constant(col: np.ndarray) -> bool:
-    """A column that is one value broadcast (stride 0): test it once, not per row."""
-    return col.size > 0 and all(stride == 0 for stride in col.strides)
-
-
-def _is_none(col: np.ndarray) -> np.ndarray:
-    if col.dtype != object:
-        return np.zeros(col.shape, dtype=bool)
-    if _constant(col):
-        return np.broadcast_to(col.flat[0] is None, col.shape)
-    return np.asarray([v is None for v in col.ravel()], dtype=bool).reshape(col.shape)
-
-
-def _broadcast(args: dict[str, Any], grid: bool) -> dict[str, np.ndarray]:
-    as_lists = {k: _as_list(v) for k, v in args.items()}
-    if grid:
-        lengths = [len(v) for v in as_lists.values()]
-        if np.prod(lengths) > 50_000_000:
-            raise PerfmodelError(f"sweep grid of {int(np.prod(lengths))} points is too large")
-        if sum(length > 1 for length in lengths) <= 1:
-            size = max(lengths)
-            return {k: _repeat(v, size) for k, v in as_lists.items()}
-        combos = list(itertools.product(*as_lists.values()))
-        return {k: _column([c[i] for c in combos]) for i, k in enumerate(as_lists)}
-    arrays = {k: _column(v) for k, v in as_lists.items()}
-    try:
-        shapes = np.broadcast_shapes(*(a.shape for a in arrays.values()))
-    except ValueError as e:
-        raise PerfmodelError(f"sweep arguments do not broadcast: {e}") from e
-    return {k: np.broadcast_to(a, shapes) for k, a in arrays.items()}
-
-
-def _as_list(value: Any) -> Any:
-    if isinstance(value, str) or value is None or np.ndim(value) == 0:
-        return [value]
-    return value
-
-
-def _column(values: Iterable[Any]) -> np.ndarray:
-    if isinstance(values, np.ndarray) and values.dtype != object:
-        return values
-    values = list(values)
-    if any(v is None for v in values) or any(isinstance(v, str) for v in values):
-        return np.asarray(values, dtype=object)
-    return np.asarray(values)
-
-
-def _repeat(values: Any, size: int) -> np.ndarray:
-    col = _column(values)
-    return col if len(col) == size else np.broadcast_to(col, (size,))
+                for key, value in res.items():
+                    if f"{a}.{key}" in need:
+                        out.setdefault(f"{a}.{key}", _Column(size)).put(where, value)
+    result = {k: col.column() for k, col in out.items()}
+    result["flash.fits_sram"] = result["flash.sram_bytes"] <= spec.sram_per_sm_bytes
+    result["speedup"] = result["naive.time_s"] / result["flash.time_s"]
+    return result

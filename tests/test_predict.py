@@ -147,7 +147,7 @@ def test_speedup_tends_to_the_symbolic_limit():
         (dict(n=10.5), "n=10.5"),
         (dict(n=1024, d=0), "d=0"),
         (dict(n=1024, h=0), "h=0"),
-        (dict(n=1024, batch=0), "b=0"),
+        (dict(n=1024, batch=0), "batch=0"),
         (dict(n=1024, h=6, h_kv=4), "h_kv=4"),
         (dict(n=1024, dtype="fp12"), "fp12"),
         (dict(n=1024, block_q=96), "block_q=96"),
