@@ -23,6 +23,7 @@ from perfmodel.costs import MODES, symbolic, terms
 from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
+from perfmodel.vocabulary import ROOFS, Roof
 
 ALGORITHMS = ("naive", "flash")
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
@@ -94,23 +95,16 @@ def shape_values(hw: HardwareSpec, **shape: object) -> dict[str, object]:
 def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
     """Each roof's full rate on ``hw``: FLOP/s, exp/s or bytes/s (``peak``: the dtype's matmul)."""
     return {
-        "matmul": peak,
-        "vector": hw.vector_fp32_flops_per_s,
-        "exp": hw.exp_per_s,
-        "hbm": hw.hbm_bandwidth_bytes_per_s,
-        "l2": hw.l2_bandwidth_bytes_per_s,
+        Roof.MATMUL: peak,
+        Roof.VECTOR: hw.vector_fp32_flops_per_s,
+        Roof.EXP: hw.exp_per_s,
+        Roof.HBM: hw.hbm_bandwidth_bytes_per_s,
+        Roof.L2: hw.l2_bandwidth_bytes_per_s,
     }
 
 
 def _kernel_roofs(raw: dict, kernel: str, rates: dict) -> dict[str, Num]:
-    work = {
-        "matmul": raw[f"{kernel}:matmul_flops"],
-        "vector": raw[f"{kernel}:vector_flops"],
-        "exp": raw[f"{kernel}:exp_count"],
-        "hbm": raw[f"{kernel}:hbm_bytes"],
-        "l2": raw[f"{kernel}:l2_bytes"],
-    }
-    return roofline.roof_times(work, rates)
+    return roofline.roof_times({r: raw[f"{kernel}:{r.work}"] for r in ROOFS}, rates)
 
 
 def _raw(algorithm: str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[dict, list]:
@@ -161,8 +155,7 @@ def _max2(a: Num, b: Num) -> Num:
 def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: Num) -> Num:
     """The model's estimate: each kernel at its calibrated fractions plus its launch gap,
     or the host's time to issue them all, whichever is longer."""
-    roofs = roofline.COMPUTE_ROOFS + roofline.MEMORY_ROOFS
-    efficiency = {r: calibration.efficiency(r) for r in roofs}
+    efficiency = {r: calibration.efficiency(r) for r in ROOFS}
     total: Num = 0.0
     for k in kernels:
         stretch = 1 + calibration.block_overhead_tiles * k.blocks_per_tile

@@ -10,7 +10,7 @@ so data files, JSON and keyword arguments keep their plain spelling.
 >>> symbol_values(n=4096, kv_len=8192, batch=2, dtype="fp16")
 {'n': 4096, 'm': 8192, 'b': 2, 's': 2}
 >>> Implementation("xla").algorithm, Implementation("xla").naive
-(<Algorithm.NAIVE: 'naive'>, <NaiveCompile.MINIMAL: 'minimal'>)
+('naive', 'minimal')
 """
 
 from __future__ import annotations
@@ -21,7 +21,14 @@ from typing import Any
 from perfmodel.errors import PerfmodelError
 
 
-class Algorithm(StrEnum):
+class _Name(StrEnum):
+    """A name that prints, compares and hashes as its plain string."""
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class Algorithm(_Name):
     """The two ways to compute attention that the model compares."""
 
     NAIVE = "naive"  #: S = QKᵀ and P = softmax(S) written to and read back from HBM
@@ -32,14 +39,14 @@ class Algorithm(StrEnum):
 ALGORITHMS: tuple[Algorithm, ...] = (Algorithm.NAIVE, Algorithm.FLASH)
 
 
-class NaiveCompile(StrEnum):
+class NaiveCompile(_Name):
     """How the naive side is compiled (``perfmodel.costs.naive``)."""
 
     MINIMAL = "minimal"  #: four HBM trips of S and P, the textbook count
     XLA = "xla"  #: the extra passes XLA adds (the mask pass, the max/sum reductions)
 
 
-class Implementation(StrEnum):
+class Implementation(_Name):
     """A measured kernel, as named in the measurement files."""
 
     PALLAS_FLASH = "pallas_flash"  #: our Pallas FlashAttention-2 kernel
@@ -69,7 +76,7 @@ _ALGORITHM_OF = {
 }
 
 
-class Roof(StrEnum):
+class Roof(_Name):
     """A rate that bounds a kernel: an execution unit or a memory level."""
 
     MATMUL = "matmul"  #: tensor-core matrix FLOP/s at the input dtype
@@ -78,6 +85,20 @@ class Roof(StrEnum):
     HBM = "hbm"  #: HBM bytes/s
     L2 = "l2"  #: L2 -> SM bytes/s
 
+    @property
+    def work(self) -> str:
+        """The field of a cost model's ``Kernel`` that this roof bounds."""
+        return _WORK_OF[self]
+
+
+_WORK_OF = {
+    Roof.MATMUL: "matmul_flops",
+    Roof.VECTOR: "vector_flops",
+    Roof.EXP: "exp_count",
+    Roof.HBM: "hbm_bytes",
+    Roof.L2: "l2_bytes",
+}
+
 
 #: Roofs on execution units, and roofs on memory levels.
 COMPUTE_ROOFS: tuple[Roof, ...] = (Roof.MATMUL, Roof.VECTOR, Roof.EXP)
@@ -85,7 +106,7 @@ MEMORY_ROOFS: tuple[Roof, ...] = (Roof.HBM, Roof.L2)
 ROOFS: tuple[Roof, ...] = COMPUTE_ROOFS + MEMORY_ROOFS
 
 
-class Dtype(StrEnum):
+class Dtype(_Name):
     """An element type of Q, K, V and O (tf32 is stored as fp32)."""
 
     FP32 = "fp32"

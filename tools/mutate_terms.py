@@ -106,7 +106,7 @@ MUTANTS = (
     Mutant("per-block fill stretch", E, "1 + calibration.block_overhead_tiles * k.blocks_per_tile", "1 + 1.1 * calibration.block_overhead_tiles * k.blocks_per_tile", "x1.1", ROOF_TESTS),
     Mutant("launch overhead", E, "total = total + device + launch", "total = total + device + 1.1 * launch", "x1.1", ROOF_TESTS),
     Mutant("host dispatch", E, "calibration.dispatch_overhead_s * len(kernels)", "calibration.dispatch_overhead_s * (len(kernels) + 1)", "+1 kernel", ROOF_TESTS),
-    Mutant("vector and exp rates", E, '"vector": hw.vector_fp32_flops_per_s,\n        "exp": hw.exp_per_s,', '"vector": hw.exp_per_s,\n        "exp": hw.vector_fp32_flops_per_s,', "swapped", ROOF_TESTS),
+    Mutant("vector and exp rates", E, "Roof.VECTOR: hw.vector_fp32_flops_per_s,\n        Roof.EXP: hw.exp_per_s,", "Roof.VECTOR: hw.exp_per_s,\n        Roof.EXP: hw.vector_fp32_flops_per_s,", "swapped", ROOF_TESTS),
     Mutant("L2 capacity symbol", E, '"l2_capacity": hw.l2_bytes or 0', '"l2_capacity": (hw.l2_bytes or 0) * 11 // 10', "x1.1", ROOF_TESTS),
     Mutant("resident blocks symbol", E, '"resident_ctas": hw.sm_count', '"resident_ctas": hw.sm_count + 1', "+1", ROOF_TESTS),
     Mutant("ridge point", H, "return self.peak(dtype) / self.hbm_bandwidth_bytes_per_s", "return 1.1 * self.peak(dtype) / self.hbm_bandwidth_bytes_per_s", "x1.1", ROOF_TESTS),

@@ -43,16 +43,8 @@ from perfmodel.evaluate import ALGORITHMS, roof_rates, shape_values
 from perfmodel.prediction import calibration_profiles, predict, sweep
 from perfmodel.roofline import combine
 from perfmodel.symbols import m, n
+from perfmodel.vocabulary import ROOFS
 
-#: Roofs in the order the model knows them; the work that each one bounds.
-ROOFS = ("matmul", "vector", "exp", "hbm", "l2")
-_WORK = {
-    "matmul": "matmul_flops",
-    "vector": "vector_flops",
-    "exp": "exp_count",
-    "hbm": "hbm_bytes",
-    "l2": "l2_bytes",
-}
 #: One rate symbol per roof (FLOP/s, exp/s or bytes/s), for the symbolic limit.
 RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
 #: Largest n the crossover scan evaluates (one vectorised pass per power-of-two window).
@@ -312,7 +304,7 @@ def leading_coefficients(algorithm: str, causal: bool = False, l2: bool = True) 
     out = {}
     for kernel in symbolic(algorithm, causal=causal, l2=l2).kernels:
         out[kernel.name] = {
-            r: sp.simplify(sp.limit(large_n(getattr(kernel, _WORK[r])) / n**2, n, sp.oo))
+            r: sp.simplify(sp.limit(large_n(getattr(kernel, r.work)) / n**2, n, sp.oo))
             for r in ROOFS
         }
     return out

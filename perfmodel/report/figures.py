@@ -29,6 +29,7 @@ from perfmodel.analysis.asymptotics import (
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.roofline import attainable_flops_per_s
 from perfmodel.units import si
+from perfmodel.vocabulary import ROOFS
 
 #: n from 128 to 128K tokens, powers of two.
 DEFAULT_N = tuple(2**k for k in range(7, 18))
@@ -411,11 +412,7 @@ def time_breakdown_chart(
 
     spec, shape = load_hardware(hw), shape or Shape()
     table = kernel_roof_times(spec, n, shape)
-    roofs = [
-        r
-        for r in ("matmul", "vector", "exp", "hbm", "l2")
-        if any(r in times for times in table.values())
-    ]
+    roofs = [r for r in ROOFS if any(r in times for times in table.values())]
     fig, ax = _figure(width=10.0)
     labels = list(table)
     height = 0.8 / len(roofs)
