@@ -96,7 +96,7 @@ MUTANTS = (
     Mutant("split rule", D, "sp.floor(resident / (b * h_kv))", "sp.ceiling(resident / (b * h_kv))", "floor -> ceil", DECODE_TESTS),
     # --- roofline factors -------------------------------------------------------------
     Mutant("roof time (work / rate)", R, "w / rates[roof]", "w * 1.1 / rates[roof]", "x1.1", ROOF_TESTS),
-    Mutant("kernel floor (max of roofs)", R, "return max(values)", "return sum(values)", "max -> sum", ROOF_TESTS),
+    Mutant("kernel floor (max of roofs)", R, "all are floats\n        return max(values)", "all are floats\n        return sum(values)", "max -> sum", ROOF_TESTS),
     Mutant("derating (roof / efficiency)", R, "{roof: t / efficiency[roof] for", "{roof: t / efficiency[roof] ** 2 for", "eff -> eff^2", ROOF_TESTS),
     Mutant("compute overlap", R, "(1 - compute_overlap) * (add(*compute) - busiest)", "(1 - compute_overlap) * 1.1 * (add(*compute) - busiest)", "x1.1", ROOF_TESTS),
     Mutant("fill stretch applied", R, "(add(*compute) - busiest)) * fill_stretch)", "(add(*compute) - busiest)))", "dropped", ROOF_TESTS),
