@@ -19,6 +19,8 @@ every point::
 
     python -m pallas_kernels.bench_backward --out specs/measurements/h200-backward.json
     python -m pallas_kernels.bench_backward --table specs/measurements/h200-backward.json
+    python -m pallas_kernels.bench_backward --variants --out FILE --budget-s 60
+    python -m pallas_kernels.bench_backward --variants --table FILE
 """
 
 from __future__ import annotations
@@ -47,6 +49,32 @@ CANDIDATES = (
     (32, 128, 128, 32, 4, 3),
 )
 BACKWARD_FLOPS_PER_FORWARD = 2.5
+#: ``--variants``: backward configurations (``BackwardConfig`` keywords) raced at n=8192,
+#: d=128, causal and not, against cuDNN in the same run; the fastest (summed time) then
+#: runs the other d=128 shapes beside the two-pass default and cuDNN.
+VARIANTS = {
+    "two_pass 64x64 w4": dict(block_q=64, block_k=64, num_warps=4, num_stages=2),
+    "atomic 64x64 w4": dict(block_q=64, block_k=64, num_warps=4, num_stages=2, dq="atomic"),
+    "atomic 128x64 w8": dict(block_q=128, block_k=64, num_warps=8, num_stages=2, dq="atomic"),
+    "atomic 64x128 w8": dict(block_q=64, block_k=128, num_warps=8, num_stages=2, dq="atomic"),
+    "atomic 64x64 w8": dict(block_q=64, block_k=64, num_warps=8, num_stages=2, dq="atomic"),
+    "two_pass 64x64 w4, dQ 128x64 w8": dict(
+        block_q=64,
+        block_k=64,
+        dq_block_q=128,
+        dq_block_k=64,
+        num_warps=4,
+        num_stages=2,
+        dq_num_warps=8,
+    ),
+}
+BASELINE = "two_pass 64x64 w4"
+#: ``--variants``: (n, h_kv, causal) after the race, in priority order (d=128, h=16).
+VARIANT_SHAPES = (
+    (4096, 16, False), (4096, 16, True), (16384, 16, False), (16384, 16, True),
+    (32768, 16, False), (32768, 16, True), (4096, 2, False), (16384, 2, True),
+    (4096, 2, True), (16384, 2, False),
+)  # fmt: skip
 
 
 def shape_of(n, d, causal, *, h=HEADS, h_kv=None, dtype="bfloat16") -> dict:
@@ -240,6 +268,88 @@ def new_run() -> dict:
     }
 
 
+def _variant_point(writer, name, impl, shape, cfg, point_budget_s) -> float:
+    """Time one backward (``tuning`` mode: the VJP alone); record and return its time."""
+    for p in time_point(impl, shape, backward_cfg=cfg, budget_s=point_budget_s, tuning=True):
+        writer.add({**p, "variant": name})
+        ok = p["status"] == "ok"
+        what = f"{p['tflops']:.0f} TFLOP/s" if ok else p["status"] + ": " + str(p["error"])[:300]
+        print(f"{name} n={shape['n']} h_kv={shape['h_kv']} causal={shape['causal']}: {what}",
+              flush=True)  # fmt: skip
+        return p["device_time_s"] if ok else math.inf
+    return math.inf
+
+
+def run_variants(path: Path, budget_s: float, point_budget_s: float) -> None:
+    """Race ``VARIANTS`` at n=8192, d=128 (causal and not), then time the winner, the
+    two-pass baseline and cuDNN at ``VARIANT_SHAPES`` until ``budget_s``."""
+    from pallas_kernels.flash_backward import BackwardConfig
+
+    deadline = time.monotonic() + budget_s
+    writer = Writer(path, new_run())
+    totals = {}
+    race = [shape_of(8192, 128, False), shape_of(8192, 128, True)]
+    for shape in race:
+        _variant_point(writer, "cudnn", "cudnn", shape, None, point_budget_s)
+    for name, kw in VARIANTS.items():
+        if time.monotonic() > deadline:
+            break
+        cfg = BackwardConfig(**kw)
+        totals[name] = sum(
+            _variant_point(writer, name, "pallas_flash", s, cfg, point_budget_s) for s in race
+        )
+    best = min(totals, key=totals.get) if totals else BASELINE
+    print(f"fastest: {best} ({totals.get(best, math.inf) * 1e3:.2f} ms, two race shapes)",
+          flush=True)  # fmt: skip
+    names = [best] if best == BASELINE else [best, BASELINE]
+    for n, h_kv, causal in VARIANT_SHAPES:
+        if time.monotonic() > deadline:
+            print("budget reached", flush=True)
+            break
+        shape = shape_of(n, 128, causal, h_kv=h_kv)
+        _variant_point(writer, "cudnn", "cudnn", shape, None, point_budget_s)
+        for name in names:
+            cfg = BackwardConfig(**VARIANTS[name])
+            _variant_point(writer, name, "pallas_flash", shape, cfg, point_budget_s)
+
+
+def variants_table(path: Path) -> str:
+    """Backward TFLOP/s of each variant and cuDNN per shape, and variant/cuDNN, newest run."""
+    run_ = json.loads(path.read_text())["runs"][-1]
+    cells: dict = {}
+    for p in run_["points"]:
+        key = (p["h_kv"], p["causal"], p["n"])
+        cells.setdefault(key, {})[p["variant"]] = p
+    names = [v for v in VARIANTS if any(v in row for row in cells.values())]
+    head = "| h_kv | causal | n | cuDNN | " + " | ".join(f"{v} (/cuDNN)" for v in names) + " |"
+    lines = [
+        f"Run `{run_['run_id']}` on {run_['device_name']}, jax {run_['jax_version']}, commit "
+        f"`{run_['git_commit'][:12]}`; backward (VJP alone) TFLOP/s from device time, d=128, "
+        "h=16, bf16, 16384 tokens per point; in brackets the ratio to cuDNN in the same run.",
+        "",
+        head,
+        "|" + "---|" * (4 + len(names)),
+    ]
+    for key in sorted(cells):
+        row = cells[key]
+        cud = row.get("cudnn")
+        ok = lambda p: p is not None and p["status"] == "ok"  # noqa: E731
+        out = []
+        for v in names:
+            p = row.get(v)
+            if p is None:
+                out.append("-")
+            elif not ok(p):
+                out.append(p["status"])
+            else:
+                ratio = f" ({p['tflops'] / cud['tflops']:.2f})" if ok(cud) else ""
+                out.append(f"{p['tflops']:.0f}{ratio}")
+        h_kv, causal, n = key
+        c = f"{cud['tflops']:.0f}" if ok(cud) else "-"
+        lines.append(f"| {h_kv} | {'yes' if causal else 'no'} | {n} | {c} | {' | '.join(out)} |")
+    return "\n".join(lines) + "\n"
+
+
 def run(path: Path, budget_s: float, point_budget_s: float) -> None:
     deadline = time.monotonic() + budget_s
     writer = Writer(path, new_run())
@@ -310,13 +420,21 @@ def main(argv=None) -> int:
     ap.add_argument("--table", type=Path, help="print the markdown table of a file and exit")
     ap.add_argument("--budget-s", type=float, default=100.0, help="stop starting jobs after")
     ap.add_argument("--point-budget-s", type=float, default=0.12)
+    ap.add_argument(
+        "--variants", action="store_true", help="race VARIANTS (backward alone) against cuDNN"
+    )
     args = ap.parse_args(argv)
     if args.table:
-        print(markdown_table(args.table), end="")
+        table = variants_table if args.variants else markdown_table
+        print(table(args.table), end="")
         return 0
     if not args.out:
         raise SystemExit("--out FILE is required unless --table is given")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    if args.variants:
+        run_variants(args.out, args.budget_s, args.point_budget_s)
+        print(variants_table(args.out), end="")
+        return 0
     run(args.out, args.budget_s, args.point_budget_s)
     print(markdown_table(args.out), end="")
     return 0

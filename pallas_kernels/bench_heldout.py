@@ -7,6 +7,7 @@ Two modes, each appending one run to ``--out`` (plain JSON, the field names of
     python -m pallas_kernels.bench_heldout heldout --out FILE --budget-s 150
     python -m pallas_kernels.bench_heldout remeasure heldout --out A B --budget-s 110 100
     python -m pallas_kernels.bench_heldout remeasure --skip-done A --out C   # the rest
+    python -m pallas_kernels.bench_heldout remeasure --skip-done A --min-n 16384 --out C
 
 ``mgpu`` times float16 held-out shapes that JAX's Mosaic-GPU attention accepts
 (``MGPU``), beside ours and cuDNN.
@@ -290,12 +291,14 @@ def heldout_jobs(shapes=None, impls=HELDOUT_IMPLS) -> list[tuple]:
     return jobs
 
 
-def run(mode: str, out: Path, budget_s: float, ceilings=None, skip_done=None) -> dict:
+def run(mode: str, out: Path, budget_s: float, ceilings=None, skip_done=None, min_n=0) -> dict:
     from pallas_kernels.bench import RunWriter, new_run
 
     deadline = time.monotonic() + budget_s
     if mode == "remeasure":
         jobs = without_done(remeasure_jobs(), skip_done)
+        if min_n:  # the 16-head sweep from ``min_n`` on only (no one-head series)
+            jobs = [j for j in jobs if j[1]["h"] > 1 and j[1]["n"] >= min_n]
     elif mode == "mgpu":
         jobs = heldout_jobs(MGPU, ("mgpu_attention", "cudnn", "pallas_flash"))
     else:
@@ -331,13 +334,14 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, nargs="+", required=True, help="one file per mode")
     ap.add_argument("--budget-s", type=float, nargs="+", default=[150.0], help="one per mode")
     ap.add_argument("--skip-done", type=Path, help="remeasure: skip points ok in this file")
+    ap.add_argument("--min-n", type=int, default=0, help="remeasure: 16-head points n >= this only")
     args = ap.parse_args(argv)
     if not len(args.mode) == len(args.out) == len(args.budget_s):
         ap.error("give one --out and one --budget-s per mode")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     ceilings = None  # measured once, shared by the modes of this process
     for mode, out, budget in zip(args.mode, args.out, args.budget_s, strict=True):
-        ceilings = run(mode, out, budget, ceilings, args.skip_done)
+        ceilings = run(mode, out, budget, ceilings, args.skip_done, args.min_n)
     return 0
 
 

@@ -1,9 +1,18 @@
 """Backward FlashAttention-2 in Pallas for NVIDIA GPUs (Triton lowering), and the
 ``jax.custom_vjp`` that makes the flash forward differentiable.
 
-FlashAttention-2 (Dao 2023), §3.2 and Algorithm 2, with dQ in a separate pass (the
-structure of Triton's fused-attention tutorial; Triton has no float atomics that
-Pallas exposes). Three ``pallas_call``s:
+FlashAttention-2 (Dao 2023), §3.2 and Algorithm 2. dQ is a sum over K blocks, which
+Algorithm 2's loop order cannot keep on chip; ``BackwardConfig.dq`` picks how it is
+summed (the two families of ``perfmodel/costs/backward.py``):
+
+* ``"two_pass"``: a separate dQ pass (the structure of Triton's fused-attention
+  tutorial), three ``pallas_call``s as listed below; 7 n×m×d products.
+* ``"atomic"``: FlashAttention-2's own structure (Algorithm 2, line 21): the dK/dV
+  kernel also forms each tile's dS K_j and adds it into a float32 dQ buffer with
+  ``pallas.triton.atomic_add`` (float32 ``red``/``atom`` add in L2); a scale-and-cast
+  turns the buffer into dQ. No step 3; 5 products.
+
+The steps:
 
 1. ``delta``: D = rowsum(dO ∘ O) per query row (Algorithm 2, line 4).
 2. ``dkdv``: the grid is Algorithm 2's outer loop, over blocks of B_c = ``block_k``
@@ -39,6 +48,9 @@ from jax.experimental.pallas import triton as pltriton
 
 from pallas_kernels._common import LOG2_E, is_power_of_two, pad_seq, triton_compiler_params
 
+#: How dQ is summed over K blocks (``perfmodel.costs.backward.DQ_FAMILIES``).
+DQ_FAMILIES = ("two_pass", "atomic")
+
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class BackwardConfig:
@@ -54,14 +66,21 @@ class BackwardConfig:
     dq_block_k: int = 64
     num_warps: int = 4
     num_stages: int = 2
+    #: how dQ is summed over K blocks: one of ``DQ_FAMILIES``
+    dq: str = "two_pass"
+    #: launch parameters of the dQ pass (None: the dK/dV kernel's)
+    dq_num_warps: int | None = None
+    dq_num_stages: int | None = None
 
     def __post_init__(self) -> None:
+        if self.dq not in DQ_FAMILIES:
+            raise ValueError(f"dq={self.dq!r} unknown; known: {DQ_FAMILIES}")
         for name in ("block_q", "block_k", "dq_block_q", "dq_block_k"):
             value = getattr(self, name)
             if not is_power_of_two(value) or value < 16:
                 raise ValueError(f"{name}={value} must be a power of two >= 16")
-        for name in ("num_warps", "num_stages"):
-            if getattr(self, name) < 1:
+        for name in ("num_warps", "num_stages", "dq_num_warps", "dq_num_stages"):
+            if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be positive")
 
     def fit(self, n: int, kv_len: int) -> BackwardConfig:
@@ -128,11 +147,19 @@ def _q_tile_range(k_block, *, block_q, block_k, n_q_tiles, causal, diagonal_offs
 
 
 def _dkdv_kernel(
-    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref,
-    *, scale, causal, block_q, block_k, group, n_q_tiles, diagonal_offset,
+    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
+    scale, causal, block_q, block_k, group, n_q_tiles, diagonal_offset, atomic_dq,
 ):  # fmt: skip
     """One program: K block ``j`` of one (batch, kv head); loops over the group's query
-    heads and their Q blocks. ``lse_ref`` holds the log-sum-exp in log2 units."""
+    heads and their Q blocks. ``lse_ref`` holds the log-sum-exp in log2 units.
+
+    ``refs``: ``dk_ref, dv_ref``; with ``atomic_dq`` first the float32 dQ buffer as an
+    input (aliased, unused) and last the same buffer as an output, into which every
+    tile adds its dS K_j atomically (FlashAttention-2, Algorithm 2, line 21)."""
+    if atomic_dq:
+        _, dk_ref, dv_ref, dq_ref = refs
+    else:
+        dk_ref, dv_ref = refs
     j = pl.program_id(0)
     k = k_ref[...]  # [block_k, d], on chip for the whole loop
     v = v_ref[...]
@@ -159,6 +186,9 @@ def _dkdv_kernel(
         dp = _dot(do, v, trans_b=True)  # dP = dO V_jᵀ
         ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D)
         dk = dk + _dot(ds.astype(q.dtype), q, trans_a=True)  # dK_j += dSᵀ Q
+        if atomic_dq:  # dQ_i += dS K_j, summed over K blocks in the float32 buffer
+            dq_tile = _dot(ds.astype(k.dtype), k)
+            pltriton.atomic_add(dq_ref, (pl.ds(start, block_q), head, slice(None)), dq_tile)
         return dk, dv
 
     def head_loop(head, carry):
@@ -174,6 +204,7 @@ def _dkdv_kernel(
 
 
 def _dkdv(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_offset, interpret):
+    """``(dK, dV)``, or ``(dK, dV, dQ·scale⁻¹ in float32)`` when ``cfg.dq == "atomic"``."""
     b, n_pad, h, d = q_p.shape
     kv_pad, h_kv = k_p.shape[1], k_p.shape[2]
     group = h // h_kv
@@ -183,20 +214,32 @@ def _dkdv(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_
     kv_spec = pl.BlockSpec((None, cfg.block_k, None, d), lambda j, bi, g: (bi, j, g, 0))
     rows_spec = pl.BlockSpec((None, n_pad, group, d), lambda j, bi, g: (bi, 0, g, 0))
     stat_spec = pl.BlockSpec((None, group, n_pad), lambda j, bi, g: (bi, g, 0))
+    atomic_dq = cfg.dq == "atomic"
     kernel = functools.partial(
         _dkdv_kernel, scale=scale, causal=causal, block_q=cfg.block_q, block_k=cfg.block_k,
         group=group, n_q_tiles=n_pad // cfg.block_q, diagonal_offset=diagonal_offset,
+        atomic_dq=atomic_dq,
     )  # fmt: skip
+    in_specs = [rows_spec, kv_spec, kv_spec, rows_spec, stat_spec, stat_spec]
+    out_specs = [kv_spec, kv_spec]
+    out_shape = [jax.ShapeDtypeStruct(k_p.shape, k_p.dtype)] * 2
+    args = [q_p, k_p, v_p, do_p, lse2_p, delta_p]
+    if atomic_dq:  # the zeroed float32 buffer goes in and comes back out, summed
+        in_specs.append(rows_spec)
+        out_specs.append(rows_spec)
+        out_shape.append(jax.ShapeDtypeStruct(q_p.shape, jnp.float32))
+        args.append(jnp.zeros(q_p.shape, jnp.float32))
     return pl.pallas_call(
         kernel,
         grid=grid,
-        in_specs=[rows_spec, kv_spec, kv_spec, rows_spec, stat_spec, stat_spec],
-        out_specs=[kv_spec, kv_spec],
-        out_shape=[jax.ShapeDtypeStruct(k_p.shape, k_p.dtype)] * 2,
+        in_specs=in_specs,
+        out_specs=out_specs,
+        out_shape=out_shape,
+        input_output_aliases={6: 2} if atomic_dq else {},
         compiler_params=triton_compiler_params(cfg.num_warps, cfg.num_stages),
         interpret=interpret,
-        name="flash_attention_bwd_dkdv",
-    )(q_p, k_p, v_p, do_p, lse2_p, delta_p)
+        name="flash_attention_bwd_dkdvdq" if atomic_dq else "flash_attention_bwd_dkdv",
+    )(*args)
 
 
 # --- 3. dQ: the forward's loop order ------------------------------------------------------
@@ -263,7 +306,9 @@ def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_of
         in_specs=[row_spec, kv_spec, kv_spec, row_spec, stat_spec, stat_spec],
         out_specs=row_spec,
         out_shape=jax.ShapeDtypeStruct(q_p.shape, q_p.dtype),
-        compiler_params=triton_compiler_params(cfg.num_warps, cfg.num_stages),
+        compiler_params=triton_compiler_params(
+            cfg.dq_num_warps or cfg.num_warps, cfg.dq_num_stages or cfg.num_stages
+        ),
         interpret=interpret,
         name="flash_attention_bwd_dq",
     )(q_p, k_p, v_p, do_p, lse2_p, delta_p)
@@ -285,6 +330,8 @@ def flash_attention_backward(
     n, kv_len = q.shape[1], k.shape[1]
     cfg = config.fit(n, kv_len)
     # powers of two: the larger tile is a multiple of the smaller, so pad to it
+    if cfg.dq == "atomic":  # no dQ pass: its tiles do not pad anything
+        cfg = dataclasses.replace(cfg, dq_block_q=cfg.block_q, dq_block_k=cfg.block_k)
     q_mult, k_mult = max(cfg.block_q, cfg.dq_block_q), max(cfg.block_k, cfg.dq_block_k)
     q_p, o_p, do_p = (pad_seq(x, q_mult) for x in (q, o, do))
     k_p, v_p = pad_seq(k, k_mult), pad_seq(v, k_mult)
@@ -297,6 +344,10 @@ def flash_attention_backward(
     delta = _delta(o_p, do_p, jnp.pad(dlse, stat_pad), block_q=q_mult, interpret=interpret)
     kw = dict(cfg=cfg, causal=causal, scale=sm_scale, diagonal_offset=diagonal_offset,
               interpret=interpret)  # fmt: skip
+    if cfg.dq == "atomic":
+        dk, dv, dq_f32 = _dkdv(q_p, k_p, v_p, do_p, lse2, delta, **kw)
+        dq = (dq_f32[:, :n] * sm_scale).astype(q.dtype)  # the small convert step
+        return dq, dk[:, :kv_len], dv[:, :kv_len]
     dk, dv = _dkdv(q_p, k_p, v_p, do_p, lse2, delta, **kw)
     dq = _dq(q_p, k_p, v_p, do_p, lse2, delta, **kw)
     return dq[:, :n], dk[:, :kv_len], dv[:, :kv_len]

@@ -7,6 +7,8 @@ and the GPU-only test adds realistic shapes.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,6 +18,7 @@ from jax.test_util import check_grads
 from pallas_kernels import flash_attention
 from pallas_kernels.flash_backward import (
     BackwardConfig,
+    default_config,
     flash_attention_backward,
     flash_attention_vjp,
 )
@@ -27,6 +30,9 @@ DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat
 #: ‖grad − ref‖ / ‖ref‖ allowed per input dtype (float32 allows the GPU's rounding).
 TOLERANCE = {"float32": 1e-4 if INTERPRET else 2e-3, "float16": 1e-2, "bfloat16": 3e-2}
 TINY = BackwardConfig(block_q=16, block_k=32, dq_block_q=32, dq_block_k=16)
+#: FlashAttention-2's own structure: dQ added with float32 atomics inside the dK/dV kernel.
+TINY_ATOMIC = BackwardConfig(block_q=16, block_k=32, dq="atomic")
+FAMILIES = pytest.mark.parametrize("config", [TINY, TINY_ATOMIC], ids=["two_pass", "atomic"])
 
 
 def grads_float64(q, k, v, do, *, causal, sm_scale=None, offset=0, dlse=None):
@@ -74,9 +80,11 @@ def check(grads, ref, dtype):
         assert rel_err(g, r) < TOLERANCE[dtype], f"{name}: {rel_err(g, r):.2e}"
 
 
-def test_grad_causal_gqa_odd_n_with_lse_cotangent_matches_float64():
+@FAMILIES
+def test_grad_causal_gqa_odd_n_with_lse_cotangent_matches_float64(config):
     """jax.grad through the custom_vjp: causal, GQA 4:2, n=40 (not a tile multiple),
-    and a loss that uses the log-sum-exp too (its cotangent flows into D)."""
+    and a loss that uses the log-sum-exp too (its cotangent flows into D); both dQ
+    families (separate pass, atomics)."""
     b, n, h, h_kv, d = 1, 40, 4, 2, 16
     q, k, v, do, w = random(
         1, (b, n, h, d), (b, n, h_kv, d), (b, n, h_kv, d), (b, n, h, d), (b, h, n)
@@ -84,7 +92,7 @@ def test_grad_causal_gqa_odd_n_with_lse_cotangent_matches_float64():
 
     def loss(q, k, v):
         o, lse = flash_attention_vjp(
-            q, k, v, causal=True, return_lse=True, interpret=INTERPRET, backward=TINY,
+            q, k, v, causal=True, return_lse=True, interpret=INTERPRET, backward=config,
             block_q=16, block_k=16,
         )  # fmt: skip
         return jnp.sum(o * do) + jnp.sum(lse * w)
@@ -112,7 +120,8 @@ def test_grad_matches_autodiff_of_the_reference_bf16_cross_attention():
         assert rel_err(g, np.asarray(r, np.float64)) < TOLERANCE["bfloat16"]
 
 
-def test_fully_masked_rows_get_zero_gradient_and_no_nan():
+@FAMILIES
+def test_fully_masked_rows_get_zero_gradient_and_no_nan(config):
     """Diagonal shifted by -8: query rows 0..7 see no key (lse = -inf, O = 0)."""
     b, n, h, d, offset = 1, 24, 2, 16, -8
     q, k, v, do = random(3, (b, n, h, d), (b, n, h, d), (b, n, h, d), (b, n, h, d))
@@ -128,7 +137,7 @@ def test_fully_masked_rows_get_zero_gradient_and_no_nan():
     o = np.einsum("bhqk,bkhd->bqhd", p, np.asarray(v, np.float64))
     grads = flash_attention_backward(
         q, k, v, jnp.asarray(o, jnp.float32), jnp.asarray(lse, jnp.float32), do,
-        causal=True, sm_scale=0.25, config=TINY, interpret=INTERPRET, diagonal_offset=offset,
+        causal=True, sm_scale=0.25, config=config, interpret=INTERPRET, diagonal_offset=offset,
     )  # fmt: skip
     ref = grads_float64(q, k, v, do, causal=True, sm_scale=0.25, offset=offset)
     check(grads, ref, "float32")
@@ -153,19 +162,23 @@ def test_bad_tile_is_a_clear_error():
         BackwardConfig(block_k=24)
     with pytest.raises(ValueError, match="num_warps=0"):
         BackwardConfig(num_warps=0)
+    with pytest.raises(ValueError, match="dq='atomics' unknown"):
+        BackwardConfig(dq="atomics")
 
 
 @pytest.mark.skipif(not ON_GPU, reason="needs a GPU: realistic shapes compile the Triton kernels")
+@pytest.mark.parametrize("dq", ["two_pass", "atomic"])
 @pytest.mark.parametrize("causal", [False, True])
-@pytest.mark.parametrize(("dtype", "d", "h_kv"), [("bfloat16", 128, 2), ("float16", 64, 16)])
-def test_gpu_shapes(causal, dtype, d, h_kv):
+@pytest.mark.parametrize(("dtype", "d", "h_kv"), [("float16", 64, 16), ("bfloat16", 128, 2)])
+def test_gpu_shapes(dq, causal, dtype, d, h_kv):
     b, n, h = 2, 1000, 16
+    config = dataclasses.replace(default_config(d), dq=dq)
     q, k, v, do = random(
         5, (b, n, h, d), (b, n, h_kv, d), (b, n, h_kv, d), (b, n, h, d), dtype=dtype
     )
 
     def loss(q, k, v):
-        o = flash_attention_vjp(q, k, v, causal=causal)
+        o = flash_attention_vjp(q, k, v, causal=causal, backward=config)
         return jnp.sum(o.astype(jnp.float32) * do.astype(jnp.float32))
 
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)
