@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.errors import PerfmodelError
+from perfmodel.vocabulary import BYTES_PER_ELEMENT, Algorithm, NaiveCompile
 
 # --- limits: beyond them a count would be unphysical or overflow a float ------------------
 #: Tokens per sequence (n, kv_len): 2^32, past any context length in use.
@@ -129,17 +130,23 @@ class PositiveInt(Param):
             return super()._many(name, arr)
         if arr.dtype.kind not in "iuf":  # text, booleans, None, huge ints: one by one
             return np.asarray([self._one(name, v) for v in arr.tolist()], dtype=np.int64)
-        as_float = arr.astype(np.float64)
-        bad = ~np.isfinite(as_float) | (as_float <= 0) | (as_float != np.floor(as_float))
+        if arr.dtype.kind == "f":  # whole, finite numbers only; then as integers
+            bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+            if np.any(bad):
+                raise fail(name, arr[bad][0].item(), self._must())
+            if np.any(arr > self.limit):
+                big = arr[arr > self.limit][0].item()
+                raise fail(name, big, f"exceeds the limit {self.limit:,}{self._about()}")
+            arr = arr.astype(np.int64)
+        bad = arr <= 0
         if self.power_of_two:
-            ints = np.where(bad, 1, as_float).astype(np.int64)
-            bad |= (ints & (ints - 1)) != 0
+            bad |= (arr & (arr - 1)) != 0
         if np.any(bad):
             raise fail(name, arr[bad][0].item(), self._must())
-        if np.any(as_float > self.limit):
-            raise fail(name, arr[as_float > self.limit][0].item(),
-                       f"exceeds the limit {self.limit:,}{self._about()}")  # fmt: skip
-        return arr.astype(np.int64) if arr.dtype.kind == "f" else arr
+        if np.any(arr > self.limit):
+            big = arr[arr > self.limit][0].item()
+            raise fail(name, big, f"exceeds the limit {self.limit:,}{self._about()}")
+        return arr
 
 
 @dataclass(frozen=True)
@@ -208,10 +215,16 @@ class Choice(Param):
         return arr.astype(str)
 
 
-def _dtypes() -> Collection[str]:
-    from perfmodel.catalog.hardware import BYTES_PER_ELEMENT
+def _modes() -> Collection[str]:
+    from perfmodel.costs import MODES
 
-    return BYTES_PER_ELEMENT
+    return MODES
+
+
+def _schemes() -> Collection[str]:
+    from perfmodel.costs.parallel import SCHEMES
+
+    return SCHEMES
 
 
 #: Every parameter of the public API, by name: one line each.
@@ -232,9 +245,13 @@ PARAMETERS: dict[str, Param] = {
     "causal": Flag(),
     "grid": Flag(),
     "attention_only": Flag(),
-    "dtype": Choice(known=_dtypes),
-    "naive": Choice(known=("minimal", "xla")),
-    "algorithm": Choice(known=("naive", "flash")),
+    "dtype": Choice(known=BYTES_PER_ELEMENT),
+    "naive": Choice(known=[str(c) for c in NaiveCompile]),
+    "algorithm": Choice(known=[str(a) for a in Algorithm]),
+    "mode": Choice(known=_modes),
+    "cp": PositiveInt("context-parallel devices", limit=MAX_HEADS),
+    "tp": PositiveInt("tensor-parallel devices", limit=MAX_HEADS),
+    "cp_scheme": Choice(known=_schemes),
     "time_s": Real("a measured time, seconds", low=0, open_low=True, high=1e6),
     "hbm_util": Real("fraction of peak", low=0, high=1),
     "sm_util": Real("fraction of peak", low=0, high=1),

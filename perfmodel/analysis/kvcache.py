@@ -29,6 +29,7 @@ import numpy as np
 import sympy as sp
 from pydantic import BaseModel, ConfigDict
 
+from perfmodel.arguments import MAX_TOKENS, check, fail
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.compile import compiled
@@ -89,18 +90,22 @@ def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens, batch=1) -> np.nd
     """``2·layers·h_kv·d·tokens·batch·s``: the cache of ``batch`` sequences of ``tokens``."""
     spec = load_model(model)
     tokens = _positive("tokens", tokens)
+    batch = check(batch=batch)["batch"]
     return batch * compiled(seq_kv_bytes)(m=tokens, **_values(spec, dtype))
 
 
 def _positive(name: str, value) -> np.ndarray:
+    """Token counts (samples of a distribution): positive finite numbers, not booleans,
+    at most ``MAX_TOKENS``."""
     try:
-        arr = np.asarray(value, dtype=float)
-    except (TypeError, ValueError):
-        raise PerfmodelError(f"{name}={value!r} must be a positive number") from None
-    bad = ~(np.isfinite(arr) & (arr > 0))
-    if arr.size == 0 or np.any(bad):
-        shown = f"{arr[bad].flat[0].item():g}" if np.any(bad) else repr(value)
-        raise PerfmodelError(f"{name}={shown} must be positive")
+        raw = np.asarray(value)
+        arr = raw.astype(float)
+    except (TypeError, ValueError, OverflowError):
+        raise fail(name, value, "must be positive numbers") from None
+    bad = ~(np.isfinite(arr) & (arr > 0) & (arr <= MAX_TOKENS))
+    if arr.size == 0 or raw.dtype.kind not in "iuf" or np.any(bad):
+        shown = arr[bad].flat[0].item() if np.any(bad) and raw.dtype.kind in "iuf" else value
+        raise fail(name, shown, f"must be positive numbers up to {MAX_TOKENS:,}")
     return arr
 
 
@@ -108,13 +113,13 @@ def kv_budget_bytes(
     spec: ModelSpec, hw: HardwareSpec, dtype: str, memory_fraction: float = MEMORY_FRACTION
 ) -> float:
     """HBM left for the KV cache: ``memory_fraction`` of capacity minus the weights."""
-    if not 0 < memory_fraction <= 1:
-        raise PerfmodelError(f"{memory_fraction=} must lie in (0, 1]")
+    memory_fraction = check(memory_fraction=memory_fraction)["memory_fraction"]
     budget = hw.hbm_capacity_bytes * memory_fraction - spec.weight_bytes(dtype)
     if budget <= 0:
         raise PerfmodelError(
             f"{spec.name} weights ({spec.weight_bytes(dtype) / 1e9:.1f} GB in {dtype}) do not "
-            f"fit in {memory_fraction:.0%} of {hw.name}'s {hw.hbm_capacity_bytes / 1e9:.0f} GB"
+            f"fit in memory_fraction={memory_fraction:g} of {hw.name}'s "
+            f"{hw.hbm_capacity_bytes / 1e9:.0f} GB"
         )
     return budget
 
@@ -136,8 +141,10 @@ def allocations(
     """
     spec, device = load_model(model), load_hardware(hw)
     held = _positive("tokens", tokens)
-    _positive("max_len", max_len)
-    _positive("page_tokens", page_tokens)
+    checked = check(max_len=max_len, page_tokens=page_tokens, memory_fraction=memory_fraction)
+    max_len, page_tokens = checked["max_len"], checked["page_tokens"]
+    if page_tokens is None:
+        raise PerfmodelError("page_tokens=None must be a positive integer (tokens per KV page)")
     if np.any(held > max_len):
         raise PerfmodelError(f"tokens={held.max():g} exceeds max_len={max_len}")
     values = _values(spec, dtype)
@@ -210,7 +217,7 @@ def decode_step(
     from perfmodel.catalog.calibration import load_calibration
 
     device = load_hardware(hw)
-    for name, value in dict(
+    check(
         batch=batch,
         kv_len=kv_len,
         h=h,
@@ -218,10 +225,11 @@ def decode_step(
         d=d,
         q_len=q_len,
         splits=splits,
-        page_tokens=page_tokens or 1,
-    ).items():
-        if not isinstance(value, int | np.integer) or value <= 0:
-            raise PerfmodelError(f"{name}={value!r} must be a positive integer")
+        page_tokens=page_tokens,
+        dtype=dtype,
+    )
+    if kv_len is None or h_kv is None:
+        raise PerfmodelError(f"kv_len={kv_len!r} and h_kv={h_kv!r} must be positive integers")
     if h % h_kv:
         raise PerfmodelError(f"h={h} is not divisible by h_kv={h_kv}")
     s = bytes_per_element(dtype)
