@@ -34,7 +34,7 @@ import numpy as np
 import sympy as sp
 
 from perfmodel.catalog.calibration import Calibration
-from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.compile import compiled
 from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
@@ -43,7 +43,7 @@ from perfmodel.evaluate import ALGORITHMS, roof_rates, shape_values
 from perfmodel.prediction import calibration_profiles, predict, sweep
 from perfmodel.roofline import combine
 from perfmodel.symbols import m, n
-from perfmodel.vocabulary import ROOFS
+from perfmodel.vocabulary import ROOFS, symbol_values
 
 #: One rate symbol per roof (FLOP/s, exp/s or bytes/s), for the symbolic limit.
 RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
@@ -99,17 +99,9 @@ class Shape:
         )
 
     def symbol_values(self, n: Any) -> dict[str, Any]:
-        h_kv = self.h if self.h_kv is None else self.h_kv
-        s = BYTES_PER_ELEMENT.get(self.dtype, 0)
-        return dict(
-            d=self.d,
-            h=self.h,
-            h_kv=h_kv,
-            b=self.batch_at(n),
-            s=s,
-            block_q=self.block_q,
-            block_k=self.block_k,
-        )
+        """The cost models' symbol values at n (``vocabulary.symbol_values``), n and m aside."""
+        api = {k: v for k, v in self.kwargs(n).items() if k != "causal"}
+        return symbol_values(**{**api, "h_kv": self.h if self.h_kv is None else self.h_kv})
 
     def label(self) -> str:
         kv = "" if self.h_kv in (None, self.h) else f", h_kv={self.h_kv}"
