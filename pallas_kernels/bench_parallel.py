@@ -72,13 +72,13 @@ def _collectives(devices: int):
 
 def link_ceilings(sizes_mib=(1, 4, 16, 64, 256, 1024)) -> list[dict]:
     """Bytes/s per device of each collective, by message size (S bytes per device)."""
-    from pallas_kernels.context_parallel import _shard_map
+    from pallas_kernels.context_parallel import shard_map_compat
 
     mesh, devices = _mesh(), len(jax.devices())
     spec = PartitionSpec(AXIS)
     rows = []
     for name, (body, sent) in _collectives(devices).items():
-        fn = jax.jit(_shard_map(body, mesh=mesh, in_specs=spec, out_specs=spec))
+        fn = jax.jit(shard_map_compat(body, mesh=mesh, in_specs=spec, out_specs=spec))
         for mib in sizes_mib:
             per_device = mib * MIB
             x = jax.device_put(

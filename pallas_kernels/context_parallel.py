@@ -45,7 +45,7 @@ BALANCES = ("contiguous", "zigzag")
 
 
 # --- jax version compatibility ----------------------------------------------------
-def _shard_map(f, *, mesh, in_specs, out_specs):
+def shard_map_compat(f, *, mesh, in_specs, out_specs):
     """``jax.shard_map`` (jax >= 0.7) or ``jax.experimental.shard_map`` (older); no
     replication checks, since the Pallas calls inside carry no varying-axis rules."""
     if hasattr(jax, "shard_map"):
@@ -270,7 +270,7 @@ def _sharded(*, mesh, axis, scheme, causal, balance, opts):
         opts=dict(opts),
     )
     seq = PartitionSpec(None, axis, None, None)
-    return _shard_map(
+    return shard_map_compat(
         body,
         mesh=mesh,
         in_specs=(seq, seq, seq),
