@@ -22,7 +22,6 @@ _BUILDERS = {"naive": naive_model.build, "flash": flash.build}
 MODES = ("forward", "backward", "train")
 
 
-@functools.cache
 def symbolic(
     algorithm: str,
     *,
@@ -42,6 +41,17 @@ def symbolic(
     >>> [k.name for k in symbolic("flash", mode="train").kernels]
     ['flash', 'bwd_delta', 'bwd_dkdvdq', 'bwd_dq_convert']
     """
+    for name, value in (("algorithm", algorithm), ("naive", naive), ("mode", mode), ("dq", dq)):
+        if not isinstance(value, str):
+            raise PerfmodelError(f"{name}={value!r} must be a name (a string)")
+    for name, value in (("causal", causal), ("l2", l2)):
+        if not isinstance(value, bool):
+            raise PerfmodelError(f"{name}={value!r} must be True or False")
+    return _symbolic(algorithm, causal, l2, naive, mode, dq)
+
+
+@functools.cache
+def _symbolic(algorithm: str, causal: bool, l2: bool, naive: str, mode: str, dq: str) -> CostModel:
     if algorithm not in _BUILDERS:
         raise PerfmodelError(f"unknown algorithm {algorithm!r}; known: {sorted(_BUILDERS)}")
     if mode not in MODES:
