@@ -100,7 +100,7 @@ def stream_read(x, programs: int, tile_bytes: int, *, stages=3, warps=4, interpr
     (fn, bytes read)."""
     from jax.experimental import pallas as pl
 
-    from pallas_kernels.paged_decode import _compiler_params
+    from pallas_kernels._common import triton_compiler_params
 
     rows, cols = x.shape
     tile_rows = tile_bytes // (cols * x.dtype.itemsize)
@@ -113,7 +113,7 @@ def stream_read(x, programs: int, tile_bytes: int, *, stages=3, warps=4, interpr
         in_specs=[pl.BlockSpec((rows, cols), lambda p: (0, 0))],
         out_specs=pl.BlockSpec((None, tile_rows, cols), lambda p: (p, 0, 0)),
         out_shape=jax.ShapeDtypeStruct((programs, tile_rows, cols), jnp.float32),
-        compiler_params=None if interpret else _compiler_params(warps, stages),
+        compiler_params=None if interpret else triton_compiler_params(warps, stages),
         interpret=interpret,
         name="stream_read",
     )

@@ -51,6 +51,8 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
+from pallas_kernels._common import triton_compiler_params
+
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 #: Smallest tile side Triton's dot accepts; query rows are padded up to it.
 MIN_TILE = 16
@@ -83,12 +85,6 @@ def device_sm_count() -> int | None:
 
 def _is_power_of_two(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
-
-
-def _compiler_params(num_warps: int, num_stages: int):
-    """Triton launch parameters (the class was ``TritonCompilerParams`` before jax 0.5)."""
-    cls = getattr(plgpu, "CompilerParams", None) or plgpu.TritonCompilerParams
-    return cls(num_warps=num_warps, num_stages=num_stages)
 
 
 def query_rows(q_len: int, group: int) -> int:
@@ -216,7 +212,7 @@ def _paged_forward(
         in_specs=in_specs,
         out_specs=out_specs,
         out_shape=out_shape,
-        compiler_params=_compiler_params(num_warps, num_stages),
+        compiler_params=triton_compiler_params(num_warps, num_stages),
         interpret=interpret,
         name="paged_decode_attention",
     )(lengths.astype(jnp.int32), block_table.astype(jnp.int32), qt, k_pages, v_pages)
