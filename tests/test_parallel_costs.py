@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import sympy as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.costs import parallel as cpm
@@ -162,3 +164,26 @@ def test_cli_names_a_split_that_cannot_run(capsys):
         == 2
     )
     assert "cp=4" in capsys.readouterr().err
+
+
+@settings(derandomize=True, deadline=None, max_examples=25)
+@given(
+    k=st.integers(1, 64),
+    cp=st.sampled_from([2, 4, 8]),
+    scheme=st.sampled_from(["ring", "allgather", "ulysses"]),
+    causal=st.booleans(),
+)
+def test_no_split_beats_perfect_scaling(k, cp, scheme, causal):
+    n = k * 2 * cp * 128
+    kw = dict(h=16, h_kv=16, causal=causal, calibration=PROFILE)
+    r = predict_parallel(n, "h200", cp=cp, scheme=scheme, **kw)
+    assert r.speedup <= cp * 1.05  # zig-zag's half chunks may tile slightly better
+    assert r.comm_s >= -1e-12 and r.time_s >= r.compute_s - 1e-12
+
+
+def test_ring_memory_halves_when_devices_double():
+    """Every term of the ring's footprint is a 1/P share (the all-gather's is not)."""
+    ring = cpm.memory_bytes("ring")
+    assert sp.simplify(ring.subs(cpm.P, 2 * cpm.P) - ring / 2) == 0
+    gather = cpm.memory_bytes("allgather")
+    assert sp.simplify(gather.subs(cpm.P, 2 * cpm.P) - gather / 2) != 0
