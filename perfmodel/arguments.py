@@ -131,7 +131,7 @@ class PositiveInt(Param):
         if arr.dtype.kind not in "iuf":  # text, booleans, None, huge ints: one by one
             return np.asarray([self._one(name, v) for v in arr.tolist()], dtype=np.int64)
         if arr.dtype.kind == "f":  # whole, finite numbers only; then as integers
-            bad = ~np.isfinite(arr) | (arr != np.floor(arr))
+            bad = ~np.isfinite(arr) | (arr != np.floor(arr)) | (arr <= 0)
             if np.any(bad):
                 raise fail(name, arr[bad][0].item(), self._must())
             if np.any(arr > self.limit):

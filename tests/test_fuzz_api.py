@@ -1,0 +1,355 @@
+"""Bad values into every public entry point: a result that is physical, or PerfmodelError.
+
+Each property replaces one argument of a valid call with a value drawn from the classes
+a user gets wrong (zero, negatives, huge integers, NaN and infinities, fractions, text,
+None, booleans, lists) and requires one of two outcomes: ``PerfmodelError`` (a
+``ValueError``) whose one-line message names the argument, or a result whose numbers
+are all finite. Any other exception, or a silent answer to a value the argument does
+not accept (``True`` as a length, ``"False"`` as a flag), fails.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+import perfmodel
+from perfmodel import PerfmodelError
+from perfmodel.analysis.diagnose import diagnose, diagnose_time
+from perfmodel.analysis.kvcache import (
+    allocations,
+    decode_step,
+    kv_bytes_per_token,
+    kv_cache_bytes,
+)
+
+# --- the values ---------------------------------------------------------------------------
+EDGE = [0, -1, -(2**63), 2**31, 2**63, 2**64, 10**300, True, False, None, "", "1024",
+        "fp16", "yes", "False", [], [0], [1024, -1], 0.5, 1e300, math.nan, math.inf,
+        -math.inf, b"\xff", object()]  # fmt: skip
+BAD = st.one_of(
+    st.sampled_from(EDGE),
+    st.integers(),
+    st.floats(),
+    st.text(max_size=6),
+    st.none(),
+    st.booleans(),
+    st.lists(st.integers(min_value=-(2**70), max_value=2**70), max_size=3),
+)
+
+
+def _finite(value: Any) -> bool:
+    """Every number in a (nested) result is finite."""
+    if isinstance(value, bool | str | None):
+        return True
+    if isinstance(value, int | float | np.number):
+        return math.isfinite(float(value))
+    if isinstance(value, np.ndarray):
+        return value.dtype.kind not in "fc" or bool(np.all(np.isfinite(value)))
+    if isinstance(value, dict):
+        return all(_finite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return all(_finite(v) for v in value)
+    if hasattr(value, "model_dump"):
+        return _finite(value.model_dump())
+    if hasattr(value, "__dataclass_fields__"):
+        return all(_finite(getattr(value, f)) for f in value.__dataclass_fields__)
+    return True
+
+
+def _positive_int(value: Any) -> bool:
+    """What a positive-integer argument may accept: an int above zero (not a bool; a
+    float that is a whole number counts as its int)."""
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        return False
+    return isinstance(value, int | float | np.integer) and not isinstance(value, bool) and value > 0
+
+
+#: How a message may name an argument: a device is "hardware" in the registry's words.
+SAID = {"hw": ("hw", "hardware")}
+
+
+def outcome(fn: Any, arg: str, value: Any, accepts: Any, **kwargs: Any) -> None:
+    """``fn(**kwargs)`` with ``arg=value``: PerfmodelError naming ``arg``, or a finite result."""
+    try:
+        result = fn(**{**kwargs, arg: value})
+    except PerfmodelError as e:
+        message = str(e)
+        assert "\n" not in message, message
+        assert any(word in message for word in SAID.get(arg, (arg,))), message
+        return
+    assert accepts(value), f"{arg}={value!r} was accepted: {result!r:.200}"
+    assert _finite(result), f"{arg}={value!r} gave a non-finite result"
+
+
+# --- predict ------------------------------------------------------------------------------
+PREDICT = dict(n=1024, hw="h100", d=128, h=2, h_kv=None, batch=1, dtype="bf16", causal=False,
+               block_q=64, block_k=64, kv_len=None, calibration=None, naive="minimal")  # fmt: skip
+INT_ARGS = ("n", "d", "h", "batch", "block_q", "block_k")
+
+
+@given(arg=st.sampled_from(INT_ARGS), value=BAD)
+def test_predict_positive_ints(arg: str, value: Any) -> None:
+    outcome(perfmodel.predict, arg, value, _positive_int, **PREDICT)
+
+
+@given(arg=st.sampled_from(("h_kv", "kv_len")), value=BAD)
+def test_predict_optional_ints(arg: str, value: Any) -> None:
+    outcome(perfmodel.predict, arg, value, lambda v: v is None or _positive_int(v), **PREDICT)
+
+
+@given(value=BAD)
+def test_predict_causal_is_a_boolean(value: Any) -> None:
+    outcome(perfmodel.predict, "causal", value, lambda v: isinstance(v, bool), **PREDICT)
+
+
+@given(arg=st.sampled_from(("hw", "dtype", "calibration", "naive")), value=BAD)
+def test_predict_names(arg: str, value: Any) -> None:
+    known = {"hw": ("h100", "a100"), "dtype": ("fp16", "bf16"), "naive": ("minimal", "xla"),
+             "calibration": (None, "default", [])}[arg]  # fmt: skip
+    outcome(perfmodel.predict, arg, value, lambda v: any(v == k for k in known), **PREDICT)
+
+
+# --- sweep --------------------------------------------------------------------------------
+SWEEP = dict(hw="h200", n=[1024, 4096], d=128, h=4, h_kv=None, batch=1, dtype="bf16",
+             causal=False, block_q=64, block_k=64, kv_len=None)  # fmt: skip
+LIST = st.lists(BAD, min_size=1, max_size=3)
+
+
+def _positive_ints(value: Any) -> bool:
+    values = value if isinstance(value, list) else [value]
+    return len(values) > 0 and all(_positive_int(v) for v in values)
+
+
+@given(arg=st.sampled_from(INT_ARGS), value=st.one_of(BAD, LIST))
+def test_sweep_positive_ints(arg: str, value: Any) -> None:
+    outcome(perfmodel.sweep, arg, value, _positive_ints, **SWEEP)
+
+
+@given(value=st.one_of(BAD, LIST))
+def test_sweep_causal_is_boolean(value: Any) -> None:
+    def booleans(v: Any) -> bool:
+        return all(isinstance(x, bool) for x in (v if isinstance(v, list) else [v])) and v != []
+
+    outcome(perfmodel.sweep, "causal", value, booleans, **SWEEP)
+
+
+@given(value=st.one_of(BAD, LIST))
+def test_sweep_dtype_is_known(value: Any) -> None:
+    def known(v: Any) -> bool:
+        values = v if isinstance(v, list) else [v]
+        return v != [] and all(x in ("fp16", "bf16") for x in values)
+
+    outcome(perfmodel.sweep, "dtype", value, known, **SWEEP)
+
+
+# --- loaders --------------------------------------------------------------------------------
+@given(value=BAD)
+def test_load_hardware(value: Any) -> None:
+    outcome(lambda hw: perfmodel.load_hardware(hw), "hw", value, lambda v: False)
+
+
+@given(value=BAD)
+def test_load_calibration(value: Any) -> None:
+    outcome(lambda calibration: perfmodel.load_calibration(calibration), "calibration", value,
+            lambda v: v is None)  # fmt: skip
+
+
+@given(value=BAD)
+def test_symbolic(value: Any) -> None:
+    outcome(lambda algorithm: perfmodel.symbolic(algorithm), "algorithm", value, lambda v: False)
+
+
+# --- diagnose ------------------------------------------------------------------------------
+def _fraction(value: Any) -> bool:
+    return (isinstance(value, int | float) and not isinstance(value, bool)
+            and 0 <= value <= 1)  # fmt: skip
+
+
+@given(arg=st.sampled_from(("hbm_util", "sm_util")), value=BAD)
+def test_diagnose_fractions(arg: str, value: Any) -> None:
+    outcome(diagnose, arg, value, _fraction, hbm_util=0.5, sm_util=0.2)
+
+
+DIAGNOSE_TIME = dict(time_s=1e-3, n=4096, hw="h200", algorithm="naive")
+
+
+@given(arg=st.sampled_from(("time_s", "n", "hw", "algorithm")), value=BAD)
+def test_diagnose_time(arg: str, value: Any) -> None:
+    def accepts(v: Any) -> bool:
+        if arg == "time_s":
+            return isinstance(v, int | float) and not isinstance(v, bool) and 1e-3 <= v <= 1e6
+        return _positive_int(v) if arg == "n" else False
+
+    outcome(diagnose_time, arg, value, accepts, **DIAGNOSE_TIME)
+
+
+# --- KV cache and decode ------------------------------------------------------------------
+DECODE = dict(hw="h200", batch=4, kv_len=4096, h=32, h_kv=8, d=128, dtype="bf16", q_len=1,
+              page_tokens=None, splits=1)  # fmt: skip
+
+
+@given(arg=st.sampled_from(("batch", "kv_len", "h", "h_kv", "d", "q_len", "splits")), value=BAD)
+def test_decode_step_ints(arg: str, value: Any) -> None:
+    outcome(decode_step, arg, value, _positive_int, **DECODE)
+
+
+@given(arg=st.sampled_from(("page_tokens", "dtype")), value=BAD)
+def test_decode_step_others(arg: str, value: Any) -> None:
+    accepts = {"page_tokens": lambda v: v is None or _positive_int(v),
+               "dtype": lambda v: v in ("fp16", "bf16")}[arg]  # fmt: skip
+    outcome(decode_step, arg, value, accepts, **DECODE)
+
+
+@given(arg=st.sampled_from(("model", "dtype")), value=BAD)
+def test_kv_bytes_per_token(arg: str, value: Any) -> None:
+    outcome(kv_bytes_per_token, arg, value, lambda v: False, model="llama-3.1-8b", dtype="bf16")
+
+
+def _token_counts(value: Any) -> bool:
+    """Token counts (samples of a distribution): positive finite numbers, not booleans."""
+    values = value if isinstance(value, list) else [value]
+    return len(values) > 0 and all(
+        isinstance(v, int | float) and not isinstance(v, bool) and 0 < v <= 2**32 for v in values
+    )
+
+
+@given(arg=st.sampled_from(("tokens", "batch")), value=BAD)
+def test_kv_cache_bytes(arg: str, value: Any) -> None:
+    accepts = _token_counts if arg == "tokens" else _positive_int
+    outcome(kv_cache_bytes, arg, value, accepts, model="llama-3.1-8b", dtype="bf16",
+            tokens=4096, batch=2)  # fmt: skip
+
+
+@given(arg=st.sampled_from(("max_len", "page_tokens", "memory_fraction")), value=BAD)
+def test_allocations(arg: str, value: Any) -> None:
+    accepts = _fraction if arg == "memory_fraction" else _positive_int
+    outcome(allocations, arg, value, accepts, model="llama-3.1-8b", hw="h200", dtype="bf16",
+            tokens=[100, 2000], max_len=4096, page_tokens=16, memory_fraction=0.9)  # fmt: skip
+
+
+# --- known bad calls: each must be refused, naming the argument --------------------------------
+REFUSED: list[tuple[str, Any, dict[str, Any], str]] = [
+    ("predict-n-inf", perfmodel.predict, dict(n=math.inf, hw="h200"), "n"),
+    ("predict-n-nan", perfmodel.predict, dict(n=math.nan, hw="h200"), "n"),
+    ("predict-n-10^300", perfmodel.predict, dict(n=10**300, hw="h200"), "n"),
+    ("predict-n-true", perfmodel.predict, dict(n=True, hw="h200"), "n"),
+    ("predict-n-str", perfmodel.predict, dict(n="4096", hw="h200"), "n"),
+    (
+        "predict-block-q-inf",
+        perfmodel.predict,
+        dict(n=4096, hw="h200", block_q=math.inf),
+        "block_q",
+    ),
+    ("predict-causal-str", perfmodel.predict, dict(n=4096, hw="h200", causal="yes"), "causal"),
+    (
+        "predict-causal-False-str",
+        perfmodel.predict,
+        dict(n=4096, hw="h200", causal="False"),
+        "causal",
+    ),
+    ("predict-causal-1", perfmodel.predict, dict(n=4096, hw="h200", causal=1), "causal"),
+    ("predict-dtype-none", perfmodel.predict, dict(n=4096, hw="h200", dtype=None), "dtype"),
+    ("predict-hw-none", perfmodel.predict, dict(n=4096, hw=None), "hw"),
+    ("predict-hw-int", perfmodel.predict, dict(n=4096, hw=3), "hw"),
+    ("sweep-n-empty", perfmodel.sweep, dict(hw="h200", n=[]), "n"),
+    ("sweep-n-inf", perfmodel.sweep, dict(hw="h200", n=[4096, math.inf]), "n"),
+    ("sweep-n-nan", perfmodel.sweep, dict(hw="h200", n=np.array([4096.0, np.nan])), "n"),
+    ("sweep-n-str", perfmodel.sweep, dict(hw="h200", n=["4096"]), "n"),
+    ("sweep-n-bool", perfmodel.sweep, dict(hw="h200", n=[True]), "n"),
+    ("sweep-n-huge", perfmodel.sweep, dict(hw="h200", n=[10**300]), "n"),
+    ("sweep-n-2d-ragged", perfmodel.sweep, dict(hw="h200", n=[[1024], [1, 2]]), "n"),
+    (
+        "sweep-causal-False-str",
+        perfmodel.sweep,
+        dict(hw="h200", n=[4096], causal=["False"]),
+        "causal",
+    ),
+    ("sweep-causal-str", perfmodel.sweep, dict(hw="h200", n=[4096], causal="yes"), "causal"),
+    ("sweep-causal-int", perfmodel.sweep, dict(hw="h200", n=[4096], causal=[0, 1]), "causal"),
+    ("sweep-dtype-none", perfmodel.sweep, dict(hw="h200", n=[4096], dtype=[None]), "dtype"),
+    ("sweep-dtype-unknown", perfmodel.sweep, dict(hw="h200", n=[4096], dtype=["fp64"]), "dtype"),
+    (
+        "sweep-grid-too-large",
+        perfmodel.sweep,
+        dict(hw="h200", n=list(range(1, 10**4 + 1)), d=list(range(1, 10**4 + 1))),
+        "points",
+    ),
+    (
+        "sweep-broadcast",
+        perfmodel.sweep,
+        dict(hw="h200", n=[1, 2], d=[64, 128, 256], grid=False),
+        "n",
+    ),
+    ("sweep-grid-not-bool", perfmodel.sweep, dict(hw="h200", n=[4096], grid="no"), "grid"),
+    ("diagnose-hbm-1.5", diagnose, dict(hbm_util=1.5, sm_util=0.3), "hbm_util"),
+    ("diagnose-sm-nan", diagnose, dict(hbm_util=0.5, sm_util=math.nan), "sm_util"),
+    ("diagnose-time-below-floor", diagnose_time, dict(time_s=1e-9, n=4096, hw="h200"), "time_s"),
+    ("diagnose-time-inf", diagnose_time, dict(time_s=math.inf, n=4096, hw="h200"), "time_s"),
+    ("decode-batch-true", decode_step, dict(**{**DECODE, "batch": True}), "batch"),
+    ("decode-dtype-none", decode_step, dict(**{**DECODE, "dtype": None}), "dtype"),
+    (
+        "kv-cache-tokens-empty",
+        kv_cache_bytes,
+        dict(model="llama-3.1-8b", dtype="bf16", tokens=[]),
+        "tokens",
+    ),
+    (
+        "kv-cache-batch-nan",
+        kv_cache_bytes,
+        dict(model="llama-3.1-8b", dtype="bf16", tokens=8, batch=math.nan),
+        "batch",
+    ),
+    (
+        "allocations-fraction-nan",
+        allocations,
+        dict(
+            model="llama-3.1-8b",
+            hw="h200",
+            dtype="bf16",
+            tokens=[100],
+            max_len=4096,
+            memory_fraction=math.nan,
+        ),
+        "memory_fraction",
+    ),
+]
+
+
+@pytest.mark.parametrize(("fn", "kwargs", "arg"), [c[1:] for c in REFUSED],
+                         ids=[c[0] for c in REFUSED])  # fmt: skip
+def test_known_bad_call_is_refused(fn: Any, kwargs: dict[str, Any], arg: str) -> None:
+    with pytest.raises(PerfmodelError) as info:
+        fn(**kwargs)
+    message = str(info.value)
+    assert "\n" not in message, message
+    assert any(word in message for word in SAID.get(arg, (arg,))), message
+
+
+# --- physical results --------------------------------------------------------------------------
+def test_naive_that_does_not_fit_is_flagged() -> None:
+    p = perfmodel.predict(n=262144, hw="a100")  # S + P: 275 GB on an 80 GB card
+    assert p.naive.fits_memory is False and p.flash.fits_memory is True
+    assert "does not fit" in str(p)
+
+
+def test_sweep_flags_memory_per_point() -> None:
+    r = perfmodel.sweep("a100", n=[4096, 262144])
+    assert r["naive.fits_memory"].tolist() == [True, False]
+    assert r["flash.fits_memory"].tolist() == [True, True]
+
+
+@given(
+    n=st.integers(min_value=1, max_value=2**31),
+    d=st.sampled_from([32, 64, 128, 256]),
+    h=st.integers(min_value=1, max_value=256),
+    batch=st.integers(min_value=1, max_value=2**20),
+)
+def test_valid_predictions_are_finite(n: int, d: int, h: int, batch: int) -> None:
+    p = perfmodel.predict(n=n, hw="h200", d=d, h=h, batch=batch, block_q=64, block_k=64)
+    assert _finite(p.model_dump()) and p.speedup > 0

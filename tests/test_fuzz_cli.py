@@ -1,0 +1,359 @@
+"""Bad command lines, table-driven: each gets one line on stderr, exit 2, no traceback.
+
+Every case runs the CLI in-process (``perfmodel.cli.main``) under a wall-clock guard,
+except the ones that could grow without bound: those run in a subprocess under an
+address-space limit (``resource.setrlimit``), so a missing size guard fails the test
+instead of the machine. Files of every kind of wrongness are built once per session:
+not UTF-8, empty, truncated, a folder, the wrong kind of file, a schema violation, NaN
+and negative times. Unwritable outputs are paths *under a regular file*, which no user,
+root included, can create.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import resource
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import perfmodel
+from perfmodel.cli import main
+
+ROOT = Path(__file__).resolve().parents[1]
+SPECS = ROOT / "specs"
+MEASURED = SPECS / "measurements" / "h200-2026-11-29.json"
+#: Wall-clock guard per in-process case: a bad input must be refused before long work.
+LIMIT_S = 20
+#: Address-space limit for the subprocess cases (bytes): imports need ~1 GB of it.
+MEMORY_LIMIT = 2 * 2**30
+
+
+# --- bad files, built once --------------------------------------------------------------
+def _one_run(**point_changes: object) -> dict:
+    """The first run of the shipped H200 file with one point, edited."""
+    data = json.loads(MEASURED.read_text())
+    run = data["runs"][0]
+    run["points"] = [{**run["points"][0], **point_changes}]
+    return {"schema_version": 1, "runs": [run]}
+
+
+@pytest.fixture(scope="session")
+def bad(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """Name -> path of each bad file or folder."""
+    d = tmp_path_factory.mktemp("bad")
+    device = (SPECS / "devices" / "h200-sxm.toml").read_text()
+    measured = MEASURED.read_text()
+    files: dict[str, bytes | str] = {
+        "latin1.toml": device.replace("H200 SXM", "H200 SXM é").encode("latin-1"),
+        "binary.json": b"\xff\xfe\x00\x80\x81 not text",
+        "binary.toml": b"\xff\xfe\x00\x80\x81 not text",
+        "empty.toml": "",
+        "empty.json": "",
+        "truncated.toml": device[: len(device) // 2].rsplit("\n", 1)[0] + "\nname = ",
+        "truncated.json": measured[: len(measured) // 3],
+        "device-as-calibration.toml": device,
+        "calibration-as-device.toml": (SPECS / "calibration" / "default.toml").read_text(),
+        "list.json": "[1, 2, 3]",
+        "wrong-schema.json": json.dumps({"schema_version": 1, "runs": [{"run_id": "x"}]}),
+        "nan-time.json": json.dumps(_one_run(median_s=float("nan"))),
+        "negative-time.json": json.dumps(_one_run(median_s=-1.0)),
+        "zero-h.json": json.dumps(_one_run(h=0)),
+        "ok.json": json.dumps(_one_run()),
+        "regular-file": "a file, so nothing can be created under it\n",
+        "calibration-bad-value.toml": 'name = "x"\nmatmul_efficiency = 1.5\n',
+        "workload-wrong.toml": 'name = "w"\nmodel = 3\n',
+    }
+    for name, content in files.items():
+        path = d / name
+        path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    (d / "folder").mkdir()
+    (d / "folder.toml").mkdir()
+    (d / "folder.json").mkdir()
+    out = {name: str(d / name) for name in [*files, "folder", "folder.toml", "folder.json"]}
+    out["missing.json"] = str(d / "missing.json")
+    out["missing.toml"] = str(d / "missing.toml")
+    out["under-file"] = str(d / "regular-file" / "sub")
+    return out
+
+
+# --- the cases ----------------------------------------------------------------------------
+# Each case: (id, command line). "{name}" stands for the path of bad file ``name``,
+# "{new}" for a fresh path (a refused command must not create it), $HUGE for 10^300.
+PREDICT = "predict --n 1024 --hw a100"
+REPORT = "report --hw h200 --out {new}"
+CASES: list[tuple[str, str]] = [
+    # global
+    ("no-command", ""),
+    ("unknown-command", "frobnicate"),
+    ("unknown-option", f"{PREDICT} --bogus"),
+    # predict: numbers
+    ("predict-n-zero", "predict --n 0 --hw a100"),
+    ("predict-n-negative", "predict --n -4096 --hw a100"),
+    ("predict-n-text", "predict --n abc --hw a100"),
+    ("predict-n-float", "predict --n 1e3 --hw a100"),
+    ("predict-n-huge", "predict --n '$HUGE' --hw a100"),
+    ("predict-n-2^64", "predict --n 18446744073709551616 --hw a100"),
+    ("predict-d-zero", f"{PREDICT} --d 0"),
+    ("predict-d-huge", f"{PREDICT} --d '$HUGE'"),
+    ("predict-h-negative", f"{PREDICT} --h -1"),
+    ("predict-h-kv-divides", f"{PREDICT} --h 6 --h-kv 4"),
+    ("predict-h-kv-zero", f"{PREDICT} --h-kv 0"),
+    ("predict-batch-huge", f"{PREDICT} --batch '$HUGE'"),
+    ("predict-batch-zero", f"{PREDICT} --batch 0"),
+    ("predict-kv-len-zero", f"{PREDICT} --kv-len 0"),
+    ("predict-kv-len-causal", f"{PREDICT} --kv-len 512 --causal"),
+    ("predict-block-q-odd", f"{PREDICT} --block-q 100"),
+    ("predict-block-q-zero", f"{PREDICT} --block-q 0"),
+    ("predict-block-k-huge", f"{PREDICT} --block-k 1180591620717411303424"),
+    ("predict-tile-sram", f"{PREDICT} --block-q 1024 --block-k 1024"),
+    # predict: names
+    ("predict-dtype-unknown", f"{PREDICT} --dtype fp64"),
+    ("predict-dtype-empty", f"{PREDICT} --dtype ''"),
+    ("predict-dtype-device-lacks", "predict --n 1024 --hw tpu-v4 --dtype fp8"),
+    ("predict-hw-unknown", "predict --n 1024 --hw nope"),
+    ("predict-hw-empty", "predict --n 1024 --hw ''"),
+    ("predict-calibration-unknown", f"{PREDICT} --calibration nope"),
+    ("predict-calibration-other-device", f"{PREDICT} --calibration h200-pallas_flash"),
+    # predict: files
+    ("predict-hw-folder", "predict --n 1024 --hw '{folder}'"),
+    ("predict-hw-folder.toml", "predict --n 1024 --hw '{folder.toml}'"),
+    ("predict-hw-missing", "predict --n 1024 --hw '{missing.toml}'"),
+    ("predict-hw-latin1", "predict --n 1024 --hw '{latin1.toml}'"),
+    ("predict-hw-binary", "predict --n 1024 --hw '{binary.toml}'"),
+    ("predict-hw-empty-file", "predict --n 1024 --hw '{empty.toml}'"),
+    ("predict-hw-truncated", "predict --n 1024 --hw '{truncated.toml}'"),
+    ("predict-hw-wrong-kind", "predict --n 1024 --hw '{calibration-as-device.toml}'"),
+    ("predict-calibration-folder", f"{PREDICT} --calibration '{{folder.toml}}'"),
+    ("predict-calibration-missing", f"{PREDICT} --calibration '{{missing.toml}}'"),
+    ("predict-calibration-binary", f"{PREDICT} --calibration '{{binary.toml}}'"),
+    ("predict-calibration-latin1", f"{PREDICT} --calibration '{{latin1.toml}}'"),
+    ("predict-calibration-empty", f"{PREDICT} --calibration '{{empty.toml}}'"),
+    ("predict-calibration-wrong-kind", f"{PREDICT} --calibration '{{device-as-calibration.toml}}'"),
+    ("predict-calibration-bad-value", f"{PREDICT} --calibration '{{calibration-bad-value.toml}}'"),
+    # hw
+    ("hw-no-verb", "hw"),
+    ("hw-show-unknown", "hw show nope"),
+    ("hw-show-folder", "hw show '{folder}'"),
+    ("hw-show-binary", "hw show '{binary.toml}'"),
+    ("hw-show-latin1", "hw show '{latin1.toml}'"),
+    ("hw-show-truncated", "hw show '{truncated.toml}'"),
+    # validate
+    ("validate-folder", "validate '{folder}'"),
+    ("validate-folder.json", "validate '{folder.json}'"),
+    ("validate-missing", "validate '{missing.json}'"),
+    ("validate-binary", "validate '{binary.json}'"),
+    ("validate-empty", "validate '{empty.json}'"),
+    ("validate-truncated", "validate '{truncated.json}'"),
+    ("validate-list", "validate '{list.json}'"),
+    ("validate-toml-given", "validate '{device-as-calibration.toml}'"),
+    ("validate-wrong-schema", "validate '{wrong-schema.json}'"),
+    ("validate-nan-time", "validate '{nan-time.json}'"),
+    ("validate-negative-time", "validate '{negative-time.json}'"),
+    ("validate-zero-h", "validate '{zero-h.json}'"),
+    ("validate-hw-unknown", "validate '{ok.json}' --hw nope"),
+    ("validate-runs-none-match", "validate '{ok.json}' --runs nothing"),
+    ("validate-save-under-file", "validate '$MEASURED' --save-calibration '{under-file}'"),
+    ("validate-save-to-file", "validate '$MEASURED' --save-calibration '{regular-file}'"),
+    ("validate-plot-under-file", "validate '$MEASURED' --plot '{under-file}'"),
+    # report
+    ("report-out-file", "report --hw h200 --out '{regular-file}'"),
+    ("report-out-under-file", "report --hw h200 --out '{under-file}'"),
+    ("report-hw-unknown", "report --hw nope --out '{new}'"),
+    ("report-n-zero", f"{REPORT} --n 0"),
+    ("report-n-huge", f"{REPORT} --n '$HUGE'"),
+    ("report-d-zero", f"{REPORT} --d 0"),
+    ("report-dtype-unknown", f"{REPORT} --dtype fp64"),
+    ("report-threshold-one", f"{REPORT} --threshold 1"),
+    ("report-threshold-nan", f"{REPORT} --threshold nan"),
+    ("report-threshold-inf", f"{REPORT} --threshold inf"),
+    ("report-measurements-binary", f"{REPORT} --measurements '{{binary.json}}'"),
+    ("report-measurements-folder", f"{REPORT} --measurements '{{folder}}'"),
+    ("report-measurements-schema", f"{REPORT} --measurements '{{wrong-schema.json}}'"),
+    # diagnose
+    ("diagnose-nothing", "diagnose"),
+    ("diagnose-hbm-over-1", "diagnose --hbm-util 1.5 --sm-util 0.3"),
+    ("diagnose-hbm-negative", "diagnose --hbm-util -0.1 --sm-util 0.3"),
+    ("diagnose-hbm-nan", "diagnose --hbm-util nan --sm-util 0.3"),
+    ("diagnose-sm-inf", "diagnose --hbm-util 0.5 --sm-util inf"),
+    ("diagnose-sm-text", "diagnose --hbm-util 0.5 --sm-util high"),
+    ("diagnose-both-ways", "diagnose --hbm-util 0.5 --sm-util 0.3 --time-s 1e-3"),
+    ("diagnose-time-alone", "diagnose --time-s 1e-3"),
+    ("diagnose-time-zero", "diagnose --time-s 0 --n 4096 --hw h200"),
+    ("diagnose-time-negative", "diagnose --time-s -1 --n 4096 --hw h200"),
+    ("diagnose-time-nan", "diagnose --time-s nan --n 4096 --hw h200"),
+    ("diagnose-time-inf", "diagnose --time-s inf --n 4096 --hw h200"),
+    ("diagnose-time-below-floor", "diagnose --time-s 1e-9 --n 4096 --hw h200"),
+    ("diagnose-n-zero", "diagnose --time-s 1e-3 --n 0 --hw h200"),
+    ("diagnose-hw-unknown", "diagnose --time-s 1e-3 --n 4096 --hw nope"),
+    ("diagnose-hbm-bw-zero", "diagnose --time-s 1e-3 --n 4096 --hw h200 --hbm-bw 0"),
+    ("diagnose-peak-nan", "diagnose --time-s 1e-3 --n 4096 --hw h200 --matmul-peak nan"),
+    ("diagnose-dtype-unknown", "diagnose --time-s 1e-3 --n 4096 --hw h200 --dtype fp64"),
+    # advise
+    ("advise-workload-unknown", "advise --workload nope --hw h200"),
+    ("advise-workload-folder", "advise --workload '{folder.toml}' --hw h200"),
+    ("advise-workload-binary", "advise --workload '{binary.toml}' --hw h200"),
+    ("advise-workload-empty", "advise --workload '{empty.toml}' --hw h200"),
+    ("advise-workload-wrong", "advise --workload '{workload-wrong.toml}' --hw h200"),
+    ("advise-workload-is-device", "advise --workload '{device-as-calibration.toml}' --hw h200"),
+    ("advise-hw-unknown", "advise --workload contract-review --hw nope"),
+    ("advise-model-unknown", "advise --workload contract-review --hw h200 --model nope"),
+    ("advise-dtype-unknown", "advise --workload contract-review --hw h200 --dtype fp64"),
+    (
+        "advise-weights-do-not-fit",
+        "advise --workload contract-review --hw l4 --model llama-3.1-70b",
+    ),
+]
+
+#: Cases that can allocate without bound: run in a subprocess under MEMORY_LIMIT.
+MEMORY_CASES: list[tuple[str, str]] = [
+    ("report-n-1e12", "report --hw h200 --out '{new}' --n 1000000000000"),
+    ("report-n-1e8", "report --hw h200 --out '{new}' --n 100000000"),
+    ("report-n-1e8-tokens", "report --hw h200 --out '{new}' --n 100000000 --tokens 1"),
+]
+
+
+class _TooSlow(Exception):
+    pass
+
+
+def _argv(command: str, bad: dict[str, str], new: Path) -> list[str]:
+    """The command line as argv, with bad-file names, {new} and $HUGE filled in."""
+    names = {**bad, "new": str(new)}
+    subst = {"$HUGE": str(10**300), "$MEASURED": str(MEASURED)}
+    out = []
+    for arg in shlex.split(command):
+        if arg.startswith("{") and arg.endswith("}"):
+            arg = names[arg[1:-1]]
+        out.append(subst.get(arg, arg))
+    return out
+
+
+def run_cli(argv: list[str], limit_s: float = LIMIT_S) -> tuple[int, str, str]:
+    """(exit code, stdout, stderr) of ``perfmodel ARGV`` in this process, under a time limit.
+
+    An exception escaping ``main`` would be a traceback for a user: it is reported as
+    exit code -1 with the exception on the stderr text, so the assertion shows it.
+    """
+
+    def alarm(signum: int, frame: object) -> None:
+        raise _TooSlow(f"still running after {limit_s} s")
+
+    out, err = io.StringIO(), io.StringIO()
+    old = signal.signal(signal.SIGALRM, alarm)
+    signal.setitimer(signal.ITIMER_REAL, limit_s)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                code = main(argv)
+            except SystemExit as e:  # argparse
+                code = e.code if isinstance(e.code, int) else 1
+    except _TooSlow as e:
+        return -2, out.getvalue(), f"{err.getvalue()}TIMEOUT: {e}"
+    except BaseException as e:  # noqa: BLE001 - a traceback for a user, shown in the report
+        return -1, out.getvalue(), f"{err.getvalue()}Traceback: {type(e).__name__}: {e}"
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
+    return code, out.getvalue(), err.getvalue()
+
+
+def assert_one_line_exit_2(code: int, err: str) -> None:
+    lines = err.strip().splitlines()
+    assert "Traceback" not in err and "TIMEOUT" not in err, err
+    assert code == 2, f"exit {code}: {err}"
+    assert len(lines) == 1, f"{len(lines)} lines on stderr:\n{err}"
+    assert lines[0].startswith("perfmodel"), lines[0]
+
+
+@pytest.mark.parametrize("command", [c[1] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_command_line(command: str, bad: dict[str, str], tmp_path: Path) -> None:
+    code, _, err = run_cli(_argv(command, bad, tmp_path / "new"))
+    assert_one_line_exit_2(code, err)
+    assert not (tmp_path / "new").exists(), "a refused command left a folder behind"
+
+
+def _limit_memory() -> None:
+    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+
+
+@pytest.mark.parametrize("command", [c[1] for c in MEMORY_CASES], ids=[c[0] for c in MEMORY_CASES])
+def test_huge_sizes_refused_under_memory_limit(
+    command: str, bad: dict[str, str], tmp_path: Path
+) -> None:
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "perfmodel.cli", *_argv(command, bad, tmp_path / "new")],
+        capture_output=True, text=True, timeout=60, preexec_fn=_limit_memory, env=env,
+    )  # fmt: skip
+    assert_one_line_exit_2(proc.returncode, proc.stderr)
+    assert not (tmp_path / "new").exists(), "a refused report left a folder behind"
+
+
+# --- what the bad cases must leave behind: nothing ----------------------------------------
+def test_refused_report_leaves_no_folder(bad: dict[str, str], tmp_path: Path) -> None:
+    out = tmp_path / "report"
+    code, _, err = run_cli(["report", "--hw", "nope", "--out", str(out)])
+    assert_one_line_exit_2(code, err)
+    assert not out.exists()
+
+
+def test_missing_matplotlib_names_the_extra(monkeypatch, tmp_path: Path) -> None:
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    out = tmp_path / "report"
+    code, _, err = run_cli(["report", "--hw", "h200", "--out", str(out), "--n", "1024", "4096"])
+    assert_one_line_exit_2(code, err)
+    assert "perfmodel[plot]" in err
+    assert not out.exists()
+
+
+def test_validate_plot_without_matplotlib_names_the_extra(monkeypatch, tmp_path: Path) -> None:
+    for name in [m for m in sys.modules if m == "matplotlib" or m.startswith("matplotlib.")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "matplotlib", None)
+    code, _, err = run_cli(["validate", str(MEASURED), "--plot", str(tmp_path / "p")])
+    assert_one_line_exit_2(code, err)
+    assert "perfmodel[plot]" in err
+
+
+# --- small things a user trips on -------------------------------------------------------
+def test_version() -> None:
+    code, out, err = run_cli(["--version"])
+    assert code == 0 and out.strip() == f"perfmodel {perfmodel.__version__}", (out, err)
+
+
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["hw", "list", "--json"],
+        ["hw", "show", "h200", "--json"],
+        ["predict", "--n", "4096", "--hw", "h200", "--json"],
+        ["diagnose", "--hbm-util", "0.9", "--sm-util", "0.3", "--json"],
+        ["diagnose", "--time-s", "1e-3", "--n", "4096", "--hw", "h200", "--json"],
+        ["advise", "--workload", "contract-review", "--hw", "h200", "--json"],
+    ],
+    ids=lambda argv: "-".join(a for a in argv if not a.startswith("-") and a[0].isalpha())[:40],
+)
+def test_json_everywhere(argv: list[str]) -> None:
+    code, out, err = run_cli(argv)
+    assert code == 0, err
+    json.loads(out)
+
+
+def test_naive_out_of_memory_said_next_to_the_time() -> None:
+    code, out, err = run_cli(["predict", "--n", "262144", "--hw", "a100"])
+    assert code == 0, err
+    line = next(li for li in out.splitlines() if "time (estimate)" in li)
+    assert "does not fit" in line, line
+    code, out, _ = run_cli(["predict", "--n", "262144", "--hw", "a100", "--json"])
+    data = json.loads(out)
+    assert data["naive"]["fits_memory"] is False and data["flash"]["fits_memory"] is True
