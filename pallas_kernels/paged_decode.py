@@ -51,7 +51,7 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from pallas_kernels._common import triton_compiler_params
+from pallas_kernels._common import is_power_of_two, triton_compiler_params
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 #: Smallest tile side Triton's dot accepts; query rows are padded up to it.
@@ -81,10 +81,6 @@ def device_sm_count() -> int | None:
     """Streaming multiprocessors of the default device, or None off a GPU."""
     dev = jax.devices()[0]
     return getattr(dev, "core_count", None) if dev.platform == "gpu" else None
-
-
-def _is_power_of_two(x: int) -> bool:
-    return x > 0 and (x & (x - 1)) == 0
 
 
 def query_rows(q_len: int, group: int) -> int:
@@ -237,7 +233,7 @@ def _check_args(q, k_pages, v_pages, block_table, lengths, splits, interpret):
         raise ValueError(f"heads {h=} must be a multiple of kv heads {h_kv=}")
     small = 1 if interpret else MIN_TILE  # Triton's dot needs tiles of at least 16
     for name, value in (("page_size", page_size), ("head_dim", d)):
-        if not _is_power_of_two(value) or value < small:
+        if not is_power_of_two(value) or value < small:
             raise ValueError(f"{name}={value} must be a power of two >= {small}")
     if block_table.ndim != 2 or block_table.shape[0] != b:
         raise ValueError(f"block_table must be [batch={b}, pages_per_seq]: {block_table.shape=}")
