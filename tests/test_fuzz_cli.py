@@ -357,3 +357,12 @@ def test_naive_out_of_memory_said_next_to_the_time() -> None:
     code, out, _ = run_cli(["predict", "--n", "262144", "--hw", "a100", "--json"])
     data = json.loads(out)
     assert data["naive"]["fits_memory"] is False and data["flash"]["fits_memory"] is True
+
+
+def test_written_files_have_the_mode_open_gives(tmp_path: Path) -> None:
+    from perfmodel.atomic import write_text
+
+    write_text(tmp_path / "atomic.md", "x")
+    (tmp_path / "plain.md").write_text("x")
+    modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
+    assert modes["atomic.md"] == modes["plain.md"], modes
