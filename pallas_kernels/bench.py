@@ -135,7 +135,7 @@ def git_commit() -> str:
 BACKEND_FAMILY = {"triton": "pallas-triton", "mosaic": "pallas-mosaic"}
 
 
-def _impl_fn(impl: str, *, causal: bool, cfg: dict | None, backend: str = "triton"):
+def impl_fn(impl: str, *, causal: bool, cfg: dict | None, backend: str = "triton"):
     """The jitted call; ``pallas_flash`` runs ``backend`` (Triton knobs ``cfg`` for triton,
     the backend's own defaults for mosaic and auto)."""
     import jax
@@ -199,7 +199,7 @@ def jax_shape_like_scores(q, k):
     return jax.ShapeDtypeStruct((b, h, n, k.shape[1]), q.dtype)
 
 
-def _classify(err: Exception) -> str:
+def classify_error(err: Exception) -> str:
     text = f"{type(err).__name__}: {err}"
     if "Shared memory size limit" in text:  # a kernel config too large, not device memory
         return "error"
@@ -268,7 +268,7 @@ def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
 
             chosen = choose_backend(*sets[0], causal=causal, backend=backend)
             point["family"] = BACKEND_FAMILY[chosen]
-        fn = _impl_fn(impl, causal=causal, cfg=cfg, backend=backend)
+        fn = impl_fn(impl, causal=causal, cfg=cfg, backend=backend)
         jax.block_until_ready(fn(*sets[0]))  # compiles, untimed
         timed = measure_all(fn, sets, budget_s=0.0075 * samples)
         med = timed["device_time_s"]
@@ -285,7 +285,7 @@ def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
             peak_memory_bytes=peak_memory_bytes(impl, fn, *sets[0], causal),
         )
     except Exception as err:  # noqa: BLE001 - recorded as a point, the sweep goes on
-        point.update(status=_classify(err), error=f"{type(err).__name__}: {err}"[:2000])
+        point.update(status=classify_error(err), error=f"{type(err).__name__}: {err}"[:2000])
         if point["status"] == "error":
             traceback.print_exc(limit=3)
     finally:

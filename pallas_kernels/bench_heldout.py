@@ -130,14 +130,14 @@ def make_fns(impl: str, causal: bool, cfg: dict | None):
         f = jax.jit(lambda q, k, v: naive_attention_jit(q, k, v, causal=causal))
         return f, None
     if impl == "naive":
-        from pallas_kernels.bench import _impl_fn
+        from pallas_kernels.bench import impl_fn
 
-        return _impl_fn("naive", causal=causal, cfg=None), None
+        return impl_fn("naive", causal=causal, cfg=None), None
     if impl == "mgpu_attention":
         return _mgpu_fn(causal, cfg["block_q"], cfg["block_k"], cfg["num_stages"]), None
-    from pallas_kernels.bench import _impl_fn
+    from pallas_kernels.bench import impl_fn
 
-    return _impl_fn(impl, causal=causal, cfg=cfg), None
+    return impl_fn(impl, causal=causal, cfg=cfg), None
 
 
 # ---------------------------------------------------------------- one point
@@ -181,7 +181,7 @@ def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float 
     import jax
 
     from pallas_kernels._timing import measure_all
-    from pallas_kernels.bench import _classify, make_inputs
+    from pallas_kernels.bench import classify_error, make_inputs
 
     point = _empty_point(impl, shape)
     b, n, h, h_kv, d = (shape[x] for x in ("batch", "n", "h", "h_kv", "d"))
@@ -220,7 +220,7 @@ def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float 
         point.pop("device_p90_s")
         point.pop("device_samples")
     except Exception as err:  # noqa: BLE001 - recorded as a point, the run goes on
-        point.update(status=_classify(err), error=f"{type(err).__name__}: {err}"[:1500])
+        point.update(status=classify_error(err), error=f"{type(err).__name__}: {err}"[:1500])
         if point["status"] == "error":
             traceback.print_exc(limit=2)
     finally:
