@@ -9,8 +9,11 @@ summed (the two families of ``perfmodel/costs/backward.py``):
   tutorial), three ``pallas_call``s as listed below; 7 n×m×d products.
 * ``"atomic"``: FlashAttention-2's own structure (Algorithm 2, line 21): the dK/dV
   kernel also forms each tile's dS K_j and adds it into a float32 dQ buffer with
-  ``pallas.triton.atomic_add`` (float32 ``red``/``atom`` add in L2); a scale-and-cast
-  turns the buffer into dQ. No step 3; 5 products.
+  ``pallas.triton.atomic_add``; a scale-and-cast turns the buffer into dQ. No step 3;
+  5 products. Correct, but slow in Pallas: its Triton lowering emits acquire-release
+  ``atomic_rmw`` at GPU scope that return the old value (jax 0.10-0.11,
+  ``_src/pallas/triton/lowering._atomic_rmw``), where FlashAttention-2 issues relaxed
+  ``atomicAdd``; on the H200 it took 3.3-6.1× the two-pass's time (docs/perf-notes.md).
 
 The steps:
 
@@ -96,8 +99,15 @@ class BackwardConfig:
 
 
 def default_config(d: int) -> BackwardConfig:
-    """Per head dim: 64×64 tiles, 4 warps (8 from d=128), 2 stages (1 at d=256)."""
-    return BackwardConfig(num_warps=4 if d <= 64 else 8, num_stages=2 if d <= 128 else 1)
+    """Per head dim: the two-pass family, 64×64 tiles, 4 warps (8 above d=128), 2 stages
+    (1 at d=256).
+
+    Measured on the H200 at d=128, n=8192 (``bench_backward --variants``, run
+    ``backward-20261130T120417Z``): this is the fastest of six; the atomic family runs at
+    0.10-0.19 of cuDNN's speed (Pallas' Triton atomics are acquire-release read-modify-
+    writes, one per element), the two-pass at 0.61-0.63 there (0.60-0.68 at n >= 4096).
+    """
+    return BackwardConfig(num_warps=4 if d <= 128 else 8, num_stages=2 if d <= 128 else 1)
 
 
 def _dot(a, b, *, trans_a=False, trans_b=False):
