@@ -367,12 +367,17 @@ function fillNumbers(st, r) {
   for (const k of ["bound", "binding_roof"])
     t.append(el("tr", {}, [el("td", {}, [k]), ...["naive", "flash"].map((a) => el("td", { id: `val-${a}-${k}` }, [r[a][k]]))]));
   t.append(el("tr", {}, [el("td", {}, ["speedup"]), el("td", { id: "val-speedup", colspan: 2 }, [full(r.speedup)])]));
+  const lim = asymptote(st);
+  if (lim !== null)
+    t.append(el("tr", {}, [el("td", {}, ["speedup as n→∞"]), el("td", { id: "val-asymptote", colspan: 2 }, [full(lim)])]));
 }
 
 let pending = null;
 function update() {
+  // The table at once; curves and the sentence (a scan over every n) once typing pauses.
   $("error").textContent = "";
   document.body.dataset.state = "busy";
+  clearTimeout(pending);
   let st;
   try {
     st = readState();
@@ -386,15 +391,14 @@ function update() {
   if (r.flash.sram_bytes > dev.sram_per_sm_bytes)
     $("error").textContent = `tile block_q=${st.block_q}, block_k=${st.block_k} at d=${st.d} needs ${r.flash.sram_bytes.toFixed(0)} B of SRAM; ${dev.name} has ${dev.sram_per_sm_bytes} B per SM`;
   fillNumbers(st, r);
-  drawRoofline(st, r);
-  drawCurves(st);
-  drawBreakdown(st, r);
   $("conclusion").textContent = "…";
-  clearTimeout(pending);
   pending = setTimeout(() => {
+    drawRoofline(st, r);
+    drawCurves(st);
+    drawBreakdown(st, r);
     $("conclusion").textContent = headline(st);
     document.body.dataset.state = $("error").textContent ? "error" : "ready";
-  }, 0);
+  }, 300);
 }
 
 buildControls();
