@@ -50,15 +50,19 @@ class Implementation(_Name):
     """A measured kernel, as named in the measurement files."""
 
     PALLAS_FLASH = "pallas_flash"  #: our Pallas FlashAttention-2 kernel
-    CUDNN = "cudnn"  #: cuDNN's fused attention (a flash kernel)
     NAIVE = "naive"  #: our three-step baseline, compiled by XLA
+    NAIVE_JIT = "naive_jit"  #: the same three steps as one jitted function
+    CUDNN = "cudnn"  #: cuDNN's fused attention (a flash kernel)
     XLA = "xla"  #: XLA's own attention path (scores materialised)
+    MGPU_ATTENTION = "mgpu_attention"  #: JAX's Mosaic GPU attention kernel
     PAGED_DECODE = "paged_decode"  #: our paged decode kernel (one query row)
+    CONTIGUOUS_DECODE = "contiguous_decode"  #: the same decode over a contiguous cache
 
     @property
     def algorithm(self) -> Algorithm | None:
-        """The cost model that describes it; None for decode (``perfmodel.costs.decode``)."""
-        return _ALGORITHM_OF[self]
+        """The prefill cost model that ``perfmodel validate`` compares it with; None for
+        decode kernels (``perfmodel.costs.decode``) and for those it does not compare."""
+        return ALGORITHM_OF.get(self)
 
     @property
     def naive(self) -> NaiveCompile:
@@ -67,12 +71,12 @@ class Implementation(_Name):
         return NaiveCompile.XLA if self is Implementation.NAIVE else NaiveCompile.MINIMAL
 
 
-_ALGORITHM_OF = {
+#: The prefill cost model of each implementation that ``perfmodel validate`` compares.
+ALGORITHM_OF = {
     Implementation.PALLAS_FLASH: Algorithm.FLASH,
     Implementation.CUDNN: Algorithm.FLASH,
     Implementation.NAIVE: Algorithm.NAIVE,
     Implementation.XLA: Algorithm.NAIVE,
-    Implementation.PAGED_DECODE: None,
 }
 
 

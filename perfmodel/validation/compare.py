@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfmodel import vocabulary
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
@@ -35,9 +36,10 @@ from perfmodel.vocabulary import dtype as check_dtype
 if TYPE_CHECKING:
     from perfmodel.analysis.kvcache import DecodeStep
 
-#: Which cost model describes each measured implementation (``Implementation.algorithm``;
-#: "decode" for the decode kernel, ``perfmodel.costs.decode``).
-ALGORITHM_OF = {str(i): str(i.algorithm or "decode") for i in Implementation}
+#: Which cost model describes each compared implementation (``Implementation.algorithm``;
+#: "decode" for the paged decode kernel, ``perfmodel.costs.decode``).
+ALGORITHM_OF = {str(i): str(a) for i, a in vocabulary.ALGORITHM_OF.items()}
+ALGORITHM_OF[str(Implementation.PAGED_DECODE)] = "decode"
 #: Algorithms whose profile the calibration fit can tune (decode uses the default).
 FITTED = ("naive", "flash")
 #: How each naive-style implementation is compiled (``Implementation.naive``).

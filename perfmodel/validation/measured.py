@@ -32,17 +32,8 @@ from pydantic import (
 from perfmodel.atomic import write_json
 from perfmodel.catalog.registry import parse_model, read_text
 from perfmodel.errors import PerfmodelError
+from perfmodel.vocabulary import Implementation
 
-Implementation = Literal[
-    "pallas_flash",
-    "naive",
-    "naive_jit",
-    "cudnn",
-    "xla",
-    "mgpu_attention",
-    "paged_decode",
-    "contiguous_decode",
-]
 Status = Literal["ok", "oom", "error"]
 #: How ``device_time_s`` was measured (pallas_kernels/_timing.py): CUPTI's summed kernel
 #: durations per call; wall time of calls queued back to back; or (naive, one early run)
