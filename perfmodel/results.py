@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import html
+from collections.abc import Sequence
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict
@@ -84,6 +86,11 @@ class Prediction(BaseModel):
 
     def _repr_markdown_(self) -> str:
         return prediction_markdown(self)
+
+    def _repr_html_(self) -> str:
+        """The same table as :func:`prediction_markdown`, for notebooks."""
+        notes = [_speedup_line(self), *_parallel_lines(self)]
+        return html_table(_title(self), ("", "naive", "flash"), _rows(self), notes)
 
 
 def _rows(p: Prediction) -> list[tuple[str, str, str]]:
@@ -174,3 +181,38 @@ def prediction_markdown(p: Prediction) -> str:
         f"**{_title(p)}**\n\n| | naive | flash |\n|---|---:|---:|\n{body}\n\n{_speedup_line(p)}\n"
         + split
     )
+
+
+def html_table(
+    title: str, header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str] = ()
+) -> str:
+    """A titled HTML table of text cells (first column left, the rest right), then notes;
+    every cell escaped. Notebook ``_repr_html_`` of predictions, sweeps and estimates."""
+    esc = html.escape
+
+    def row(cells: Sequence[str], tag: str) -> str:
+        return (
+            "<tr>"
+            + "".join(
+                f'<{tag} style="text-align:{"left" if i == 0 else "right"}">{esc(str(c))}</{tag}>'
+                for i, c in enumerate(cells)
+            )
+            + "</tr>"
+        )
+
+    body = "".join(row(r, "td") for r in rows)
+    tail = "".join(f"<p>{esc(n)}</p>" for n in notes)
+    return f"<p><b>{esc(title)}</b></p><table>{row(header, 'th')}{body}</table>{tail}"
+
+
+def markdown_table(
+    title: str, header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str] = ()
+) -> str:
+    """The markdown twin of :func:`html_table` (pipes in cells escaped)."""
+
+    def row(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(str(c).replace("|", "\\|") for c in cells) + " |"
+
+    align = "|" + "|".join([":---", *["---:"] * (len(header) - 1)]) + "|"
+    lines = [f"**{title}**", "", row(header), align, *map(row, rows), ""]
+    return "\n".join([*lines, *(f"{n}\n" for n in notes)])
