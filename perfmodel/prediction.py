@@ -24,7 +24,7 @@ from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, evaluate, model_key, shape_values
 from perfmodel.parallel import predict_parallel
-from perfmodel.results import AlgorithmPrediction, Config, Prediction
+from perfmodel.results import AlgorithmPrediction, Config, Prediction, html_table, markdown_table
 from perfmodel.vocabulary import bytes_per_element
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
@@ -225,6 +225,32 @@ class SweepResult(dict):
     def rows(self) -> list[dict[str, Any]]:
         """The same data as one dict per point."""
         return [{k: np.asarray(v[i]).item() for k, v in self.items()} for i in range(len(self))]
+
+    #: Columns a notebook shows (every column stays in the dict), and rows at each end.
+    SHOWN = ("naive.time_s", "flash.time_s", "speedup", "naive.bound", "flash.bound")
+    EDGE = 8
+
+    def _table(self) -> tuple[str, tuple[str, ...], list[list[str]], list[str]]:
+        inputs = [k for k in _SWEPT if k in self and len(np.unique(self[k].astype(str))) > 1]
+        cols = (*(inputs or ["n"]), *(c for c in self.SHOWN if c in self))
+        idx = list(range(len(self)))
+        if len(idx) > 2 * self.EDGE:
+            idx = idx[: self.EDGE] + [-1] + idx[-self.EDGE :]
+        rows = [["…"] * len(cols) if i < 0 else [_cell(self[c][i]) for c in cols] for i in idx]
+        fixed = ", ".join(f"{k}={_cell(self[k][0])}" for k in _SWEPT if k in self and k not in cols)
+        notes = [f"{len(self)} points, {len(self.keys())} columns; fixed: {fixed}"]
+        return "sweep", cols, rows, notes
+
+    def _repr_html_(self) -> str:
+        return html_table(*self._table())
+
+    def _repr_markdown_(self) -> str:
+        return markdown_table(*self._table())
+
+
+def _cell(value: Any) -> str:
+    value = np.asarray(value).item()
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 _SWEPT = ("n", "d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k", "kv_len")
