@@ -7,7 +7,7 @@ its own: the figure reported is the peak minus the resident memory just before t
 it, in the same process, a reference: one float64 numpy expression over the same 10^6
 points (``4*b*h*n*n*d``), so that a loaded machine shows in both and the ratio holds.
 
-    python benchmarks/sweep_memory.py --out /tmp/sweep_memory.json [--points 1000000]
+    python benchmarks/sweep_memory.py --out FILE.json [--points 1000000] [--baseline DIR]
 """
 
 from __future__ import annotations
@@ -15,10 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 CHILD = r"""
 import json, resource, statistics, sys, time
@@ -63,12 +63,21 @@ CASES = {
     "all columns": None,
     "times only": ["naive.time_s", "flash.time_s", "speedup"],
 }
+ROOT = Path(__file__).resolve().parents[1]
 
 
-def run_case(points: int, columns: list[str] | None) -> dict:
+def run_case(points: int, columns: list[str] | None, root: Path = ROOT) -> dict:
+    """One case in a fresh process, importing perfmodel from the checkout at ``root``."""
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1"}
-    out = subprocess.run([sys.executable, "-c", CHILD, str(points), json.dumps(columns)],
-                         check=True, capture_output=True, text=True, env=env)  # fmt: skip
+    env["PYTHONPATH"] = str(root)
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, str(points), json.dumps(columns)],
+        check=True,
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=root,
+    )
     return json.loads(out.stdout)
 
 
@@ -76,21 +85,35 @@ def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, help="JSON file to write the figures to")
     parser.add_argument("--points", type=int, default=1_000_000)
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        default=None,
+        help="another checkout (`git archive REV perfmodel specs | tar -x -C DIR`), "
+        "its sweep of all columns timed in the same run",
+    )
     args = parser.parse_args(argv)
     from perfmodel.atomic import write_json
 
-    result = {"load_average": os.getloadavg(), "cpus": os.cpu_count(), "cases": {}}
-    print(f"sweep of {args.points:,} random shapes (fresh process per case; "
-          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs)")  # fmt: skip
-    for name, columns in CASES.items():
-        r = run_case(args.points, columns)
+    load = os.getloadavg()
+    result: dict = {"load_average": load, "cpus": os.cpu_count(), "cases": {}}
+    print(
+        f"sweep of {args.points:,} random shapes (fresh process per case; "
+        f"load average {load[0]:.1f} on {os.cpu_count()} CPUs)"
+    )
+    cases = [(name, columns, ROOT) for name, columns in CASES.items()]
+    if args.baseline:
+        cases.append((f"baseline ({args.baseline})", None, args.baseline.resolve()))
+    for name, columns, root in cases:
+        r = run_case(args.points, columns, root)
         result["cases"][name] = r
-        print(f"  {name:<12} {r['kept_columns']:>3} columns  wall {r['wall_s']:6.3f} s  "
-              f"cpu {r['cpu_s']:6.3f} s  ({r['wall_s'] / r['reference_s']:5.1f}x one numpy "
-              f"expression)  peak +{r['peak_over_before_mb']:6.0f} MB over "
-              f"{r['rss_before_mb']:.0f} MB")  # fmt: skip
+        print(
+            f"  {name:<12} {r['kept_columns']:>3} columns  wall {r['wall_s']:6.3f} s  "
+            f"cpu {r['cpu_s']:6.3f} s  ({r['wall_s'] / r['reference_s']:5.1f}x one numpy "
+            f"expression)  peak +{r['peak_over_before_mb']:6.0f} MB over "
+            f"{r['rss_before_mb']:.0f} MB"
+        )
     result["timestamp"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    result["median_wall_s"] = statistics.median(c["wall_s"] for c in result["cases"].values())
     write_json(args.out, result)
     return result
 
