@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import shlex
 import sys
 
@@ -46,23 +47,18 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=1.5,
         help="speedup that counts as significant (1.5: flash 50%% faster)",
     )
+    p.add_argument("--json", action="store_true", help="the written files, machine-readable")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.analysis.asymptotics import Shape
-    from perfmodel.errors import PerfmodelError
+    from perfmodel.arguments import output_folder, require
     from perfmodel.report.build import write_report
 
-    for name in ("d", "h", "h_kv", "batch", "tokens", "block_q", "block_k"):
-        value = getattr(args, name)
-        if value is not None and value <= 0:
-            raise PerfmodelError(f"--{name.replace('_', '-')}={value} must be positive")
-    if args.n is not None and min(args.n) <= 0:
-        raise PerfmodelError(f"--n={min(args.n)} must be positive")
-    if not args.threshold > 1:
-        raise PerfmodelError(f"--threshold={args.threshold} must be a speedup above 1")
-    _defaults_from_measurements(args)
+    require("matplotlib", "plot", "perfmodel report")  # before any work: say what to install
+    output_folder(args.out, "--out")
+    _defaults_from_measurements(args)  # the shape and n are checked by write_report
     shape = Shape(
         d=args.d,
         h=args.h,
@@ -89,7 +85,11 @@ def run(args: argparse.Namespace) -> int:
     )
     if split:
         _append_split(path, args, shape)
-    print(path)
+    if args.json:
+        files = sorted(str(f) for f in path.parent.iterdir() if not f.name.startswith("."))
+        print(json.dumps({"report": str(path), "files": files}, indent=2))
+    else:
+        print(path)
     return 0
 
 
