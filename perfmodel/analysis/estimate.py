@@ -32,6 +32,7 @@ True
 
 from __future__ import annotations
 
+import html
 import math
 import operator
 from dataclasses import asdict, dataclass, field
@@ -48,6 +49,7 @@ from perfmodel.costs import transformer as tf
 from perfmodel.costs.base import Kernel
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
+from perfmodel.results import html_table, markdown_table
 from perfmodel.units import si
 
 #: Attention algorithms: the chapter's naive (S and P through HBM) and FlashAttention-2.
@@ -209,6 +211,12 @@ class Estimate:
 
     def __str__(self) -> str:
         return estimate_table(self)
+
+    def _repr_html_(self) -> str:
+        return estimate_html(self)
+
+    def _repr_markdown_(self) -> str:
+        return estimate_markdown(self)
 
 
 # --- input checks -----------------------------------------------------------------
@@ -608,38 +616,72 @@ def _intensity(op: Operator) -> str:
     return f"{op.intensity:.1f}" if op.hbm_bytes else "-"
 
 
-def _phase_lines(phase: Phase) -> list[str]:
-    head = (
-        f"  {'operator':<14}{'count':>6}{'FLOPs':>12}{'HBM bytes':>12}{'FLOP/B':>9}"
-        f"{'roof':>8}{'floor':>11}{'time':>11}{'share':>8}"
-    )
-    lines = [head]
-    for op in phase.operators:
-        lines.append(
-            f"  {op.name:<14}{op.count:>6}{si(op.flops, 'FLOP'):>12}{si(op.hbm_bytes, 'B'):>12}"
-            f"{_intensity(op):>9}{op.roof:>8}{si(op.t_lower_s, 's'):>11}{si(op.time_s, 's'):>11}"
-            f"{op.time_s / phase.time_s:>8.1%}"
+_PHASE_HEADER = (
+    "operator",
+    "count",
+    "FLOPs",
+    "HBM bytes",
+    "FLOP/B",
+    "roof",
+    "floor",
+    "time",
+    "share",
+)
+_PHASE_WIDTHS = (-14, 6, 12, 12, 9, 8, 11, 11, 8)  #: text column widths; negative: left
+
+
+def _phase_rows(phase: Phase) -> list[tuple[str, ...]]:
+    """One phase's per-operator cells, then its total (text, HTML and markdown share them)."""
+    rows = [
+        (
+            op.name,
+            str(op.count),
+            si(op.flops, "FLOP"),
+            si(op.hbm_bytes, "B"),
+            _intensity(op),
+            op.roof,
+            si(op.t_lower_s, "s"),
+            si(op.time_s, "s"),
+            f"{op.time_s / phase.time_s:.1%}",
         )
-    lines.append(
-        f"  {'total':<14}{'':>6}{si(phase.flops, 'FLOP'):>12}"
-        f"{si(phase.hbm_bytes, 'B'):>12}{phase.flops / phase.hbm_bytes:>9.1f}{'':>8}"
-        f"{si(phase.t_lower_s, 's'):>11}{si(phase.time_s, 's'):>11}"
+        for op in phase.operators
+    ]
+    total = (si(phase.flops, "FLOP"), si(phase.hbm_bytes, "B"))
+    rows.append(
+        ("total", "", *total, f"{phase.flops / phase.hbm_bytes:.1f}", "")
+        + (si(phase.t_lower_s, "s"), si(phase.time_s, "s"), "")
     )
-    return lines
+    return rows
 
 
-def estimate_table(e: Estimate) -> str:
-    """The per-operator table of both phases, then the summary and the memory budget."""
+def _phase_lines(phase: Phase) -> list[str]:
+    def line(cells) -> str:
+        return (
+            "  "
+            + "".join(
+                f"{c:<{-w}}" if w < 0 else f"{c:>{w}}"
+                for c, w in zip(cells, _PHASE_WIDTHS, strict=True)
+            ).rstrip()
+        )
+
+    return [line(_PHASE_HEADER), *(line(r) for r in _phase_rows(phase))]
+
+
+def _headings(e: Estimate) -> tuple[str, str, str]:
+    """The estimate's title and the captions of its two phase tables."""
     kernel = f", kernel {e.kernel}" if e.kernel else ""
-    m = e.memory
-    lines = [
+    return (
         f"{e.model} on {e.hardware}, {e.dtype}: batch {e.batch}, prompt {e.prompt}, output "
         f"{e.output}, {e.attention} attention{kernel}, {e.kv} KV cache"
         + ("" if e.tp == 1 else f"; tensor parallel over {e.tp} devices, figures per device"),
         f"prefill ({e.prefill.tokens} tokens through each layer):",
-        *_phase_lines(e.prefill),
         f"decode step (batch {e.batch}, context {e.decode.context}):",
-        *_phase_lines(e.decode),
+    )
+
+
+def _summary_lines(e: Estimate) -> list[str]:
+    m = e.memory
+    return [
         f"time to first token      {si(e.ttft_s, 's')}  "
         f"({e.prefill_tokens_per_s:,.0f} prompt tok/s)",
         f"time per output token    {si(e.tpot_s, 's')}  ({e.decode_tokens_per_s:,.0f} tok/s)",
@@ -650,7 +692,42 @@ def estimate_table(e: Estimate) -> str:
         f"{si(m.attention_scratch_bytes, 'B')} = {si(m.total_bytes, 'B')} of "
         f"{si(m.capacity_bytes, 'B')} ({'fits' if m.fits else 'does NOT fit'})",
     ]
+
+
+def estimate_table(e: Estimate) -> str:
+    """The per-operator table of both phases, then the summary and the memory budget."""
+    title, prefill, decode = _headings(e)
+    lines = [
+        title,
+        prefill,
+        *_phase_lines(e.prefill),
+        decode,
+        *_phase_lines(e.decode),
+        *_summary_lines(e),
+    ]
     return "\n".join(lines) + "\n"
+
+
+def estimate_html(e: Estimate) -> str:
+    """The same as :func:`estimate_table`, as HTML tables (a notebook's ``_repr_html_``)."""
+    title, prefill, decode = _headings(e)
+    return (
+        f"<p><b>{html.escape(title)}</b></p>"
+        + html_table(prefill, _PHASE_HEADER, _phase_rows(e.prefill))
+        + html_table(decode, _PHASE_HEADER, _phase_rows(e.decode), _summary_lines(e))
+    )
+
+
+def estimate_markdown(e: Estimate) -> str:
+    """The same as :func:`estimate_table`, as markdown tables."""
+    title, prefill, decode = _headings(e)
+    return "\n".join(
+        (
+            f"**{title}**\n",
+            markdown_table(prefill, _PHASE_HEADER, _phase_rows(e.prefill)),
+            markdown_table(decode, _PHASE_HEADER, _phase_rows(e.decode), _summary_lines(e)),
+        )
+    )
 
 
 # --- sweeps -------------------------------------------------------------------------
