@@ -122,6 +122,10 @@ CASES: list[tuple[str, str]] = [
     ("predict-hw-empty", "predict --n 1024 --hw ''"),
     ("predict-calibration-unknown", f"{PREDICT} --calibration nope"),
     ("predict-calibration-other-device", f"{PREDICT} --calibration h200-pallas_flash"),
+    ("predict-mode-unknown", f"{PREDICT} --mode sideways"),
+    ("predict-cp-zero", f"{PREDICT} --cp 0"),
+    ("predict-cp-scheme-unknown", f"{PREDICT} --cp 2 --cp-scheme nope"),
+    ("predict-tp-not-dividing", f"{PREDICT} --tp 3 --h 4"),
     # predict: files
     ("predict-hw-folder", "predict --n 1024 --hw '{folder}'"),
     ("predict-hw-folder.toml", "predict --n 1024 --hw '{folder.toml}'"),
@@ -177,6 +181,18 @@ CASES: list[tuple[str, str]] = [
     ("report-measurements-binary", f"{REPORT} --measurements '{{binary.json}}'"),
     ("report-measurements-folder", f"{REPORT} --measurements '{{folder}}'"),
     ("report-measurements-schema", f"{REPORT} --measurements '{{wrong-schema.json}}'"),
+    ("report-cp-zero", f"{REPORT} --cp 0"),
+    ("report-cp-scheme-unknown", f"{REPORT} --cp 2 --cp-scheme bogus"),
+    # estimate
+    ("estimate-prompt-zero", "estimate --model llama-3.1-8b --hw h200 --prompt 0"),
+    ("estimate-prompt-huge", "estimate --model llama-3.1-8b --hw h200 --prompt 1000000000000"),
+    ("estimate-model-unknown", "estimate --model nope --hw h200"),
+    ("estimate-sweep-text", "estimate --model llama-3.1-8b --hw h200 --sweep prompt=abc"),
+    (
+        "estimate-plot-under-file",
+        "estimate --model llama-3.1-8b --hw h200 --sweep prompt=512 --plot '{under-file}'",
+    ),
+    ("estimate-dtype-unknown", "estimate --model llama-3.1-8b --hw h200 --dtype fp64"),
     # diagnose
     ("diagnose-nothing", "diagnose"),
     ("diagnose-hbm-over-1", "diagnose --hbm-util 1.5 --sm-util 0.3"),
