@@ -72,6 +72,17 @@ def test_page_has_a_control_for_every_predict_argument():
     assert explore.check_controls() == []
 
 
+def test_page_shows_every_column_predict_reports():
+    """A column added to AlgorithmPrediction must reach the page (or be listed here)."""
+    from perfmodel.results import AlgorithmPrediction
+
+    shown = set(explore.program("flash", False, True).outputs)
+    # bound and binding_roof: the page names them from bound_compute and the t_<roof>_s
+    # columns; roof_times_s: the t_<roof>_s columns; calibration: the profile control.
+    derived = {"bound", "binding_roof", "roof_times_s", "calibration"}
+    assert set(AlgorithmPrediction.model_fields) - derived <= shown
+
+
 @pytest.mark.parametrize(
     "split", [dict(cp=2), dict(tp=2), dict(cp=2, cp_scheme="allgather"), dict(cp=4, tp=2)]
 )
