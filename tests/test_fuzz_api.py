@@ -15,11 +15,13 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import perfmodel
 from perfmodel import PerfmodelError
+from perfmodel.analysis.advise import advise
+from perfmodel.analysis.asymptotics import asymptotic_speedup, crossover_n, naive_oom_n
 from perfmodel.analysis.diagnose import diagnose, diagnose_time
 from perfmodel.analysis.kvcache import (
     allocations,
@@ -29,9 +31,33 @@ from perfmodel.analysis.kvcache import (
 )
 
 # --- the values ---------------------------------------------------------------------------
-EDGE = [0, -1, -(2**63), 2**31, 2**63, 2**64, 10**300, True, False, None, "", "1024",
-        "fp16", "yes", "False", [], [0], [1024, -1], 0.5, 1e300, math.nan, math.inf,
-        -math.inf, b"\xff", object()]  # fmt: skip
+EDGE = [
+    0,
+    -1,
+    -(2**63),
+    2**31,
+    2**63,
+    2**64,
+    10**300,
+    True,
+    False,
+    None,
+    "",
+    "1024",
+    "fp16",
+    "yes",
+    "False",
+    [],
+    [0],
+    [1024, -1],
+    0.5,
+    1e300,
+    math.nan,
+    math.inf,
+    -math.inf,
+    b"\xff",
+    object(),
+]
 BAD = st.one_of(
     st.sampled_from(EDGE),
     st.integers(),
@@ -88,8 +114,21 @@ def outcome(fn: Any, arg: str, value: Any, accepts: Any, **kwargs: Any) -> None:
 
 
 # --- predict ------------------------------------------------------------------------------
-PREDICT = dict(n=1024, hw="h100", d=128, h=2, h_kv=None, batch=1, dtype="bf16", causal=False,
-               block_q=64, block_k=64, kv_len=None, calibration=None, naive="minimal")  # fmt: skip
+PREDICT = dict(
+    n=1024,
+    hw="h100",
+    d=128,
+    h=2,
+    h_kv=None,
+    batch=1,
+    dtype="bf16",
+    causal=False,
+    block_q=64,
+    block_k=64,
+    kv_len=None,
+    calibration=None,
+    naive="minimal",
+)
 INT_ARGS = ("n", "d", "h", "batch", "block_q", "block_k")
 
 
@@ -110,14 +149,29 @@ def test_predict_causal_is_a_boolean(value: Any) -> None:
 
 @given(arg=st.sampled_from(("hw", "dtype", "calibration", "naive")), value=BAD)
 def test_predict_names(arg: str, value: Any) -> None:
-    known = {"hw": ("h100", "a100"), "dtype": ("fp16", "bf16"), "naive": ("minimal", "xla"),
-             "calibration": (None, "default", [])}[arg]  # fmt: skip
+    known = {
+        "hw": ("h100", "a100"),
+        "dtype": ("fp16", "bf16"),
+        "naive": ("minimal", "xla"),
+        "calibration": (None, "default", []),
+    }[arg]
     outcome(perfmodel.predict, arg, value, lambda v: any(v == k for k in known), **PREDICT)
 
 
 # --- sweep --------------------------------------------------------------------------------
-SWEEP = dict(hw="h200", n=[1024, 4096], d=128, h=4, h_kv=None, batch=1, dtype="bf16",
-             causal=False, block_q=64, block_k=64, kv_len=None)  # fmt: skip
+SWEEP = dict(
+    hw="h200",
+    n=[1024, 4096],
+    d=128,
+    h=4,
+    h_kv=None,
+    batch=1,
+    dtype="bf16",
+    causal=False,
+    block_q=64,
+    block_k=64,
+    kv_len=None,
+)
 LIST = st.lists(BAD, min_size=1, max_size=3)
 
 
@@ -156,8 +210,12 @@ def test_load_hardware(value: Any) -> None:
 
 @given(value=BAD)
 def test_load_calibration(value: Any) -> None:
-    outcome(lambda calibration: perfmodel.load_calibration(calibration), "calibration", value,
-            lambda v: v is None)  # fmt: skip
+    outcome(
+        lambda calibration: perfmodel.load_calibration(calibration),
+        "calibration",
+        value,
+        lambda v: v is None,
+    )
 
 
 @given(value=BAD)
@@ -167,8 +225,7 @@ def test_symbolic(value: Any) -> None:
 
 # --- diagnose ------------------------------------------------------------------------------
 def _fraction(value: Any) -> bool:
-    return (isinstance(value, int | float) and not isinstance(value, bool)
-            and 0 <= value <= 1)  # fmt: skip
+    return isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value <= 1
 
 
 @given(arg=st.sampled_from(("hbm_util", "sm_util")), value=BAD)
@@ -190,8 +247,18 @@ def test_diagnose_time(arg: str, value: Any) -> None:
 
 
 # --- KV cache and decode ------------------------------------------------------------------
-DECODE = dict(hw="h200", batch=4, kv_len=4096, h=32, h_kv=8, d=128, dtype="bf16", q_len=1,
-              page_tokens=None, splits=1)  # fmt: skip
+DECODE = dict(
+    hw="h200",
+    batch=4,
+    kv_len=4096,
+    h=32,
+    h_kv=8,
+    d=128,
+    dtype="bf16",
+    q_len=1,
+    page_tokens=None,
+    splits=1,
+)
 
 
 @given(arg=st.sampled_from(("batch", "kv_len", "h", "h_kv", "d", "q_len", "splits")), value=BAD)
@@ -201,8 +268,10 @@ def test_decode_step_ints(arg: str, value: Any) -> None:
 
 @given(arg=st.sampled_from(("page_tokens", "dtype")), value=BAD)
 def test_decode_step_others(arg: str, value: Any) -> None:
-    accepts = {"page_tokens": lambda v: v is None or _positive_int(v),
-               "dtype": lambda v: v in ("fp16", "bf16")}[arg]  # fmt: skip
+    accepts = {
+        "page_tokens": lambda v: v is None or _positive_int(v),
+        "dtype": lambda v: v in ("fp16", "bf16"),
+    }[arg]
     outcome(decode_step, arg, value, accepts, **DECODE)
 
 
@@ -222,15 +291,71 @@ def _token_counts(value: Any) -> bool:
 @given(arg=st.sampled_from(("tokens", "batch")), value=BAD)
 def test_kv_cache_bytes(arg: str, value: Any) -> None:
     accepts = _token_counts if arg == "tokens" else _positive_int
-    outcome(kv_cache_bytes, arg, value, accepts, model="llama-3.1-8b", dtype="bf16",
-            tokens=4096, batch=2)  # fmt: skip
+    outcome(
+        kv_cache_bytes,
+        arg,
+        value,
+        accepts,
+        model="llama-3.1-8b",
+        dtype="bf16",
+        tokens=4096,
+        batch=2,
+    )
 
 
 @given(arg=st.sampled_from(("max_len", "page_tokens", "memory_fraction")), value=BAD)
 def test_allocations(arg: str, value: Any) -> None:
     accepts = _fraction if arg == "memory_fraction" else _positive_int
-    outcome(allocations, arg, value, accepts, model="llama-3.1-8b", hw="h200", dtype="bf16",
-            tokens=[100, 2000], max_len=4096, page_tokens=16, memory_fraction=0.9)  # fmt: skip
+    outcome(
+        allocations,
+        arg,
+        value,
+        accepts,
+        model="llama-3.1-8b",
+        hw="h200",
+        dtype="bf16",
+        tokens=[100, 2000],
+        max_len=4096,
+        page_tokens=16,
+        memory_fraction=0.9,
+    )
+
+
+# --- analysis: scans over n, limits, advice ----------------------------------------------------
+@given(arg=st.sampled_from(("threshold", "n_min", "n_max")), value=BAD)
+def test_crossover_n(arg: str, value: Any) -> None:
+    def accepts(v: Any) -> bool:
+        number = isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+        return number and 0 < v <= (1e6 if arg == "threshold" else 2**20)
+
+    kwargs = dict(threshold=1.5, n_min=1, n_max=4096)
+    outcome(lambda **kw: crossover_n("h200", **kw), arg, value, accepts, **kwargs)
+
+
+@given(value=BAD)
+def test_naive_oom_n(value: Any) -> None:
+    outcome(
+        lambda n_max: naive_oom_n("a100", n_max=n_max),
+        "n_max",
+        value,
+        lambda v: _positive_int(v) and v <= 2**20,
+    )
+
+
+@settings(max_examples=20)  # each accepted call takes a symbolic limit
+@given(arg=st.sampled_from(("metric", "causal")), value=BAD)
+def test_asymptotic_speedup(arg: str, value: Any) -> None:
+    accepts = {
+        "metric": lambda v: v in ("time_s", "t_lower_s"),
+        "causal": lambda v: isinstance(v, bool),
+    }[arg]
+    outcome(lambda **kw: asymptotic_speedup("h200", **kw), arg, value, accepts)
+
+
+@given(arg=st.sampled_from(("workload", "model", "dtype")), value=BAD)
+def test_advise(arg: str, value: Any) -> None:
+    kwargs = dict(workload="contract-review", model=None, dtype=None)
+    outcome(lambda **kw: advise(hw="h200", **kw), arg, value, lambda v: v is None, **kwargs)
 
 
 # --- known bad calls: each must be refused, naming the argument --------------------------------
@@ -321,8 +446,9 @@ REFUSED: list[tuple[str, Any, dict[str, Any], str]] = [
 ]
 
 
-@pytest.mark.parametrize(("fn", "kwargs", "arg"), [c[1:] for c in REFUSED],
-                         ids=[c[0] for c in REFUSED])  # fmt: skip
+@pytest.mark.parametrize(
+    ("fn", "kwargs", "arg"), [c[1:] for c in REFUSED], ids=[c[0] for c in REFUSED]
+)
 def test_known_bad_call_is_refused(fn: Any, kwargs: dict[str, Any], arg: str) -> None:
     with pytest.raises(PerfmodelError) as info:
         fn(**kwargs)

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
+from perfmodel.arguments import PositiveInt, Real
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.compile import compiled
@@ -51,6 +52,9 @@ RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
 N_SCAN_MAX = 1 << 20
 #: Lengths evaluated at once by a scan: its memory stays bounded whatever n_max is.
 SCAN_WINDOW = 1 << 16
+#: What the scans accept: bounds of n up to N_SCAN_MAX, a finite positive speedup.
+SCAN = PositiveInt("a bound of the scan over n", limit=N_SCAN_MAX)
+SPEEDUP = Real("a speedup", low=0, open_low=True, high=1e6)
 
 Hw = str | Path | HardwareSpec
 
@@ -191,9 +195,9 @@ def crossover_n(
     ``sustained``, the smallest X such that the speedup stays >= threshold for every n
     in [X, n_max] ("gains are significant beyond X"). None when there is no such n.
     """
-    if not threshold > 0:
-        raise PerfmodelError(f"threshold={threshold!r} must be a positive speedup")
-    if not 1 <= n_min <= n_max:
+    threshold = SPEEDUP.scalar("threshold", threshold)
+    n_min, n_max = (SCAN.scalar(k, v) for k, v in (("n_min", n_min), ("n_max", n_max)))
+    if not n_min <= n_max:
         raise PerfmodelError(f"need 1 <= n_min <= n_max; got n_min={n_min!r}, n_max={n_max!r}")
 
     def reached(ns: np.ndarray) -> np.ndarray:
@@ -227,7 +231,7 @@ def naive_oom_n(
     return _first_n(
         lambda ns: along_n(spec, ns, shape)["naive.footprint_bytes"] > spec.hbm_capacity_bytes,
         1,
-        n_max,
+        SCAN.scalar("n_max", n_max),
     )
 
 
