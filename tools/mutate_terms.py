@@ -82,7 +82,8 @@ MUTANTS = (
     # --- flash ----------------------------------------------------------------------
     Mutant("flash rescale FLOPs", F, "rows_rescaled * d,", "rows_rescaled * (d + 1),", "d -> d+1 a row"),
     Mutant("flash rescale exps", F, "exp_count=scores + rows_rescaled", "exp_count=scores", "drop the per-tile exp"),
-    Mutant("causal K/V rows (partial last block)", F, "kv_rows = tiles * block_k - (t.k_blocks * block_k - m)", "kv_rows = tiles * block_k", "no partial block"),
+    Mutant("causal K/V rows (partial last block)", F, "kv_rows = tiles * block_k - reach_last * (t.k_blocks * block_k - m)", "kv_rows = tiles * block_k", "no partial block"),
+    Mutant("Q blocks reaching the last K block", F, "reach_last = t.q_blocks - sp.floor(", "reach_last = 1 + 0 * sp.floor(", "only the last Q block"),
     Mutant("flash grid (work items)", F, "work_items=b * h * t.q_blocks", "work_items=b * h * (t.q_blocks + 1)", "+1 block a head"),
     Mutant("flash tiles (fill unit)", F, "tiles=b * h * tiles_per_head", "tiles=2 * b * h * tiles_per_head", "x2"),
     Mutant("flash SRAM stages", F, "KV_STAGES = 2", "KV_STAGES = 3", "2 -> 3"),

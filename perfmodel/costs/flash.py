@@ -34,8 +34,11 @@ def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     if not causal:
         return n * m, t.q_blocks * m, t.q_blocks * t.k_blocks
     tiles = t.causal_tiles()
-    # Full tiles, except the last K block (the last Q block always reaches it) is partial.
-    kv_rows = tiles * block_k - (t.k_blocks * block_k - m)
+    # Full tiles, except that the last K block is partial. Q block i reaches it when its
+    # last row, (i+1)·B_r - 1, is at or past the block's first, (T_c - 1)·B_c: the last
+    # T_r - floor((T_c - 1)·B_c / B_r) Q blocks (just the last one when B_r >= B_c).
+    reach_last = t.q_blocks - sp.floor((t.k_blocks - 1) * block_k / block_q)
+    kv_rows = tiles * block_k - reach_last * (t.k_blocks * block_k - m)
     return tiles * block_q * block_k, kv_rows, tiles
 
 
