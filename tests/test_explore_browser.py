@@ -6,7 +6,8 @@ asymptotic_speedup and the sentence against conclusions().
 Skips with a reason when Selenium, chromium or chromedriver is missing. Run by hand:
 
     apt-get install -y chromium chromium-driver && pip install -e ".[test,browser]"
-    python3 -m pytest tests/test_explore_browser.py -q
+    python3 -m pytest tests/test_explore_browser.py -q -s   # 12 random configs (CI)
+    PERFMODEL_BROWSER_CONFIGS=30 python3 -m pytest tests/test_explore_browser.py -q -s
     python3 tests/test_explore_browser.py --screenshot docs/explore.png   # the README's picture
 """
 
@@ -29,7 +30,7 @@ from perfmodel.report.conclusions import conclusions
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASUREMENTS = [ROOT / "specs/measurements/h200-devtime-2026-11-30.json"]
-CONFIGS = int(os.environ.get("PERFMODEL_BROWSER_CONFIGS", "20"))
+CONFIGS = int(os.environ.get("PERFMODEL_BROWSER_CONFIGS", "12"))
 TOLERANCE = 1e-9
 
 webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
