@@ -75,13 +75,19 @@ def main(argv: list[str] | None = None) -> dict:
     result["sweep_points_per_s"] = n.size / sweep_s
     result["subs_over_predict"] = result["subs_one_point_s"] / predict_s
     print(f"import perfmodel            {result['import_s'] * 1e3:8.1f} ms   (goal <= 500 ms)")
-    print(f"import + first predict()    {result['import_and_first_predict_s']:8.2f} s    "
-          "(sympy, pydantic load; formulas compile once)")  # fmt: skip
+    print(
+        f"import + first predict()    {result['import_and_first_predict_s']:8.2f} s    "
+        "(sympy, pydantic load; formulas compile once)"
+    )
     print(f"predict() one shape         {predict_s * 1e6:8.1f} µs   (goal <= 200 µs)")
-    print(f"sympy .subs(), same formulas{result['subs_one_point_s'] * 1e6:8.0f} µs   "
-          f"({result['subs_over_predict']:.0f}x predict)")  # fmt: skip
-    print(f"sweep of {n.size:,} points     {sweep_s:8.3f} s    (goal <= 1 s), "
-          f"{result['sweep_points_per_s']:.3g} points/s")  # fmt: skip
+    print(
+        f"sympy .subs(), same formulas{result['subs_one_point_s'] * 1e6:8.0f} µs   "
+        f"({result['subs_over_predict']:.0f}x predict)"
+    )
+    print(
+        f"sweep of {n.size:,} points     {sweep_s:8.3f} s    (goal <= 1 s), "
+        f"{result['sweep_points_per_s']:.3g} points/s"
+    )
     if args.out:
         write_json(args.out, result)
     return result

@@ -482,12 +482,27 @@ def training_chart(
     cols = {m: sweep(spec, n=ns, mode=m, grid=False, **kwargs) for m in ("forward", "train")}
     fig, (ax_t, ax_m) = _figure(ncols=2, width=12.0)
     for algo in ("naive", "flash"):
-        ax_t.plot(ns, cols["train"][f"{algo}.time_s"] * 1e3, marker="o", color=COLORS[algo],
-                  label=f"{algo}: forward + backward")  # fmt: skip
-        ax_t.plot(ns, cols["forward"][f"{algo}.time_s"] * 1e3, ls=":", color=COLORS[algo],
-                  label=f"{algo}: forward only")  # fmt: skip
-        ax_m.plot(ns, cols["train"][f"{algo}.extra_memory_bytes"], marker="o",
-                  color=COLORS[algo], label=algo)  # fmt: skip
+        ax_t.plot(
+            ns,
+            cols["train"][f"{algo}.time_s"] * 1e3,
+            marker="o",
+            color=COLORS[algo],
+            label=f"{algo}: forward + backward",
+        )
+        ax_t.plot(
+            ns,
+            cols["forward"][f"{algo}.time_s"] * 1e3,
+            ls=":",
+            color=COLORS[algo],
+            label=f"{algo}: forward only",
+        )
+        ax_m.plot(
+            ns,
+            cols["train"][f"{algo}.extra_memory_bytes"],
+            marker="o",
+            color=COLORS[algo],
+            label=algo,
+        )
     saved = (
         1 - cols["train"]["flash.extra_memory_bytes"] / cols["train"]["naive.extra_memory_bytes"]
     )
@@ -495,9 +510,11 @@ def training_chart(
     ax_m.annotate(
         f"{saved[i]:.1%} saved at n = {_n_label(ns[i])}",
         (ns[i], cols["train"]["flash.extra_memory_bytes"][i]),
-        xytext=(10, 30), textcoords="offset points", fontsize=9,
+        xytext=(10, 30),
+        textcoords="offset points",
+        fontsize=9,
         arrowprops=dict(arrowstyle="->"),
-    )  # fmt: skip
+    )
     for ax in (ax_t, ax_m):
         _n_axis(ax, ns)
         ax.set_yscale("log")
