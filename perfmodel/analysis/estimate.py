@@ -52,7 +52,7 @@ from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.results import html_table, markdown_table
 from perfmodel.units import si
 
-#: Attention algorithms: the chapter's naive (S and P through HBM) and FlashAttention-2.
+#: Attention algorithms: naive (S and P through HBM) and FlashAttention-2.
 ATTENTION = {"naive": "naive", "flash": "flash", "fa2": "flash", "flash2": "flash"}
 #: Kernel families with fitted profiles: (algorithm, profile implementation, naive variant).
 KERNELS = {
