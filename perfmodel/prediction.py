@@ -4,7 +4,7 @@ Orchestration only: shapes are checked here, costs come from ``perfmodel.costs``
 through ``perfmodel.evaluate``.
 
 >>> p = predict(n=4096, hw="a100")
->>> int(p.naive.extra_memory_bytes)   # S + P, the chapter's 67 MB
+>>> int(p.naive.extra_memory_bytes)   # S + P: 2 x 4096² x 2 B = 67 MB
 67108864
 >>> p.flash.hbm_bytes < p.naive.hbm_bytes
 True
@@ -94,7 +94,7 @@ def predict(
     """Roofline placement of naive and flash attention for one shape on one device.
 
     ``naive`` is how the naive side is compiled: "minimal" (four trips of S and P,
-    the chapter's model) or "xla" (the extra passes XLA adds; ``perfmodel.costs.naive``).
+    the textbook count) or "xla" (the extra passes XLA adds; ``perfmodel.costs.naive``).
     ``mode`` is what is costed: "forward", "backward" (``perfmodel.costs.backward``) or
     "train" (one training step of the attention call: forward then backward).
     ``cp`` and ``tp`` split flash over devices (sequence over ``cp`` with ``cp_scheme``

@@ -1,4 +1,4 @@
-"""``perfmodel report``: the chapter's scaling report (report.md plus five figures)."""
+"""``perfmodel report``: a scaling report over n (report.md plus five figures)."""
 
 from __future__ import annotations
 
@@ -120,7 +120,7 @@ def _append_split(path, args: argparse.Namespace, shape) -> None:
 def _defaults_from_measurements(args: argparse.Namespace) -> None:
     """Unset --h, --dtype and --tokens follow the measured points (their most common
     value), so that ``--measurements FILE`` alone compares like with like; with no
-    measurements they default to the chapter's one head, fp16, batch 1."""
+    measurements they default to one head, fp16, batch 1."""
     from collections import Counter
 
     from perfmodel.validation.compare import dtype_name
