@@ -25,7 +25,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, evaluate, model_key, shape_values
 from perfmodel.parallel import predict_parallel
 from perfmodel.results import AlgorithmPrediction, Config, Prediction, html_table, markdown_table
-from perfmodel.vocabulary import bytes_per_element
+from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
 
@@ -128,7 +128,8 @@ def predict(
     m = n if args["kv_len"] is None else args["kv_len"]
     h_kv = h if args["h_kv"] is None else args["h_kv"]
     _check_shape(h, h_kv, n, m, causal)
-    shape = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=batch, block_q=block_q, block_k=block_k)
+    api = dict(n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, block_q=block_q, block_k=block_k)
+    shape = symbol_values(**api)
     s = bytes_per_element(dtype)
     peak = spec.peak(dtype)
     values = shape_values(spec, s=s, **shape)
@@ -204,7 +205,7 @@ def _split(n, m, spec, cp, cp_scheme, tp, mode, profile, shape, dtype, causal):
     )
 
 
-_ROOF_KEYS = tuple((r, f"t_{r}_s") for r in ("matmul", "vector", "exp", "hbm", "l2"))
+_ROOF_KEYS = tuple((r, f"t_{r}_s") for r in ROOFS)
 
 
 def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
@@ -443,18 +444,8 @@ def _evaluate_chunks(
 ) -> dict[str, np.ndarray]:
     """The result columns, CHUNK_POINTS points at a time, each causal case on its points."""
     s, peak = _per_point_dtype(spec, cols["dtype"])
-    shape = dict(
-        n=cols["n"],
-        m=cols["kv_len"],
-        d=cols["d"],
-        h=cols["h"],
-        h_kv=cols["h_kv"],
-        b=cols["batch"],
-        block_q=cols["block_q"],
-        block_k=cols["block_k"],
-        s=s,
-        peak=peak,
-    )
+    api = ("n", "kv_len", "d", "h", "h_kv", "batch", "block_q", "block_k")
+    shape = {**symbol_values(**{k: cols[k] for k in api}), "s": s, "peak": peak}
     need = wanted | {"naive.time_s", "flash.time_s", "flash.sram_bytes"}
     out: dict[str, _Column] = {}
     causal = cols["causal"]
