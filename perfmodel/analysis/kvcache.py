@@ -38,7 +38,7 @@ from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.symbols import b, layers, m, page
-from perfmodel.vocabulary import Roof, bytes_per_element
+from perfmodel.vocabulary import Roof, bytes_per_element, symbol_values
 
 #: Fraction of HBM a serving engine gives to weights + KV cache (vLLM's default 0.9).
 MEMORY_FRACTION = 0.9
@@ -232,20 +232,10 @@ def decode_step(
         raise PerfmodelError(f"kv_len={kv_len!r} and h_kv={h_kv!r} must be positive integers")
     if h % h_kv:
         raise PerfmodelError(f"h={h} is not divisible by h_kv={h_kv}")
-    s = bytes_per_element(dtype)
     model = decode.build(paged=page_tokens is not None, split=splits > 1)
-    values = dict(
-        b=batch,
-        m=kv_len,
-        h=h,
-        h_kv=h_kv,
-        d=d,
-        q_len=q_len,
-        page=page_tokens or 1,
-        splits=splits,
-        s=s,
-        resident_ctas=device.sm_count,
-    )
+    api = dict(batch=batch, kv_len=kv_len, h=h, h_kv=h_kv, d=d, q_len=q_len, splits=splits)
+    values = symbol_values(**api, page_tokens=page_tokens or 1, dtype=dtype)
+    values["resident_ctas"] = device.sm_count
     occupancy = float(compiled(decode.sm_occupancy())(**values))
     calibration = load_calibration("default")
     rates = roof_rates(device, device.peak(dtype))
