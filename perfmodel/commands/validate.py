@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -45,15 +46,19 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         require("matplotlib", "plot", "validate --plot")
     fit = args.fit or args.save_calibration is not None
-    if fit and sys.stderr.isatty():
-        print("perfmodel: fitting profiles (leave-one-out: about a minute)...", file=sys.stderr)
-    rows, summary = validate(args.files, args.hw, fit_profiles=fit, run_prefix=args.runs)
-    if args.save_calibration:
-        out = Path(args.save_calibration)
-        out.mkdir(parents=True, exist_ok=True)
-        for s in summary.values():
-            if s.calibration is not None:
-                write_text(out / f"{s.calibration.name}.toml", profile_toml(s.calibration))
+
+    def fitted(implementation: str, points: int, profile: Any) -> None:
+        """Save each profile as soon as it is fitted (Ctrl-C keeps those), say so."""
+        if args.save_calibration:
+            out = Path(args.save_calibration)
+            out.mkdir(parents=True, exist_ok=True)
+            write_text(out / f"{profile.name}.toml", profile_toml(profile))
+        if sys.stderr.isatty():  # progress for a person; pipes and tests get one line or none
+            print(f"perfmodel: fitted {implementation} ({points} points)", file=sys.stderr)
+
+    rows, summary = validate(
+        args.files, args.hw, fit_profiles=fit, run_prefix=args.runs, on_fit=fitted
+    )
     if args.plot:
         _plots(args, rows, summary)
     print(

@@ -15,7 +15,7 @@ each point's leave-one-out error.
 from __future__ import annotations
 
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -369,9 +369,12 @@ def validate(
     calibration: dict[str, Calibration] | None = None,
     fit_profiles: bool = False,
     run_prefix: str | None = None,
+    on_fit: Callable[[str, int, Calibration], None] | None = None,
 ) -> tuple[list[Row], dict[str, ImplementationSummary]]:
     """Compare the newest measurement of each configuration with the model; optionally
-    fit profiles (with leave-one-out errors). ``run_prefix`` keeps matching runs only."""
+    fit profiles (with leave-one-out errors). ``run_prefix`` keeps matching runs only.
+    ``on_fit(implementation, points, profile)`` is called as each profile is fitted (a
+    fit takes seconds: the CLI saves each profile then, and reports progress)."""
     pairs: Any = measurements if _is_pairs(measurements) else load_measurements(measurements)  # type: ignore[arg-type]
     rows = compare(select(pairs, run_prefix), hw, calibration)
     if not rows:
@@ -386,6 +389,8 @@ def validate(
             s.calibration, s.loo_errors = fit(mine, f"{slug}-{impl}")
             s.loo_median_abs_error = statistics.median(abs(e) for e in s.loo_errors)
             s.loo_max_abs_error = max(abs(e) for e in s.loo_errors)
+            if on_fit is not None:
+                on_fit(impl, len(mine), s.calibration)
     return rows, summary
 
 
