@@ -479,3 +479,16 @@ def test_sweep_flags_memory_per_point() -> None:
 def test_valid_predictions_are_finite(n: int, d: int, h: int, batch: int) -> None:
     p = perfmodel.predict(n=n, hw="h200", d=d, h=h, batch=batch, block_q=64, block_k=64)
     assert _finite(p.model_dump()) and p.speedup > 0
+
+
+def test_pallas_kernels_without_jax_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib
+    import sys
+
+    for name in [m for m in sys.modules if m.split(".")[0] in ("jax", "pallas_kernels")]:
+        monkeypatch.delitem(sys.modules, name)
+    monkeypatch.setitem(sys.modules, "jax", None)  # import jax fails
+    with pytest.raises(ModuleNotFoundError) as info:
+        importlib.import_module("pallas_kernels")
+    message = str(info.value)
+    assert "\n" not in message and "perfmodel[kernels]" in message, message
