@@ -235,8 +235,10 @@ PARAMETERS: dict[str, Param] = {
     "h": PositiveInt("query heads", limit=MAX_HEADS),
     "h_kv": PositiveInt("key/value heads", optional=True, limit=MAX_HEADS),
     "batch": PositiveInt("sequences", limit=MAX_BATCH),
-    "block_q": PositiveInt("tile rows B_r", limit=MAX_TILE, power_of_two=True),
-    "block_k": PositiveInt("tile columns B_c", limit=MAX_TILE, power_of_two=True),
+    # None: the kernel family's tile; multiples of the instruction shape are checked
+    # with the family (perfmodel.kernel_config), fitting on chip against the device
+    "block_q": PositiveInt("tile rows B_r", optional=True, limit=MAX_TILE),
+    "block_k": PositiveInt("tile columns B_c", optional=True, limit=MAX_TILE),
     "q_len": PositiveInt("query rows per decode step", limit=MAX_TOKENS),
     "splits": PositiveInt("KV chunks per sequence", limit=MAX_TOKENS),
     "page_tokens": PositiveInt("tokens per KV page", optional=True, limit=MAX_TOKENS),

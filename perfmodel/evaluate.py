@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import sympy as sp
@@ -19,9 +20,11 @@ from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.compile import Compiled, compiled
-from perfmodel.costs import MODES, symbolic, terms
+from perfmodel.costs import MODES, flash, symbolic, terms
 from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
+from perfmodel.kernel_config import tile_gcd
+from perfmodel.onchip import effective_overlap
 from perfmodel.roofline import Num
 from perfmodel.vocabulary import ROOFS, Roof
 
@@ -48,12 +51,20 @@ def model_key(
 
 @functools.cache
 def _model(algorithm: str, causal: bool, l2: bool):
-    """A ``model_key``: ``naive``, ``naive-xla`` or ``flash``, with its mode and dQ family."""
+    """A ``model_key``: ``naive``, ``naive-xla`` or ``flash``, with its mode and dQ family.
+    The forward ``flash`` is the model as a kernel family launches it (GQA packing, K/V
+    splits, tiles of any size); ``flash-split`` adds flash-decoding's partials and
+    combine kernel, ``-paged`` a paged cache's block table."""
     side, *rest = algorithm.split("/")
     mode = rest[0] if rest else "forward"
     dq = rest[1] if len(rest) > 1 else "atomic"
-    base, _, variant = side.partition("-")
-    return symbolic(base, causal=causal, l2=l2, naive=variant or "minimal", mode=mode, dq=dq)
+    base, *variants = side.split("-")
+    if base == "flash" and mode == "forward":
+        return flash.build(
+            causal=causal, l2=l2, split="split" in variants, paged="paged" in variants, launch=True
+        )
+    naive = variants[0] if variants else "minimal"
+    return symbolic(base, causal=causal, l2=l2, naive=naive, mode=mode, dq=dq)
 
 
 @functools.cache
@@ -87,9 +98,15 @@ def model_expressions(
     return tuple(names), tuple(sp.sympify(e) for e in exprs)
 
 
-def shape_values(hw: HardwareSpec, **shape: object) -> dict[str, object]:
-    """Symbol values for a shape on a device (the L2 model's hardware symbols included)."""
-    return {**shape, "l2_capacity": hw.l2_bytes or 0, "resident_ctas": hw.sm_count}
+def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
+    """Symbol values for a shape on a device: the L2 model's hardware symbols, and the
+    launch's GQA packing, K/V splits and blocks per SM (1 each unless given)."""
+    values = {"pack": 1, "splits": 1, "page": 1, **shape}
+    blocks_per_sm = values.pop("blocks_per_sm", 1)
+    if "block_q" in values:
+        values["tile_gcd"] = tile_gcd(values["block_q"], values["block_k"], values["pack"])
+    resident = hw.sm_count * blocks_per_sm
+    return {**values, "l2_capacity": hw.l2_bytes or 0, "resident_ctas": resident}
 
 
 def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
@@ -115,36 +132,61 @@ def _raw(algorithm: str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[
 
 
 @dataclass(frozen=True)
+class OnChip:
+    """How the fused kernel's blocks sit on an SM (``perfmodel.kernel_config``): blocks
+    resident at once, and local-memory bytes each inner-loop step moves for spills."""
+
+    blocks_per_sm: Num = 1
+    spill_bytes_per_tile: Num = 0.0
+    #: Bytes one block keeps in flight from memory (its K/V loads ahead of use).
+    bytes_in_flight: Num = 0.0
+
+
+@dataclass(frozen=True)
 class KernelRoofs:
     """One kernel's roof times at full efficiency: for the floor (idle SMs only) and for
-    the estimate (wave quantisation too), and its thread blocks per inner-loop step."""
+    the estimate (wave quantisation, and the bandwidth idle SMs cannot pull), its thread
+    blocks per inner-loop step, blocks per SM and spill time."""
 
     name: str  #: the kernel's name in its cost model ("qk", "softmax", "pv", "flash", ...)
     floor: dict[str, Num]
     estimate: dict[str, Num]
     blocks_per_tile: Num
     times: dict[str, Num]  #: the plain roof times, no idle SMs
+    blocks_per_sm: Num = 1
+    spill_s: Num = 0.0  #: registers spilled to local memory, written and read each step
 
 
 def kernel_roofs(
-    algorithm: str, *, causal: bool, hw: HardwareSpec, peak: Num, values: dict
+    algorithm: str,
+    *,
+    causal: bool,
+    hw: HardwareSpec,
+    peak: Num,
+    values: dict,
+    onchip: OnChip | None = None,
 ) -> list[KernelRoofs]:
     """Per kernel, its roof times before any derating. Calibration fits work on these."""
     raw, kernels = _raw(algorithm, causal, hw, values)
-    return _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw)
+    return _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or OnChip())
 
 
-def _roofs_from_raw(raw: dict, kernels: list[str], rates: dict, hw: HardwareSpec) -> list:
+def _roofs_from_raw(
+    raw: dict, kernels: list[str], rates: dict, hw: HardwareSpec, onchip: OnChip
+) -> list[KernelRoofs]:
     out = []
-    for k in kernels:
+    for i, k in enumerate(kernels):
         work_items, tiles = raw[f"{k}:work_items"], raw[f"{k}:tiles"]
         times = _kernel_roofs(raw, k, rates)
-        floor, estimate = _with_parallelism(times, work_items, hw)
+        fused = i == 0 and bool(np.any(tiles))  # the tiled kernel: on-chip facts apply
+        floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else OnChip())
         if isinstance(tiles, float):
             blocks = work_items / tiles if tiles else 0.0
         else:
             blocks = np.divide(work_items, tiles, out=np.zeros_like(tiles), where=tiles > 0)
-        out.append(KernelRoofs(k, floor, estimate, blocks, times))
+        spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
+        per_sm = onchip.blocks_per_sm if fused else 1
+        out.append(KernelRoofs(k, floor, estimate, blocks, times, per_sm, spill))
     return out
 
 
@@ -153,8 +195,10 @@ def _max2(a: Num, b: Num) -> Num:
 
 
 def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: Num) -> Num:
-    """The model's estimate: each kernel at its calibrated fractions plus its launch gap,
-    or the host's time to issue them all, whichever is longer."""
+    """The model's device time: each kernel at its calibrated fractions plus its launch
+    gap. A fused kernel's compute overlap grows with the blocks an SM holds at once
+    (``perfmodel.onchip.effective_overlap``); spilled registers add their traffic in
+    series with the compute. Host dispatch is not device time (``call_latency``)."""
     efficiency = {r: calibration.efficiency(r) for r in ROOFS}
     total: Num = 0.0
     for k in kernels:
@@ -162,13 +206,20 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
         device = roofline.kernel_estimate(
             k.estimate,
             efficiency,
-            compute_overlap=calibration.compute_overlap,
+            compute_overlap=effective_overlap(calibration.compute_overlap, k.blocks_per_sm),
             fill_stretch=stretch,
+            serial=k.spill_s,
         )
         total = total + device + launch
-    # Host dispatch runs ahead of the device (asynchronous launches): it only shows
-    # when the kernels are shorter than the time to issue them.
-    return _max2(total, calibration.dispatch_overhead_s * len(kernels))
+    return total
+
+
+def call_latency(time_s: Num, kernels: int, calibration: Calibration, framework_s: Num) -> Num:
+    """One synchronous call as a user's script sees it: the host issues the kernels, the
+    device runs them, the call returns. A fitted host dispatch per kernel (profiles fitted
+    on synchronous timings) stands in for the framework's measured call latency."""
+    fitted = calibration.dispatch_overhead_s
+    return time_s + (fitted * kernels if fitted else framework_s)
 
 
 def evaluate(
@@ -179,6 +230,7 @@ def evaluate(
     peak: Num | float,
     values: dict,
     calibration: Calibration,
+    onchip: OnChip | None = None,
 ) -> dict[str, Num]:
     """Every reported quantity of one algorithm, as arrays broadcast over ``values``."""
     raw, kernels = _raw(algorithm, causal, hw, values)
@@ -194,7 +246,7 @@ def evaluate(
     t_compute: Num = 0.0
     t_memory: Num = 0.0
     t_lower: Num = 0.0
-    roofs = _roofs_from_raw(raw, kernels, rates, hw)
+    roofs = _roofs_from_raw(raw, kernels, rates, hw, onchip or OnChip())
     for kernel in roofs:
         floor_times = kernel.floor
         for roof, t in kernel.times.items():
@@ -225,18 +277,47 @@ def evaluate(
     return out
 
 
-def _with_parallelism(times: dict, work_items, hw: HardwareSpec) -> tuple[dict, dict]:
-    """Compute roofs stretched by idle SMs: for the floor, only SMs with no block at all;
-    for the estimate, wave quantisation too. A kernel without ``work_items`` fills the chip."""
+def _with_parallelism(
+    times: dict, work_items: Num, hw: HardwareSpec, onchip: OnChip | None = None
+) -> tuple[dict, dict]:
+    """Roofs stretched by idle SMs. Floor: compute roofs by the share of SMs with no
+    block at all (a true bound). Estimate: compute roofs by wave quantisation, and the
+    memory roofs by the bandwidth the busy SMs can pull (``_memory_reach``). A kernel
+    without ``work_items`` fills the chip."""
     if not (work_items if isinstance(work_items, float) else np.any(work_items)):
         return times, times
     floor = roofline.busy_fraction(work_items, hw.sm_count)
     waves = roofline.wave_efficiency(work_items, hw.sm_count)
-    stretch = {r: (floor, waves) if r in roofline.COMPUTE_ROOFS else (1.0, 1.0) for r in times}
-    return (
-        {r: t / stretch[r][0] for r, t in times.items()},
-        {r: t / stretch[r][1] for r, t in times.items()},
-    )
+    reach = _memory_reach(floor, work_items, hw, onchip or OnChip())
+    estimate = {
+        r: t / waves if r in roofline.COMPUTE_ROOFS else t * reach.get(r, 1.0)
+        for r, t in times.items()
+    }
+    floor_times = {r: t / floor if r in roofline.COMPUTE_ROOFS else t for r, t in times.items()}
+    return floor_times, estimate
+
+
+def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) -> dict:
+    """Stretch of the memory roofs when the busy SMs cannot pull the full bandwidth.
+
+    Each SM's port to L2 carries at most its share of the L2 bandwidth; and by Little's
+    law an SM's blocks pull at most the bytes they keep in flight per memory latency
+    (``memory_latency_s``, where the device spec has it). So a grid of few blocks, or of
+    blocks with little in flight, cannot reach full HBM bandwidth: the programs per SM
+    needed to hide memory latency, not one wave."""
+    if not hw.l2_bandwidth_bytes_per_s:
+        return {}
+    top = max if isinstance(busy, float) else np.maximum
+    low = min if isinstance(busy, float) else np.minimum
+    per_sm = hw.l2_bandwidth_bytes_per_s / hw.sm_count  # one SM's port, all SMs pulling
+    if hw.memory_latency_s and np.any(onchip.bytes_in_flight):
+        resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
+        per_sm = low(per_sm, resident * onchip.bytes_in_flight / hw.memory_latency_s)
+    reach = busy * hw.sm_count * per_sm
+    return {
+        "l2": top(1.0, hw.l2_bandwidth_bytes_per_s / reach),
+        "hbm": top(1.0, hw.hbm_bandwidth_bytes_per_s / reach),
+    }
 
 
 def _fits(footprint: Num, capacity: int) -> Num:
@@ -254,3 +335,128 @@ def _bound(t_compute, t_memory):
     if isinstance(t_compute, float) and isinstance(t_memory, float):
         return "compute" if t_compute >= t_memory else "memory"
     return _BOUNDS[(np.asarray(t_compute) >= t_memory).astype(np.intp)]
+
+
+# --- a kernel family's launch, evaluated ---------------------------------------------
+def onchip_of(config: Any) -> OnChip:
+    """The on-chip facts of a resolved launch (``perfmodel.kernel_config.KernelConfig``)."""
+    spill = 2 * 4 * config.spilled_registers_per_thread * config.footprint.threads
+    return OnChip(config.blocks_per_sm, spill, config.bytes_in_flight)
+
+
+def _flash_key(split: bool, paged: bool) -> str:
+    return "flash" + ("-split" if split else "") + ("-paged" if paged else "")
+
+
+def _pick(mask: Any, yes: dict, no: dict) -> dict:
+    """Column by column, ``yes`` where ``mask`` holds, else ``no`` (arrays or scalars)."""
+    if isinstance(mask, bool | np.bool_):
+        return yes if mask else no
+    return {k: np.where(mask, yes[k], no[k]) for k in no}
+
+
+def evaluate_flash(
+    config: Any,
+    *,
+    causal: bool,
+    hw: HardwareSpec,
+    peak: Num,
+    shape: dict,
+    calibration: Calibration,
+    framework_latency_s: Num = float("nan"),
+    paged: bool = False,
+) -> dict[str, Num]:
+    """The fused kernel as its family launches it (tiles, GQA packing, K/V splits, blocks
+    per SM); ``t_lower_s`` is the least over the packings and splits any kernel could
+    use, so it stays a floor for every implementation."""
+    group = _num(np.asarray(shape["h"]) / np.asarray(shape["h_kv"]))
+
+    def run(pack: Any, splits: Any, onchip: OnChip | None) -> dict[str, Num]:
+        values = shape_values(
+            hw,
+            **shape,
+            block_q=config.block_q,
+            block_k=config.block_k,
+            pack=pack,
+            splits=splits,
+            blocks_per_sm=config.blocks_per_sm,
+        )
+        split = splits > 1 if np.ndim(splits) == 0 else np.asarray(splits) > 1
+        common = dict(causal=causal, hw=hw, peak=peak, values=values, calibration=calibration)
+        if not np.any(split):
+            return evaluate(_flash_key(False, paged), **common, onchip=onchip)
+        out = evaluate(_flash_key(True, paged), **common, onchip=onchip)
+        if np.all(split):
+            return out
+        return _pick(split, out, evaluate(_flash_key(False, paged), **common, onchip=onchip))
+
+    out = run(config.pack, config.splits, onchip_of(config))
+    seen = [(config.pack, config.splits)]
+    floors = [out["t_lower_s"]]
+    for pack, splits in ((1, 1), (group, 1), (1, config.splits), (group, config.splits)):
+        pack, splits = _num(pack), _num(splits)
+        if any(_same(pack, p) and _same(splits, q) for p, q in seen):
+            continue
+        seen.append((pack, splits))
+        floors.append(run(pack, splits, None)["t_lower_s"])
+    lowest = functools.reduce(np.minimum, floors) if len(floors) > 1 else floors[0]
+    out["t_lower_s"] = float(lowest) if np.ndim(lowest) == 0 else lowest
+    out["attainable_flops_per_s"] = out["matmul_flops"] / out["t_lower_s"]
+    kernels = 2 if np.any(np.asarray(config.splits) > 1) else 1  # the combine kernel
+    out["call_latency_s"] = call_latency(out["time_s"], kernels, calibration, framework_latency_s)
+    for f in ("pack", "splits", "blocks_per_sm"):
+        out[f] = getattr(config, f)
+    out["spilled_registers_per_thread"] = config.spilled_registers_per_thread
+    return out
+
+
+def _same(a: Any, b: Any) -> bool:
+    if np.ndim(a) == 0 and np.ndim(b) == 0:
+        return float(a) == float(b)
+    return bool(np.all(np.asarray(a) == np.asarray(b)))
+
+
+def _num(v: Any) -> Any:
+    return float(v) if np.ndim(v) == 0 else np.asarray(v, dtype=float)
+
+
+#: Columns of a phase that add up over forward then backward, and those that take the
+#: larger of the two (memory held, on-chip footprint); the rest follow from these.
+_ADDITIVE = (
+    "flops",
+    "matmul_flops",
+    "vector_flops",
+    "exp_count",
+    "hbm_bytes",
+    "hbm_bytes_no_cache",
+    "l2_bytes",
+    "t_compute_s",
+    "t_memory_s",
+    "t_lower_s",
+    "time_s",
+)
+_LARGER = ("extra_memory_bytes", "sram_bytes", "register_bytes", "footprint_bytes")
+
+
+def forward_then_backward(forward: dict[str, Num], backward: dict[str, Num]) -> dict[str, Num]:
+    """One training step as the forward's launch followed by the backward's kernels."""
+    out = dict(forward)
+    for key in forward:
+        if key in _ADDITIVE or (key.startswith("t_") and key in backward):
+            out[key] = forward[key] + backward[key]
+        elif key in _LARGER and key in backward:
+            out[key] = np.maximum(forward[key], backward[key])
+    if "fits_memory" in backward:
+        out["fits_memory"] = np.logical_and(forward["fits_memory"], backward["fits_memory"])
+    roofs = {k[2:-2]: out[k] for k in out if k.startswith("t_") and k[2:-2] in roofline.ROOF_SET}
+    out.update(
+        intensity=roofline.arithmetic_intensity(out["flops"], out["hbm_bytes"]),
+        attainable_flops_per_s=out["matmul_flops"] / out["t_lower_s"],
+        bound=_bound(out["t_compute_s"], out["t_memory_s"]),
+        binding_roof=roofline.binding_roof(roofs),
+    )
+    if "call_latency_s" in out:
+        out["call_latency_s"] = out["call_latency_s"] + backward["time_s"]
+    if np.ndim(out["t_lower_s"]) == 0:
+        out = {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}
+    return out

@@ -19,10 +19,20 @@ from typing import Any
 import numpy as np
 
 from perfmodel.arguments import check, check_columns
-from perfmodel.catalog.calibration import Calibration, load_calibration
+from perfmodel.catalog.calibration import Calibration, family_default, load_calibration
+from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
+from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, evaluate, model_key, shape_values
+from perfmodel.evaluate import (
+    ALGORITHMS,
+    evaluate,
+    evaluate_flash,
+    forward_then_backward,
+    model_key,
+    shape_values,
+)
+from perfmodel.kernel_config import resolve
 from perfmodel.parallel import predict_parallel
 from perfmodel.results import AlgorithmPrediction, Config, Prediction, html_table, markdown_table
 from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
@@ -50,24 +60,51 @@ def _check_shape(h: Any, h_kv: Any, n: Any, m: Any, causal: Any) -> None:
 
 
 def calibration_profiles(
-    calibration: CalibrationArg, spec: HardwareSpec | None = None
+    calibration: CalibrationArg,
+    spec: HardwareSpec | None = None,
+    family: KernelFamily | None = None,
 ) -> dict[str, Calibration]:
-    """Which profile applies to each algorithm (a profile names its algorithm, or both)."""
+    """Which profile applies to each algorithm: a named profile for the algorithm it
+    names (or both); else the datasheet default, with the flash side set by ``family``'s
+    structure (``perfmodel.catalog.calibration.family_default``)."""
     given: Sequence[Any]
     if isinstance(calibration, list | tuple):
         given = calibration
     else:
         given = [] if calibration is None else [calibration]
     chosen = {a: load_calibration(None) for a in ALGORITHMS}
+    if family is not None and spec is not None:
+        chosen["flash"] = family_default(family, spec)
     for item in given:
         profile = load_calibration(item)
         if spec is not None and profile.device is not None and profile.device != spec.name:
             raise PerfmodelError(
                 f"calibration {profile.name!r} was fitted on {profile.device}, not {spec.name}"
             )
+        refines = profile.kernel not in (None, getattr(family, "name", None))
+        if family is not None and refines and profile.algorithm != "naive":
+            raise PerfmodelError(
+                f"calibration {profile.name!r} refines kernel family {profile.kernel!r}, "
+                f"not {family.name!r}; pass kernel={profile.kernel!r}"
+            )
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
             chosen[a] = profile
     return chosen
+
+
+def _flash_family(kernel: Any, calibration: CalibrationArg) -> KernelFamily:
+    """The family named, else the one a named profile refines, else FlashAttention-2."""
+    if kernel is None:
+        given = calibration if isinstance(calibration, list | tuple) else [calibration]
+        named = [load_calibration(c).kernel for c in given if c is not None]
+        kernel = next((k for k in named if k), "fa2")
+    family = load_kernel(kernel)
+    if family.algorithm != "flash":
+        raise PerfmodelError(
+            f"kernel={family.name!r} is a {family.algorithm} family; kernel= names the fused "
+            f"side (naive= names how the naive side is compiled)"
+        )
+    return family
 
 
 # --- the API --------------------------------------------------------------------
@@ -81,8 +118,8 @@ def predict(
     batch: int = 1,
     dtype: str = "fp16",
     causal: bool = False,
-    block_q: int = 128,
-    block_k: int = 128,
+    block_q: int | None = None,
+    block_k: int | None = None,
     kv_len: int | None = None,
     calibration: CalibrationArg = None,
     naive: str = "minimal",
@@ -90,13 +127,22 @@ def predict(
     cp: int = 1,
     cp_scheme: str = "ring",
     tp: int = 1,
+    kernel: str | Path | KernelFamily | None = None,
+    warps: int | None = None,
+    splits: int | None = None,
+    page_tokens: int | None = None,
 ) -> Prediction:
     """Roofline placement of naive and flash attention for one shape on one device.
 
+    ``kernel`` is the fused side's implementation family (``perfmodel kernels list``;
+    default: the family a named calibration refines, else "fa2"): its tiles, warps, GQA
+    packing and K/V splits are the family's unless named here. Decode is ``n`` new tokens
+    against ``kv_len`` cached ones; ``page_tokens`` reads them from a paged cache.
     ``naive`` is how the naive side is compiled: "minimal" (four trips of S and P,
     the textbook count) or "xla" (the extra passes XLA adds; ``perfmodel.costs.naive``).
     ``mode`` is what is costed: "forward", "backward" (``perfmodel.costs.backward``) or
-    "train" (one training step of the attention call: forward then backward).
+    "train" (one training step of the attention call: forward then backward; the
+    backward at the family's tile, one program per query head, no split).
     ``cp`` and ``tp`` split flash over devices (sequence over ``cp`` with ``cp_scheme``
     "ring", "allgather" or "ulysses"; heads over ``tp``): ``Prediction.parallel``,
     from ``perfmodel.parallel.predict_parallel`` (forward, self-attention).
@@ -121,6 +167,8 @@ def predict(
         cp=cp,
         cp_scheme=cp_scheme,
         tp=tp,
+        page_tokens=page_tokens,
+        **({} if splits is None else {"splits": splits}),
     )
     n, d, h, batch, causal = args["n"], args["d"], args["h"], args["batch"], args["causal"]
     block_q, block_k, dtype = args["block_q"], args["block_k"], args["dtype"]
@@ -128,32 +176,47 @@ def predict(
     m = n if args["kv_len"] is None else args["kv_len"]
     h_kv = h if args["h_kv"] is None else args["h_kv"]
     _check_shape(h, h_kv, n, m, causal)
-    api = dict(n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, block_q=block_q, block_k=block_k)
-    shape = symbol_values(**api)
+    shape = symbol_values(n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch)
+    family = _flash_family(kernel, calibration)
     s = bytes_per_element(dtype)
     peak = spec.peak(dtype)
-    values = shape_values(spec, s=s, **shape)
-    profiles = calibration_profiles(calibration, spec)
+    config = resolve(
+        family,
+        spec,
+        **shape,
+        s=s,
+        causal=causal,
+        block_q=block_q,
+        block_k=block_k,
+        warps=warps,
+        splits=splits,
+    )
+    profiles = calibration_profiles(calibration, spec, family)
+    naive_values = shape_values(spec, s=s, **shape, block_q=config.block_q, block_k=config.block_k)
+    naive_out = evaluate(
+        model_key("naive", naive, mode),
+        causal=causal,
+        hw=spec,
+        peak=peak,
+        values=naive_values,
+        calibration=profiles["naive"],
+    )
+    flash_out = _flash_side(
+        mode,
+        config,
+        causal=causal,
+        hw=spec,
+        peak=peak,
+        shape={**shape, "s": s, "page": page_tokens or 1},
+        calibration=profiles["flash"],
+        naive=naive,
+        family=family,
+        paged=page_tokens is not None,
+    )
     results = {
-        a: _scalar(
-            evaluate(
-                model_key(a, naive, mode),
-                causal=causal,
-                hw=spec,
-                peak=peak,
-                values=values,
-                calibration=profiles[a],
-            ),
-            profiles[a].name,
-        )
-        for a in ALGORITHMS
+        "naive": _scalar(naive_out, profiles["naive"].name),
+        "flash": _scalar(flash_out, profiles["flash"].name),
     }
-    if results["flash"].sram_bytes > spec.sram_per_sm_bytes:
-        raise PerfmodelError(
-            f"tile block_q={block_q}, block_k={block_k} at d={d} needs "
-            f"{results['flash'].sram_bytes:.0f} B of SRAM; {spec.name} has "
-            f"{spec.sram_per_sm_bytes} B per SM"
-        )
     # Inputs were checked above and results are our own floats: construct without
     # re-validation (model_construct), which is most of predict()'s cost otherwise.
     config = Config.model_construct(
@@ -165,9 +228,13 @@ def predict(
         batch=batch,
         dtype=dtype,
         causal=causal,
-        block_q=block_q,
-        block_k=block_k,
+        block_q=int(config.block_q),
+        block_k=int(config.block_k),
         mode=mode,
+        kernel=family.name,
+        warps=int(config.warps),
+        splits=int(config.splits),
+        pack=int(config.pack),
     )
     return Prediction.model_construct(
         config=config,
@@ -208,8 +275,41 @@ def _split(n, m, spec, cp, cp_scheme, tp, mode, profile, shape, dtype, causal):
 _ROOF_KEYS = tuple((r, f"t_{r}_s") for r in ROOFS)
 
 
+def _flash_side(
+    mode: str,
+    config: Any,
+    *,
+    shape: dict,
+    naive: str,
+    family: KernelFamily,
+    paged: bool = False,
+    **common: Any,
+) -> dict[str, Any]:
+    """The fused side: the family's forward launch; the backward (one program per query
+    head, at the family's tile) after it for "train", alone for "backward"."""
+    framework_s = call_latency_of(family.framework)
+    forward = (
+        evaluate_flash(config, shape=shape, framework_latency_s=framework_s, paged=paged, **common)
+        if mode != "backward"
+        else None
+    )
+    if mode == "forward":
+        return forward
+    sizes = {k: v for k, v in shape.items() if k != "page"}
+    values = shape_values(common["hw"], **sizes, block_q=config.block_q, block_k=config.block_k)
+    backward = evaluate(model_key("flash", naive, "backward"), values=values, **common)
+    return backward if forward is None else forward_then_backward(forward, backward)
+
+
+_LAUNCH_KEYS = ("pack", "splits", "blocks_per_sm", "spilled_registers_per_thread")
+
+
 def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
     item: dict[str, Any] = {k: v.item() if hasattr(v, "item") else v for k, v in columns.items()}
+    for k in _LAUNCH_KEYS:
+        item.pop(k, None)
+    latency = item.pop("call_latency_s", None)
+    item["call_latency_s"] = None if latency is None or latency != latency else latency
     roofs = {roof: item.pop(key) for roof, key in _ROOF_KEYS if key in item}
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
@@ -271,12 +371,13 @@ def sweep(
     batch: Any = 1,
     dtype: Any = "fp16",
     causal: Any = False,
-    block_q: Any = 128,
-    block_k: Any = 128,
+    block_q: Any = None,
+    block_k: Any = None,
     kv_len: Any = None,
     calibration: CalibrationArg = None,
     naive: str = "minimal",
     mode: str = "forward",
+    kernel: str | Path | KernelFamily | None = None,
     grid: bool = True,
     columns: Sequence[str] | None = None,
     max_bytes: int = MAX_RESULT_BYTES,
@@ -288,7 +389,8 @@ def sweep(
     ``columns`` keeps only the named results (less memory: the inputs are always kept).
     The result's size is estimated first: above ``max_bytes`` the sweep is refused
     before anything is computed. Points are evaluated in chunks of ``CHUNK_POINTS``,
-    each causal case on its own points.
+    each causal case on its own points. Tiles default to the kernel family's per head
+    dim; a named tile that does not fit the device is an error, as in ``predict``.
 
     >>> r = sweep("h100", n=[1024, 2048, 4096], d=[64, 128])
     >>> len(r), r["flash.time_s"].shape
@@ -327,9 +429,12 @@ def sweep(
     cols["kv_len"] = _default(cols["kv_len"], cols["n"])
     cols["h_kv"] = _default(cols["h_kv"], cols["h"])
     _check_shape(cols["h"], cols["h_kv"], cols["n"], cols["kv_len"], cols["causal"])
-    profiles = calibration_profiles(calibration, spec)
-    results = _evaluate_chunks(spec, cols, profiles, keys, wanted, size)
+    family = _flash_family(kernel, calibration)
+    profiles = calibration_profiles(calibration, spec, family)
+    launch = dict(family=family, naive=flags["naive"], mode=flags["mode"])
+    results = _evaluate_chunks(spec, cols, profiles, keys, wanted, size, launch)
     out = SweepResult({k: cols[k] for k in _SWEPT})
+    out["block_q"], out["block_k"] = results.pop("block_q"), results.pop("block_k")
     out.update((k, v) for k, v in results.items() if k in wanted)
     return out
 
@@ -390,7 +495,8 @@ def _output_names(spec: HardwareSpec, keys: dict[str, str]) -> tuple[str, ...]:
             calibration=load_calibration(None),
         )
         names += [f"{a}.{k}" for k in res]
-    return (*names, "flash.fits_sram", "speedup")
+    launch = ("pack", "splits", "blocks_per_sm", "spilled_registers_per_thread")
+    return (*names, *(f"flash.{k}" for k in launch), "flash.fits_sram", "speedup")
 
 
 def _wanted(spec: HardwareSpec, keys: dict[str, str], columns: Any) -> set[str]:
@@ -440,13 +546,20 @@ class _Column:
 
 
 def _evaluate_chunks(
-    spec: HardwareSpec, cols: dict, profiles: dict, keys: dict, wanted: set[str], size: int
+    spec: HardwareSpec,
+    cols: dict,
+    profiles: dict,
+    keys: dict,
+    wanted: set[str],
+    size: int,
+    launch: dict,
 ) -> dict[str, np.ndarray]:
-    """The result columns, CHUNK_POINTS points at a time, each causal case on its points."""
+    """The result columns, CHUNK_POINTS points at a time, each causal case on its points;
+    the fused side as ``launch["family"]`` launches each point (its tiles unless named)."""
     s, peak = _per_point_dtype(spec, cols["dtype"])
     api = ("n", "kv_len", "d", "h", "h_kv", "batch", "block_q", "block_k")
     shape = {**symbol_values(**{k: cols[k] for k in api}), "s": s, "peak": peak}
-    need = wanted | {"naive.time_s", "flash.time_s", "flash.sram_bytes"}
+    need = wanted | {"naive.time_s", "flash.time_s", "flash.sram_bytes", "block_q", "block_k"}
     out: dict[str, _Column] = {}
     causal = cols["causal"]
     for start in range(0, size, CHUNK_POINTS):
@@ -464,20 +577,45 @@ def _evaluate_chunks(
                     cases.append((c, start + sel, sub))
         for c, where, sub in cases:
             peak_part = sub.pop("peak")
-            values = shape_values(spec, **sub)
-            for a in ALGORITHMS:
-                res = evaluate(
-                    keys[a],
-                    causal=c,
-                    hw=spec,
-                    peak=peak_part,
-                    values=values,
-                    calibration=profiles[a],
-                )
+            named = {k: _named(sub.pop(k)) for k in ("block_q", "block_k")}
+            config = resolve(launch["family"], spec, **sub, causal=c, **named)
+            tiles = dict(block_q=config.block_q, block_k=config.block_k)
+            for k, v in tiles.items():
+                out.setdefault(k, _Column(size)).put(where, v)
+            common = dict(causal=c, hw=spec, peak=peak_part)
+            naive = evaluate(
+                keys["naive"],
+                values=shape_values(spec, **sub, **tiles),
+                calibration=profiles["naive"],
+                **common,
+            )
+            flash = _flash_side(
+                launch["mode"],
+                config,
+                shape=sub,
+                calibration=profiles["flash"],
+                naive=launch["naive"],
+                family=launch["family"],
+                **common,
+            )
+            for a, res in (("naive", naive), ("flash", flash)):
                 for key, value in res.items():
                     if f"{a}.{key}" in need:
                         out.setdefault(f"{a}.{key}", _Column(size)).put(where, value)
     result = {k: col.column() for k, col in out.items()}
-    result["flash.fits_sram"] = result["flash.sram_bytes"] <= spec.sram_per_sm_bytes
+    result["flash.fits_sram"] = np.broadcast_to(True, (size,))  # a tile that does not fit: error
     result["speedup"] = result["naive.time_s"] / result["flash.time_s"]
     return result
+
+
+def _named(col: Any) -> Any:
+    """A tile column as given (None where the family picks; all None: the family's)."""
+    if np.ndim(col) == 0:
+        return None if col is None else col
+    if col.dtype != object:
+        return col
+    if all(v is None for v in col):
+        return None
+    if any(v is None for v in col):
+        raise PerfmodelError("block_q/block_k: give a tile for every point, or for none")
+    return col.astype(np.int64)

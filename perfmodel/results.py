@@ -32,6 +32,10 @@ class Config(BaseModel):
     block_k: int
     #: What is costed: "forward", "backward" or "train" (forward then backward).
     mode: str = "forward"
+    kernel: str = "fa2"  #: the fused side's kernel family
+    warps: int | None = None
+    splits: int = 1  #: K/V chunks per (batch, head group, Q block)
+    pack: int = 1  #: query heads of a GQA group sharing one tile
 
 
 class AlgorithmPrediction(BaseModel):
@@ -61,6 +65,9 @@ class AlgorithmPrediction(BaseModel):
     register_bytes: float
     attainable_flops_per_s: float
     calibration: str
+    #: One synchronous call as a user's script sees it (``time_s`` is device time);
+    #: None where the kernel's framework has no measured call latency.
+    call_latency_s: float | None = None
 
 
 class Prediction(BaseModel):

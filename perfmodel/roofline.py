@@ -22,6 +22,8 @@ import numpy as np
 from perfmodel.vocabulary import COMPUTE_ROOFS, MEMORY_ROOFS
 
 __all__ = ["COMPUTE_ROOFS", "MEMORY_ROOFS"]  # the roof names, from perfmodel.vocabulary
+#: Every roof name, for membership tests.
+ROOF_SET = frozenset(COMPUTE_ROOFS + MEMORY_ROOFS)
 
 #: A float for one point, or a numpy array for a sweep: every function takes either.
 Num = Any
@@ -68,9 +70,12 @@ def kernel_estimate(
     *,
     compute_overlap: Num = 1.0,
     fill_stretch: Num = 1.0,
+    serial: Num = 0.0,
 ) -> Num:
-    """A kernel's estimated time from its roof times, each at its achievable fraction."""
-    return combine(derated(times, efficiency), compute_overlap, fill_stretch)
+    """A kernel's estimated time from its roof times, each at its achievable fraction;
+    ``serial`` is time on the compute path that nothing overlaps (register spills)."""
+    derated = {r: t / efficiency[r] for r, t in times.items()}
+    return combine(derated, compute_overlap, fill_stretch, serial=serial)
 
 
 def combine(
@@ -80,6 +85,7 @@ def combine(
     *,
     top: Any = _max,
     total: Any = None,
+    serial: Any = 0.0,
 ) -> Any:
     """How one kernel's roof times make its time.
 
@@ -95,7 +101,8 @@ def combine(
     memory = [times[r] for r in MEMORY_ROOFS if r in times]
     if compute:
         busiest = pick(*compute)
-        memory.append((busiest + (1 - compute_overlap) * (add(*compute) - busiest)) * fill_stretch)
+        overlapped = busiest + (1 - compute_overlap) * (add(*compute) - busiest)
+        memory.append((overlapped + serial) * fill_stretch)
     return pick(*memory)
 
 

@@ -27,6 +27,10 @@ q_len = sp.Symbol("q_len", **_pos_int)
 layers = sp.Symbol("layers", **_pos_int)
 page = sp.Symbol("page", **_pos_int)
 splits = sp.Symbol("splits", **_pos_int)
+#: Query heads of one GQA group sharing a tile (1: one program per query head).
+pack = sp.Symbol("pack", positive=True)
+#: gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size.
+tile_gcd = sp.Symbol("tile_gcd", positive=True)
 
 # The rest of a decoder layer (``perfmodel.costs.transformer``): tokens through a layer,
 # tokens whose logits are computed, the model's widths, and a mixture of experts.

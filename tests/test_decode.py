@@ -129,7 +129,7 @@ def test_bench_formula_matches_the_model():
 
 
 def test_decode_step_small_batch_leaves_sms_idle():
-    one = decode_step("h200", batch=1, kv_len=8192, h=32, h_kv=8, page_tokens=64)
+    one = decode_step("h200", batch=1, kv_len=8192, h=32, h_kv=8, page_tokens=64, splits=1)
     split = decode_step("h200", batch=1, kv_len=8192, h=32, h_kv=8, page_tokens=64, splits=16)
     assert one.work_items == 8 and one.waves == 1
     assert split.work_items == 128 and split.time_s < one.time_s
@@ -151,8 +151,10 @@ def test_decode_step_bad_input(kwargs, message):
         decode_step("h200", **args)
 
 
-def test_committed_decode_measurements_match_the_model_bytes():
-    """The H200 decode run validates against the schema; its bytes are the model's bytes."""
+def test_decode_bytes_snapshot():
+    """A snapshot, not a validation: the decode run recorded the model's own byte count at
+    run time (``model_hbm_bytes``); today's model gives the same bytes, except the
+    float32 log-sum-exp the combine kernel now also writes (4 B per query row)."""
     import json
     from pathlib import Path
 
@@ -176,5 +178,6 @@ def test_committed_decode_measurements_match_the_model_bytes():
             page_tokens=p["page_size"],
             splits=p["splits"],
         )
-        assert p["model_hbm_bytes"] == step.hbm_bytes
+        lse = 4 * p["batch"] * p["h"]
+        assert p["model_hbm_bytes"] + lse == step.hbm_bytes
         assert p["runs"] >= 20

@@ -14,7 +14,7 @@ import pytest
 from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import load_hardware
-from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates, shape_values
+from perfmodel.evaluate import KernelRoofs, call_latency, estimate_time, roof_rates, shape_values
 from perfmodel.prediction import predict
 
 H200 = load_hardware("h200")
@@ -76,10 +76,28 @@ def test_fill_stretch_launch_and_dispatch_in_the_estimate_by_hand():
     cal = _calibration(block_overhead_tiles=2.0)
     assert estimate_time([kernel], cal, launch=1e-5) == pytest.approx(2e-3 + 1e-5, rel=1e-12)
     assert estimate_time([kernel], _calibration(), launch=1e-5) == pytest.approx(1.01e-3)
-    # Host dispatch of 3 kernels at 1 ms each hides nothing shorter than 3 ms.
+    # Host dispatch is not device time: it enters one synchronous call's latency only.
     tiny = KernelRoofs("t", floor={}, estimate={"hbm": 1e-6}, blocks_per_tile=0.0, times={})
     cal = _calibration(dispatch_overhead_s=1e-3)
-    assert estimate_time([tiny] * 3, cal, launch=0.0) == pytest.approx(3e-3)
+    assert estimate_time([tiny] * 3, cal, launch=0.0) == pytest.approx(3e-6)
+    assert call_latency(3e-6, 3, cal, framework_s=5e-5) == pytest.approx(3e-3 + 3e-6)
+    assert call_latency(3e-6, 3, _calibration(), framework_s=5e-5) == pytest.approx(5.3e-5)
+    # Two blocks per SM: a block's softmax hides under the other's matmuls, half the sum.
+    two = KernelRoofs(
+        "k",
+        floor={},
+        estimate={"matmul": 1e-3, "exp": 1e-3},
+        blocks_per_tile=0.0,
+        times={},
+        blocks_per_sm=2,
+    )
+    cal = _calibration(compute_overlap=0.0)
+    assert estimate_time([two], cal, launch=0.0) == pytest.approx(1.5e-3)
+    # Spilled registers add their local-memory time in series with the compute.
+    spill = KernelRoofs(
+        "k", floor={}, estimate={"matmul": 1e-3}, blocks_per_tile=0.0, times={}, spill_s=2e-4
+    )
+    assert estimate_time([spill], _calibration(), launch=0.0) == pytest.approx(1.2e-3)
 
 
 def test_device_rates_and_symbols_come_from_the_spec():
@@ -93,9 +111,15 @@ def test_device_rates_and_symbols_come_from_the_spec():
     }
     assert shape_values(H200, n=1) == {
         "n": 1,
+        "pack": 1,  # one program per query head
+        "splits": 1,  # no split-KV
+        "page": 1,
         "l2_capacity": H200.l2_bytes,
         "resident_ctas": H200.sm_count,
     }
+    # two blocks per SM double the resident blocks of the L2 model; tile_gcd(128, 176) = 16
+    values = shape_values(H200, n=1, block_q=128, block_k=176, blocks_per_sm=2)
+    assert values["resident_ctas"] == 2 * H200.sm_count and values["tile_gcd"] == 16
 
 
 def test_ridge_point_by_hand():

@@ -147,12 +147,14 @@ def test_kv_crosses_dram_once_while_the_heads_in_flight_fit_in_l2():
     assert flash_dram(l2=5 * KV_HEAD) == COMPULSORY + KV_ONCE  # exactly fits
 
 
-def test_past_l2_every_query_head_rereads_kv_once_per_wave():
-    # One byte short: spill. One wave (32 blocks <= 132 SMs), h/h_kv = 2 query heads
-    # per K/V head each read it.
-    assert flash_dram(l2=5 * KV_HEAD - 1) == COMPULSORY + KV_ONCE * 1 * (H // HKV)
-    # 16 resident blocks: ceil(32/16) = 2 waves; one head in flight (1 MiB) still spills.
-    assert flash_dram(l2=KV_HEAD - 1, resident=16) == COMPULSORY + KV_ONCE * 2 * (H // HKV)
+def test_past_l2_kv_crosses_dram_once_per_wave_of_its_readers():
+    # The h/h_kv = 2 query heads of a group read their K/V side by side: 2 x 32 = 64
+    # programs per K/V head, so 132 resident blocks hold ceil(132/64) = 3 K/V heads.
+    assert flash_dram(l2=3 * KV_HEAD) == COMPULSORY + KV_ONCE  # exactly fits
+    # One byte short: spill, but all 64 readers run in one wave: still once.
+    assert flash_dram(l2=3 * KV_HEAD - 1) == COMPULSORY + KV_ONCE * 1
+    # 16 resident blocks: ceil(64/16) = 4 waves; one head in flight (1 MiB) still spills.
+    assert flash_dram(l2=KV_HEAD - 1, resident=16) == COMPULSORY + KV_ONCE * 4
     assert flash_dram(l2=KV_HEAD, resident=16) == COMPULSORY + KV_ONCE
 
 

@@ -29,9 +29,18 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "evaluation",
         ("perfmodel.evaluate", "perfmodel.prediction", "perfmodel.results", "perfmodel.parallel"),
     ),
-    ("arguments", ("perfmodel.arguments",)),
+    ("arguments", ("perfmodel.arguments", "perfmodel.kernel_config")),
     ("catalog", ("perfmodel.catalog",)),
-    ("model", ("perfmodel.symbols", "perfmodel.costs", "perfmodel.compile", "perfmodel.roofline")),
+    (
+        "model",
+        (
+            "perfmodel.symbols",
+            "perfmodel.costs",
+            "perfmodel.compile",
+            "perfmodel.roofline",
+            "perfmodel.onchip",
+        ),
+    ),
     (
         "foundation",
         ("perfmodel.errors", "perfmodel.units", "perfmodel.atomic", "perfmodel.vocabulary"),

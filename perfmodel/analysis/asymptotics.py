@@ -16,7 +16,7 @@ from the cost models themselves:
 
 >>> lim = asymptotic_speedup("h200")
 >>> round(lim.value, 2), lim.naive_roofs, lim.flash_roofs
-(1.69, ('hbm', 'hbm', 'hbm'), ('matmul',))
+(1.74, ('hbm', 'hbm', 'hbm'), ('matmul',))
 >>> x = crossover_n("h200", 1.5, metric="t_lower_s")
 >>> before, at = speedup_at("h200", [x - 1, x], metric="t_lower_s")
 >>> bool(before < 1.5 <= at)
@@ -36,15 +36,18 @@ import sympy as sp
 from perfmodel.arguments import PositiveInt, Real
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
+from perfmodel.catalog.kernels import load_kernel
 from perfmodel.compile import compiled
 from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, roof_rates, shape_values
+from perfmodel.kernel_config import resolve
+from perfmodel.onchip import effective_overlap
 from perfmodel.prediction import calibration_profiles, predict, sweep
 from perfmodel.roofline import combine
 from perfmodel.symbols import m, n
-from perfmodel.vocabulary import ROOFS, symbol_values
+from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
 
 #: One rate symbol per roof (FLOP/s, exp/s or bytes/s), for the symbolic limit.
 RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
@@ -73,9 +76,10 @@ class Shape:
     batch: int = 1
     dtype: str = "fp16"
     causal: bool = False
-    block_q: int = 128
-    block_k: int = 128
+    block_q: int | None = None  #: None: the kernel family's tile for this head dim
+    block_k: int | None = None
     tokens: int | None = None
+    kernel: str = "fa2"  #: the fused side's kernel family (``specs/kernels``)
 
     def batch_at(self, n: Any) -> Any:
         """The batch at sequence length n (an int, or an array for an array of n)."""
@@ -100,11 +104,20 @@ class Shape:
             causal=self.causal,
             block_q=self.block_q,
             block_k=self.block_k,
+            kernel=self.kernel,
         )
 
-    def symbol_values(self, n: Any) -> dict[str, Any]:
-        """The cost models' symbol values at n (``vocabulary.symbol_values``), n and m aside."""
-        api = {k: v for k, v in self.kwargs(n).items() if k != "causal"}
+    def tiles(self, spec: HardwareSpec) -> tuple[int, int]:
+        """(block_q, block_k): as given, else the kernel family's for this head dim."""
+        tile = load_kernel(self.kernel).tile_for(self.d, causal=self.causal, arch=spec.arch)
+        return (self.block_q or tile.block_q, self.block_k or tile.block_k)
+
+    def symbol_values(self, n: Any, spec: HardwareSpec) -> dict[str, Any]:
+        """The cost models' symbol values at n (``vocabulary.symbol_values``), n and m
+        aside; tiles as given, else the kernel family's."""
+        api = {k: v for k, v in self.kwargs(n).items() if k not in ("causal", "kernel")}
+        block_q, block_k = self.tiles(spec)
+        api.update(block_q=block_q, block_k=block_k)
         return symbol_values(**{**api, "h_kv": self.h if self.h_kv is None else self.h_kv})
 
     def label(self) -> str:
@@ -147,7 +160,7 @@ def along_n(
     )
     if not np.all(out["flash.fits_sram"]):
         predict(n=int(ns[0]), hw=spec, **shape.kwargs(int(ns[0])))  # raises, naming the tile
-    values = shape_values(spec, n=ns, m=ns, **shape.symbol_values(ns))
+    values = shape_values(spec, n=ns, m=ns, **shape.symbol_values(ns, spec))
     io = _io_bytes()(**values)
     for a in ALGORITHMS:
         out[f"{a}.io_bytes"] = io
@@ -251,7 +264,7 @@ def _first_n(hits: Any, n_min: int, n_max: int) -> int | None:
 def _sym_values(shape: Shape, spec: HardwareSpec) -> dict[sp.Symbol, Any]:
     from perfmodel import symbols
 
-    values = shape_values(spec, **shape.symbol_values(sp.oo))  # with tokens: batch 1
+    values = shape_values(spec, **shape.symbol_values(sp.oo, spec))  # with tokens: batch 1
     return {getattr(symbols, k): v for k, v in values.items()}
 
 
@@ -350,8 +363,10 @@ def asymptotic_speedup(
     spec, shape = load_hardware(hw), _shape(shape, kw)
     if metric not in ("time_s", "t_lower_s"):
         raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
-    predict(n=shape.block_q, hw=spec, **shape.kwargs(shape.block_q))  # checks the shape
-    profiles = calibration_profiles(calibration, spec)
+    family = load_kernel(shape.kernel)
+    n_big = 1 << 24
+    big = predict(n=n_big, hw=spec, **shape.kwargs(n_big))  # checks the shape
+    profiles = calibration_profiles(calibration, spec, family)
     values = _sym_values(shape, spec)
     parts, roofs = {}, {}
     for a in ALGORITHMS:
@@ -360,6 +375,8 @@ def asymptotic_speedup(
         rates = {r: (rate * eff[r] if rate else None) for r, rate in raw.items()}
         coeffs = leading_coefficients(a, shape.causal, spec.l2_bytes is not None)
         overlap = profiles[a].compute_overlap if metric == "time_s" else 1.0
+        if a == "flash" and metric == "time_s":  # co-resident blocks hide the softmax
+            overlap = float(effective_overlap(overlap, _blocks_per_sm(big, spec, shape)))
         sym, num, roofs[a] = _limit_time(coeffs, values, rates, overlap)
         parts[a] = (sym, num)
     return Asymptote(
@@ -369,3 +386,25 @@ def asymptotic_speedup(
         flash_roofs=tuple(roofs["flash"]),
         metric=metric,
     )
+
+
+def _blocks_per_sm(p: Any, spec: HardwareSpec, shape: Shape) -> Any:
+    """Blocks per SM of the fused kernel at the resolved launch of prediction ``p``."""
+    c = p.config
+    config = resolve(
+        load_kernel(c.kernel),
+        spec,
+        n=c.n,
+        m=c.kv_len,
+        d=c.d,
+        h=c.h,
+        h_kv=c.h_kv,
+        b=c.batch,
+        s=bytes_per_element(c.dtype),
+        causal=c.causal,
+        block_q=c.block_q,
+        block_k=c.block_k,
+        warps=c.warps,
+        splits=c.splits,
+    )
+    return config.blocks_per_sm

@@ -22,8 +22,9 @@ activations and workspace (``memory_fraction`` of HBM is the budget), prefix sha
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import sympy as sp
@@ -36,9 +37,8 @@ from perfmodel.compile import compiled
 from perfmodel.costs import decode
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.symbols import b, layers, m, page
-from perfmodel.vocabulary import Roof, bytes_per_element, symbol_values
+from perfmodel.vocabulary import bytes_per_element
 
 #: Fraction of HBM a serving engine gives to weights + KV cache (vLLM's default 0.9).
 MEMORY_FRACTION = 0.9
@@ -184,14 +184,18 @@ class DecodeStep(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
+    kernel: str  #: the kernel family whose launch this is (``specs/kernels``)
+    splits: int  #: K/V chunks per (sequence, KV group): the family's rule unless given
+    pack: int  #: query heads sharing one tile (one K/V read per group when > 1)
     hbm_bytes: float
     flops: float
     intensity: float
-    work_items: int
-    waves: int
-    sm_occupancy: float
-    t_lower_s: float  #: bytes at full bandwidth (or FLOPs at peak), no occupancy loss
-    time_s: float  #: at the reachable bandwidth (occupancy x calibrated efficiency) + launches
+    work_items: int  #: thread blocks of the attention kernel
+    waves: int  #: rounds of them, with the SM's resident blocks
+    sm_occupancy: float  #: share of SMs with a block
+    t_lower_s: float  #: bytes at full bandwidth (or FLOPs at peak), best packing, no idle SM
+    time_s: float  #: device time: the same model as ``perfmodel.predict`` (it is predict's)
+    call_latency_s: float | None  #: one synchronous call, where the framework has a figure
 
 
 def decode_step(
@@ -205,16 +209,19 @@ def decode_step(
     dtype: str = "bf16",
     q_len: int = 1,
     page_tokens: int | None = None,
-    splits: int = 1,
+    splits: int | None = None,
+    kernel: str | None = None,
+    calibration: Any = None,
 ) -> DecodeStep:
-    """One decode step of attention over a KV cache of ``kv_len`` tokens per sequence.
+    """One decode step: ``predict(n=q_len, kv_len=...)`` with a decode kernel family —
+    ours (``pallas-paged``) for a paged cache, flash-decoding otherwise — whose split
+    rule picks ``splits`` unless given.
 
     >>> step = decode_step("h200", batch=16, kv_len=16384, h=32, h_kv=8, page_tokens=64)
-    >>> round(step.hbm_bytes / 1e9, 3), step.work_items, round(step.intensity, 2)
-    (1.074, 128, 4.03)
+    >>> round(step.hbm_bytes / 1e9, 3), step.work_items, step.pack, round(step.intensity, 2)
+    (1.078, 1024, 4, 4.08)
     """
-    from perfmodel import roofline
-    from perfmodel.catalog.calibration import load_calibration
+    from perfmodel.prediction import predict
 
     device = load_hardware(hw)
     check(
@@ -224,49 +231,40 @@ def decode_step(
         h_kv=h_kv,
         d=d,
         q_len=q_len,
-        splits=splits,
         page_tokens=page_tokens,
         dtype=dtype,
+        **({} if splits is None else {"splits": splits}),
     )
     if kv_len is None or h_kv is None:
         raise PerfmodelError(f"kv_len={kv_len!r} and h_kv={h_kv!r} must be positive integers")
-    if h % h_kv:
-        raise PerfmodelError(f"h={h} is not divisible by h_kv={h_kv}")
-    model = decode.build(paged=page_tokens is not None, split=splits > 1)
-    api = dict(batch=batch, kv_len=kv_len, h=h, h_kv=h_kv, d=d, q_len=q_len, splits=splits)
-    values = symbol_values(**api, page_tokens=page_tokens or 1, dtype=dtype)
-    values["resident_ctas"] = device.sm_count
-    occupancy = float(compiled(decode.sm_occupancy())(**values))
-    calibration = load_calibration("default")
-    rates = roof_rates(device, device.peak(dtype))
-    t_lower, kernels = 0.0, []
-    for i, kernel in enumerate(model.kernels):
-        work = {
-            Roof.MATMUL: kernel.matmul_flops,
-            Roof.VECTOR: kernel.vector_flops,
-            Roof.HBM: kernel.hbm_bytes,
-        }
-        times = roofline.roof_times(
-            {r: float(compiled(v)(**values)) for r, v in work.items()}, rates
-        )
-        t_lower += float(roofline.lower_bound(times))
-        # Idle SMs cannot pull HBM bandwidth: every roof of the attention kernel is
-        # stretched by the occupancy (the reduction is a small full-grid kernel).
-        share = occupancy if i == 0 else 1.0
-        reachable = {r: t / share for r, t in times.items()}
-        kernels.append(KernelRoofs(kernel.name, times, reachable, 0.0, times))
-    launch = calibration.launch_overhead_s
-    time = float(
-        estimate_time(kernels, calibration, device.launch_overhead_s if launch is None else launch)
+    family = kernel or ("pallas-paged" if page_tokens is not None else "flash-decoding")
+    p = predict(
+        n=q_len,
+        hw=device,
+        kv_len=kv_len,
+        h=h,
+        h_kv=h_kv,
+        d=d,
+        batch=batch,
+        dtype=dtype,
+        kernel=family,
+        splits=splits,
+        page_tokens=page_tokens,
+        calibration=calibration,
     )
-    hbm, flops = (float(compiled(e)(**values)) for e in (model.hbm_bytes, model.flops))
+    c, f = p.config, p.flash
+    work_items = batch * (h // c.pack) * math.ceil(q_len * c.pack / c.block_q) * c.splits
     return DecodeStep(
-        hbm_bytes=hbm,
-        flops=flops,
-        intensity=flops / hbm,
-        work_items=int(compiled(decode.work_items())(**values)),
-        waves=int(compiled(decode.waves())(**values)),
-        sm_occupancy=occupancy,
-        t_lower_s=t_lower,
-        time_s=time,
+        kernel=c.kernel,
+        splits=c.splits,
+        pack=c.pack,
+        hbm_bytes=f.hbm_bytes,
+        flops=f.flops,
+        intensity=f.intensity,
+        work_items=work_items,
+        waves=math.ceil(work_items / device.sm_count),
+        sm_occupancy=min(1.0, work_items / device.sm_count),
+        t_lower_s=f.t_lower_s,
+        time_s=f.time_s,
+        call_latency_s=f.call_latency_s,
     )

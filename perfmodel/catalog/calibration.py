@@ -33,6 +33,8 @@ class Calibration(BaseModel):
     description: str = ""
     device: str | None = None
     implementation: str | None = None
+    #: The kernel family (``specs/kernels``) a fitted profile refines.
+    kernel: str | None = None
     algorithm: Literal["naive", "flash"] | None = None
     matmul_efficiency: Fraction = 1.0
     vector_efficiency: Fraction = 1.0
@@ -40,8 +42,8 @@ class Calibration(BaseModel):
     hbm_efficiency: Fraction = 1.0
     l2_efficiency: Fraction = 1.0
     launch_overhead_s: NonNegativeFloat | None = None
-    #: Host time to issue one kernel (framework dispatch). Launches are asynchronous, so
-    #: it hides behind device work and shows only when kernels are shorter than it.
+    #: Host time to issue one kernel and wait for it, fitted on synchronous single-call
+    #: timings; it enters ``call_latency_s`` only, never the device time ``time_s``.
     dispatch_overhead_s: NonNegativeFloat = 0.0
     #: How far the compute roofs of one kernel overlap: 1 = perfectly (the roofline's max),
     #: 0 = not at all (matmul, exp and vector work add up, as in one warp's FA-2 loop).
@@ -89,3 +91,34 @@ def load_calibration(calibration: str | Path | Calibration | None) -> Calibratio
     if text.endswith(".toml"):
         return read_calibration(Path(text))
     return _load_named(text)
+
+
+def family_default(family, hw) -> Calibration:
+    """The datasheet profile of one kernel family on one device, no fit: ``default``'s
+    deratings, the compute overlap of the family's structure (softmax between the
+    matmuls: 0; overlapped by another warpgroup: 1), and for a family on warp-level
+    ``mma.sync`` the share of the matrix peak that instruction reaches on the device."""
+    key = (family.name, hw.name, family.matmul, family.softmax)
+    if key not in _FAMILY_DEFAULTS:
+        _FAMILY_DEFAULTS[key] = _family_default(family, hw)
+    return _FAMILY_DEFAULTS[key]
+
+
+_FAMILY_DEFAULTS: dict[tuple, Calibration] = {}
+
+
+def _family_default(family, hw) -> Calibration:
+    base = _load_named("default")
+    matmul = base.matmul_efficiency
+    if family.matmul == "mma" and hw.warp_mma_fraction is not None:
+        matmul = min(matmul, hw.warp_mma_fraction)
+    return base.model_copy(
+        update={
+            "name": f"default:{family.name}",
+            "description": f"datasheet deratings with {family.name}'s structure",
+            "kernel": family.name,
+            "algorithm": "flash",
+            "matmul_efficiency": matmul,
+            "compute_overlap": family.compute_overlap,
+        }
+    )

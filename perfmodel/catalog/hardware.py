@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import (
     BaseModel,
     ConfigDict,
+    Field,
     NonNegativeFloat,
     PositiveFloat,
     PositiveInt,
@@ -95,6 +96,20 @@ class HardwareSpec(BaseModel):
     hbm_bandwidth_bytes_per_s: PositiveFloat
     sm_count: PositiveInt
     sram_per_sm_bytes: PositiveInt
+    #: Compute capability as the kernel sources spell it ("sm80", "sm90"): some kernel
+    #: families pick their tiles per architecture.
+    arch: str | None = None
+    #: On-chip capacity of one SM and one block (``perfmodel.onchip``).
+    smem_per_block_bytes: PositiveInt | None = None
+    registers_per_sm: PositiveInt | None = None
+    max_registers_per_thread: PositiveInt | None = None
+    max_threads_per_sm: PositiveInt | None = None
+    max_blocks_per_sm: PositiveInt | None = None
+    #: Share of the dense matrix peak reachable with warp-level ``mma.sync`` where the
+    #: device's full rate needs another instruction (Hopper's ``wgmma``).
+    warp_mma_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
+    #: Loaded memory latency: bytes in flight over bandwidth (Little's law), measured.
+    memory_latency_s: PositiveFloat | None = None
     l2_bytes: PositiveInt | None = None
     l2_bandwidth_bytes_per_s: PositiveFloat | None = None
     launch_overhead_s: NonNegativeFloat
@@ -107,6 +122,17 @@ class HardwareSpec(BaseModel):
         missing = [f for f in self._figures() if f not in self.sources]
         if missing:
             raise ValueError(f"spec {self.name!r} gives no source for {missing}")
+        register_facts = (
+            self.registers_per_sm,
+            self.max_registers_per_thread,
+            self.max_threads_per_sm,
+            self.max_blocks_per_sm,
+        )
+        if any(v is not None for v in register_facts) and any(v is None for v in register_facts):
+            raise ValueError(
+                f"spec {self.name!r}: registers_per_sm, max_registers_per_thread, "
+                "max_threads_per_sm and max_blocks_per_sm come together"
+            )
         if not any(v is not None for v in self.peak_flops_per_s.model_dump().values()):
             raise ValueError(f"spec {self.name!r} gives no peak_flops_per_s at all")
         return self

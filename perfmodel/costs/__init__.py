@@ -30,13 +30,16 @@ def symbolic(
     naive: str = "minimal",
     mode: str = "forward",
     dq: str = "atomic",
+    split: bool = False,
+    paged: bool = False,
 ) -> CostModel:
     """The sympy cost model of ``algorithm`` ("naive" or "flash").
 
     ``naive`` picks how naive attention is compiled (see ``perfmodel.costs.naive``);
     ``mode`` one of ``MODES``: the backward's flash dQ is summed as ``dq`` says ("atomic":
     FlashAttention-2's own kernel; "two_pass": ours). The backward of naive attention has
-    one model (the minimal trips), whatever ``naive`` says.
+    one model (the minimal trips), whatever ``naive`` says. ``split`` and ``paged`` pick
+    the forward flash model's split-KV and paged-cache forms (``perfmodel.costs.flash``).
 
     >>> [k.name for k in symbolic("flash", mode="train").kernels]
     ['flash', 'bwd_delta', 'bwd_dkdvdq', 'bwd_dq_convert']
@@ -47,11 +50,23 @@ def symbolic(
     for name, value in (("causal", causal), ("l2", l2)):
         if not isinstance(value, bool):
             raise PerfmodelError(f"{name}={value!r} must be True or False")
-    return _symbolic(algorithm, causal, l2, naive, mode, dq)
+    for name, value in (("split", split), ("paged", paged)):
+        if not isinstance(value, bool):
+            raise PerfmodelError(f"{name}={value!r} must be True or False")
+    return _symbolic(algorithm, causal, l2, naive, mode, dq, split, paged)
 
 
 @functools.cache
-def _symbolic(algorithm: str, causal: bool, l2: bool, naive: str, mode: str, dq: str) -> CostModel:
+def _symbolic(
+    algorithm: str,
+    causal: bool,
+    l2: bool,
+    naive: str,
+    mode: str,
+    dq: str,
+    split: bool = False,
+    paged: bool = False,
+) -> CostModel:
     if algorithm not in _BUILDERS:
         raise PerfmodelError(f"unknown algorithm {algorithm!r}; known: {sorted(_BUILDERS)}")
     if mode not in MODES:
@@ -64,7 +79,7 @@ def _symbolic(algorithm: str, causal: bool, l2: bool, naive: str, mode: str, dq:
             return bwd
         return backward.training_step(symbolic(algorithm, causal=causal, l2=l2, naive=naive), bwd)
     if algorithm == "flash":
-        return flash.build(causal=causal, l2=l2)
+        return flash.build(causal=causal, l2=l2, split=split, paged=paged)
     if naive not in naive_model.IMPLEMENTATIONS:
         raise PerfmodelError(f"unknown naive={naive!r}; known: {naive_model.IMPLEMENTATIONS}")
     return naive_model.build(causal=causal, implementation=naive)

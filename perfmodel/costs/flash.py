@@ -6,15 +6,28 @@ SRAM with an online softmax, and writes its O block and log-sum-exp once. So the
 SMs load K and V once per Q block — FlashAttention (Dao et al. 2022, Theorem 2):
 Θ(n²d²/M) accesses for SRAM of M bytes, against Θ(nd + n²) for naive attention.
 
-Where those re-reads are served from is the L2 question. Thread blocks of one
-(batch, head) run side by side (the Q-block axis is the fastest grid axis) and walk
-K/V in step, so while the K/V of the heads in flight fit in L2, DRAM sees each K/V
-byte once; past that, once per wave of resident thread blocks. The L2-to-SM traffic
-is the full re-read count, bounded by the L2-bandwidth roof.
+GQA packing (``pack`` query heads per tile): a kernel may put the query heads of one
+K/V group into the rows of one tile (FlashAttention-2's decode swap, FlashAttention-3's
+PackGQA), so the group reads its K/V once instead of once per query head: a tile of
+B_r rows then covers B_r/pack query positions of ``pack`` heads. ``pack = 1`` is one
+program per query head.
+
+Split-KV (flash-decoding, Dao et al. 2023): with ``splits`` > 1 each (batch, head
+group, Q block) is cut into ``splits`` K/V chunks walked by separate programs, which
+write float32 partials (acc, max, sum); a second kernel reads them back and writes O
+and the log-sum-exp. ``build(split=False)`` is the one-kernel form.
+
+Where K/V re-reads are served from is the L2 question. Thread blocks of one
+(batch, head group) run side by side (the Q-block axis is the fastest grid axis) and
+walk K/V in step, so DRAM sees each K/V byte once per wave of them; across waves, once
+in all while the K/V of the heads in flight fit in L2. The L2-to-SM traffic is the full
+re-read count, bounded by the L2-bandwidth roof.
 
 Left out: the backward pass (``perfmodel.costs.backward``); TMA multicast inside
 clusters (which would cut the L2-to-SM traffic); L2 misses from other streams (Q, O)
-evicting K/V; the bytes of padding rows in the last block (loads are masked).
+evicting K/V; the bytes of padding rows in the last block (loads are masked);
+block-table reads of a paged cache (``paged``: 4 bytes per page per program, 0.05 % of
+the K/V at 16-token pages).
 """
 
 from __future__ import annotations
@@ -23,40 +36,105 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
-from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, s
+from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, pack, page, s, splits
 
-#: Pipeline stages of K/V tiles in shared memory (double buffering).
+#: Pipeline stages of K/V tiles in shared memory assumed by ``sram_bytes`` (double
+#: buffering); a kernel family's own stage count is in ``specs/kernels``.
 KV_STAGES = 2
+#: Bytes of one block-table entry (an int32 page id).
+TABLE_ENTRY_BYTES = 4
+
+#: Query positions one tile covers when ``pack`` heads share its rows.
+positions_per_block = block_q / pack
+#: Q blocks per (batch, head group): T_r of the packed row space.
+q_blocks = sp.ceiling(n * pack / block_q)
+#: Head groups walked by the grid's head axis.
+head_groups = h / pack
 
 
-def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
-    """Per (b, h): scores computed, K/V rows streamed, and (Q block, K block) tiles."""
+def _visited(causal: bool, any_tile: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+    """Per (b, head group): scores computed, K/V rows streamed, and (Q block, K block) tiles."""
     if not causal:
-        return n * m, t.q_blocks * m, t.q_blocks * t.k_blocks
-    tiles = t.causal_tiles()
+        return n * pack * m, q_blocks * m, q_blocks * t.k_blocks
+    tiles = t.causal_tiles(any_tile).subs(block_q, positions_per_block)
     # Full tiles, except that the last K block is partial. Q block i reaches it when its
     # last row, (i+1)·B_r - 1, is at or past the block's first, (T_c - 1)·B_c: the last
-    # T_r - floor((T_c - 1)·B_c / B_r) Q blocks (just the last one when B_r >= B_c).
-    reach_last = t.q_blocks - sp.floor((t.k_blocks - 1) * block_k / block_q)
+    # T_r - floor((T_c - 1)·B_c / B_r) Q blocks (just the last one when B_r >= B_c); with
+    # ``pack`` heads per tile a block covers B_r/pack query positions.
+    reach_last = q_blocks - sp.floor((t.k_blocks - 1) * block_k / positions_per_block)
     kv_rows = tiles * block_k - reach_last * (t.k_blocks * block_k - m)
     return tiles * block_q * block_k, kv_rows, tiles
 
 
 def kv_dram_passes() -> sp.Expr:
-    """How many times each head's K/V crosses DRAM, given L2 and resident thread blocks
-    (past L2, each query head of a GQA group re-reads its K/V)."""
-    return t.streamed_dram_passes(t.q_blocks, t.kv_head_bytes, h / h_kv)
+    """How often each K/V head crosses DRAM: once while the heads in flight fit in L2;
+    past that once per wave of the programs that read it (the query heads of a GQA group
+    read it side by side in one wave when the grid holds them together)."""
+    programs_per_kv_head = q_blocks * h / (h_kv * pack)
+    return t.streamed_dram_passes(programs_per_kv_head, t.kv_head_bytes)
 
 
-def build(causal: bool = False, l2: bool = True) -> CostModel:
-    """The flash model; ``l2=False`` charges every K/V re-read to DRAM (TPUs, no L2)."""
-    scores_per_head, kv_rows_per_head, tiles_per_head = _visited(causal)
-    scores = b * h * scores_per_head
-    rows_rescaled = b * h * tiles_per_head * block_q  # once per row per tile
-    streamed_kv = b * h * 2 * kv_rows_per_head * d * s  # K and V, into SRAM
-    compulsory = t.q_bytes + t.o_bytes + t.lse_bytes
-    l2_traffic = compulsory + streamed_kv
-    dram = compulsory + t.kv_bytes * kv_dram_passes() if l2 else l2_traffic
+def build(
+    causal: bool = False,
+    l2: bool = True,
+    split: bool = False,
+    paged: bool = False,
+    launch: bool = False,
+) -> CostModel:
+    """The flash model; ``l2=False`` charges every K/V re-read to DRAM (TPUs, no L2);
+    ``split`` adds flash-decoding's partials and combine kernel; ``paged`` the block
+    table. ``launch=True`` keeps a kernel family's launch symbols (``pack``, ``splits``,
+    tiles of any size); without it the model is one program per query head, no split,
+    power-of-two tiles: the chapter's FlashAttention-2."""
+    model = _build(causal, l2, split, paged, launch)
+    if launch:
+        return model
+    fixed = {pack: 1, splits: 1} if not split else {pack: 1}
+    return _substituted(model, fixed)
+
+
+def _substituted(model: CostModel, values: dict) -> CostModel:
+    kernels = tuple(
+        Kernel(
+            name=k.name,
+            **{
+                f: (None if getattr(k, f) is None else getattr(k, f).subs(values))
+                for f in (
+                    "matmul_flops",
+                    "vector_flops",
+                    "exp_count",
+                    "hbm_bytes",
+                    "l2_bytes",
+                    "work_items",
+                    "tiles",
+                )
+            },
+        )
+        for k in model.kernels
+    )
+    return CostModel(
+        name=model.name,
+        kernels=kernels,
+        extra_memory_bytes=model.extra_memory_bytes.subs(values),
+        hbm_bytes_no_cache=model.hbm_bytes_no_cache.subs(values),
+        sram_bytes=model.sram_bytes,
+        register_bytes=model.register_bytes,
+        notes=model.notes,
+    )
+
+
+def _build(causal: bool, l2: bool, split: bool, paged: bool, any_tile: bool) -> CostModel:
+    scores_per_group, kv_rows_per_group, tiles_per_group = _visited(causal, any_tile)
+    groups = b * head_groups
+    scores = groups * scores_per_group
+    rows_rescaled = groups * tiles_per_group * block_q  # once per row per tile
+    streamed_kv = groups * 2 * kv_rows_per_group * d * s  # K and V, into SRAM
+    table = b * head_groups * q_blocks * splits * sp.ceiling(m / page) * TABLE_ENTRY_BYTES
+    table = table / splits if paged else sp.Integer(0)  # each chunk reads its own pages
+    partials = b * h * n * splits * (d + 2) * F32 if split else sp.Integer(0)
+    written = partials if split else t.o_bytes + t.lse_bytes
+    l2_traffic = t.q_bytes + written + streamed_kv + table
+    dram = t.q_bytes + written + t.kv_bytes * kv_dram_passes() + table if l2 else l2_traffic
     kernel = Kernel(
         name="flash",
         matmul_flops=t.matmul_flops(scores),
@@ -65,14 +143,28 @@ def build(causal: bool = False, l2: bool = True) -> CostModel:
         exp_count=scores + rows_rescaled,
         hbm_bytes=dram,
         l2_bytes=l2_traffic,
-        work_items=b * h * t.q_blocks,  # the grid: one thread block per (Q block, b, h)
-        tiles=b * h * tiles_per_head,
+        # the grid: one thread block per (Q block, batch, head group, K/V chunk)
+        work_items=groups * q_blocks * splits,
+        tiles=groups * tiles_per_group,
     )
+    kernels: tuple[Kernel, ...] = (kernel,)
+    if split:
+        rows = b * h * n
+        kernels += (
+            Kernel(
+                name="combine",
+                matmul_flops=0 * rows,
+                # rescale and sum the partials, divide by l: about 3 FLOPs per value
+                vector_flops=3 * rows * splits * (d + 2),
+                exp_count=rows * splits,
+                hbm_bytes=partials + t.o_bytes + t.lse_bytes,
+            ),
+        )
     return CostModel(
-        name="flash",
-        kernels=(kernel,),
-        extra_memory_bytes=t.lse_bytes,
-        hbm_bytes_no_cache=l2_traffic,
+        name="flash" + ("-split" if split else ""),
+        kernels=kernels,
+        extra_memory_bytes=t.lse_bytes + partials,
+        hbm_bytes_no_cache=sp.Add(*(k.l2_bytes for k in kernels)),
         sram_bytes=(block_q + KV_STAGES * 2 * block_k) * d * s,
         register_bytes=(block_q * block_k + block_q * d + 2 * block_q) * F32,
         notes={"l2": "K/V re-reads served by L2 while the heads in flight fit" if l2 else "none"},

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sympy as sp
 
-from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, l2_capacity, m, n, s
+from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, l2_capacity, m, n, s, tile_gcd
 from perfmodel.symbols import resident_ctas as resident
 
 # --- tensor sizes (bytes) -------------------------------------------------------
@@ -57,13 +57,15 @@ q_blocks = sp.ceiling(n / block_q)  # T_r in FlashAttention-2
 k_blocks = sp.ceiling(m / block_k)  # T_c
 
 
-def causal_tiles() -> sp.Expr:
+def causal_tiles(any_tile: bool = False) -> sp.Expr:
     """Exact count of (Q block, K block) tiles on or below the diagonal, per (b, h).
 
     Q block i covers rows [i·B_r, (i+1)·B_r); it needs K blocks j with j·B_c < (i+1)·B_r,
     so ceil((i+1)·B_r/B_c) of them, except the last Q block, which needs all T_c.
-    With power-of-two tiles one of B_r, B_c divides the other and the sum has a
-    closed form (the two branches below). Requires m == n (self-attention).
+    When one of B_r, B_c divides the other (power-of-two tiles) the sum has a closed
+    form; with ``any_tile``, tiles where neither divides the other (FlashAttention-3's
+    128 × 176) take its average over the diagonal's period (exact when T_r − 1 is a
+    multiple of B_c/gcd). Requires m == n (self-attention).
     """
     big_q = q_blocks - 1  # the Q blocks before the last
     r_q = block_q / block_k  # B_r = r·B_c
@@ -72,7 +74,19 @@ def causal_tiles() -> sp.Expr:
     rest = big_q - whole * r_k
     q_wider = r_q * big_q * (big_q + 1) / 2
     k_wider = r_k * whole * (whole + 1) / 2 + rest * (whole + 1)
-    return sp.Piecewise((q_wider, block_q >= block_k), (k_wider, True)) + k_blocks
+    # Neither side divides the other (FlashAttention-3's 128 x 176): ceil((i+1)·B_r/B_c)
+    # exceeds (i+1)·B_r/B_c by (1 - g/B_c)/2 on average over a period, g = gcd(B_r, B_c).
+    if not any_tile:
+        return sp.Piecewise((q_wider, block_q >= block_k), (k_wider, True)) + k_blocks
+    general = q_wider + big_q * (1 - tile_gcd / block_k) / 2
+    return (
+        sp.Piecewise(
+            (q_wider, sp.Eq(sp.Mod(block_q, block_k), 0)),
+            (k_wider, sp.Eq(sp.Mod(block_k, block_q), 0)),
+            (general, True),
+        )
+        + k_blocks
+    )
 
 
 def streamed_dram_passes(

@@ -25,7 +25,7 @@ def kernel_roof_times(hw: Any, n: int, shape: Shape | None = None) -> dict[str, 
     """
     spec, shape = load_hardware(hw), shape or Shape()
     predict(n=n, hw=spec, **shape.kwargs(n))  # checks the shape
-    values = shape_values(spec, n=n, m=n, **shape.symbol_values(n))
+    values = shape_values(spec, n=n, m=n, **shape.symbol_values(n, spec))
     peak = spec.peak(shape.dtype)
     out = {}
     for algo in ALGORITHMS:

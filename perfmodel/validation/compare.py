@@ -1,15 +1,20 @@
 """Predictions set against measurements: errors, lower-bound violations, calibration.
 
-Every measured point gets the model's prediction for the same configuration; the
-error is ``predicted / measured − 1``. A point faster than ``t_lower_s`` is a model
-bug, reported as a violation. Calibration fits five interpretable parameters per
-(device, implementation) — the achieved fraction of the matmul roof, of the memory
-roofs (HBM and L2), how far the compute roofs overlap, a fixed cost per thread
-block, and a fixed overhead per launch — by least squares on log time, and reports
-each point's leave-one-out error.
+Every measured point gets the model's prediction for the same configuration, through
+the kernel family that implementation belongs to; the error is ``predicted / measured
+− 1``. A point faster than ``t_lower_s`` is a model bug, reported as a violation. Device
+time is compared with ``time_s``; a synchronous single-call timing (the older harness)
+with ``call_latency_s``.
 
->>> ALGORITHM_OF["cudnn"], ALGORITHM_OF["xla"]
-('flash', 'naive')
+Calibration refines one family on one device: up to six interpretable parameters — the
+achieved fraction of the matmul roof, of the memory roofs (HBM and L2), how far the
+compute roofs of one block overlap, a fixed cost per thread block, a fixed gap per
+launch, and (for call timings only) the host's dispatch — fitted by bounded least
+squares on log time (``perfmodel.validation.fitting``), each with its standard error,
+and each point's leave-one-out error.
+
+>>> ALGORITHM_OF["cudnn"], ALGORITHM_OF["xla"], FAMILY_OF["pallas_flash"]
+('flash', 'naive', 'pallas-triton')
 """
 
 from __future__ import annotations
@@ -18,34 +23,47 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
 from perfmodel import vocabulary
-from perfmodel.catalog.calibration import Calibration
+from perfmodel.catalog.calibration import Calibration, family_default
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
+from perfmodel.catalog.kernels import load_kernel
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import KernelRoofs, estimate_time, kernel_roofs, model_key, shape_values
+from perfmodel.evaluate import (
+    KernelRoofs,
+    estimate_time,
+    kernel_roofs,
+    model_key,
+    onchip_of,
+    shape_values,
+)
+from perfmodel.kernel_config import resolve
 from perfmodel.prediction import predict
-from perfmodel.validation.fitting import nelder_mead
+from perfmodel.validation.fitting import fit_log_time
 from perfmodel.validation.measured import Point, Run, load_measurements
-from perfmodel.vocabulary import Algorithm, Implementation, symbol_values
+from perfmodel.vocabulary import bytes_per_element
 from perfmodel.vocabulary import dtype as check_dtype
 
-if TYPE_CHECKING:
-    from perfmodel.analysis.kvcache import DecodeStep
-
-#: Which cost model describes each compared implementation (``Implementation.algorithm``;
-#: "decode" for the paged decode kernel, ``perfmodel.costs.decode``).
+#: Which cost model describes each compared implementation that names no kernel family
+#: (``vocabulary.ALGORITHM_OF``); a point's family (``specs/kernels``) decides otherwise.
 ALGORITHM_OF = {str(i): str(a) for i, a in vocabulary.ALGORITHM_OF.items()}
-ALGORITHM_OF[str(Implementation.PAGED_DECODE)] = "decode"
-#: Algorithms whose profile the calibration fit can tune (decode uses the default).
-FITTED = ("naive", "flash")
-#: How each naive-style implementation is compiled (``Implementation.naive``).
-NAIVE_OF = {str(i): str(i.naive) for i in Implementation if i.algorithm == Algorithm.NAIVE}
-#: Tiles a peer kernel may use (unknown to us): its floor is the lowest over these.
-PEER_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
+#: The kernel family (``specs/kernels``) of each implementation in the older files, which
+#: do not record it (newer points carry ``family``).
+FAMILY_OF = {
+    "pallas_flash": "pallas-triton",
+    "cudnn": "cudnn",
+    "paged_decode": "pallas-paged",
+    "mgpu_attention": "pallas-mosaic",
+}
+#: How each naive-style implementation is compiled (``perfmodel.costs.naive``): our
+#: three-step baseline's HLO is known (and a user's one jitted function is held to the
+#: same passes); XLA's own attention path is held to the minimal one.
+NAIVE_OF = {"naive": "xla", "naive_jit": "xla", "xla": "minimal"}
+#: Tiles a peer kernel may use when its point does not say: its floor is the lowest.
+PEER_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 176), (128, 256), (256, 128))
 
 
 @dataclass(frozen=True)
@@ -59,6 +77,9 @@ class Row:
     fastest_s: float
     predicted_s: float
     t_lower_s: float
+    #: "device" (device time: kernel durations) or "queued" (older files: wall time per
+    #: call with calls queued back to back, host dispatch showing where kernels are short)
+    timing: str = "queued"
 
     @property
     def error(self) -> float:
@@ -95,9 +116,27 @@ def dtype_name(dtype: str) -> str:
     return str(check_dtype(dtype, framework_names=True))
 
 
-def _shape(p: Point, tiles: tuple[int, int] | None = None) -> dict:
-    bq, bk = tiles or (p.block_q or 128, p.block_k or 128)
-    return dict(
+def timing_of(p: Point) -> str:
+    """What a point's ``median_s`` is: "device" time, or (older files) "queued" wall time."""
+    return "device" if p.basis() == "device" else "queued"
+
+
+def family_of(p: Point) -> str | None:
+    """The kernel family of an implementation (the point's own field where it has one)."""
+    return p.family or FAMILY_OF.get(p.implementation)
+
+
+def algorithm_of(p: Point) -> str | None:
+    family = family_of(p)
+    if family is not None:
+        return load_kernel(family).algorithm
+    return ALGORITHM_OF.get(p.implementation)
+
+
+def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict:
+    """``predict`` arguments for a point: its own tiles and splits where it recorded them."""
+    bq, bk = tiles or (p.block_q, p.block_k)
+    out: dict[str, Any] = dict(
         n=p.n,
         kv_len=p.kv_len,
         d=p.d,
@@ -106,21 +145,28 @@ def _shape(p: Point, tiles: tuple[int, int] | None = None) -> dict:
         batch=p.batch,
         dtype=dtype_name(p.dtype),
         causal=p.causal,
-        block_q=bq,
-        block_k=bk,
         naive=NAIVE_OF.get(p.implementation, "minimal"),
     )
+    if algorithm_of(p) == "flash":
+        out.update(
+            kernel=family_of(p), block_q=bq, block_k=bk, splits=p.splits, page_tokens=p.page_size
+        )
+        if bq is not None and p.num_warps is not None:
+            out["warps"] = p.num_warps
+    return out
 
 
 def _floor(p: Point, hw: HardwareSpec) -> float:
-    algorithm = ALGORITHM_OF[p.implementation]
+    """The least t_lower_s over what the point's implementation could have launched: its
+    recorded tiles, else its family's default and every peer tile that fits."""
+    algorithm = algorithm_of(p)
     if p.block_q is not None or algorithm == "naive":
         return getattr(predict(hw=hw, **_shape(p)), algorithm).t_lower_s
-    floors = []
+    floors = [predict(hw=hw, **_shape(p)).flash.t_lower_s]
     for tiles in PEER_TILES:
         try:
             floors.append(predict(hw=hw, **_shape(p, tiles)).flash.t_lower_s)
-        except PerfmodelError:  # tile does not fit this device's SRAM
+        except PerfmodelError:  # tile does not fit this device's shared memory
             continue
     return min(floors)
 
@@ -140,13 +186,16 @@ def _config_key(p: Point) -> tuple:
         p.block_k,
         p.num_warps,
         p.num_stages,
+        p.page_size,
+        p.splits,
+        timing_of(p),
     )
 
 
 def select(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list:
     """The newest measurement of each configuration, from runs whose id starts with
     ``run_prefix`` (comma-separated; e.g. "sweep,onehead": leave tuning runs out).
-    Older repeats are superseded."""
+    Older repeats are superseded (``every_point`` keeps them: the floor check)."""
     prefixes = None if run_prefix is None else tuple(run_prefix.split(","))
     newest: dict[tuple, tuple[Run, Point]] = {}
     for run, p in sorted(pairs, key=lambda rp: rp[0].timestamp):
@@ -155,8 +204,18 @@ def select(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) ->
     return list(newest.values())
 
 
+def every_point(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list:
+    """Every measured point of every run (no superseding), from matching runs."""
+    prefixes = None if run_prefix is None else tuple(run_prefix.split(","))
+    return [(r, p) for r, p in pairs if prefixes is None or r.run_id.startswith(prefixes)]
+
+
 def resolve_hardware(run: Run, hw: str | Path | HardwareSpec | None) -> HardwareSpec:
     return load_hardware(hw if hw is not None else run.device_name)
+
+
+def modelled(p: Point) -> bool:
+    return p.status == "ok" and p.median_s is not None and algorithm_of(p) is not None
 
 
 def compare(
@@ -164,43 +223,31 @@ def compare(
     hw: str | Path | HardwareSpec | None = None,
     calibration: dict[str, Calibration] | None = None,
 ) -> list[Row]:
-    """A Row per measured 'ok' point of the implementations the model describes."""
+    """A Row per measured 'ok' point of the implementations the model describes: device
+    time against ``time_s``, a synchronous call against ``call_latency_s``."""
     rows = []
     for run, p in pairs:
-        if p.status != "ok" or p.implementation not in ALGORITHM_OF or p.median_s is None:
+        if not modelled(p):
             continue
         spec = resolve_hardware(run, hw)
-        algorithm = ALGORITHM_OF[p.implementation]
-        if algorithm == "decode":
-            step = _decode_step(p, spec)
-            predicted, floor = step.time_s, step.t_lower_s
-        else:
-            profile = (calibration or {}).get(p.implementation)
-            pred = getattr(
-                predict(hw=spec, calibration=_as_algorithm(profile, algorithm), **_shape(p)),
-                algorithm,
-            )
-            predicted, floor = pred.time_s, _floor(p, spec)
-        rows.append(Row(run, p, spec, p.median_s, p.min_s or p.median_s, predicted, floor))
+        algorithm = algorithm_of(p)
+        profile = (calibration or {}).get(p.implementation)
+        pred = getattr(
+            predict(hw=spec, calibration=_as_algorithm(profile, algorithm), **_shape(p)),
+            algorithm,
+        )
+        timing = timing_of(p)
+        predicted = pred.time_s if timing == "device" else _queued_s(pred, algorithm, profile)
+        floor = _floor(p, spec)
+        rows.append(Row(run, p, spec, p.median_s, p.min_s or p.median_s, predicted, floor, timing))
     return rows
 
 
-def _decode_step(p: Point, hw: HardwareSpec) -> DecodeStep:
-    """A paged decode point (n query tokens against kv_len cached ones) on the decode model."""
-    from perfmodel.analysis.kvcache import decode_step
-
-    return decode_step(
-        hw,
-        batch=p.batch,
-        kv_len=p.kv_len,
-        h=p.h,
-        h_kv=p.h_kv,
-        d=p.d,
-        dtype=dtype_name(p.dtype),
-        q_len=p.n,
-        page_tokens=p.page_size,
-        splits=p.splits or 1,
-    )
+def _queued_s(pred: Any, algorithm: str, profile: Calibration | None) -> float:
+    """Older files' wall time per call, calls queued back to back: the device time, or
+    the host's dispatch of the call's kernels where that is longer (a fitted profile's)."""
+    dispatch = profile.dispatch_overhead_s if profile is not None else 0.0
+    return max(pred.time_s, dispatch * (3 if algorithm == "naive" else 1))
 
 
 def _as_algorithm(profile: Calibration | None, algorithm: str) -> Calibration | None:
@@ -208,126 +255,191 @@ def _as_algorithm(profile: Calibration | None, algorithm: str) -> Calibration | 
 
 
 # --- calibration ----------------------------------------------------------------
-#: Fitted parameters, each mapped from an unbounded coordinate into its valid range.
-PARAMETERS = (
-    "matmul_efficiency",
-    "memory_efficiency",
-    "compute_overlap",
-    "block_overhead_tiles",
-    "launch_overhead_s",
-    "dispatch_overhead_s",
-)
-
-
-def _sigmoid(u: float) -> float:
-    return float(1 / (1 + np.exp(-np.clip(u, -500, 500))))
-
-
-def _to_params(u: np.ndarray) -> dict[str, float]:
-    return {
-        "matmul_efficiency": _sigmoid(u[0]),
-        "memory_efficiency": _sigmoid(u[1]),
-        "compute_overlap": _sigmoid(u[2]),
-        "block_overhead_tiles": 8 * _sigmoid(u[3]),
-        "launch_overhead_s": 1e-4 * _sigmoid(u[4]),
-        "dispatch_overhead_s": 2e-4 * _sigmoid(u[5]),
-    }
+#: Fitted parameters: (lower, upper, start). Memory efficiency is shared by HBM and L2.
+BOUNDS = {
+    "matmul_efficiency": (0.05, 1.0, 0.7),
+    "memory_efficiency": (0.05, 1.0, 0.8),
+    "compute_overlap": (0.0, 1.0, 0.5),
+    "block_overhead_tiles": (0.0, 8.0, 1.0),
+    "launch_overhead_s": (0.0, 1e-4, 5e-6),
+    "dispatch_overhead_s": (0.0, 2e-4, 5e-5),
+}
+PARAMETERS = tuple(BOUNDS)
 
 
 def _tidy(x: float) -> float:
-    """Optimiser dust (1e-200 for a parameter pinned at zero) reads as 0."""
+    """Optimiser dust (1e-12 for a parameter pinned at zero) reads as 0."""
     return 0.0 if abs(x) < 1e-9 else x
 
 
-def _profile(params: dict[str, float], **labels: Any) -> Calibration:
-    memory = params["memory_efficiency"]
-    return Calibration.model_construct(
+def _profile(params: dict[str, float], base: Calibration | None = None, **labels: Any):
+    memory = params.get("memory_efficiency", 1.0)
+    values = dict(
         matmul_efficiency=params["matmul_efficiency"],
         hbm_efficiency=memory,
         l2_efficiency=memory,
         vector_efficiency=1.0,
         exp_efficiency=1.0,
-        compute_overlap=params["compute_overlap"],
-        block_overhead_tiles=params["block_overhead_tiles"],
-        launch_overhead_s=params["launch_overhead_s"],
-        dispatch_overhead_s=params["dispatch_overhead_s"],
-        **labels,
+        compute_overlap=params.get("compute_overlap", 0.0),
+        block_overhead_tiles=params.get("block_overhead_tiles", 0.0),
+        launch_overhead_s=params.get("launch_overhead_s", 0.0),
+        dispatch_overhead_s=params.get("dispatch_overhead_s", 0.0),
+    )
+    return Calibration.model_construct(**values, **labels)
+
+
+@dataclass(frozen=True)
+class _Group:
+    """Rows with the same kernels (a split launch has a combine kernel), stacked."""
+
+    index: np.ndarray
+    kernels: list[KernelRoofs]
+    n_kernels: int
+
+
+def _row_roofs(r: Row) -> list[KernelRoofs]:
+    """One row's kernels before derating, launched as its family launches them."""
+    shape = _shape(r.point)
+    s = bytes_per_element(shape["dtype"])
+    peak = r.hw.peak(shape["dtype"])
+    base = dict(
+        n=shape["n"],
+        m=shape["kv_len"],
+        d=shape["d"],
+        h=shape["h"],
+        h_kv=shape["h_kv"],
+        b=shape["batch"],
+    )
+    if algorithm_of(r.point) == "naive":
+        values = shape_values(r.hw, **base, s=s, block_q=128, block_k=128)
+        return kernel_roofs(
+            model_key("naive", shape["naive"]),
+            causal=shape["causal"],
+            hw=r.hw,
+            peak=peak,
+            values=values,
+        )
+    family = load_kernel(shape["kernel"])
+    config = resolve(
+        family,
+        r.hw,
+        **base,
+        s=s,
+        causal=shape["causal"],
+        block_q=shape["block_q"],
+        block_k=shape["block_k"],
+        warps=shape.get("warps"),
+        splits=shape["splits"],
+    )
+    values = shape_values(
+        r.hw,
+        **base,
+        s=s,
+        block_q=config.block_q,
+        block_k=config.block_k,
+        pack=config.pack,
+        splits=config.splits,
+        page=shape["page_tokens"] or 1,
+        blocks_per_sm=config.blocks_per_sm,
+    )
+    key = (
+        "flash"
+        + ("-split" if config.splits > 1 else "")
+        + ("-paged" if shape["page_tokens"] else "")
+    )
+    return kernel_roofs(
+        key, causal=shape["causal"], hw=r.hw, peak=peak, values=values, onchip=onchip_of(config)
     )
 
 
-def _stacked_roofs(rows: Sequence[Row]) -> list[KernelRoofs]:
-    """Every row's kernels, stacked into arrays over rows (one algorithm, so same kernels)."""
-    per_row = []
-    for r in rows:
-        shape = _shape(r.point)
-        api = {k: shape[k] for k in ("n", "kv_len", "d", "h", "h_kv", "batch", "dtype")}
-        values = shape_values(
-            r.hw, block_q=shape["block_q"], block_k=shape["block_k"], **symbol_values(**api)
-        )
-        key = model_key(ALGORITHM_OF[r.point.implementation], shape["naive"])
-        per_row.append(
-            kernel_roofs(
-                key, causal=shape["causal"], hw=r.hw, peak=r.hw.peak(shape["dtype"]), values=values
+def _groups(rows: Sequence[Row]) -> list[_Group]:
+    per_row = [_row_roofs(r) for r in rows]
+    groups: dict[tuple[str, ...], list[int]] = {}
+    for i, kernels in enumerate(per_row):
+        groups.setdefault(tuple(k.name for k in kernels), []).append(i)
+    out = []
+    for names, index in groups.items():
+        stacked = []
+        for j in range(len(names)):
+            ks = [per_row[i][j] for i in index]
+            stacked.append(
+                KernelRoofs(
+                    ks[0].name,
+                    floor={},
+                    estimate={r: np.array([k.estimate[r] for k in ks]) for r in ks[0].estimate},
+                    blocks_per_tile=np.array([k.blocks_per_tile for k in ks]),
+                    times={},
+                    blocks_per_sm=np.array([k.blocks_per_sm for k in ks]),
+                    spill_s=np.array([k.spill_s for k in ks]),
+                )
             )
-        )
-    stacked = []
-    for i, first in enumerate(per_row[0]):
-        estimate = {k: np.array([row[i].estimate[k] for row in per_row]) for k in first.estimate}
-        blocks = np.array([row[i].blocks_per_tile for row in per_row])
-        stacked.append(
-            KernelRoofs(first.name, floor={}, estimate=estimate, blocks_per_tile=blocks, times={})
-        )
-    return stacked
+        out.append(_Group(np.array(index), stacked, len(names)))
+    return out
 
 
-def _log_errors(u: np.ndarray, kernels: list[KernelRoofs], measured: np.ndarray) -> np.ndarray:
-    params = _to_params(u)
-    predicted = estimate_time(kernels, _profile(params), params["launch_overhead_s"])
-    return np.log(predicted / measured)
+def _predicted(params: dict[str, float], groups: list[_Group], calls: np.ndarray, n: int):
+    """Every row's prediction under ``params``: device time; for queued rows the host's
+    dispatch where it is longer."""
+    out = np.empty(n)
+    profile = _profile(params)
+    for g in groups:
+        device = estimate_time(g.kernels, profile, params.get("launch_overhead_s", 0.0))
+        host = params.get("dispatch_overhead_s", 0.0) * g.n_kernels
+        out[g.index] = np.where(calls[g.index], np.maximum(device, host), device)
+    return out
 
 
-def _fit_u(kernels: list[KernelRoofs], measured: np.ndarray, weights: np.ndarray) -> np.ndarray:
-    def loss(u: np.ndarray) -> float:
-        return float(np.sum(weights * _log_errors(u, kernels, measured) ** 2))
-
-    starts = (
-        [0.0, 0.0, 0.0, -2.0, -2.0, -2.0],
-        [1.0, 1.0, 2.0, -4.0, -4.0, 0.0],
-        [-1.0, 0.5, -2.0, 0.0, 0.0, -4.0],
-    )
-    best = min((nelder_mead(loss, s, iterations=800) for s in starts), key=lambda r: r[1])
-    return nelder_mead(loss, best[0], step=0.3, iterations=800)[0]
+def _free_parameters(rows: Sequence[Row], groups: list[_Group]) -> dict:
+    tiled = any(np.any(k.blocks_per_tile) for g in groups for k in g.kernels)
+    calls = any(r.timing == "queued" for r in rows)
+    return {
+        k: v
+        for k, v in BOUNDS.items()
+        if (k != "block_overhead_tiles" or tiled) and (k != "dispatch_overhead_s" or calls)
+    }
 
 
-def fit(rows: Sequence[Row], name: str) -> tuple[Calibration, list[float]]:
-    """Least-squares fit (on log time) of one implementation's profile, with the
-    leave-one-out error of every point (its prediction from a fit without it)."""
-    if len(rows) < len(PARAMETERS) + 1:
+def fit(rows: Sequence[Row], name: str, *, loo: bool = True) -> tuple[Calibration, list[float]]:
+    """Bounded least squares on log time of one family's profile on one device, each
+    parameter with its standard error, and (``loo``) every point's leave-one-out error."""
+    groups = _groups(rows)
+    free = _free_parameters(rows, groups)
+    if len(rows) < len(free) + 1:
         raise PerfmodelError(
-            f"calibration {name!r} needs at least {len(PARAMETERS) + 1} points, got {len(rows)}"
+            f"calibration {name!r} needs at least {len(free) + 1} points, got {len(rows)}"
         )
-    kernels = _stacked_roofs(rows)
     measured = np.array([r.measured_s for r in rows])
-    ones = np.ones(len(rows))
-    u = _fit_u(kernels, measured, ones)
-    loo, loo_params = [], []
-    for j in range(len(rows)):
-        weights = ones.copy()
-        weights[j] = 0.0
-        u_j = _fit_u(kernels, measured, weights)
-        loo.append(float(np.expm1(_log_errors(u_j, kernels, measured)[j])))
-        loo_params.append(_to_params(u_j))
-    params = {k: _tidy(v) for k, v in _to_params(u).items()}
+    calls = np.array([r.timing == "queued" for r in rows])
+
+    def residuals(params: dict[str, float]) -> np.ndarray:
+        return np.log(_predicted(params, groups, calls, len(rows)) / measured)
+
+    result = fit_log_time(residuals, free)
+    loo_errors: list[float] = []
+    loo_values: list[dict[str, float]] = []
+    if loo:
+        for j in range(len(rows)):
+            weights = np.ones(len(rows))
+            weights[j] = 0.0
+            r_j = fit_log_time(residuals, free, weights=weights, start=result.values)
+            loo_errors.append(float(np.expm1(r_j.residuals[j])))
+            loo_values.append(r_j.values)
+    params = {k: _tidy(v) for k, v in result.values.items()}
+    stats: dict[str, int | float | str] = {
+        "points": len(rows),
+        "rms_log_error": result.rms_log_error,
+    }
+    for k in free:
+        stats[f"{k}_stderr"] = result.stderr[k]
+        if result.stderr[k] != result.stderr[k]:
+            stats[f"{k}_determined"] = "no"
+        if result.at_bound[k]:
+            stats[f"{k}_at_bound"] = "yes"
+        if loo_values:
+            values = [_tidy(v[k]) for v in loo_values]
+            stats[f"{k}_loo_range"] = f"{min(values):.3g}..{max(values):.3g}"
     p0, run0 = rows[0].point, rows[0].run
-    rms = float(np.sqrt(np.mean(_log_errors(u, kernels, measured) ** 2)))
-    ranges = {}
-    tiled = any(np.any(k.blocks_per_tile) for k in kernels)
-    for k in PARAMETERS:
-        values = [_tidy(p[k]) for p in loo_params]
-        ranges[f"{k}_loo_range"] = f"{min(values):.3g}..{max(values):.3g}"
-    if not tiled:  # no thread-block term in this model: the parameter has no effect
-        params["block_overhead_tiles"] = 0.0
-        ranges["block_overhead_tiles_loo_range"] = "n/a (no tiled kernel)"
+    family = family_of(p0)
     profile = _profile(
         params,
         name=name,
@@ -335,14 +447,22 @@ def fit(rows: Sequence[Row], name: str) -> tuple[Calibration, list[float]]:
         f"on {run0.device_name} (jax {run0.jax_version}, commit {run0.git_commit[:10]})",
         device=rows[0].hw.name,
         implementation=p0.implementation,
-        algorithm=ALGORITHM_OF[p0.implementation],
-        fit={"points": len(rows), "rms_log_error": rms, **ranges},
+        kernel=family,
+        algorithm=algorithm_of(p0),
+        fit=stats,
         sources={
-            "fit": "perfmodel validate --fit: least squares on log time (Nelder-Mead); "
-            "ranges are the leave-one-out fits"
+            "fit": "perfmodel validate --fit: bounded least squares on log time "
+            "(scipy.optimize.least_squares); stderr from the Jacobian; ranges are the "
+            "leave-one-out fits"
         },
     )
-    return Calibration.model_validate(profile.model_dump()), loo
+    return Calibration.model_validate(profile.model_dump()), loo_errors
+
+
+def default_profile(p: Point, hw: HardwareSpec) -> Calibration | None:
+    """The datasheet profile a point's family gets with no fit (None: naive's default)."""
+    family = family_of(p)
+    return None if family is None else family_default(load_kernel(family), hw)
 
 
 # --- the report -----------------------------------------------------------------
@@ -382,9 +502,9 @@ def validate(
     summary = summarise(rows)
     if fit_profiles:
         for impl, s in summary.items():
-            if ALGORITHM_OF[impl] not in FITTED:
-                continue
             mine = [r for r in rows if r.point.implementation == impl]
+            if len(mine) <= len(PARAMETERS):  # too few points to fit: report unfitted
+                continue
             slug = mine[0].hw.aliases[0] if mine[0].hw.aliases else "device"
             s.calibration, s.loo_errors = fit(mine, f"{slug}-{impl}")
             s.loo_median_abs_error = statistics.median(abs(e) for e in s.loo_errors)

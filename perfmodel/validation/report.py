@@ -27,17 +27,7 @@ def report_text(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) 
         )
     for s in summary.values():
         if s.calibration is not None:
-            c = s.calibration
-            lines.append(
-                f"fit {c.name} (LOO ranges in brackets): matmul {c.matmul_efficiency:.3f} "
-                f"[{c.fit['matmul_efficiency_loo_range']}], memory {c.hbm_efficiency:.3f} "
-                f"[{c.fit['memory_efficiency_loo_range']}], compute overlap "
-                f"{c.compute_overlap:.2f} [{c.fit['compute_overlap_loo_range']}], block overhead "
-                f"{c.block_overhead_tiles:.2f} tiles [{c.fit['block_overhead_tiles_loo_range']}], "
-                f"launch {si(c.launch_overhead_s, 's')} [{c.fit['launch_overhead_s_loo_range']}], "
-                f"dispatch {si(c.dispatch_overhead_s, 's')} "
-                f"[{c.fit['dispatch_overhead_s_loo_range']}]"
-            )
+            lines.append(fit_line(s.calibration))
     lines.append("worst points (uncalibrated):")
     for s in summary.values():
         for r in s.worst:
@@ -55,6 +45,38 @@ def report_text(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) 
     else:
         lines.append("lower bound: no measured point is faster than t_lower")
     return "\n".join(lines)
+
+
+#: Fitted parameters as the report shows them: label, format.
+_SHOWN = {
+    "matmul_efficiency": ("matmul", "{:.3f}"),
+    "memory_efficiency": ("memory", "{:.3f}"),
+    "compute_overlap": ("compute overlap", "{:.2f}"),
+    "block_overhead_tiles": ("block overhead (tiles)", "{:.2f}"),
+    "launch_overhead_s": ("launch", None),
+    "dispatch_overhead_s": ("dispatch", None),
+}
+
+
+def fit_line(c: Calibration) -> str:
+    """One fitted profile: each free parameter with its standard error and LOO range."""
+    values = c.model_dump()
+    values["memory_efficiency"] = c.hbm_efficiency
+    parts = []
+    for key, (label, fmt) in _SHOWN.items():
+        if f"{key}_stderr" not in c.fit:
+            continue
+        err = float(c.fit[f"{key}_stderr"])
+        show = (lambda v: si(v, "s")) if fmt is None else fmt.format  # noqa: E731
+        text = f"{label} {show(values[key])} ± {show(err)}"
+        if f"{key}_loo_range" in c.fit:
+            text += f" [{c.fit[f'{key}_loo_range']}]"
+        if f"{key}_at_bound" in c.fit:
+            text += " (at bound)"
+        if f"{key}_determined" in c.fit:
+            text = f"{label}: not determined by these points"
+        parts.append(text)
+    return f"fit {c.name} (± stderr, [LOO range]): " + ", ".join(parts)
 
 
 def report_json(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) -> dict:
