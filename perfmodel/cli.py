@@ -16,7 +16,17 @@ from typing import NoReturn
 from perfmodel.errors import PerfmodelError
 
 #: Subcommand modules under perfmodel.commands, in the order ``--help`` lists them.
-COMMANDS = ("predict", "estimate", "hw", "validate", "report", "explore", "diagnose", "advise")
+COMMANDS = (
+    "predict",
+    "estimate",
+    "hw",
+    "kernels",
+    "validate",
+    "report",
+    "explore",
+    "diagnose",
+    "advise",
+)
 
 
 class _Parser(argparse.ArgumentParser):

@@ -64,3 +64,13 @@ def test_unknown_family_lists_the_known_ones():
 def test_frameworks_give_call_latency_only_where_measured():
     assert 1e-5 < call_latency_of("jax") < 1e-3
     assert load_framework("pytorch").call_latency_s is None
+
+
+def test_cli_lists_and_shows_families(capsys):
+    from perfmodel.cli import main
+
+    assert main(["kernels", "list"]) == 0
+    assert "fa3" in capsys.readouterr().out
+    assert main(["kernels", "show", "cudnn"]) == 0
+    assert "ASSUMED" in capsys.readouterr().out
+    assert main(["kernels", "show", "fa9"]) == 2
