@@ -129,7 +129,9 @@ PREDICT = dict(
     calibration=None,
     naive="minimal",
 )
-INT_ARGS = ("n", "d", "h", "batch", "block_q", "block_k")
+INT_ARGS = ("n", "d", "h", "batch")
+#: Optional: None is the kernel family's tile (any positive int the hardware allows).
+TILE_ARGS = ("block_q", "block_k")
 
 
 @given(arg=st.sampled_from(INT_ARGS), value=BAD)
@@ -137,7 +139,7 @@ def test_predict_positive_ints(arg: str, value: Any) -> None:
     outcome(perfmodel.predict, arg, value, _positive_int, **PREDICT)
 
 
-@given(arg=st.sampled_from(("h_kv", "kv_len")), value=BAD)
+@given(arg=st.sampled_from(("h_kv", "kv_len", *TILE_ARGS)), value=BAD)
 def test_predict_optional_ints(arg: str, value: Any) -> None:
     outcome(perfmodel.predict, arg, value, lambda v: v is None or _positive_int(v), **PREDICT)
 
@@ -183,6 +185,11 @@ def _positive_ints(value: Any) -> bool:
 @given(arg=st.sampled_from(INT_ARGS), value=st.one_of(BAD, LIST))
 def test_sweep_positive_ints(arg: str, value: Any) -> None:
     outcome(perfmodel.sweep, arg, value, _positive_ints, **SWEEP)
+
+
+@given(arg=st.sampled_from(TILE_ARGS), value=st.one_of(BAD, LIST))
+def test_sweep_tiles(arg: str, value: Any) -> None:
+    outcome(perfmodel.sweep, arg, value, lambda v: v is None or _positive_ints(v), **SWEEP)
 
 
 @given(value=st.one_of(BAD, LIST))
@@ -263,7 +270,9 @@ DECODE = dict(
 
 @given(arg=st.sampled_from(("batch", "kv_len", "h", "h_kv", "d", "q_len", "splits")), value=BAD)
 def test_decode_step_ints(arg: str, value: Any) -> None:
-    outcome(decode_step, arg, value, _positive_int, **DECODE)
+    # splits=None: the kernel family's split rule
+    accepts = (lambda v: v is None or _positive_int(v)) if arg == "splits" else _positive_int
+    outcome(decode_step, arg, value, accepts, **DECODE)
 
 
 @given(arg=st.sampled_from(("page_tokens", "dtype")), value=BAD)
