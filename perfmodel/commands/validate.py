@@ -29,11 +29,30 @@ def register(sub: argparse._SubParsersAction) -> None:
         metavar="PREFIXES",
         help="keep runs whose id starts with one of these: sweep,onehead",
     )
+    p.add_argument(
+        "--holdout",
+        default=None,
+        metavar="SPEC",
+        help="fit on the other points, report the error on these: e.g. run=heldout or "
+        "d>=256,causal=true (perfmodel.validation.holdout); --published adds the papers' tables",
+    )
+    p.add_argument("--published", action="store_true", help="with --holdout: published tables too")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=run)
 
 
+def _holdout(args: argparse.Namespace) -> int:
+    from perfmodel.validation.holdout import holdout, published_rows, report
+    from perfmodel.validation.measured import load_measurements
+
+    figures = holdout(load_measurements(args.files), args.holdout, args.hw)
+    print(report(figures, published_rows() if args.published else ()))
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if args.holdout is not None:
+        return _holdout(args)
     from perfmodel.arguments import output_folder, require
     from perfmodel.atomic import write_text
     from perfmodel.validation.compare import validate
