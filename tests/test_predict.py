@@ -60,11 +60,21 @@ def test_naive_sums_per_kernel_maxima():
 
 
 def test_l2_keeps_the_lower_bound_under_the_known_measurement():
-    # Issue #2: block_q=64 at n=16384, d=128, h=16, fp16 runs in ~3.4 ms on an H200.
+    # Issue #2: block_q=64 at n=16384, d=128, h=16 on the H200: the floor stays under the
+    # fastest committed measurement at that shape (cuDNN, 3.52 ms, recheck run of
+    # specs/measurements/h200-2026-11-29.json), while charging every re-read to HBM does not.
+    from perfmodel.catalog.data import data_dir
+    from perfmodel.validation.measured import load_measurements
+
     p = predict(n=16384, hw="h200", h=16, block_q=64, block_k=64)
     no_cache_s = p.flash.hbm_bytes_no_cache / p.hardware.hbm_bandwidth_bytes_per_s
-    assert no_cache_s > 7e-3
-    assert p.flash.t_lower_s < 3.4e-3
+    fastest = min(
+        q.min_s or q.median_s
+        for _, q in load_measurements(sorted(data_dir("measurements").glob("h200-2*.json")))
+        if q.status == "ok" and (q.n, q.h, q.d, q.batch, q.causal) == (16384, 16, 128, 1, False)
+    )
+    assert no_cache_s > 2 * fastest
+    assert p.flash.t_lower_s < fastest
 
 
 def test_tpu_has_no_l2_level():
