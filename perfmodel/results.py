@@ -143,7 +143,9 @@ def _title(p: Prediction) -> str:
     gqa = "" if c.h_kv == c.h else f" h_kv={c.h_kv}"
     return (
         f"{p.hardware.name}: n={c.n}{kv} d={c.d} h={c.h}{gqa} batch={c.batch} {c.dtype}"
-        f"{' causal' if c.causal else ''} tiles {c.block_q}x{c.block_k}"
+        f"{' causal' if c.causal else ''}; flash as {c.kernel}: tiles {c.block_q}x{c.block_k}"
+        f"{f', {c.splits} K/V splits' if c.splits > 1 else ''}"
+        f"{f', {c.pack} heads per tile' if c.pack > 1 else ''}"
         f"{'' if c.mode == 'forward' else f', {c.mode}'}"
     )
 

@@ -17,8 +17,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="fp16")
     p.add_argument("--kv-len", type=int, default=None, help="key length (default n)")
     p.add_argument("--causal", action="store_true")
-    p.add_argument("--block-q", type=int, default=128, help="B_r")
-    p.add_argument("--block-k", type=int, default=128, help="B_c")
+    p.add_argument("--block-q", type=int, default=None, help="B_r (default: the family's)")
+    p.add_argument("--block-k", type=int, default=None, help="B_c (default: the family's)")
+    p.add_argument(
+        "--kernel", default=None, help="kernel family of the fused side (perfmodel kernels list)"
+    )
     p.add_argument("--calibration", action="append", default=None, help="profile name or path")
     p.add_argument(
         "--mode",
@@ -46,6 +49,7 @@ def run(args: argparse.Namespace) -> int:
         causal=args.causal,
         block_q=args.block_q,
         block_k=args.block_k,
+        kernel=args.kernel,
         kv_len=args.kv_len,
         calibration=args.calibration,
         mode=args.mode,
