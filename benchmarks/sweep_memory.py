@@ -72,12 +72,13 @@ def run_case(points: int, columns: list[str] | None, root: Path = ROOT) -> dict:
     env["PYTHONPATH"] = str(root)
     out = subprocess.run(
         [sys.executable, "-c", CHILD, str(points), json.dumps(columns)],
-        check=True,
         capture_output=True,
         text=True,
         env=env,
         cwd=root,
     )
+    if out.returncode:
+        raise SystemExit(f"case failed ({root}):\n{out.stderr[-2000:]}")
     return json.loads(out.stdout)
 
 
