@@ -10,10 +10,9 @@ import pytest
 from perfmodel import predict
 from perfmodel.catalog.hardware import known_names, load_hardware
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import model_key, shape_values
+from perfmodel.evaluate import shape_values
 from perfmodel.prediction import calibration_profiles
 from perfmodel.report import explore
-from perfmodel.vocabulary import bytes_per_element
 
 ROOF_COLUMNS = {f"t_{r}_s": r for r in explore.ROOFS}
 
@@ -26,7 +25,7 @@ def random_config(rng: random.Random) -> dict:
     causal = rng.random() < 0.5
     n = rng.choice([rng.randint(1, 300), rng.randint(300, 70_000)])
     profiles = list(explore.profile_names(spec))
-    return dict(
+    cfg = dict(
         n=n,
         hw=hw,
         d=rng.choice([32, 64, 80, 128, 256]),
@@ -41,18 +40,29 @@ def random_config(rng: random.Random) -> dict:
         calibration=rng.choice(profiles),
         naive=rng.choice(["minimal", "xla"]),
         mode=rng.choice(["forward", "backward", "train"]),
+        kernel=rng.choice(["auto", "auto", *explore.flash_families()]),
     )
+    if rng.random() < 0.5:  # the family's own tiles
+        cfg["block_q"] = cfg["block_k"] = None
+    if rng.random() < 0.2:
+        cfg["warps"] = rng.choice([4, 8])
+    if rng.random() < 0.2:
+        cfg["splits"] = rng.choice([1, 2, 3, 8])
+    if rng.random() < 0.2 and not causal:
+        cfg["page_tokens"] = rng.choice([16, 64, 256])
+    return cfg
 
 
 def predict_args(cfg: dict) -> dict:
-    return {**cfg, "calibration": None if cfg["calibration"] == "default" else cfg["calibration"]}
+    out = {**cfg, "calibration": None if cfg["calibration"] == "default" else cfg["calibration"]}
+    return out | {"kernel": None if cfg["kernel"] == "auto" else cfg["kernel"]}
 
 
 def expected(cfg: dict, algorithm: str, p) -> dict:
     """predict()'s numbers under the page's column names."""
     a = getattr(p, algorithm)
     out = {}
-    for name in explore.program(model_key(algorithm), False, True).outputs:
+    for name in explore.columns():
         if name in ROOF_COLUMNS:
             out[name] = a.roof_times_s.get(ROOF_COLUMNS[name])
         elif name == "bound_compute":
@@ -76,7 +86,7 @@ def test_page_shows_every_column_predict_reports():
     """A column added to AlgorithmPrediction must reach the page (or be listed here)."""
     from perfmodel.results import AlgorithmPrediction
 
-    shown = set(explore.program("flash", False, True).outputs)
+    shown = set(explore.columns())
     # bound and binding_roof: the page names them from bound_compute and the t_<roof>_s
     # columns; roof_times_s: the t_<roof>_s columns; calibration: the profile control.
     derived = {"bound", "binding_roof", "roof_times_s", "calibration"}
@@ -95,7 +105,8 @@ def test_arguments_left_out_leave_naive_and_flash_as_they_are(split):
 
 
 def test_program_equals_predict_on_random_configs():
-    """The straight-line program the page runs (here printed to Python) against predict()."""
+    """The straight-line program the page runs (here printed to Python), through the
+    page's steps (explore.page_columns), against predict()."""
     rng = random.Random(17)
     checked, worst = 0, 0.0
     while checked < 120:
@@ -104,26 +115,14 @@ def test_program_equals_predict_on_random_configs():
             p = predict(**predict_args(cfg))
         except PerfmodelError:
             continue
-        spec = load_hardware(cfg["hw"])
-        profiles = calibration_profiles(predict_args(cfg)["calibration"], spec)
-        shape = dict(
-            n=cfg["n"],
-            m=cfg["kv_len"],
-            d=cfg["d"],
-            h=cfg["h"],
-            h_kv=cfg["h_kv"],
-            b=cfg["batch"],
-            block_q=cfg["block_q"],
-            block_k=cfg["block_k"],
-        )
-        values = shape_values(spec, s=bytes_per_element(cfg["dtype"]), **shape)
+        got_all = explore.page_columns(cfg)
         for a in ("naive", "flash"):
-            key = model_key(a, cfg["naive"], cfg["mode"])
-            inputs = explore.device_inputs(spec, cfg["dtype"], profiles[a])
-            got = explore.evaluate_program(key, cfg["causal"], spec, values, inputs)
+            got = got_all[a]
             for name, want in expected(cfg, a, p).items():
-                if want is None:  # a roof the device lacks, or no L2 level
-                    assert name == "l2_bytes" or got[name] == 0.0, (cfg, a, name)
+                if want is None:  # a roof the device lacks, no L2 level, no call latency
+                    value = got.get(name)
+                    absent = value is None or value != value or value == 0.0
+                    assert absent or name == "l2_bytes", (cfg, a, name, value)
                     continue
                 worst = max(worst, rel(got[name], want))
                 assert rel(got[name], want) <= 1e-9, (cfg, a, name, got[name], want)
@@ -132,16 +131,28 @@ def test_program_equals_predict_on_random_configs():
     assert worst <= 1e-9
 
 
-def test_asymptote_expression_equals_asymptotic_speedup():
-    from perfmodel.analysis.asymptotics import RATE, Shape, asymptotic_speedup
+@pytest.mark.parametrize("kernel", ["fa2", "fa3"])
+def test_asymptote_expression_equals_asymptotic_speedup(kernel):
+    from perfmodel.analysis.asymptotics import Shape, asymptotic_speedup
+    from perfmodel.catalog.kernels import load_kernel
+    from perfmodel.kernel_config import resolve
+    from perfmodel.onchip import effective_overlap
 
     spec = load_hardware("h200")
     code = explore.asymptote_expressions("h200")
-    shape = Shape(h=16, dtype="bf16", causal=True, block_q=64)
+    shape = Shape(h=16, dtype="bf16", causal=True, block_q=64, kernel=kernel)
     want = asymptotic_speedup(spec, shape=shape).value
-    inputs = explore.device_inputs(spec, "bf16", calibration_profiles(None, spec)["flash"])
-    env = {f"R_{r}": inputs[f"rate_{r}"] * inputs[f"eff_{r}"] for r in RATE}
-    env |= shape_values(spec, d=128, h=16, h_kv=16, b=1, s=2, block_q=64, block_k=128)
+    family = load_kernel(kernel)
+    profiles = calibration_profiles(None, spec, family)
+    sizes = dict(n=4096, m=4096, d=128, h=16, h_kv=16, b=1, s=2)
+    config = resolve(family, spec, **sizes, causal=True, block_q=64)
+    env = {}
+    for a in ("naive", "flash"):
+        inputs = explore.device_inputs(spec, "bf16", profiles[a])
+        blocks = config.blocks_per_sm if a == "flash" else 1
+        env[f"overlap_{a}"] = effective_overlap(inputs["compute_overlap"], blocks)
+        env |= {f"R_{a}_{r}": inputs[f"rate_{r}"] * inputs[f"eff_{r}"] for r in explore.ROOFS}
+    env |= shape_values(spec, **sizes, block_q=64, block_k=config.block_k)
     expr = code["1"]
     got = float(expr.subs({x: env[str(x)] for x in expr.free_symbols}))
     assert rel(got, want) <= 1e-12

@@ -99,15 +99,20 @@ def wait(driver, timeout: float = 30.0) -> str:
 def set_controls(driver, cfg: dict) -> None:
     """As a user would: pick from the lists, type the numbers, tick the box."""
     Select(driver.find_element("id", "hw")).select_by_value(explore.load_hardware(cfg["hw"]).name)
-    for key in ("dtype", "calibration", "naive", "mode"):
+    for key in ("dtype", "calibration", "naive", "mode", "kernel"):
         Select(driver.find_element("id", key)).select_by_value(cfg[key])
-    for key in ("n", "kv_len", "d", "h", "h_kv", "batch", "block_q", "block_k"):
+    for key in ("n", "kv_len", "d", "h", "h_kv", "batch", "block_q", "block_k", *BLANKABLE):
         box = driver.find_element("id", key)
         box.clear()
-        box.send_keys(str(cfg[key]))
+        if cfg.get(key) is not None:  # blank: the kernel family's own
+            box.send_keys(str(cfg[key]))
     tick = driver.find_element("id", "causal")
     if tick.is_selected() != cfg["causal"]:
         tick.click()
+
+
+#: Controls left blank unless a config names them.
+BLANKABLE = ("warps", "splits", "page_tokens")
 
 
 def shown(driver, element_id: str) -> str:
@@ -144,7 +149,8 @@ def check_numbers(driver, cfg: dict, p) -> float:
 
 def shape_of(cfg: dict) -> Shape:
     keys = ("d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k")
-    return Shape(**{k: cfg[k] for k in keys})
+    kernel = explore.auto_kernel(None) if cfg["kernel"] == "auto" else cfg["kernel"]
+    return Shape(**{k: cfg[k] for k in keys}, kernel=kernel)
 
 
 def test_page_loads_offline_and_shows_predict(page):
@@ -178,6 +184,7 @@ def test_random_configs_equal_predict(page):
         assert state == "ready" and shown(page, "error") == "", (cfg, shown(page, "error"))
         worst = max(worst, check_numbers(page, cfg, p))
         plain = (cfg["mode"], cfg["naive"], cfg["calibration"]) == ("forward", "minimal", "default")
+        plain = plain and all(cfg.get(k) is None for k in BLANKABLE)
         if plain and cfg["kv_len"] == cfg["n"]:
             t0 = time.monotonic()
             lim = asymptotic_speedup(cfg["hw"], shape=shape_of(cfg)).value

@@ -33,16 +33,28 @@ import sympy as sp
 from sympy.printing.jscode import jscode
 
 from perfmodel import roofline
-from perfmodel.analysis.asymptotics import RATE, Shape, asymptotic_speedup
-from perfmodel.catalog.calibration import Calibration, known_calibrations
+from perfmodel.analysis.asymptotics import leading_coefficients
+from perfmodel.catalog.calibration import Calibration, known_calibrations, load_calibration
+from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, known_names, load_hardware
+from perfmodel.catalog.kernels import known_kernels, load_kernel
 from perfmodel.costs import MODES
 from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, model_expressions, model_key, roof_rates, shape_values
+from perfmodel.evaluate import (
+    ALGORITHMS,
+    call_latency,
+    forward_then_backward,
+    model_expressions,
+    model_key,
+    onchip_of,
+    roof_rates,
+    shape_values,
+)
+from perfmodel.kernel_config import resolve
 from perfmodel.prediction import calibration_profiles, predict
 from perfmodel.report.conclusions import N_REFERENCE
-from perfmodel.vocabulary import BYTES_PER_ELEMENT, SYMBOL_OF
+from perfmodel.vocabulary import BYTES_PER_ELEMENT, SYMBOL_OF, bytes_per_element, symbol_values
 
 ROOFS = roofline.COMPUTE_ROOFS + roofline.MEMORY_ROOFS
 _WORK = {
@@ -65,12 +77,16 @@ CONTROLS = {
     "batch": "number",
     "dtype": "select",
     "causal": "checkbox",
-    "block_q": "number (power of two)",
-    "block_k": "number (power of two)",
+    "block_q": "number (blank: the family's tile)",
+    "block_k": "number (blank: the family's tile)",
     "kv_len": "number (blank: n)",
     "calibration": "select of the profiles valid on the device",
     "naive": "select",
     "mode": "select",
+    "kernel": "select of the flash kernel families (auto: the profile's, else fa2)",
+    "warps": "number (blank: the family's)",
+    "splits": "number (blank: the family's split-KV rule)",
+    "page_tokens": "number (blank: contiguous KV cache)",
 }
 #: predict() parameters the page leaves out, and why. Each must leave the naive and
 #: flash columns as they are (tests/test_explore.py checks), or it needs a control.
@@ -78,12 +94,6 @@ NOT_SHOWN = {
     "cp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "cp_scheme": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "tp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
-    # issue 10: the kernel family's launch (tiles, warps, GQA packing, split-KV, paged
-    # cache); the page's program does not port perfmodel.kernel_config yet
-    "kernel": "kernel family (specs/kernels): not yet in the page's program",
-    "warps": "kernel family launch: not yet in the page's program",
-    "splits": "kernel family launch (split-KV): not yet in the page's program",
-    "page_tokens": "paged KV cache (decode): not yet in the page's program",
 }
 
 
@@ -95,10 +105,17 @@ def _sym(name: str) -> sp.Symbol:
 #: Device and calibration inputs of the program (per algorithm where a profile differs).
 RATES = {r: _sym(f"rate_{r}") for r in ROOFS}  #: full rate of each roof; absent: Infinity
 EFF = {r: _sym(f"eff_{r}") for r in ROOFS}
-OVERLAP, STRETCH, LAUNCH, DISPATCH = (
-    _sym(x) for x in ("compute_overlap", "block_overhead_tiles", "launch_s", "dispatch_s")
+OVERLAP, STRETCH, LAUNCH = (
+    _sym(x) for x in ("compute_overlap", "block_overhead_tiles", "launch_s")
 )
 UNITS, CAPACITY = _sym("sm_count"), _sym("hbm_capacity")
+#: The fused kernel's on-chip facts (perfmodel.evaluate.OnChip; from kernel_config.resolve).
+BLOCKS_PER_SM = _sym("blocks_per_sm")
+SPILL = sp.Symbol("spill_bytes_per_tile", nonnegative=True)
+IN_FLIGHT = sp.Symbol("bytes_in_flight", nonnegative=True)
+#: Device facts of the memory reach (0: the spec lacks them).
+LATENCY = sp.Symbol("memory_latency_s", nonnegative=True)
+HAS_L2_RATE = sp.Symbol("has_l2_rate", nonnegative=True)
 
 
 @dataclass(frozen=True)
@@ -122,23 +139,46 @@ def _max(*args: sp.Expr) -> sp.Expr:
     return args[0] if len(args) == 1 else sp.Max(*args, evaluate=False)
 
 
-def _parallelism(times: dict, work_items: sp.Expr) -> tuple[dict, dict]:
-    """evaluate's idle-SM floor and wave quantisation, on compute roofs only."""
+def _min(*args: sp.Expr) -> sp.Expr:
+    return sp.Min(*args, evaluate=False)
+
+
+def _parallelism(times: dict, work_items: sp.Expr, fused: bool) -> tuple[dict, dict]:
+    """evaluate's idle SMs: the floor stretches compute roofs by the busy share; the
+    estimate by wave quantisation, and memory roofs by the reach of the busy SMs."""
     if work_items == 0:  # a kernel without work_items fills the chip
         return times, times
     w = work_items
-    floor = sp.Min(1, w / UNITS, evaluate=False)
+    busy = _min(1, w / UNITS)
     waves = w / (sp.ceiling(w / UNITS) * UNITS)
-    stretch = {r: (floor, waves) if r in roofline.COMPUTE_ROOFS else (1, 1) for r in times}
-    return (
-        {r: t / stretch[r][0] for r, t in times.items()},
-        {r: t / stretch[r][1] for r, t in times.items()},
-    )
+    reach = _memory_reach(busy, w, fused)
+    floor = {r: t / busy if r in roofline.COMPUTE_ROOFS else t for r, t in times.items()}
+    estimate = {
+        r: t / waves if r in roofline.COMPUTE_ROOFS else t * reach.get(r, 1)
+        for r, t in times.items()
+    }
+    return floor, estimate
+
+
+def _memory_reach(busy: sp.Expr, w: sp.Expr, fused: bool) -> dict:
+    """evaluate's memory reach: each busy SM pulls at most its port's share of the L2
+    bandwidth and, by Little's law, what its resident blocks keep in flight."""
+    per_sm = RATES["l2"] / UNITS
+    if fused:
+        resident = _min(BLOCKS_PER_SM, _max(1, w / UNITS))
+        little = _min(per_sm, resident * IN_FLIGHT / LATENCY)
+        per_sm = sp.Piecewise((little, sp.And(LATENCY > 0, IN_FLIGHT > 0)), (per_sm, True))
+    reach = busy * UNITS * per_sm
+    return {
+        r: sp.Piecewise((_max(1, RATES[r] / reach), HAS_L2_RATE > 0), (1, True))
+        for r in ("l2", "hbm")
+    }
 
 
 @functools.cache
 def program(key: str, causal: bool, l2: bool) -> Program:
-    """``evaluate(key, causal=..., hw with/without L2)`` as one straight-line program."""
+    """``evaluate(key, causal=..., hw with/without L2, onchip=...)`` as one straight-line
+    program; the first tiled kernel gets the launch's on-chip inputs."""
     names, exprs = model_expressions(key, causal, l2)
     raw = tuple(zip(names, exprs, strict=True))
     kernels = list(dict.fromkeys(n.split(":")[0] for n in names if ":" in n))
@@ -151,13 +191,15 @@ def program(key: str, causal: bool, l2: bool) -> Program:
     zero = dict(raw)
     totals = {r: sp.Integer(0) for r in ROOFS}
     t_compute = t_memory = t_lower = total = sp.Integer(0)
-    for k in kernels:
+    for i, k in enumerate(kernels):
         work = {r: _v(f"{k}:{_WORK[r]}") for r in ROOFS}
         times = roofline.roof_times(work, RATES)
         times = {r: let(f"{k}:t_{r}", t) for r, t in times.items()}
         items = zero[f"{k}:work_items"]
         w = sp.Integer(0) if items == 0 else _v(f"{k}:work_items")
-        floor, estimate = _parallelism(times, w)
+        tiles = zero[f"{k}:tiles"]
+        fused = i == 0 and tiles != 0  # the tiled kernel: on-chip facts apply
+        floor, estimate = _parallelism(times, w, fused)
         floor = {r: let(f"{k}:floor_{r}", t) for r, t in floor.items()}
         estimate = {r: let(f"{k}:est_{r}", t) for r, t in estimate.items()}
         for r in ROOFS:
@@ -165,14 +207,16 @@ def program(key: str, causal: bool, l2: bool) -> Program:
         t_compute += _max(*(floor[r] for r in roofline.COMPUTE_ROOFS))
         t_memory += _max(*(floor[r] for r in roofline.MEMORY_ROOFS))
         t_lower += _max(*floor.values())
-        tiles = zero[f"{k}:tiles"]
         blocks = 0 if tiles == 0 else _v(f"{k}:work_items") / _v(f"{k}:tiles")
+        per_sm = BLOCKS_PER_SM if fused else 1
+        spill = _v(f"{k}:tiles") * SPILL / RATES["l2"] if fused else 0
         device = roofline.combine(
             roofline.derated(estimate, EFF),
-            OVERLAP,
+            1 - (1 - OVERLAP) / per_sm,  # perfmodel.onchip.effective_overlap
             1 + STRETCH * blocks,
             top=_max,
             total=sp.Add,
+            serial=spill,
         )
         total += let(f"{k}:device_s", device) + LAUNCH
     for field in _WORK.values():
@@ -186,7 +230,7 @@ def program(key: str, causal: bool, l2: bool) -> Program:
         let("t_memory_s", t_memory),
         let("t_lower_s", t_lower),
     )
-    let("time_s", _max(total, DISPATCH * len(kernels)))
+    let("time_s", total)
     let("attainable_flops_per_s", _v("matmul_flops") / tl)
     let("bound_compute", sp.Piecewise((1, tc >= tm), (0, True)))
     let("fits_memory", sp.Piecewise((1, _v("footprint_bytes") <= CAPACITY), (0, True)))
@@ -221,8 +265,24 @@ def device_inputs(spec: HardwareSpec, dtype: str, profile: Calibration) -> dict[
         "dispatch_s": profile.dispatch_overhead_s,
         "sm_count": float(spec.sm_count),
         "hbm_capacity": float(spec.hbm_capacity_bytes),
+        "memory_latency_s": spec.memory_latency_s or 0.0,
+        "has_l2_rate": 1.0 if spec.l2_bandwidth_bytes_per_s else 0.0,
     }
-    return out
+    return out | NO_ONCHIP
+
+
+#: The on-chip inputs of a kernel launched without a family's facts (``OnChip()``).
+NO_ONCHIP = {"blocks_per_sm": 1.0, "spill_bytes_per_tile": 0.0, "bytes_in_flight": 0.0}
+
+
+def onchip_inputs(config: Any) -> dict[str, float]:
+    """The program's on-chip inputs of a resolved launch (``evaluate.onchip_of``)."""
+    facts = onchip_of(config)
+    return {
+        "blocks_per_sm": float(facts.blocks_per_sm),
+        "spill_bytes_per_tile": float(facts.spill_bytes_per_tile),
+        "bytes_in_flight": float(facts.bytes_in_flight),
+    }
 
 
 def evaluate_program(
@@ -232,6 +292,93 @@ def evaluate_program(
     by the same :func:`straight_line` (for tests; the page runs the JavaScript twin)."""
     fn = _python_function(key, causal, spec.l2_bytes is not None)
     return fn({str(k): float(v) for k, v in values.items()} | dict(inputs))
+
+
+def flash_key(splits: float, paged: bool) -> str:
+    """The forward flash model a launch uses (``evaluate.evaluate_flash``)."""
+    return "flash" + ("-split" if splits > 1 else "") + ("-paged" if paged else "")
+
+
+def page_columns(cfg: dict) -> dict[str, dict[str, float]]:
+    """What the page computes for one setting of its controls (``cfg``: predict()'s
+    arguments, ``kernel``/``calibration`` "auto"/"default" for none), in Python: the
+    tests hold it to predict(); page.js runs the same steps (``evaluate`` function)
+    with the launch resolved by its copy of ``perfmodel.kernel_config.resolve``."""
+    spec = load_hardware(cfg["hw"])
+    calibration = None if cfg["calibration"] == "default" else cfg["calibration"]
+    kernel = cfg.get("kernel", "auto")
+    family = load_kernel(auto_kernel(calibration) if kernel == "auto" else kernel)
+    profiles = calibration_profiles(calibration, spec, family)
+    m = cfg.get("kv_len") or cfg["n"]
+    h_kv = cfg.get("h_kv") or cfg["h"]
+    shape = symbol_values(n=cfg["n"], kv_len=m, d=cfg["d"], h=cfg["h"], h_kv=h_kv)
+    shape["b"] = cfg["batch"]
+    s = bytes_per_element(cfg["dtype"])
+    causal, mode, paged = cfg["causal"], cfg["mode"], bool(cfg.get("page_tokens"))
+    config = resolve(
+        family,
+        spec,
+        **shape,
+        s=s,
+        causal=causal,
+        **{k: cfg.get(k) for k in ("block_q", "block_k", "warps", "splits")},
+    )
+    tiles = dict(block_q=config.block_q, block_k=config.block_k)
+    naive_in = device_inputs(spec, cfg["dtype"], profiles["naive"])
+    flash_in = device_inputs(spec, cfg["dtype"], profiles["flash"])
+    naive = evaluate_program(
+        model_key("naive", cfg["naive"], mode),
+        causal,
+        spec,
+        shape_values(spec, s=s, **shape, **tiles),
+        naive_in,
+    )
+
+    def run(pack: float, splits: float, onchip: dict) -> dict:
+        values = shape_values(
+            spec,
+            **shape,
+            s=s,
+            page=cfg.get("page_tokens") or 1,
+            **tiles,
+            pack=pack,
+            splits=splits,
+            blocks_per_sm=config.blocks_per_sm,
+        )
+        return evaluate_program(flash_key(splits, paged), causal, spec, values, flash_in | onchip)
+
+    forward = run(config.pack, config.splits, onchip_inputs(config))
+    group = shape["h"] / shape["h_kv"]
+    floors = [forward["t_lower_s"]]
+    seen = {(float(config.pack), float(config.splits))}
+    for pack, splits in ((1, 1), (group, 1), (1, config.splits), (group, config.splits)):
+        if (float(pack), float(splits)) not in seen:
+            seen.add((float(pack), float(splits)))
+            floors.append(run(pack, splits, NO_ONCHIP)["t_lower_s"])
+    forward["t_lower_s"] = min(floors)
+    forward["attainable_flops_per_s"] = forward["matmul_flops"] / forward["t_lower_s"]
+    kernels = 2 if config.splits > 1 else 1
+    framework_s = call_latency_of(family.framework)
+    forward["call_latency_s"] = call_latency(
+        forward["time_s"], kernels, profiles["flash"], framework_s
+    )
+    if mode == "forward":
+        flash = forward
+    else:
+        values = shape_values(spec, s=s, **shape, **tiles)
+        key = model_key("flash", cfg["naive"], "backward")
+        backward = evaluate_program(key, causal, spec, values, flash_in)
+        flash = backward if mode == "backward" else forward_then_backward(forward, backward)
+        flash = {k: v for k, v in flash.items() if k not in ("bound", "binding_roof")}
+        flash["bound_compute"] = float(flash["t_compute_s"] >= flash["t_memory_s"])
+        flash["fits_memory"] = float(flash["fits_memory"])
+    return {"naive": naive, "flash": {k: float(v) for k, v in flash.items()}}
+
+
+def auto_kernel(calibration: str | None) -> str:
+    """The family predict() picks when ``kernel`` is not given: the one a named profile
+    refines, else "fa2" (``prediction._flash_family``, whose rule this repeats)."""
+    return (calibration and load_calibration(calibration).kernel) or "fa2"
 
 
 @functools.cache
@@ -283,6 +430,12 @@ def _variants() -> dict[str, str]:
                         name = f"{key}|{int(causal)}|{int(l2)}"
                         if name not in out:
                             out[name] = _js_function(program(key, causal, l2))
+    for key in (flash_key(s, paged) for s in (1, 2) for paged in (False, True)):
+        for causal in (False, True):
+            for l2 in (False, True):
+                out.setdefault(
+                    f"{key}|{int(causal)}|{int(l2)}", _js_function(program(key, causal, l2))
+                )
     return out
 
 
@@ -299,13 +452,44 @@ def profile_names(spec: HardwareSpec) -> list[str]:
     return out
 
 
-def _profiles_for(spec: HardwareSpec) -> dict[str, dict[str, dict[str, float]]]:
-    """Per calibration choice valid on ``spec``, per algorithm, per dtype: the inputs."""
-    out = {}
+def _profiles_for(spec: HardwareSpec) -> dict[str, dict[str, Any]]:
+    """Per calibration choice valid on ``spec``, per flash kernel family, per algorithm,
+    per dtype: the inputs (or the error predict() gives for that pair)."""
+    out: dict[str, dict[str, Any]] = {}
     for name in profile_names(spec):
-        chosen = calibration_profiles(None if name == "default" else name, spec)
+        out[name] = {}
+        for kernel in flash_families():
+            try:
+                chosen = calibration_profiles(
+                    None if name == "default" else name, spec, load_kernel(kernel)
+                )
+            except PerfmodelError as e:
+                out[name][kernel] = {"error": str(e)}
+                continue
+            out[name][kernel] = {
+                a: {t: device_inputs(spec, t, chosen[a]) for t in dtypes(spec)} for a in ALGORITHMS
+            }
+    return out
+
+
+def family_table() -> dict[str, dict[str, Any]]:
+    """The flash kernel families as the page's copy of ``kernel_config.resolve`` needs
+    them (all from specs/kernels)."""
+    out = {}
+    for name in flash_families():
+        f = load_kernel(name)
         out[name] = {
-            a: {t: device_inputs(spec, t, chosen[a]) for t in dtypes(spec)} for a in ALGORITHMS
+            "name": f.name,
+            "tiles": [t.model_dump() for t in f.tiles],
+            "gqa_packing": f.gqa_packing,
+            "split_kv": f.split_kv,
+            "split_sm_factor": f.split_sm_factor,
+            "max_splits": f.max_splits,
+            "split_block_q": f.split_block_q,
+            "split_block_k": sorted(f.split_block_k.items()),
+            "kv_stages": f.kv_stages,
+            "producer_warps": f.producer_warps,
+            "framework_s": call_latency_of(f.framework),
         }
     return out
 
@@ -322,24 +506,37 @@ def _has_peak(spec: HardwareSpec, dtype: str) -> bool:
     return True
 
 
+#: The compute overlap of each side in the n→∞ limit (the flash side's with its blocks
+#: per SM, ``perfmodel.onchip.effective_overlap``): inputs of the asymptote expression.
+LIMIT_OVERLAP = {a: sp.Symbol(f"overlap_{a}", nonnegative=True) for a in ALGORITHMS}
+
+
 @functools.cache
-def asymptote_expressions(hw: str) -> dict[str, sp.Expr | None]:
-    """The n→∞ naive/flash time ratio (default profile, forward) per causality ("0", "1"),
-    with the derated roof rates as symbols ``R_<roof>``; None where no tile fits."""
+def asymptote_expressions(hw: str) -> dict[str, sp.Expr]:
+    """The n→∞ naive/flash time ratio (forward) per causality ("0", "1"), as
+    :func:`perfmodel.analysis.asymptotics.asymptotic_speedup` forms it: per kernel the
+    leading n² coefficient of each roof over its derated rate ``R_<side>_<roof>``, combined as
+    the estimate combines roofs, with each side's compute overlap a symbol
+    (:data:`LIMIT_OVERLAP`) since the flash side's depends on the launch."""
     spec = load_hardware(hw)
-    out: dict[str, sp.Expr | None] = {}
-    dtype = min(dtypes(spec), key=lambda t: BYTES_PER_ELEMENT[t])  # symbolic in s anyway
+    l2 = spec.l2_bytes is not None
+    out = {}
     for causal in (False, True):
-        out[str(int(causal))] = None
-        for tile in (64, 32, 16):  # the limit is symbolic in the tiles: any that fits will do
-            shape = Shape(d=64, dtype=dtype, causal=causal, block_q=tile, block_k=tile)
-            try:
-                expr = asymptotic_speedup(spec, shape=shape).expr
-            except PerfmodelError:
-                continue
-            subs = {RATE[r]: sp.Symbol(f"R_{r}") for r in RATE}
-            out[str(int(causal))] = expr.xreplace(subs)
-            break
+        side = {}
+        for a in ALGORITHMS:
+            rates = {r: sp.Symbol(f"R_{a}_{r}", positive=True) for r in ROOFS}
+            side[a] = sp.Add(
+                *(
+                    roofline.combine(
+                        {r: c / rates[r] for r, c in per_roof.items() if c != 0},
+                        LIMIT_OVERLAP[a],
+                        top=_max,
+                        total=sp.Add,
+                    )
+                    for per_roof in leading_coefficients(a, causal, l2).values()
+                )
+            )
+        out[str(int(causal))] = side["naive"] / side["flash"]
     return out
 
 
@@ -356,14 +553,19 @@ def device_table() -> dict[str, dict[str, Any]]:
             "l2_capacity": float(consts["l2_capacity"]),
             "resident_ctas": float(consts["resident_ctas"]),
             "sram_per_sm_bytes": spec.sram_per_sm_bytes,
+            "smem_per_block_bytes": spec.smem_per_block_bytes,
+            "registers_per_sm": spec.registers_per_sm,
+            "max_registers_per_thread": spec.max_registers_per_thread,
+            "max_threads_per_sm": spec.max_threads_per_sm,
+            "max_blocks_per_sm": spec.max_blocks_per_sm,
+            "sm_count": spec.sm_count,
+            "arch": spec.arch,
             "hbm_capacity_bytes": spec.hbm_capacity_bytes,
             "dtypes": dtypes(spec),
             "bytes": {t: BYTES_PER_ELEMENT[t] for t in dtypes(spec)},
             "ridge": {t: spec.ridge_point(t) for t in dtypes(spec)},
             "profiles": _profiles_for(spec),
-            "asymptote": {
-                c: None if e is None else jscode(e) for c, e in asymptote_expressions(name).items()
-            },
+            "asymptote": {c: jscode(e) for c, e in asymptote_expressions(name).items()},
         }
     return out
 
@@ -403,6 +605,16 @@ def measured_points(paths: list[str | Path]) -> list[dict[str, Any]]:
     return out
 
 
+def columns() -> tuple[str, ...]:
+    """Every column the page shows per side: the program's, then the call latency."""
+    return (*program("flash", False, True).outputs, "call_latency_s")
+
+
+def flash_families() -> list[str]:
+    """The kernel families the page offers for the fused side."""
+    return [k for k in known_kernels() if load_kernel(k).algorithm == "flash"]
+
+
 def check_controls() -> list[str]:
     """predict() parameters the page has no control for (empty when it has all)."""
     known = CONTROLS.keys() | NOT_SHOWN.keys()
@@ -419,6 +631,10 @@ def build_page(measurements: list[str | Path] | None = None) -> str:
     data = {
         "devices": device_table(),
         "naive": list(NAIVE_IMPLEMENTATIONS),
+        "families": family_table(),
+        "auto_kernel": {
+            c: auto_kernel(None if c == "default" else c) for c in known_calibrations()
+        },
         "modes": list(MODES),
         "n_reference": N_REFERENCE,
         "measured": measured_points(measurements or []),

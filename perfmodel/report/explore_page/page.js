@@ -1,6 +1,8 @@
 // perfmodel explore: controls, evaluation through the generated MODELS, and plain SVG.
-// No formula of the model is written here: MODELS (printed by sympy) computes every
-// column; this file reads controls, picks the model, draws, and formats text.
+// MODELS (printed by sympy from perfmodel.evaluate's expressions) computes every column;
+// this file reads controls, resolves the kernel family's launch (a copy of
+// perfmodel.kernel_config.resolve, held to predict() by tests/test_explore_browser.py),
+// runs the models as perfmodel.evaluate.evaluate_flash does, draws, and formats text.
 "use strict";
 const ROOFS = ["matmul", "vector", "exp", "hbm", "l2"];
 const COLORS = { naive: "#c0392b", flash: "#2471a3" };
@@ -8,8 +10,9 @@ const ROOF_COLORS = { matmul: "#7d3c98", vector: "#117a65", exp: "#b9770e", hbm:
 const $ = (id) => document.getElementById(id);
 
 // --- controls --------------------------------------------------------------------------
-const NUMBERS = ["n", "kv_len", "d", "h", "h_kv", "batch", "block_q", "block_k"];
-const DEFAULTS = { n: 4096, kv_len: "", d: 128, h: 1, h_kv: "", batch: 1, block_q: 128, block_k: 128 };
+const NUMBERS = ["n", "kv_len", "d", "h", "h_kv", "batch", "block_q", "block_k", "warps", "splits", "page_tokens"];
+const DEFAULTS = { n: 4096, kv_len: "", d: 128, h: 1, h_kv: "", batch: 1, block_q: "", block_k: "", warps: "", splits: "", page_tokens: "" };
+const BLANK = { kv_len: "= n", h_kv: "= h", block_q: "family's", block_k: "family's", warps: "family's", splits: "family's", page_tokens: "none" };
 
 function el(tag, attrs, children) {
   const e = document.createElement(tag);
@@ -32,12 +35,13 @@ function buildControls() {
   for (const k of NUMBERS) {
     const attrs = { id: k, type: "number", min: 1, step: 1 };
     if (DEFAULTS[k] !== "") attrs.value = DEFAULTS[k];
-    else attrs.placeholder = k === "kv_len" ? "= n" : "= h";
+    else attrs.placeholder = BLANK[k];
     c.append(el("label", {}, [k, el("input", attrs)]));
   }
   c.append(el("label", {}, ["dtype", select("dtype", [], "")]));
   c.append(el("label", {}, ["causal", el("input", { id: "causal", type: "checkbox" })]));
   c.append(el("label", {}, ["calibration", select("calibration", [], "")]));
+  c.append(el("label", {}, ["kernel", select("kernel", ["auto", ...Object.keys(DATA.families)], "auto")]));
   c.append(el("label", {}, ["naive compiled as", select("naive", DATA.naive, DATA.naive[0])]));
   c.append(el("label", {}, ["mode", select("mode", DATA.modes, DATA.modes[0])]));
   $("hw").addEventListener("change", deviceChanged);
@@ -64,7 +68,7 @@ function deviceChanged() {
 
 function intValue(k) {
   const raw = $(k).value.trim();
-  if (raw === "" && (k === "kv_len" || k === "h_kv")) return null;
+  if (raw === "" && k in BLANK) return null;
   const v = Number(raw);
   if (!Number.isInteger(v) || v <= 0) throw new Error(`${k}=${raw} must be a positive integer`);
   return v;
@@ -75,59 +79,206 @@ function readState() {
   for (const k of NUMBERS) st[k] = intValue(k);
   if (st.kv_len === null) st.kv_len = st.n;
   if (st.h_kv === null) st.h_kv = st.h;
-  for (const k of ["hw", "dtype", "calibration", "naive", "mode"]) st[k] = $(k).value;
+  for (const k of ["hw", "dtype", "calibration", "naive", "mode", "kernel"]) st[k] = $(k).value;
   st.causal = $("causal").checked;
-  for (const k of ["block_q", "block_k"])
-    if (st[k] & (st[k] - 1)) throw new Error(`${k}=${st[k]} must be a power of two`);
   if (st.h % st.h_kv) throw new Error(`h=${st.h} is not divisible by h_kv=${st.h_kv}`);
   if (st.causal && st.kv_len !== st.n)
     throw new Error(`causal attention needs kv_len == n; got n=${st.n}, kv_len=${st.kv_len}`);
+  st.family = st.kernel === "auto" ? DATA.auto_kernel[st.calibration] : st.kernel;
+  st.launch = launchTiles(st, DATA.devices[st.hw], DATA.families[st.family]);
+  const profile = DATA.devices[st.hw].profiles[st.calibration][st.family];
+  if (profile.error) throw new Error(profile.error);
   return st;
 }
 
-// --- evaluation: the generated model --------------------------------------------------
-function values(st, dev, n, kv) {
-  // API names -> symbol names (perfmodel.vocabulary.SYMBOL_OF), device symbols from shape_values.
-  const api = { n: n, kv_len: kv, d: st.d, h: st.h, h_kv: st.h_kv, batch: st.batch, block_q: st.block_q, block_k: st.block_k };
-  const x = {};
+// --- the kernel family's launch: perfmodel.kernel_config.resolve, one point -------------
+function tileFor(fam, d, causal, arch) {
+  for (const t of fam.tiles)
+    if (d <= t.d_max && (t.arch === null || t.arch === arch) && (t.causal === null || t.causal === causal)) return t;
+  const largest = fam.tiles.length ? ` (largest: ${Math.max(...fam.tiles.map((t) => t.d_max))})` : "";
+  throw new Error(`kernel family '${fam.name}' has no tile for head dim d=${d}${largest}`);
+}
+
+function checkTile(name, v, multiple) {
+  if (v <= 0 || v % multiple) throw new Error(`${name}=${v} must be a positive multiple of ${multiple}`);
+}
+
+function launchTiles(st, dev, fam) {
+  // what does not depend on n: tiles, warps, on-chip footprint and capacity
+  const named = st.block_q !== null || st.block_k !== null;
+  const tile = tileFor(fam, st.d, st.causal, dev.arch);
+  const bq = st.block_q === null ? tile.block_q : st.block_q;
+  const bk = st.block_k === null ? tile.block_k : st.block_k;
+  const warps = st.warps === null ? tile.warps : st.warps;
+  checkTile("block_q", bq, 16);
+  checkTile("block_k", bk, 8);
+  const s = dev.bytes[st.dtype];
+  const smem = (bq + fam.kv_stages * 2 * bk) * st.d * s;
+  const threads = 32 * warps, producers = 32 * fam.producer_warps;
+  const regs = (bq * bk + bq * st.d + 2 * bq) / threads;
+  const limit = dev.smem_per_block_bytes || dev.sram_per_sm_bytes;
+  if (smem > limit) {
+    const what = `tile block_q=${bq}, block_k=${bk} at d=${st.d}` + (named ? "" : ` (kernel family '${fam.name}')`);
+    throw new Error(`${what} needs ${smem} B of shared memory; ${dev.name} allows ${limit} B ${dev.smem_per_block_bytes ? "per block" : "per SM"}`);
+  }
+  let blocks = Math.floor(dev.sram_per_sm_bytes / Math.max(smem, 1));
+  let spilled = 0;
+  if (dev.max_registers_per_thread !== null) {
+    const cap = dev.max_registers_per_thread;
+    spilled = Math.max(0, regs - cap);
+    const perBlock = Math.min(regs, cap) * threads + 32 * producers;
+    blocks = Math.min(blocks, Math.floor(dev.registers_per_sm / perBlock),
+      Math.floor(dev.max_threads_per_sm / (threads + producers)), dev.max_blocks_per_sm);
+  }
+  return {
+    block_q: bq, block_k: bk, warps: warps, blocks_per_sm: Math.max(blocks, 1),
+    onchip: {
+      blocks_per_sm: Math.max(blocks, 1),
+      spill_bytes_per_tile: 2 * 4 * spilled * threads,
+      bytes_in_flight: 2 * bk * st.d * s * (fam.producer_warps ? fam.kv_stages : 1),
+    },
+  };
+}
+
+function gqaPack(rule, n, group, bq) {
+  const up = (a) => Math.ceil(a / bq) * bq;
+  const packed = { none: false, always: true, decode: n === 1, when_short: n / up(n) < (0.9 * (n * group)) / up(n * group) }[rule];
+  return packed && group > 1 ? group : 1;
+}
+
+function waveEfficiencySplits(programs, slots, kvBlocks, maxSplits, skipSmall) {
+  if (programs >= 0.8 * slots) return 1;
+  if (skipSmall && kvBlocks <= 4) return 1;
+  const limit = Math.min(maxSplits, slots, kvBlocks);
+  const eff = [];
+  for (let s = 1; s <= limit; s++) {
+    const waves = (programs * s) / slots;
+    eff.push(waves / Math.ceil(waves));
+  }
+  const best = Math.max(...eff);
+  return eff.findIndex((e) => e >= 0.85 * best) + 1;
+}
+
+function kvSplits(fam, dev, n, m, d, h, pack, b, bq) {
+  const splitBq = fam.split_block_q || bq;
+  const programs = b * Math.floor(h / pack) * Math.ceil((n * pack) / splitBq);
+  let bk = splitBq;
+  if (fam.split_block_k.length) {
+    const hit = fam.split_block_k.find(([dMax]) => d <= dMax);
+    bk = hit ? hit[1] : fam.tiles.length ? fam.tiles[fam.tiles.length - 1].block_k : 128;
+  }
+  const kvBlocks = Math.ceil(m / bk);
+  if (fam.split_kv === "none" || fam.max_splits === 1) return 1;
+  const slots = dev.sm_count * fam.split_sm_factor;
+  if (fam.split_kv === "one_wave") return Math.max(1, Math.min(kvBlocks, Math.floor(slots / Math.max(programs, 1)), fam.max_splits));
+  return waveEfficiencySplits(programs, slots, kvBlocks, fam.max_splits, fam.split_kv === "fa3");
+}
+
+// --- evaluation: the generated model, as perfmodel.predict runs it --------------------
+function values(st, dev, n, kv, extra) {
+  // API names -> symbol names (perfmodel.vocabulary.SYMBOL_OF), device symbols and the
+  // launch's packing, splits and tile_gcd as perfmodel.evaluate.shape_values adds them.
+  const api = { n: n, kv_len: kv, d: st.d, h: st.h, h_kv: st.h_kv, batch: st.batch, block_q: st.launch.block_q, block_k: st.launch.block_k };
+  const x = { pack: 1, splits: 1, page: 1 };
   for (const [k, v] of Object.entries(api)) x[DATA.symbol_of[k] || k] = v;
+  Object.assign(x, extra || {});
+  x.tile_gcd = gcd(Math.round(st.launch.block_q / x.pack), st.launch.block_k);
   x[DATA.symbol_of.dtype] = dev.bytes[st.dtype];
   x.l2_capacity = dev.l2_capacity;
-  x.resident_ctas = dev.resident_ctas;
+  x.resident_ctas = dev.sm_count * (extra && "blocks_per_sm" in extra ? extra.blocks_per_sm : 1);
   return x;
 }
 
-function prepare(st) {
-  // the model of each side and its inputs; at() then only sets n and kv_len
-  const dev = DATA.devices[st.hw];
-  const prep = {};
-  for (const a of ["naive", "flash"]) {
-    const key = DATA.keys[a][st.naive][st.mode];
-    prep[a] = {
-      fn: MODELS[`${key}|${st.causal ? 1 : 0}|${dev.l2 ? 1 : 0}`],
-      x: Object.assign(values(st, dev, st.n, st.kv_len), dev.profiles[st.calibration][a][st.dtype]),
-    };
-  }
-  return prep;
+function gcd(a, b) {
+  while (b) [a, b] = [b, a % b];
+  return a;
 }
 
-function at(prep, n, kv) {
-  const out = {};
-  for (const a of ["naive", "flash"]) {
-    prep[a].x[DATA.symbol_of.n || "n"] = n;
-    prep[a].x[DATA.symbol_of.kv_len] = kv;
-    out[a] = prep[a].fn(prep[a].x);
+function model(key, st, dev) {
+  return MODELS[`${key}|${st.causal ? 1 : 0}|${dev.l2 ? 1 : 0}`];
+}
+
+function prepare(st) {
+  // what does not change with n: the device, the profiles, the launch's tiles
+  const dev = DATA.devices[st.hw];
+  const profile = dev.profiles[st.calibration][st.family];
+  return { st: st, dev: dev, fam: DATA.families[st.family], inputs: { naive: profile.naive[st.dtype], flash: profile.flash[st.dtype] } };
+}
+
+function runFlash(prep, n, kv, pack, splits, onchip) {
+  const { st, dev } = prep;
+  const paged = st.page_tokens !== null;
+  const key = "flash" + (splits > 1 ? "-split" : "") + (paged ? "-paged" : "");
+  const x = values(st, dev, n, kv, { pack: pack, splits: splits, page: st.page_tokens || 1, blocks_per_sm: st.launch.blocks_per_sm });
+  delete x.blocks_per_sm;
+  return model(key, st, dev)(Object.assign(x, prep.inputs.flash, onchip));
+}
+
+function forward(prep, n, kv, full) {
+  // perfmodel.evaluate.evaluate_flash: the family's launch; t_lower over the packings
+  const { st, dev, fam } = prep;
+  const group = st.h / st.h_kv;
+  const pack = gqaPack(fam.gqa_packing, n, group, st.launch.block_q);
+  const splits = st.splits !== null ? st.splits : kvSplits(fam, dev, n, kv, st.d, st.h, pack, st.batch, st.launch.block_q);
+  const out = runFlash(prep, n, kv, pack, splits, st.launch.onchip);
+  if (full) {
+    const seen = [[pack, splits]];
+    let lowest = out.t_lower_s;
+    for (const [p, s] of [[1, 1], [group, 1], [1, splits], [group, splits]]) {
+      if (seen.some(([a, b]) => a === p && b === s)) continue;
+      seen.push([p, s]);
+      lowest = Math.min(lowest, runFlash(prep, n, kv, p, s, NO_ONCHIP).t_lower_s);
+    }
+    out.t_lower_s = lowest;
+    out.attainable_flops_per_s = out.matmul_flops / out.t_lower_s;
   }
+  // perfmodel.evaluate.call_latency: the fitted dispatch per kernel, else the framework's
+  const dispatch = prep.inputs.flash.dispatch_s;
+  out.call_latency_s = out.time_s + (dispatch ? dispatch * (splits > 1 ? 2 : 1) : fam.framework_s);
+  return out;
+}
+const NO_ONCHIP = { blocks_per_sm: 1, spill_bytes_per_tile: 0, bytes_in_flight: 0 };
+
+const ADDITIVE = ["flops", "matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "hbm_bytes_no_cache", "l2_bytes", "t_compute_s", "t_memory_s", "t_lower_s", "time_s"];
+const LARGER = ["extra_memory_bytes", "sram_bytes", "register_bytes", "footprint_bytes"];
+
+function forwardThenBackward(fwd, bwd) {
+  // perfmodel.evaluate.forward_then_backward
+  const out = Object.assign({}, fwd);
+  for (const k of Object.keys(fwd)) {
+    if (ADDITIVE.includes(k) || (k.startsWith("t_") && k in bwd)) out[k] = fwd[k] + bwd[k];
+    else if (LARGER.includes(k) && k in bwd) out[k] = Math.max(fwd[k], bwd[k]);
+  }
+  out.fits_memory = fwd.fits_memory && bwd.fits_memory ? 1 : 0;
+  out.intensity = out.flops / out.hbm_bytes;
+  out.attainable_flops_per_s = out.matmul_flops / out.t_lower_s;
+  out.bound_compute = out.t_compute_s >= out.t_memory_s ? 1 : 0;
+  out.call_latency_s = fwd.call_latency_s + bwd.time_s;
+  return out;
+}
+
+function flashAt(prep, n, kv, full) {
+  const { st, dev } = prep;
+  if (st.mode === "forward") return forward(prep, n, kv, full);
+  const x = Object.assign(values(st, dev, n, kv), prep.inputs.flash);
+  const bwd = model(DATA.keys.flash[st.naive].backward, st, dev)(x);
+  return st.mode === "backward" ? bwd : forwardThenBackward(forward(prep, n, kv, full), bwd);
+}
+
+function at(prep, n, kv, full) {
+  const { st, dev } = prep;
+  const naiveFn = model(DATA.keys.naive[st.naive][st.mode], st, dev);
+  const out = { naive: naiveFn(Object.assign(values(st, dev, n, kv), prep.inputs.naive)), flash: flashAt(prep, n, kv, full) };
   out.speedup = out.naive.time_s / out.flash.time_s;
   return out;
 }
 
 function evaluateAt(st, n, kv) {
-  return at(prepare(st), n, kv);
+  return at(prepare(st), n, kv, true);
 }
 
 function roofsOf(dev, st) {
-  const rates = dev.profiles[st.calibration].flash[st.dtype];
+  const rates = dev.profiles[st.calibration][st.family].flash[st.dtype];
   return ROOFS.filter((r) => Number.isFinite(rates[`rate_${r}`]));
 }
 
@@ -158,7 +309,7 @@ function crossover(st) {
   let last = 0;
   const prep = prepare(st);
   for (let n = 1; n <= N_MAX; n++) {
-    const r = at(prep, n, n);
+    const r = at(prep, n, n, false);
     if (!(r.speedup >= THRESHOLD)) last = n;
   }
   return last === N_MAX ? null : last + 1;
@@ -253,7 +404,7 @@ function chart(svg, o) {
 
 function drawRoofline(st, r) {
   const dev = DATA.devices[st.hw];
-  const rates = dev.profiles[st.calibration].flash[st.dtype];
+  const rates = dev.profiles[st.calibration][st.family].flash[st.dtype];
   const roofs = roofsOf(dev, st);
   const I = [0.1, 1e5];
   const grid = Array.from({ length: 61 }, (_, i) => 10 ** (-1 + (6 * i) / 60));
@@ -283,13 +434,19 @@ function measuredFor(st) {
 }
 
 function asymptote(st) {
+  // perfmodel.analysis.asymptotics.asymptotic_speedup for this shape and family
   const dev = DATA.devices[st.hw];
   const code = dev.asymptote[st.causal ? 1 : 0];
-  if (!code || st.mode !== "forward" || st.naive !== "minimal" || st.calibration !== "default") return null;
-  const inputs = dev.profiles.default.flash[st.dtype];
-  const R = {};
-  for (const r of ROOFS) R[`R_${r}`] = inputs[`rate_${r}`] * inputs[`eff_${r}`];
-  const x = Object.assign(values(st, dev, 1, 1), R);
+  const plain = st.warps === null && st.splits === null && st.page_tokens === null;
+  if (!plain || st.mode !== "forward" || st.naive !== "minimal" || st.calibration !== "default" || st.kv_len !== st.n) return null;
+  const profile = dev.profiles.default[st.family];
+  const x = values(st, dev, 1, 1);
+  for (const a of ["naive", "flash"]) {
+    const inputs = profile[a][st.dtype];
+    for (const r of ROOFS) x[`R_${a}_${r}`] = inputs[`rate_${r}`] * inputs[`eff_${r}`];
+    const blocks = a === "flash" ? st.launch.blocks_per_sm : 1;
+    x[`overlap_${a}`] = 1 - (1 - inputs.compute_overlap) / blocks;
+  }
   return new Function(...Object.keys(x), `return ${code};`)(...Object.values(x));
 }
 
@@ -350,16 +507,22 @@ function drawBreakdown(st, r) {
   svg.setAttribute("height", 20 * rows.length + 20);
 }
 
+function cell(a, k, v) {
+  return el("td", { id: `val-${a}-${k}` }, [full(v)]);
+}
+
 function fillNumbers(st, r) {
   const t = $("numbers");
   t.innerHTML = "";
   t.append(el("tr", {}, [el("th", {}, ["column"]), el("th", { class: "naive" }, ["naive"]), el("th", { class: "flash" }, ["flash"])]));
   const roofs = roofsOf(DATA.devices[st.hw], st);
-  for (const k of Object.keys(r.naive)) {
+  for (const k of Object.keys(r.naive).filter((k) => k !== "call_latency_s")) {
     if (k.startsWith("t_") && ROOFS.includes(k.slice(2, -2)) && !roofs.includes(k.slice(2, -2))) continue;
     if (k === "l2_bytes" && !DATA.devices[st.hw].l2) continue;
-    t.append(el("tr", {}, [el("td", {}, [k]), ...["naive", "flash"].map((a) => el("td", { id: `val-${a}-${k}` }, [full(r[a][k])]))]));
+    t.append(el("tr", {}, [el("td", {}, [k]), ...["naive", "flash"].map((a) => cell(a, k, r[a][k]))]));
   }
+  if (Number.isFinite(r.flash.call_latency_s))
+    t.append(el("tr", {}, [el("td", {}, ["call_latency_s"]), el("td", {}, ["—"]), cell("flash", "call_latency_s", r.flash.call_latency_s)]));
   for (const a of ["naive", "flash"]) {
     r[a].binding_roof = bindingRoof(r[a], roofs);
     r[a].bound = r[a].bound_compute ? "compute" : "memory";
@@ -387,9 +550,6 @@ function update() {
     return;
   }
   const r = evaluateAt(st, st.n, st.kv_len);
-  const dev = DATA.devices[st.hw];
-  if (r.flash.sram_bytes > dev.sram_per_sm_bytes)
-    $("error").textContent = `tile block_q=${st.block_q}, block_k=${st.block_k} at d=${st.d} needs ${r.flash.sram_bytes.toFixed(0)} B of SRAM; ${dev.name} has ${dev.sram_per_sm_bytes} B per SM`;
   fillNumbers(st, r);
   $("conclusion").textContent = "…";
   pending = setTimeout(() => {
