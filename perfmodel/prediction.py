@@ -92,7 +92,7 @@ def calibration_profiles(
     return chosen
 
 
-def _flash_family(kernel: Any, calibration: CalibrationArg) -> KernelFamily:
+def flash_family(kernel: Any, calibration: CalibrationArg) -> KernelFamily:
     """The family named, else the one a named profile refines, else FlashAttention-2."""
     if kernel is None:
         given = calibration if isinstance(calibration, list | tuple) else [calibration]
@@ -177,7 +177,7 @@ def predict(
     h_kv = h if args["h_kv"] is None else args["h_kv"]
     _check_shape(h, h_kv, n, m, causal)
     shape = symbol_values(n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch)
-    family = _flash_family(kernel, calibration)
+    family = flash_family(kernel, calibration)
     s = bytes_per_element(dtype)
     peak = spec.peak(dtype)
     config = resolve(
@@ -429,7 +429,7 @@ def sweep(
     cols["kv_len"] = _default(cols["kv_len"], cols["n"])
     cols["h_kv"] = _default(cols["h_kv"], cols["h"])
     _check_shape(cols["h"], cols["h_kv"], cols["n"], cols["kv_len"], cols["causal"])
-    family = _flash_family(kernel, calibration)
+    family = flash_family(kernel, calibration)
     profiles = calibration_profiles(calibration, spec, family)
     launch = dict(family=family, naive=flags["naive"], mode=flags["mode"])
     results = _evaluate_chunks(spec, cols, profiles, keys, wanted, size, launch)
