@@ -149,7 +149,7 @@ def check_numbers(driver, cfg: dict, p) -> float:
 
 def shape_of(cfg: dict) -> Shape:
     keys = ("d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k")
-    kernel = explore.auto_kernel(None) if cfg["kernel"] == "auto" else cfg["kernel"]
+    kernel = explore.auto_kernel(None)["kernel"] if cfg["kernel"] == "auto" else cfg["kernel"]
     return Shape(**{k: cfg[k] for k in keys}, kernel=kernel)
 
 

@@ -34,7 +34,7 @@ from sympy.printing.jscode import jscode
 
 from perfmodel import roofline
 from perfmodel.analysis.asymptotics import leading_coefficients
-from perfmodel.catalog.calibration import Calibration, known_calibrations, load_calibration
+from perfmodel.catalog.calibration import Calibration, known_calibrations
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, known_names, load_hardware
 from perfmodel.catalog.kernels import known_kernels, load_kernel
@@ -52,7 +52,7 @@ from perfmodel.evaluate import (
     shape_values,
 )
 from perfmodel.kernel_config import resolve
-from perfmodel.prediction import calibration_profiles, predict
+from perfmodel.prediction import calibration_profiles, flash_family, predict
 from perfmodel.report.conclusions import N_REFERENCE
 from perfmodel.vocabulary import BYTES_PER_ELEMENT, SYMBOL_OF, bytes_per_element, symbol_values
 
@@ -307,7 +307,7 @@ def page_columns(cfg: dict) -> dict[str, dict[str, float]]:
     spec = load_hardware(cfg["hw"])
     calibration = None if cfg["calibration"] == "default" else cfg["calibration"]
     kernel = cfg.get("kernel", "auto")
-    family = load_kernel(auto_kernel(calibration) if kernel == "auto" else kernel)
+    family = flash_family(None if kernel == "auto" else kernel, calibration)
     profiles = calibration_profiles(calibration, spec, family)
     m = cfg.get("kv_len") or cfg["n"]
     h_kv = cfg.get("h_kv") or cfg["h"]
@@ -375,10 +375,13 @@ def page_columns(cfg: dict) -> dict[str, dict[str, float]]:
     return {"naive": naive, "flash": {k: float(v) for k, v in flash.items()}}
 
 
-def auto_kernel(calibration: str | None) -> str:
-    """The family predict() picks when ``kernel`` is not given: the one a named profile
-    refines, else "fa2" (``prediction._flash_family``, whose rule this repeats)."""
-    return (calibration and load_calibration(calibration).kernel) or "fa2"
+def auto_kernel(calibration: str | None) -> dict[str, str]:
+    """The family predict() picks when ``kernel`` is not given (``flash_family``):
+    ``{"kernel": name}``, or ``{"error": message}`` where predict() refuses it."""
+    try:
+        return {"kernel": flash_family(None, calibration).name}
+    except PerfmodelError as e:
+        return {"error": str(e)}
 
 
 @functools.cache

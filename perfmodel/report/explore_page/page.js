@@ -84,7 +84,9 @@ function readState() {
   if (st.h % st.h_kv) throw new Error(`h=${st.h} is not divisible by h_kv=${st.h_kv}`);
   if (st.causal && st.kv_len !== st.n)
     throw new Error(`causal attention needs kv_len == n; got n=${st.n}, kv_len=${st.kv_len}`);
-  st.family = st.kernel === "auto" ? DATA.auto_kernel[st.calibration] : st.kernel;
+  const auto = DATA.auto_kernel[st.calibration];
+  if (st.kernel === "auto" && auto.error) throw new Error(auto.error);
+  st.family = st.kernel === "auto" ? auto.kernel : st.kernel;
   st.launch = launchTiles(st, DATA.devices[st.hw], DATA.families[st.family]);
   const profile = DATA.devices[st.hw].profiles[st.calibration][st.family];
   if (profile.error) throw new Error(profile.error);
