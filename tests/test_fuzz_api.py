@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 import perfmodel
@@ -285,8 +285,11 @@ def test_decode_step_others(arg: str, value: Any) -> None:
 
 
 @given(arg=st.sampled_from(("model", "dtype")), value=BAD)
+@example(arg="dtype", value="fp16")
 def test_kv_bytes_per_token(arg: str, value: Any) -> None:
-    outcome(kv_bytes_per_token, arg, value, lambda v: False, model="llama-3.1-8b", dtype="bf16")
+    # "fp16" is among the drawn values and is a valid dtype: it must be accepted.
+    accepts = (lambda v: v in ("fp16", "bf16")) if arg == "dtype" else (lambda v: False)
+    outcome(kv_bytes_per_token, arg, value, accepts, model="llama-3.1-8b", dtype="bf16")
 
 
 def _token_counts(value: Any) -> bool:
