@@ -108,12 +108,16 @@ def test_program_equals_predict_on_random_configs():
     """The straight-line program the page runs (here printed to Python), through the
     page's steps (explore.page_columns), against predict()."""
     rng = random.Random(17)
-    checked, worst = 0, 0.0
+    checked, refused, worst = 0, 0, 0.0
     while checked < 120:
         cfg = random_config(rng)
         try:
             p = predict(**predict_args(cfg))
-        except PerfmodelError:
+        except PerfmodelError as e:  # the page refuses it with the same words
+            with pytest.raises(PerfmodelError) as page_error:
+                explore.page_columns(cfg)
+            assert str(page_error.value) == str(e)
+            refused += 1
             continue
         got_all = explore.page_columns(cfg)
         for a in ("naive", "flash"):
@@ -127,7 +131,7 @@ def test_program_equals_predict_on_random_configs():
                 worst = max(worst, rel(got[name], want))
                 assert rel(got[name], want) <= 1e-9, (cfg, a, name, got[name], want)
         checked += 1
-    print(f"\n{checked} random configs: largest relative error {worst:.2e}")
+    print(f"\n{checked} random configs: largest relative error {worst:.2e}; {refused} refused")
     assert worst <= 1e-9
 
 
@@ -168,3 +172,94 @@ def test_cli_writes_one_offline_page(tmp_path, capsys):
     # offline: nothing loaded from elsewhere (the SVG namespace is a name, not a fetch)
     assert "<script src" not in text and "<link" not in text and "https:" not in text
     assert main(["explore", "--out", str(tmp_path), "--measurements", "nope.json"]) == 2
+
+
+def test_page_launch_equals_kernel_config_resolve():
+    """page.js's copy of kernel_config.resolve (tiles, on-chip fit, GQA packing, splits),
+    run by Node.js, against resolve() on random shapes: same launch or same error."""
+    import json
+    import shutil
+    import subprocess
+    from pathlib import Path
+
+    from perfmodel.catalog.kernels import load_kernel
+    from perfmodel.evaluate import onchip_of
+    from perfmodel.kernel_config import resolve
+    from perfmodel.vocabulary import bytes_per_element
+
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs Node.js on PATH to run page.js's launch code")
+    script = (Path(explore.__file__).parent / "explore_page" / "page.js").read_text()
+    start = script.index("// --- the kernel family's launch")
+    code = script[start : script.index("// --- evaluation", start)]
+    rng = random.Random(10)
+    cases, want = [], []
+    for i in range(1500):
+        cfg = random_config(rng)
+        if i % 3 == 0:  # short queries, where packing and split-KV decide
+            cfg["n"] = rng.choice([1, 1, 2, 16, 64, 200])
+            cfg["kv_len"] = cfg["n"] if cfg["causal"] else rng.randint(1, 70_000)
+        spec = load_hardware(cfg["hw"])
+        family = explore.flash_families()[rng.randrange(len(explore.flash_families()))]
+        st = {k: cfg.get(k) for k in ("d", "causal", "dtype", "block_q", "block_k", "warps")}
+        sizes = dict(n=cfg["n"], m=cfg["kv_len"], h=cfg["h"], b=cfg["batch"])
+        cases.append(dict(st=st, hw=spec.name, family=family, h_kv=cfg["h_kv"], **sizes))
+        try:
+            c = resolve(
+                load_kernel(family),
+                spec,
+                **sizes,
+                d=cfg["d"],
+                h_kv=cfg["h_kv"],
+                s=bytes_per_element(cfg["dtype"]),
+                causal=cfg["causal"],
+                block_q=cfg["block_q"],
+                block_k=cfg["block_k"],
+                warps=cfg.get("warps"),
+            )
+        except PerfmodelError as e:
+            want.append({"error": str(e)})
+            continue
+        on = onchip_of(c)
+        want.append(
+            dict(
+                block_q=c.block_q,
+                block_k=c.block_k,
+                warps=c.warps,
+                blocks_per_sm=c.blocks_per_sm,
+                spill_bytes_per_tile=on.spill_bytes_per_tile,
+                bytes_in_flight=on.bytes_in_flight,
+                pack=c.pack,
+                splits=c.splits,
+            )
+        )
+    data = {"devices": explore.device_table(), "families": explore.family_table()}
+    driver = """
+const out = [];
+for (const c of CASES) {
+  const dev = DATA.devices[c.hw], fam = DATA.families[c.family];
+  const st = Object.assign({}, c.st, { h: c.h });
+  try {
+    const l = launchTiles(st, dev, fam);
+    const pack = gqaPack(fam.gqa_packing, c.n, c.h / c.h_kv, l.block_q);
+    out.push({ block_q: l.block_q, block_k: l.block_k, warps: l.warps,
+      blocks_per_sm: l.blocks_per_sm, spill_bytes_per_tile: l.onchip.spill_bytes_per_tile,
+      bytes_in_flight: l.onchip.bytes_in_flight, pack: pack,
+      splits: kvSplits(fam, dev, c.n, c.m, c.st.d, c.h, pack, c.b, l.block_q) });
+  } catch (e) { out.push({ error: e.message }); }
+}
+console.log(JSON.stringify(out));
+"""
+    source = (
+        f"const DATA = {json.dumps(data)};\nconst CASES = {json.dumps(cases)};\n{code}\n{driver}"
+    )
+    run = subprocess.run([node], input=source, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr
+    got = json.loads(run.stdout)
+    errors = sum("error" in w for w in want)
+    assert 0 < errors < len(want)
+    for case, g, w in zip(cases, got, want, strict=True):
+        assert g.keys() == w.keys(), (case, g, w)
+        for k, v in w.items():
+            assert g[k] == (v if isinstance(v, str) else float(v)), (case, k, g[k], v)
