@@ -230,9 +230,10 @@ if __name__ == "__main__":
                     h=16,
                     h_kv=16,
                     batch=1,
-                    block_q=128,
-                    block_k=64,
+                    block_q=None,  # the kernel family's tile
+                    block_k=None,
                     causal=False,
+                    kernel="auto",
                 ),
             )
             wait(driver)
