@@ -20,6 +20,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from perfmodel.errors import PerfmodelError
+
 #: (lower, upper, start) of each parameter; its scale for the optimiser is its upper bound.
 Bounds = Mapping[str, tuple[float, float, float]]
 
@@ -43,7 +45,10 @@ def fit_log_time(
     """Minimise Σ w·r² over the parameters in ``bounds`` (each scaled by its upper bound),
     from the given ``start`` or, without one, from the bounds' starts and two spread points
     (the residuals are not convex in the parameters: the best of the three)."""
-    from scipy.optimize import least_squares
+    try:
+        from scipy.optimize import least_squares
+    except ModuleNotFoundError as err:
+        raise PerfmodelError("fitting a calibration needs scipy: pip install -e '.[fit]'") from err
 
     names = list(bounds)
     scale = np.array([bounds[k][1] for k in names])
