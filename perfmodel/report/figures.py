@@ -29,7 +29,7 @@ from perfmodel.analysis.asymptotics import (
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.roofline import attainable_flops_per_s
 from perfmodel.units import si
-from perfmodel.vocabulary import ROOFS
+from perfmodel.vocabulary import ALGORITHM_OF, ROOFS, Algorithm
 
 #: n from 128 to 128K tokens, powers of two.
 DEFAULT_N = tuple(2**k for k in range(7, 18))
@@ -77,19 +77,24 @@ def _measured(ax: Any, points: Sequence[Any] | None, y: Any, label_suffix: str =
         value = y(p)
         if p.status == "ok" and value is not None:
             by_impl.setdefault(p.implementation, []).append((p.n, value))
+    _scatter_measured(ax, by_impl, label_suffix)
+
+
+def _scatter_measured(ax: Any, by_impl: dict[str, list[tuple[float, float]]], suffix: str) -> None:
+    """One hollow-marker series per implementation, coloured by the algorithm it runs."""
     for impl, xy in sorted(by_impl.items()):
         xs, ys = zip(*sorted(xy), strict=True)
-        algo = "flash" if impl in ("pallas_flash", "cudnn") else "naive"
+        algo = ALGORITHM_OF.get(impl, Algorithm.NAIVE)
         ax.scatter(
             xs,
             ys,
             marker=MARKERS.get(impl, "x"),
             s=46,
             facecolors="none",
-            edgecolors=COLORS[algo],
+            edgecolors=COLORS[str(algo)],
             linewidths=1.6,
             zorder=5,
-            label=f"measured: {impl}{label_suffix}",
+            label=f"measured: {impl}{suffix}",
         )
 
 
@@ -204,20 +209,7 @@ def _measured_roofline(ax: Any, measured: Sequence[Any] | None) -> None:
             by_impl.setdefault(p.implementation, []).append(
                 (p.model_intensity, p.model_flops / p.median_s)
             )
-    for impl, xy in sorted(by_impl.items()):
-        xs, ys = zip(*xy, strict=True)
-        algo = "flash" if impl in ("pallas_flash", "cudnn") else "naive"
-        ax.scatter(
-            xs,
-            ys,
-            marker=MARKERS.get(impl, "x"),
-            s=46,
-            facecolors="none",
-            edgecolors=COLORS[algo],
-            linewidths=1.6,
-            zorder=5,
-            label=f"measured: {impl} (model FLOPs and bytes / measured time)",
-        )
+    _scatter_measured(ax, by_impl, " (model FLOPs and bytes / measured time)")
 
 
 # --- 2. throughput ---------------------------------------------------------------------------
