@@ -12,6 +12,10 @@ _COLOURS = {
     "cudnn": "tab:green",
     "xla": "tab:orange",
     "naive": "tab:red",
+    "naive_jit": "tab:purple",
+    "mgpu_attention": "tab:cyan",
+    "paged_decode": "tab:brown",
+    "contiguous_decode": "tab:olive",
 }
 
 
