@@ -241,6 +241,8 @@ PARAMETERS: dict[str, Param] = {
     "block_k": PositiveInt("tile columns B_c", optional=True, limit=MAX_TILE),
     "q_len": PositiveInt("query rows per decode step", limit=MAX_TOKENS),
     "splits": PositiveInt("KV chunks per sequence", limit=MAX_TOKENS),
+    # None: the kernel family's warps for the tile (perfmodel.kernel_config)
+    "warps": PositiveInt("warps per thread block", optional=True, limit=64),
     "page_tokens": PositiveInt("tokens per KV page", optional=True, limit=MAX_TOKENS),
     "tokens": PositiveInt("tokens", optional=True, limit=MAX_TOKENS * MAX_BATCH),
     "max_len": PositiveInt("longest sequence, tokens", limit=MAX_TOKENS),

@@ -168,6 +168,7 @@ def predict(
         cp_scheme=cp_scheme,
         tp=tp,
         page_tokens=page_tokens,
+        warps=warps,
         **({} if splits is None else {"splits": splits}),
     )
     n, d, h, batch, causal = args["n"], args["d"], args["h"], args["batch"], args["causal"]
@@ -188,7 +189,7 @@ def predict(
         causal=causal,
         block_q=block_q,
         block_k=block_k,
-        warps=warps,
+        warps=args["warps"],
         splits=splits,
     )
     profiles = calibration_profiles(calibration, spec, family)

@@ -383,6 +383,8 @@ REFUSED: list[tuple[str, Any, dict[str, Any], str]] = [
         dict(n=4096, hw="h200", block_q=math.inf),
         "block_q",
     ),
+    ("predict-warps-0", perfmodel.predict, dict(n=4096, hw="h200", warps=0), "warps"),
+    ("predict-warps-float", perfmodel.predict, dict(n=4096, hw="h200", warps=2.5), "warps"),
     ("predict-causal-str", perfmodel.predict, dict(n=4096, hw="h200", causal="yes"), "causal"),
     (
         "predict-causal-False-str",
