@@ -223,22 +223,11 @@ def make_inputs(key, b, n, kv_len, h, h_kv, d, dtype, sets=2):
     return out
 
 
-def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
-    """Measure one implementation at one shape; never raises (errors become points).
-
-    Device time (CUPTI kernel sum, ``pallas_kernels/_timing.py``) is ``median_s``;
-    queued wall time and one synchronous call's latency are recorded beside it.
-    ``samples`` sets the timing budget (about 7.5 ms of timed calls per sample).
-    """
-    import jax
-
-    from pallas_kernels._timing import measure_all
+def empty_point(impl: str, shape: dict) -> dict:
+    """A measured point before timing: the shape, no tile configuration, no times yet."""
     from pallas_kernels.bench_heldout import FAMILY
 
-    b, n, kv_len, h, h_kv, d, dtype, causal = (
-        shape[x] for x in ("batch", "n", "kv_len", "h", "h_kv", "d", "dtype", "causal")
-    )
-    point = {
+    return {
         "implementation": impl,
         **shape,
         "block_q": None,
@@ -258,6 +247,23 @@ def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
         "family": FAMILY.get(impl),
         "time_basis": "device",
     }
+
+
+def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
+    """Measure one implementation at one shape; never raises (errors become points).
+
+    Device time (CUPTI kernel sum, ``pallas_kernels/_timing.py``) is ``median_s``;
+    queued wall time and one synchronous call's latency are recorded beside it.
+    ``samples`` sets the timing budget (about 7.5 ms of timed calls per sample).
+    """
+    import jax
+
+    from pallas_kernels._timing import measure_all
+
+    b, n, kv_len, h, h_kv, d, dtype, causal = (
+        shape[x] for x in ("batch", "n", "kv_len", "h", "h_kv", "d", "dtype", "causal")
+    )
+    point = empty_point(impl, shape)
     if impl == "pallas_flash" and backend == "triton":
         point.update(cfg or {})
     sets = None

@@ -157,23 +157,9 @@ def _shape(batch, n, h, h_kv, d, causal, dtype) -> dict:
 
 
 def _empty_point(impl: str, shape: dict) -> dict:
-    return {
-        "implementation": impl,
-        "family": FAMILY[impl],
-        **shape,
-        **dict.fromkeys(_CFG),
-        "status": "ok",
-        "error": None,
-        "median_s": None,
-        "p10_s": None,
-        "p90_s": None,
-        "min_s": None,
-        "runs": 0,
-        "tflops": None,
-        "tokens_per_s": None,
-        "peak_memory_bytes": None,
-        "time_basis": "device",
-    }
+    from pallas_kernels.bench import empty_point
+
+    return empty_point(impl, shape)
 
 
 def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float = 0.15) -> dict:
