@@ -676,16 +676,29 @@ def mosaic_flash_attention(
     ``block_k``, ``num_stages``, ``overlap``, ``ping_pong``, ``persistent``); query
     tiles are 64 rows per consumer warpgroup.
     """
+    plan = _checked_plan(
+        q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse, options=options
+    )
+    o, lse = _jitted_forward(q, k, v, plan)
+    return (o, lse) if return_lse else o
+
+
+def _checked_plan(q, k, v, *, causal, sm_scale, return_lse, options, diagonal_offset=0) -> _Plan:
+    """The static plan of one call: ``options`` over the default config, refused (with
+    the reason) where the kernel does not run it."""
     config = resolve_config(q, causal, options)
     reason = unsupported_reason(q, k, v, causal=causal, config=config)
     if reason:
         raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
-    scale = softmax_scale(q.shape[-1], sm_scale)
-    plan = _plan(
-        q, k, causal=bool(causal), sm_scale=scale, return_lse=bool(return_lse), config=config
+    return _plan(
+        q,
+        k,
+        causal=bool(causal),
+        sm_scale=softmax_scale(q.shape[-1], sm_scale),
+        return_lse=bool(return_lse),
+        config=config,
+        diagonal_offset=diagonal_offset,
     )
-    o, lse = _jitted_forward(q, k, v, plan)
-    return (o, lse) if return_lse else o
 
 
 def resolve_config(q, causal: bool, options: dict) -> MosaicConfig:
@@ -699,18 +712,14 @@ def forward_with_test_hooks(q, k, v, *, causal, sm_scale=None, diagonal_offset=0
     """Tests' entry point: (O, lse) with the causal diagonal shifted by ``diagonal_offset``
     (key j visible to row i iff ``j <= i + offset``; negative offsets leave rows with no
     key). ``options`` replace fields of ``default_config``."""
-    config = resolve_config(q, causal, options)
-    reason = unsupported_reason(q, k, v, causal=causal, config=config)
-    if reason:
-        raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
-    scale = softmax_scale(q.shape[-1], sm_scale)
-    plan = _plan(
+    plan = _checked_plan(
         q,
         k,
+        v,
         causal=causal,
-        sm_scale=scale,
+        sm_scale=sm_scale,
         return_lse=True,
-        config=config,
+        options=options,
         diagonal_offset=diagonal_offset,
     )
     return _jitted_forward(q, k, v, plan)
