@@ -10,8 +10,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from perfmodel.analysis.asymptotics import Shape
 from perfmodel.report.figures import roofline_chart
+from perfmodel.shape import Shape
 
 #: The benchmark's configuration: 16 heads, bf16, 16384 tokens per point.
 SHAPE = Shape(d=128, h=16, dtype="bf16", tokens=16384)

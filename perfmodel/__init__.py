@@ -19,7 +19,7 @@ _EXPORTS = {
     "sweep": "perfmodel.prediction",
     "Prediction": "perfmodel.results",
     "AlgorithmPrediction": "perfmodel.results",
-    "Config": "perfmodel.results",
+    "Shape": "perfmodel.shape",
     "SweepResult": "perfmodel.prediction",
     "symbolic": "perfmodel.costs",
     "HardwareSpec": "perfmodel.catalog.hardware",
@@ -34,10 +34,10 @@ _EXPORTS = {
 __all__ = [
     "AlgorithmPrediction",
     "Calibration",
-    "Config",
     "HardwareSpec",
     "PerfmodelError",
     "Prediction",
+    "Shape",
     "SweepResult",
     "estimate",
     "known_names",
@@ -56,7 +56,8 @@ if TYPE_CHECKING:
     from perfmodel.costs import symbolic
     from perfmodel.errors import PerfmodelError
     from perfmodel.prediction import SweepResult, predict, sweep
-    from perfmodel.results import AlgorithmPrediction, Config, Prediction
+    from perfmodel.results import AlgorithmPrediction, Prediction
+    from perfmodel.shape import Shape
 
 
 def __getattr__(name: str) -> Any:

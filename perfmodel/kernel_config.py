@@ -22,8 +22,9 @@ from typing import Any
 import numpy as np
 
 from perfmodel import onchip
-from perfmodel.catalog.kernels import KernelFamily
+from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.errors import PerfmodelError
+from perfmodel.shape import Shape
 
 #: Tile sides must be multiples of the matrix instruction's shape: 16 query rows
 #: (mma.sync m16n8k16; wgmma's 64 rows are per warpgroup) and 8 keys (its n).
@@ -206,6 +207,21 @@ def resolve(
         registers_per_thread=fp.registers_per_thread,
         footprint=fp,
         bytes_in_flight=2 * bk * d * s * (family.kv_stages if family.producer_warps else 1),
+    )
+
+
+def launch_of(shape: Shape, hw: Any) -> KernelConfig:
+    """:func:`resolve` for a shape with n set: its kernel family, and its tiles, warps and
+    splits where it names them."""
+    return resolve(
+        load_kernel(shape.kernel),
+        hw,
+        **shape.sizes(),
+        causal=shape.causal,
+        block_q=shape.block_q,
+        block_k=shape.block_k,
+        warps=shape.warps,
+        splits=shape.splits,
     )
 
 

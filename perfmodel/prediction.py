@@ -34,7 +34,8 @@ from perfmodel.evaluate import (
 )
 from perfmodel.kernel_config import resolve
 from perfmodel.parallel import predict_parallel
-from perfmodel.results import AlgorithmPrediction, Config, Prediction, html_table, markdown_table
+from perfmodel.results import AlgorithmPrediction, Prediction, html_table, markdown_table
+from perfmodel.shape import Shape
 from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
@@ -220,7 +221,7 @@ def predict(
     }
     # Inputs were checked above and results are our own floats: construct without
     # re-validation (model_construct), which is most of predict()'s cost otherwise.
-    config = Config.model_construct(
+    config = Shape(
         n=n,
         kv_len=m,
         d=d,

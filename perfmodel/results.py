@@ -6,36 +6,14 @@ import html
 from collections.abc import Sequence
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, field_serializer
 
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.parallel import ParallelPrediction
+from perfmodel.shape import Shape
 from perfmodel.units import binary, si
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
-
-
-class Config(BaseModel):
-    """One attention shape: the inputs of ``predict``, resolved (kv_len, h_kv filled in)."""
-
-    model_config = _frozen
-
-    n: int
-    kv_len: int
-    d: int
-    h: int
-    h_kv: int
-    batch: int
-    dtype: str
-    causal: bool
-    block_q: int
-    block_k: int
-    #: What is costed: "forward", "backward" or "train" (forward then backward).
-    mode: str = "forward"
-    kernel: str = "fa2"  #: the fused side's kernel family
-    warps: int | None = None
-    splits: int = 1  #: K/V chunks per (batch, head group, Q block)
-    pack: int = 1  #: query heads of a GQA group sharing one tile
 
 
 class AlgorithmPrediction(BaseModel):
@@ -75,13 +53,18 @@ class Prediction(BaseModel):
 
     model_config = _frozen
 
-    config: Config
+    config: Shape  #: the shape costed, resolved: kv_len, h_kv, tiles, warps, splits, pack
     hardware: HardwareSpec
     ridge_point: float
     naive: AlgorithmPrediction
     flash: AlgorithmPrediction
     #: Flash split over cp x tp devices (``predict(cp=..., tp=...)``), else None.
     parallel: ParallelPrediction | None = None
+
+    @field_serializer("config")
+    def _resolved(self, config: Shape) -> dict:
+        """A resolved shape has no sweep rule: ``tokens`` is left out."""
+        return {k: v for k, v in vars(config).items() if k != "tokens"}
 
     @property
     def speedup(self) -> float:

@@ -7,7 +7,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from perfmodel.analysis.asymptotics import (
-    Shape,
     along_n,
     asymptotic_speedup,
     crossover_n,
@@ -18,6 +17,7 @@ from perfmodel.analysis.asymptotics import (
 )
 from perfmodel.errors import PerfmodelError
 from perfmodel.prediction import predict, sweep
+from perfmodel.shape import Shape
 from perfmodel.symbols import b, block_q, d, h, n, resident_ctas, s
 
 BIG_N = 1 << 22

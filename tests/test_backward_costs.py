@@ -221,8 +221,8 @@ def test_predict_train_is_forward_plus_backward_and_the_cli_takes_mode(capsys):
 
 
 def test_report_has_a_training_view(tmp_path):
-    from perfmodel.analysis.asymptotics import Shape
     from perfmodel.report.figures import FIGURES, training_chart
+    from perfmodel.shape import Shape
 
     assert FIGURES["training"] is training_chart
     out = training_chart("h200", tmp_path / "training.png", shape=Shape(h=16), n_values=[512, 4096])

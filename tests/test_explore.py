@@ -137,10 +137,11 @@ def test_program_equals_predict_on_random_configs():
 
 @pytest.mark.parametrize("kernel", ["fa2", "fa3"])
 def test_asymptote_expression_equals_asymptotic_speedup(kernel):
-    from perfmodel.analysis.asymptotics import Shape, asymptotic_speedup
+    from perfmodel.analysis.asymptotics import asymptotic_speedup
     from perfmodel.catalog.kernels import load_kernel
     from perfmodel.kernel_config import resolve
     from perfmodel.onchip import effective_overlap
+    from perfmodel.shape import Shape
 
     spec = load_hardware("h200")
     code = explore.asymptote_expressions("h200")

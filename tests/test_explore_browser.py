@@ -23,10 +23,11 @@ from pathlib import Path
 import pytest
 
 from perfmodel import predict
-from perfmodel.analysis.asymptotics import Shape, asymptotic_speedup
+from perfmodel.analysis.asymptotics import asymptotic_speedup
 from perfmodel.errors import PerfmodelError
 from perfmodel.report import explore
 from perfmodel.report.conclusions import conclusions
+from perfmodel.shape import Shape
 
 ROOT = Path(__file__).resolve().parent.parent
 MEASUREMENTS = [ROOT / "specs/measurements/h200-devtime-2026-11-30.json"]

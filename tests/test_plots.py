@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from perfmodel.analysis.asymptotics import Shape
 from perfmodel.report import figures as plots
 from perfmodel.report.measured import MeasuredPoint
+from perfmodel.shape import Shape
 
 SMALL_N = [256, 1024, 4096]
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from perfmodel.analysis.asymptotics import Shape, asymptotic_speedup, crossover_n
+from perfmodel.analysis.asymptotics import asymptotic_speedup, crossover_n
 from perfmodel.catalog.data import data_dir
 from perfmodel.cli import main
 from perfmodel.prediction import predict, sweep
@@ -15,6 +15,7 @@ from perfmodel.report.breakdown import kernel_roof_times
 from perfmodel.report.build import write_report
 from perfmodel.report.conclusions import conclusions
 from perfmodel.report.measured import match_measurements, measured_headline
+from perfmodel.shape import Shape
 from perfmodel.units import si
 from perfmodel.validation.measured import MeasurementFile
 

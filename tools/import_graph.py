@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "evaluation",
         ("perfmodel.evaluate", "perfmodel.prediction", "perfmodel.results", "perfmodel.parallel"),
     ),
-    ("arguments", ("perfmodel.arguments", "perfmodel.kernel_config")),
+    ("arguments", ("perfmodel.arguments", "perfmodel.kernel_config", "perfmodel.shape")),
     ("catalog", ("perfmodel.catalog",)),
     (
         "model",

@@ -42,12 +42,13 @@ from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, roof_rates, shape_values
-from perfmodel.kernel_config import resolve
+from perfmodel.kernel_config import launch_of
 from perfmodel.onchip import effective_overlap
 from perfmodel.prediction import calibration_profiles, predict, sweep
 from perfmodel.roofline import combine
+from perfmodel.shape import Shape
 from perfmodel.symbols import m, n
-from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
+from perfmodel.vocabulary import ROOFS
 
 #: One rate symbol per roof (FLOP/s, exp/s or bytes/s), for the symbolic limit.
 RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
@@ -60,72 +61,6 @@ SCAN = PositiveInt("a bound of the scan over n", limit=N_SCAN_MAX)
 SPEEDUP = Real("a speedup", low=0, open_low=True, high=1e6)
 
 Hw = str | Path | HardwareSpec
-
-
-@dataclass(frozen=True)
-class Shape:
-    """Everything but n, fixed: the configuration of a one-varying-dimension sweep.
-
-    With ``tokens`` set, the batch at each n is ``max(1, tokens // n)`` (a constant
-    number of tokens per point, the benchmark's rule) and ``batch`` is ignored.
-    """
-
-    d: int = 128
-    h: int = 1
-    h_kv: int | None = None
-    batch: int = 1
-    dtype: str = "fp16"
-    causal: bool = False
-    block_q: int | None = None  #: None: the kernel family's tile for this head dim
-    block_k: int | None = None
-    tokens: int | None = None
-    kernel: str = "fa2"  #: the fused side's kernel family (``specs/kernels``)
-
-    def batch_at(self, n: Any) -> Any:
-        """The batch at sequence length n (an int, or an array for an array of n)."""
-        if n is sp.oo:  # the n→∞ limit: one sequence when tokens are fixed
-            return 1 if self.tokens else self.batch
-        if self.tokens is None:
-            return self.batch if np.ndim(n) == 0 else np.full(np.shape(n), self.batch)
-        return (
-            max(1, self.tokens // int(n))
-            if np.ndim(n) == 0
-            else np.maximum(1, self.tokens // np.asarray(n, dtype=np.int64))
-        )
-
-    def kwargs(self, n: int) -> dict[str, Any]:
-        """``predict`` keyword arguments at sequence length n."""
-        return dict(
-            d=self.d,
-            h=self.h,
-            h_kv=self.h_kv,
-            batch=self.batch_at(n),
-            dtype=self.dtype,
-            causal=self.causal,
-            block_q=self.block_q,
-            block_k=self.block_k,
-            kernel=self.kernel,
-        )
-
-    def tiles(self, spec: HardwareSpec) -> tuple[int, int]:
-        """(block_q, block_k): as given, else the kernel family's for this head dim."""
-        tile = load_kernel(self.kernel).tile_for(self.d, causal=self.causal, arch=spec.arch)
-        return (self.block_q or tile.block_q, self.block_k or tile.block_k)
-
-    def symbol_values(self, n: Any, spec: HardwareSpec) -> dict[str, Any]:
-        """The cost models' symbol values at n (``vocabulary.symbol_values``), n and m
-        aside; tiles as given, else the kernel family's."""
-        api = {k: v for k, v in self.kwargs(n).items() if k not in ("causal", "kernel")}
-        block_q, block_k = self.tiles(spec)
-        api.update(block_q=block_q, block_k=block_k)
-        return symbol_values(**{**api, "h_kv": self.h if self.h_kv is None else self.h_kv})
-
-    def label(self) -> str:
-        kv = "" if self.h_kv in (None, self.h) else f", h_kv={self.h_kv}"
-        batch = f"batch=max(1, {self.tokens}//n)" if self.tokens else f"batch={self.batch}"
-        return (
-            f"d={self.d}, h={self.h}{kv}, {batch}, {self.dtype}{', causal' if self.causal else ''}"
-        )
 
 
 def _shape(shape: Shape | None, kw: dict[str, Any]) -> Shape:
@@ -390,21 +325,4 @@ def asymptotic_speedup(
 
 def _blocks_per_sm(p: Any, spec: HardwareSpec, shape: Shape) -> Any:
     """Blocks per SM of the fused kernel at the resolved launch of prediction ``p``."""
-    c = p.config
-    config = resolve(
-        load_kernel(c.kernel),
-        spec,
-        n=c.n,
-        m=c.kv_len,
-        d=c.d,
-        h=c.h,
-        h_kv=c.h_kv,
-        b=c.batch,
-        s=bytes_per_element(c.dtype),
-        causal=c.causal,
-        block_q=c.block_q,
-        block_k=c.block_k,
-        warps=c.warps,
-        splits=c.splits,
-    )
-    return config.blocks_per_sm
+    return launch_of(p.config, spec).blocks_per_sm

@@ -52,9 +52,9 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.analysis.asymptotics import Shape
     from perfmodel.arguments import output_folder, require
     from perfmodel.report.build import write_report
+    from perfmodel.shape import Shape
 
     require("matplotlib", "plot", "perfmodel report")  # before any work: say what to install
     output_folder(args.out, "--out")

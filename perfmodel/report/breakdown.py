@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from perfmodel.analysis.asymptotics import Shape
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.evaluate import ALGORITHMS, kernel_roofs, shape_values
 from perfmodel.prediction import predict
+from perfmodel.shape import Shape
 
 KERNEL_LABELS = {
     "qk": "naive: S = QKᵀ",

@@ -15,7 +15,6 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.analysis.asymptotics import Shape
 from perfmodel.arguments import MAX_REPORT_N, check, check_columns, fail, output_folder, require
 from perfmodel.atomic import write_text
 from perfmodel.catalog.hardware import load_hardware
@@ -23,6 +22,7 @@ from perfmodel.report import figures as plots
 from perfmodel.report.conclusions import N_REFERENCE, conclusions
 from perfmodel.report.markdown import render_markdown
 from perfmodel.report.measured import match_measurements
+from perfmodel.shape import Shape
 
 
 def write_report(

@@ -13,7 +13,6 @@ from typing import Any
 
 from perfmodel.analysis.asymptotics import (
     Asymptote,
-    Shape,
     along_n,
     asymptotic_speedup,
     crossover_n,
@@ -21,6 +20,7 @@ from perfmodel.analysis.asymptotics import (
 )
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.prediction import predict
+from perfmodel.shape import Shape
 
 #: The reference length of the headline "at n=4096 throughput is +Y%".
 N_REFERENCE = 4096

@@ -20,7 +20,6 @@ from typing import Any
 import numpy as np
 
 from perfmodel.analysis.asymptotics import (
-    Shape,
     along_n,
     asymptotic_speedup,
     crossover_n,
@@ -28,6 +27,7 @@ from perfmodel.analysis.asymptotics import (
 )
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.roofline import attainable_flops_per_s
+from perfmodel.shape import Shape
 from perfmodel.units import si
 from perfmodel.vocabulary import ALGORITHM_OF, ROOFS, Algorithm
 

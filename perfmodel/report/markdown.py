@@ -10,12 +10,13 @@ from typing import Any
 
 import numpy as np
 
-from perfmodel.analysis.asymptotics import Shape, along_n
+from perfmodel.analysis.asymptotics import along_n
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
 from perfmodel.prediction import predict
 from perfmodel.report.conclusions import N_GROWTH, Conclusions
 from perfmodel.report.measured import MeasuredPoint, measured_headline, measured_pairs
+from perfmodel.shape import Shape
 from perfmodel.units import binary, si
 
 

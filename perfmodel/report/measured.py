@@ -7,10 +7,11 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from perfmodel.analysis.asymptotics import Shape, along_n
+from perfmodel.analysis.asymptotics import along_n
 from perfmodel.analysis.diagnose import diagnose, utilisation_from_time
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.prediction import predict
+from perfmodel.shape import Shape
 from perfmodel.validation.compare import ALGORITHM_OF, dtype_name
 from perfmodel.validation.measured import load_measurements
 
