@@ -44,11 +44,20 @@ def check_qkv(q, k, v, *, head_dims, dtypes) -> None:
         raise ValueError(f"head_dim {d=} not supported; choose one of {head_dims}")
     if n == 0 or k.shape[1] == 0:
         raise ValueError(f"sequence lengths must be positive: {n=} kv_len={k.shape[1]}")
-    for x in (q, k, v):
+    check_dtypes("q, k, v", dtypes, q=q, k=k, v=v)
+
+
+def check_dtypes(what: str, dtypes, **arrays) -> None:
+    """Every array's dtype is one of ``dtypes``, and all arrays share it.
+
+    Raises ValueError naming the dtype, or ``what`` and each array's dtype.
+    """
+    for x in arrays.values():
         if x.dtype.name not in dtypes:
             raise ValueError(f"dtype {x.dtype.name!r} not supported: {dtypes}")
-    if not q.dtype == k.dtype == v.dtype:
-        raise ValueError(f"q, k, v must share a dtype: {q.dtype=} {k.dtype=} {v.dtype=}")
+    if len({x.dtype for x in arrays.values()}) > 1:
+        given = " ".join(f"{name}.dtype={x.dtype!r}" for name, x in arrays.items())
+        raise ValueError(f"{what} must share a dtype: {given}")
 
 
 def softmax_scale(d: int, sm_scale: float | None) -> float:

@@ -42,7 +42,6 @@ True
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
@@ -51,12 +50,17 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as plgpu
 
-from pallas_kernels._common import is_power_of_two, triton_compiler_params
+from pallas_kernels._common import (
+    LOG2_E,
+    check_dtypes,
+    is_power_of_two,
+    softmax_scale,
+    triton_compiler_params,
+)
 
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 #: Smallest tile side Triton's dot accepts; query rows are padded up to it.
 MIN_TILE = 16
-_LOG2_E = math.log2(math.e)
 #: Programs per SM the default split aims for (latency hiding, not one wave).
 PROGRAMS_PER_SM = 8
 #: Fewest KV pages one chunk walks under the default split.
@@ -196,7 +200,7 @@ def _paged_forward(
     ]
     kernel = functools.partial(
         _decode_kernel,
-        scale_log2=sm_scale * _LOG2_E,
+        scale_log2=sm_scale * LOG2_E,
         page_size=page_size,
         pages_per_split=pages_per_split,
         q_len=q_len,
@@ -241,11 +245,7 @@ def _check_args(q, k_pages, v_pages, block_table, lengths, splits, interpret):
         raise ValueError(f"lengths must be [batch={b}]: {lengths.shape=}")
     if not isinstance(splits, int) or splits < 1:
         raise ValueError(f"{splits=} must be a positive integer")
-    for x in (q, k_pages, v_pages):
-        if x.dtype.name not in SUPPORTED_DTYPES:
-            raise ValueError(f"dtype {x.dtype.name!r} not supported: {SUPPORTED_DTYPES}")
-    if not q.dtype == k_pages.dtype == v_pages.dtype:
-        raise ValueError(f"q and pages must share a dtype: {q.dtype=} {k_pages.dtype=}")
+    check_dtypes("q and pages", SUPPORTED_DTYPES, q=q, k_pages=k_pages, v_pages=v_pages)
     if not isinstance(lengths, jax.core.Tracer):
         lens = np.asarray(lengths)
         cap = block_table.shape[1] * page_size
@@ -299,8 +299,7 @@ def paged_decode_attention(
         h_kv, pages = k_pages.shape[2], block_table.shape[1]
         splits = 1 if sms is None or interpret else default_splits(q.shape[0], h_kv, pages, sms)
     _check_args(q, k_pages, v_pages, block_table, lengths, splits, interpret)
-    d = q.shape[-1]
-    scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+    scale = softmax_scale(q.shape[-1], sm_scale)
     return _paged_forward(
         q,
         k_pages,
@@ -337,7 +336,7 @@ def contiguous_decode_reference(q, k, v, lengths, *, sm_scale: float | None = No
     ``j <= lengths[i] - q_len + t``. float32 math, output in q's dtype.
     """
     q, k, v = (jnp.asarray(x) for x in (q, k, v))
-    scale = 1.0 / math.sqrt(q.shape[-1]) if sm_scale is None else float(sm_scale)
+    scale = softmax_scale(q.shape[-1], sm_scale)
     return _reference(q, k, v, jnp.asarray(lengths, jnp.int32), sm_scale=scale)
 
 
