@@ -116,8 +116,7 @@ def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
 
 def _dkdv_kernel(causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp.Expr):
     """The K/V-block loop of Algorithm 2 (grid b·h_kv·T_c, inner loop over Q blocks)."""
-    scores_per_head, q_rows, _, tiles_per_head = _visited(causal)
-    scores = b * h * scores_per_head
+    _, q_rows, _, _ = _visited(causal)
     row_bytes = 2 * d * s + 2 * F32  # Q and dO rows, their LSE and D
     streamed = b * h * q_rows * row_bytes
     compulsory = 2 * t.kv_bytes  # read K, V; write dK, dV
@@ -125,36 +124,37 @@ def _dkdv_kernel(causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp
     head_bytes = n * row_bytes  # one query head's Q, dO, LSE, D
     passes = t.streamed_dram_passes(t.k_blocks, head_bytes)
     dram = compulsory + b * h * head_bytes * passes if l2 else l2_traffic
-    return Kernel(
-        name=name,
-        matmul_flops=t.gemm_flops(scores, gemms),
-        vector_flops=(RECOMPUTE_P_FLOPS_PER_SCORE + DS_FLOPS_PER_SCORE) * scores,
-        exp_count=scores,
-        hbm_bytes=dram,
-        l2_bytes=l2_traffic,
-        work_items=b * h_kv * t.k_blocks,
-        tiles=b * h * tiles_per_head,
-    )
+    return _recompute_pass(name, causal, gemms, dram, l2_traffic, b * h_kv * t.k_blocks)
 
 
 def _dq_kernel(causal: bool, l2: bool) -> Kernel:
     """The separate dQ pass: the forward's loop order (grid b·h·T_r, inner over K/V)."""
-    scores_per_head, _, kv_rows, tiles_per_head = _visited(causal)
-    scores = b * h * scores_per_head
+    _, _, kv_rows, _ = _visited(causal)
     streamed_kv = b * h * 2 * kv_rows * d * s
     # read Q, dO (the size of O), LSE and D once; write dQ (the size of Q) once
     compulsory = t.q_bytes + t.o_bytes + t.lse_bytes + t.delta_bytes + t.q_bytes
     l2_traffic = compulsory + streamed_kv
     passes = t.streamed_dram_passes(t.q_blocks, t.kv_head_bytes, h / h_kv)
     dram = compulsory + t.kv_bytes * passes if l2 else l2_traffic
+    # 3 products: S = QKᵀ, dP = dO Vᵀ, dQ = dS K
+    return _recompute_pass("bwd_dq", causal, 3, dram, l2_traffic, b * h * t.q_blocks)
+
+
+def _recompute_pass(
+    name: str, causal: bool, gemms: int, hbm_bytes: sp.Expr, l2_bytes: sp.Expr, work_items: sp.Expr
+) -> Kernel:
+    """A flash backward kernel over the forward's tiles: for every score it recomputes
+    P = exp(scale·S − LSE) (one exp) and dS = P∘(dP − D), and runs ``gemms`` products."""
+    scores_per_head, _, _, tiles_per_head = _visited(causal)
+    scores = b * h * scores_per_head
     return Kernel(
-        name="bwd_dq",
-        matmul_flops=t.gemm_flops(scores, 3),  # S = QKᵀ, dP = dO Vᵀ, dQ = dS K
+        name=name,
+        matmul_flops=t.gemm_flops(scores, gemms),
         vector_flops=(RECOMPUTE_P_FLOPS_PER_SCORE + DS_FLOPS_PER_SCORE) * scores,
         exp_count=scores,
-        hbm_bytes=dram,
-        l2_bytes=l2_traffic,
-        work_items=b * h * t.q_blocks,
+        hbm_bytes=hbm_bytes,
+        l2_bytes=l2_bytes,
+        work_items=work_items,
         tiles=b * h * tiles_per_head,
     )
 
