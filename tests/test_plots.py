@@ -9,8 +9,9 @@ from pathlib import Path
 import pytest
 
 from perfmodel.report import figures as plots
-from perfmodel.report.measured import MeasuredPoint
+from perfmodel.report.measured import ModelledPoint
 from perfmodel.shape import Shape
+from perfmodel.validation.measured import Point
 
 SMALL_N = [256, 1024, 4096]
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,17 +51,26 @@ def test_time_breakdown(tmp_path):
     assert_real_png(path)
 
 
-def fake_point(impl: str, algo: str, n: int, t: float) -> MeasuredPoint:
-    return MeasuredPoint(
+def fake_point(impl: str, algo: str, n: int, t: float) -> ModelledPoint:
+    point = Point(
         implementation=impl,
-        algorithm=algo,
         n=n,
+        kv_len=n,
+        d=128,
+        h=1,
+        h_kv=1,
         batch=1,
+        dtype="float16",
+        causal=False,
         status="ok",
         median_s=t,
         tokens_per_s=n / t,
         tflops=4 * n * n * 128 / t / 1e12,
         peak_memory_bytes=10**8,
+    )
+    return ModelledPoint(
+        point=point,
+        algorithm=algo,
         predicted_s=t,
         model_flops=4 * n * n * 128,
         model_intensity=100.0,

@@ -125,7 +125,7 @@ def test_measurement_matching_keeps_the_fastest_point(tmp_path):
         ],
     )
     pts = match_measurements([data], "h200", SHAPE)
-    assert [(p.implementation, p.median_s) for p in pts] == [("pallas_flash", 1e-3)]
+    assert [(p.point.implementation, p.point.median_s) for p in pts] == [("pallas_flash", 1e-3)]
     model = predict(n=2048, hw="h200", h=16, dtype="bf16", batch=4).flash
     assert pts[0].predicted_s == model.time_s
 

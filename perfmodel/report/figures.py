@@ -6,9 +6,8 @@ matplotlib is imported inside each function and figures are drawn on a plain
 nothing needs a display. Every function takes a device, a fixed :class:`Shape`
 (everything but n) and the n values, writes one PNG and returns its path.
 
-Measured points are any objects with the attributes of
-:class:`perfmodel.report.measured.MeasuredPoint` (``algorithm``, ``implementation``, ``n``,
-``median_s``, ``model_flops`` ...).
+Measured points are :class:`perfmodel.report.measured.ModelledPoint`: the measured
+``point`` with the model's numbers for its shape.
 """
 
 from __future__ import annotations
@@ -26,6 +25,7 @@ from perfmodel.analysis.asymptotics import (
     naive_oom_n,
 )
 from perfmodel.catalog.hardware import load_hardware
+from perfmodel.report.measured import measured_pairs
 from perfmodel.roofline import attainable_flops_per_s
 from perfmodel.shape import Shape
 from perfmodel.units import si
@@ -73,7 +73,7 @@ def _n_axis(ax: Any, ns: np.ndarray) -> None:
 def _measured(ax: Any, points: Sequence[Any] | None, y: Any, label_suffix: str = "") -> None:
     """Scatter measured points, one series per implementation; ``y(point)`` or None to skip."""
     by_impl: dict[str, list[tuple[float, float]]] = {}
-    for p in points or ():
+    for p in (q.point for q in points or ()):
         value = y(p)
         if p.status == "ok" and value is not None:
             by_impl.setdefault(p.implementation, []).append((p.n, value))
@@ -204,10 +204,10 @@ def _label_indices(xs: np.ndarray, ys: np.ndarray, gap: float = 0.12) -> list[in
 
 def _measured_roofline(ax: Any, measured: Sequence[Any] | None) -> None:
     by_impl: dict[str, list[tuple[float, float]]] = {}
-    for p in measured or ():
-        if p.status == "ok":
-            by_impl.setdefault(p.implementation, []).append(
-                (p.model_intensity, p.model_flops / p.median_s)
+    for q in measured or ():
+        if q.point.status == "ok":
+            by_impl.setdefault(q.point.implementation, []).append(
+                (q.model_intensity, q.model_flops / q.point.median_s)
             )
     _scatter_measured(ax, by_impl, " (model FLOPs and bytes / measured time)")
 
@@ -382,14 +382,10 @@ def speedup_chart(
 
 def _measured_speedup(ax: Any, measured: Sequence[Any] | None) -> None:
     """Measured naive / pallas_flash at equal shapes."""
-    times = {
-        (p.implementation, p.n, p.batch): p.median_s for p in measured or () if p.status == "ok"
-    }
-    pairs = sorted(
-        (n, t / times[("pallas_flash", n, b)])
-        for (impl, n, b), t in times.items()
-        if impl == "naive" and ("pallas_flash", n, b) in times
-    )
+    pairs = [
+        (nv.point.n, nv.point.median_s / fl.point.median_s)
+        for nv, fl in measured_pairs(measured or ())
+    ]
     if pairs:
         xs, ys = zip(*pairs, strict=True)
         ax.plot(xs, ys, "k*", ms=10, label="measured: naive / pallas_flash median time")

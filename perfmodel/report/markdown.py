@@ -15,7 +15,7 @@ from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.errors import PerfmodelError
 from perfmodel.prediction import predict
 from perfmodel.report.conclusions import N_GROWTH, Conclusions
-from perfmodel.report.measured import MeasuredPoint, measured_headline, measured_pairs
+from perfmodel.report.measured import ModelledPoint, measured_headline, measured_pairs
 from perfmodel.shape import Shape
 from perfmodel.units import binary, si
 
@@ -118,27 +118,28 @@ def _sweep_table(spec: HardwareSpec, shape: Shape, ns: np.ndarray) -> str:
     return "\n".join([head, *rows])
 
 
-def _measured_section(points: Sequence[MeasuredPoint]) -> str:
+def _measured_section(points: Sequence[ModelledPoint]) -> str:
     if not points:
         return (
             "## Measured beside predicted\n\nNo measured point has this configuration's "
             "d, h, dtype and causality.\n"
         )
     rows = []
-    for p in sorted(points, key=lambda p: (p.n, p.algorithm, p.implementation)):
+    for q in sorted(points, key=lambda q: (q.point.n, q.algorithm, q.point.implementation)):
+        p = q.point
         if p.status != "ok" or p.median_s is None:
             rows.append(
-                f"| {p.n:,} | {p.batch} | {p.implementation} ({p.algorithm}) | "
-                f"{p.status} | {_us(p.predicted_s)} | | | | | |"
+                f"| {p.n:,} | {p.batch} | {p.implementation} ({q.algorithm}) | "
+                f"{p.status} | {_us(q.predicted_s)} | | | | | |"
             )
             continue
         mem = si(p.peak_memory_bytes, "B") if p.peak_memory_bytes is not None else "n/a"
         rows.append(
-            f"| {p.n:,} | {p.batch} | {p.implementation} ({p.algorithm}) | {_us(p.median_s)} | "
-            f"{_us(p.predicted_s)} | {p.median_s / p.predicted_s:.2f} | "
+            f"| {p.n:,} | {p.batch} | {p.implementation} ({q.algorithm}) | {_us(p.median_s)} | "
+            f"{_us(q.predicted_s)} | {p.median_s / q.predicted_s:.2f} | "
             f"{si(p.tflops * 1e12 if p.tflops else None, 'FLOP/s')} | {mem} | "
-            f"{si(p.model_footprint_bytes, 'B')} | {p.hbm_util:.0%} / {p.sm_util:.0%}: "
-            f"{p.verdict} |"
+            f"{si(q.model_footprint_bytes, 'B')} | {q.hbm_util:.0%} / {q.sm_util:.0%}: "
+            f"{q.verdict} |"
         )
     speed = _measured_speedups(points)
     return (
@@ -153,15 +154,16 @@ def _measured_section(points: Sequence[MeasuredPoint]) -> str:
     )
 
 
-def _measured_speedups(points: Sequence[MeasuredPoint]) -> str:
+def _measured_speedups(points: Sequence[ModelledPoint]) -> str:
     rows = []
     for nv, fl in measured_pairs(points):
+        naive, flash = nv.point, fl.point
         mem = ""
-        if nv.peak_memory_bytes and fl.peak_memory_bytes:
-            mem = f"−{1 - fl.peak_memory_bytes / nv.peak_memory_bytes:.1%}"
-        ratio = nv.median_s / fl.median_s  # type: ignore[operator]
+        if naive.peak_memory_bytes and flash.peak_memory_bytes:
+            mem = f"−{1 - flash.peak_memory_bytes / naive.peak_memory_bytes:.1%}"
+        ratio = naive.median_s / flash.median_s  # type: ignore[operator]
         rows.append(
-            f"| {nv.n:,} | {nv.batch} | {ratio:.2f}× | "
+            f"| {naive.n:,} | {naive.batch} | {ratio:.2f}× | "
             f"{nv.predicted_s / fl.predicted_s:.2f}× | {mem} |"
         )
     if not rows:
@@ -213,7 +215,7 @@ def render_markdown(
     ns: np.ndarray,
     c: Conclusions,
     figures: dict[str, Path],
-    measured: Sequence[MeasuredPoint] | None,
+    measured: Sequence[ModelledPoint] | None,
     command: str,
 ) -> str:
     spec = load_hardware(hw)

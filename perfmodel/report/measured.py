@@ -13,25 +13,19 @@ from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.prediction import predict
 from perfmodel.shape import Shape
 from perfmodel.validation.compare import ALGORITHM_OF, dtype_name
-from perfmodel.validation.measured import load_measurements
+from perfmodel.validation.measured import Point, load_measurements
 
 if TYPE_CHECKING:
     from perfmodel.report.conclusions import Conclusions
 
 
 @dataclass(frozen=True)
-class MeasuredPoint:
-    """One measured point beside the model's numbers for the same shape."""
+class ModelledPoint:
+    """A measured point (:class:`~perfmodel.validation.measured.Point`, the one measured
+    type) beside the model's numbers for its own shape, and a diagnosis of its time."""
 
-    implementation: str
-    algorithm: str
-    n: int
-    batch: int
-    status: str
-    median_s: float | None
-    tokens_per_s: float | None
-    tflops: float | None
-    peak_memory_bytes: int | None
+    point: Point
+    algorithm: str  #: the cost model that describes its implementation
     predicted_s: float
     model_flops: float
     model_intensity: float
@@ -41,7 +35,7 @@ class MeasuredPoint:
     verdict: str | None = None  #: perfmodel.analysis.diagnose's verdict on those
 
 
-def match_measurements(paths: Sequence[str | Path], hw: Any, shape: Shape) -> list[MeasuredPoint]:
+def match_measurements(paths: Sequence[str | Path], hw: Any, shape: Shape) -> list[ModelledPoint]:
     """Points of the files with this shape's d, h, h_kv, dtype and causality (any batch).
 
     Per (implementation, n, batch) the fastest 'ok' point is kept (a tuning run times
@@ -65,7 +59,7 @@ def match_measurements(paths: Sequence[str | Path], hw: Any, shape: Shape) -> li
     return [_measured_point(spec, shape, run, p) for run, p in best.values()]
 
 
-def _measured_point(spec: HardwareSpec, shape: Shape, run: Any, p: Any) -> MeasuredPoint:
+def _measured_point(spec: HardwareSpec, shape: Shape, run: Any, p: Any) -> ModelledPoint:
     algo = ALGORITHM_OF[p.implementation]
     at = replace(
         shape,
@@ -93,16 +87,9 @@ def _measured_point(spec: HardwareSpec, shape: Shape, run: Any, p: Any) -> Measu
             if max(hbm, sm) <= 1
             else "faster than the run's measured rates"
         )
-    return MeasuredPoint(
-        implementation=p.implementation,
+    return ModelledPoint(
+        point=p,
         algorithm=algo,
-        n=p.n,
-        batch=p.batch,
-        status=p.status,
-        median_s=p.median_s,
-        tokens_per_s=p.tokens_per_s,
-        tflops=p.tflops,
-        peak_memory_bytes=p.peak_memory_bytes,
         predicted_s=model.time_s,
         model_flops=model.flops,
         model_intensity=model.intensity,
@@ -117,25 +104,29 @@ def _footprint(spec: HardwareSpec, n: int, shape: Shape, algo: str) -> float:
     return float(along_n(spec, [n], shape)[f"{algo}.footprint_bytes"][0])
 
 
-def measured_pairs(points: Sequence[MeasuredPoint]) -> list[tuple[MeasuredPoint, MeasuredPoint]]:
+def measured_pairs(points: Sequence[ModelledPoint]) -> list[tuple[ModelledPoint, ModelledPoint]]:
     """(naive, pallas_flash) pairs timed at the same n and batch, by n."""
-    ok = {(p.implementation, p.n, p.batch): p for p in points if p.median_s is not None}
+    ok = {
+        (q.point.implementation, q.point.n, q.point.batch): q
+        for q in points
+        if q.point.median_s is not None
+    }
     return sorted(
         (
             (nv, ok[("pallas_flash", n, b)])
             for (impl, n, b), nv in ok.items()
             if impl == "naive" and ("pallas_flash", n, b) in ok
         ),
-        key=lambda q: q[0].n,
+        key=lambda q: q[0].point.n,
     )
 
 
-def measured_headline(points: Sequence[MeasuredPoint], c: Conclusions) -> str | None:
+def measured_headline(points: Sequence[ModelledPoint], c: Conclusions) -> str | None:
     """The headline sentence from measured naive / pallas_flash pairs, or None without pairs."""
     pairs = measured_pairs(points)
     if not pairs:
         return None
-    speed = [(nv.n, nv.median_s / fl.median_s) for nv, fl in pairs]  # type: ignore[operator]
+    speed = [(nv.point.n, nv.point.median_s / fl.point.median_s) for nv, fl in pairs]  # type: ignore[operator]
     p = f"{(c.threshold - 1) * 100:.0f}%"
     below = [n for n, r in speed if r < c.threshold]
     after = [n for n, _ in speed if not below or n > max(below)]
@@ -148,7 +139,7 @@ def measured_headline(points: Sequence[MeasuredPoint], c: Conclusions) -> str | 
         )
     else:
         head = f"Measured: gains are significant from n = {after[0]:,} (flash at least {p} faster)"
-    ref = [(nv, fl) for nv, fl in pairs if nv.n == c.n_reference]
+    ref = [(nv.point, fl.point) for nv, fl in pairs if nv.point.n == c.n_reference]
     if ref:
         nv, fl = ref[0]
         gain = nv.median_s / fl.median_s - 1  # type: ignore[operator]
