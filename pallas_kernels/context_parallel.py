@@ -248,7 +248,12 @@ def sharded_attention(*, mesh, axis, scheme="ring", causal=False, balance="conti
     stack calls: it permutes tokens once, at the input. ``opts`` go to
     ``pallas_kernels.flash_attention_forward`` (``interpret``, ``block_q``, ...).
     """
-    fn = _sharded(
+    return jax.jit(_sharded(**_static(mesh, axis, scheme, causal, balance, opts)))
+
+
+def _static(mesh, axis, scheme, causal, balance, opts: dict) -> dict:
+    """The static (hashable) arguments of one call: ``opts`` as sorted pairs."""
+    return dict(
         mesh=mesh,
         axis=axis,
         scheme=scheme,
@@ -256,7 +261,6 @@ def sharded_attention(*, mesh, axis, scheme="ring", causal=False, balance="conti
         balance=balance,
         opts=tuple(sorted(opts.items())),
     )
-    return jax.jit(fn)
 
 
 def _sharded(*, mesh, axis, scheme, causal, balance, opts):
@@ -307,17 +311,7 @@ def context_parallel_attention(
     if balance is None:
         balance = "zigzag" if causal and scheme != "ulysses" else "contiguous"
     _check(q, k, mesh, axis, scheme, balance)
-    o, lse = _natural_order_attention(
-        q,
-        k,
-        v,
-        mesh=mesh,
-        axis=axis,
-        scheme=scheme,
-        causal=bool(causal),
-        balance=balance,
-        opts=tuple(sorted(opts.items())),
-    )
+    o, lse = _natural_order_attention(q, k, v, **_static(mesh, axis, scheme, causal, balance, opts))
     return (o, lse) if return_lse else o
 
 
