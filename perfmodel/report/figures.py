@@ -53,6 +53,16 @@ def _save(fig: Any, path: str | Path) -> Path:
     return path
 
 
+def _along_n(
+    hw: Any, shape: Shape | None, n_values: Sequence[int]
+) -> tuple[Any, Shape, np.ndarray, dict[str, np.ndarray]]:
+    """The device, the shape (default ``Shape()``), n as floats and the model's columns
+    along n (``asymptotics.along_n``): what every chart against n starts from."""
+    spec, shape = load_hardware(hw), shape or Shape()
+    ns = np.asarray(n_values, dtype=float)
+    return spec, shape, ns, along_n(spec, ns, shape)
+
+
 def _config_label(spec: Any, shape: Shape) -> str:
     return f"{spec.name}, {shape.label()}"
 
@@ -108,9 +118,7 @@ def roofline_chart(
     measured: Sequence[Any] | None = None,
 ) -> Path:
     """Compute and bandwidth roofs, the ridge point, naive and flash points for each n."""
-    spec, shape = load_hardware(hw), shape or Shape()
-    ns = np.asarray(n_values, dtype=float)
-    cols = along_n(spec, ns, shape)
+    spec, shape, ns, cols = _along_n(hw, shape, n_values)
     fig, ax = _figure(width=9.0)
     peak, bw = spec.peak(shape.dtype), spec.hbm_bandwidth_bytes_per_s
     ridge = spec.ridge_point(shape.dtype)
@@ -222,9 +230,7 @@ def throughput_chart(
     measured: Sequence[Any] | None = None,
 ) -> Path:
     """Tokens/s and TFLOP/s against n, naive against flash (model estimate, measured)."""
-    spec, shape = load_hardware(hw), shape or Shape()
-    ns = np.asarray(n_values, dtype=float)
-    cols = along_n(spec, ns, shape)
+    spec, shape, ns, cols = _along_n(hw, shape, n_values)
     fig, (ax_tok, ax_fl) = _figure(ncols=2, width=12.0)
     for algo in ("naive", "flash"):
         t = cols[f"{algo}.time_s"]
@@ -276,30 +282,14 @@ def memory_chart(
     if n_values is None:
         top = int(2 ** np.ceil(np.log2(n_oom or max(DEFAULT_N))))
         n_values = [2**k for k in range(7, int(np.log2(top)) + 2)]
-    ns = np.asarray(n_values, dtype=float)
-    cols = along_n(spec, ns, shape)
+    spec, shape, ns, cols = _along_n(spec, shape, n_values)
     fig, ax = _figure(width=9.0)
-    ax.plot(
-        ns,
-        cols["naive.footprint_bytes"],
-        marker="o",
-        color=COLORS["naive"],
-        label="naive footprint: Q, K, V, O + S + P",
-    )
-    ax.plot(
-        ns,
-        cols["naive.extra_memory_bytes"],
-        ls="--",
-        color=COLORS["naive"],
-        label="S + P alone (2·b·h·n²·s)",
-    )
-    ax.plot(
-        ns,
-        cols["flash.footprint_bytes"],
-        marker="s",
-        color=COLORS["flash"],
-        label="flash footprint: Q, K, V, O + log-sum-exp",
-    )
+    for algo, column, style, label in (
+        ("naive", "footprint_bytes", dict(marker="o"), "naive footprint: Q, K, V, O + S + P"),
+        ("naive", "extra_memory_bytes", dict(ls="--"), "S + P alone (2·b·h·n²·s)"),
+        ("flash", "footprint_bytes", dict(marker="s"), "flash footprint: Q, K, V, O + log-sum-exp"),
+    ):
+        ax.plot(ns, cols[f"{algo}.{column}"], color=COLORS[algo], label=label, **style)
     cap = spec.hbm_capacity_bytes
     ax.axhline(cap, color="k", lw=1.5, label=f"HBM capacity {si(cap, 'B')}")
     if n_oom is not None:
@@ -341,9 +331,7 @@ def speedup_chart(
     threshold: float = 1.5,
 ) -> Path:
     """naive/flash time against n, the symbolic n→∞ limits, the crossover n."""
-    spec, shape = load_hardware(hw), shape or Shape()
-    ns = np.asarray(n_values, dtype=float)
-    cols = along_n(spec, ns, shape)
+    spec, shape, ns, cols = _along_n(hw, shape, n_values)
     fig, ax = _figure(width=9.0)
     styles = {
         "time_s": ("-", "estimate", "derated roofs + launch overheads"),
@@ -470,27 +458,13 @@ def training_chart(
     cols = {m: sweep(spec, n=ns, mode=m, grid=False, **kwargs) for m in ("forward", "train")}
     fig, (ax_t, ax_m) = _figure(ncols=2, width=12.0)
     for algo in ("naive", "flash"):
-        ax_t.plot(
-            ns,
-            cols["train"][f"{algo}.time_s"] * 1e3,
-            marker="o",
-            color=COLORS[algo],
-            label=f"{algo}: forward + backward",
-        )
-        ax_t.plot(
-            ns,
-            cols["forward"][f"{algo}.time_s"] * 1e3,
-            ls=":",
-            color=COLORS[algo],
-            label=f"{algo}: forward only",
-        )
-        ax_m.plot(
-            ns,
-            cols["train"][f"{algo}.extra_memory_bytes"],
-            marker="o",
-            color=COLORS[algo],
-            label=algo,
-        )
+        for ax, mode, column, unit, style, label in (
+            (ax_t, "train", "time_s", 1e3, dict(marker="o"), f"{algo}: forward + backward"),
+            (ax_t, "forward", "time_s", 1e3, dict(ls=":"), f"{algo}: forward only"),
+            (ax_m, "train", "extra_memory_bytes", 1, dict(marker="o"), algo),
+        ):
+            ys = cols[mode][f"{algo}.{column}"] * unit
+            ax.plot(ns, ys, color=COLORS[algo], label=label, **style)
     saved = (
         1 - cols["train"]["flash.extra_memory_bytes"] / cols["train"]["naive.extra_memory_bytes"]
     )
