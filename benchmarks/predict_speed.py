@@ -38,12 +38,14 @@ def import_time_s(first_call: bool = False) -> float:
 
 
 def subs_time_s() -> float:
-    """The same formulas evaluated by sympy substitution, one point."""
+    """The same formulas evaluated by sympy substitution, one point (L2 and SMs: the H200's)."""
+    from perfmodel.catalog.hardware import load_hardware
     from perfmodel.costs import symbolic
     from perfmodel.symbols import SHAPE, l2_capacity, resident_ctas
 
+    spec = load_hardware("h200")
     values = dict(zip(SHAPE, (8192, 8192, 128, 16, 16, 1, 128, 128, 2), strict=True))
-    values |= {l2_capacity: 50 * 2**20, resident_ctas: 132}
+    values |= {l2_capacity: spec.l2_bytes, resident_ctas: spec.sm_count}
     exprs = []
     for name in ("naive", "flash"):
         model = symbolic(name)
