@@ -16,7 +16,7 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from pallas_kernels._common import triton_compiler_params
+from pallas_kernels._common import device_spec, triton_compiler_params
 
 
 def median_time(fn, args_sets, *, samples: int = 20, calls_per_sample: int = 1) -> list[float]:
@@ -105,8 +105,16 @@ def _l2_read_kernel(x_ref, o_ref, *, rows_per_tile, n_tiles):
     o_ref[...] = lax.fori_loop(0, n_tiles, body, acc)
 
 
-def l2_read_bytes_per_s(buffer_bytes: int = 16 << 20, programs: int = 1056) -> float:
-    """Bytes/s when ``programs`` Pallas programs each read a ``buffer_bytes`` buffer (in L2)."""
+#: Programs per SM of the L2 read (8 x 132 = 1056 on the H200, as in the committed runs).
+L2_READ_PROGRAMS_PER_SM = 8
+
+
+def l2_read_bytes_per_s(buffer_bytes: int = 16 << 20, programs: int | None = None) -> float:
+    """Bytes/s when ``programs`` Pallas programs each read a ``buffer_bytes`` buffer (in L2);
+    by default ``L2_READ_PROGRAMS_PER_SM`` per SM of the device spec file
+    (``_common.device_spec``)."""
+    if programs is None:
+        programs = L2_READ_PROGRAMS_PER_SM * device_spec()["sm_count"]
     cols, rows_per_tile = 1024, 8
     rows = buffer_bytes // (4 * cols)
     n_tiles = rows // rows_per_tile
@@ -160,7 +168,7 @@ def device_properties() -> dict:
 
 
 def measure_ceilings() -> dict:
-    """All ceilings as a dict with the field names of ``perfmodel.measured.Ceilings``."""
+    """All ceilings as a dict with the field names of ``perfmodel.validation.measured.Ceilings``."""
     result = device_properties()
     for name, fn in [
         ("matmul_bf16_flops_per_s", matmul_flops_per_s),

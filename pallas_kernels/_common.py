@@ -1,5 +1,6 @@
 """What the attention kernels share: argument checks, padding, the exp2 constants, the
-Triton compiler parameters and the question "is this a Hopper GPU".
+Triton compiler parameters, the question "is this a Hopper GPU" and, for the
+benchmarks, the device facts of a spec file.
 
 Everything here is public inside ``pallas_kernels`` (no leading underscore on the
 names), so the kernel modules and the benchmark helpers import it without reaching
@@ -9,9 +10,13 @@ into each other's private names.
 from __future__ import annotations
 
 import math
+import tomllib
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+
+from perfmodel.catalog.data import data_dir
 
 #: exp(x) = exp2(x * log2(e)): the kernels fold the score scale and log2(e) into one
 #: multiply before an exp2, and turn the base-2 log-sum-exp back with ln(2).
@@ -91,3 +96,14 @@ def is_hopper(device=None) -> bool:
     if cc is not None:
         return str(cc).split(".")[0] == "9"
     return any(name in device.device_kind for name in ("H100", "H200", "H800", "H20"))
+
+
+#: The device spec file (``specs/devices/``) the benchmarks take SM count and L2 size from.
+DEVICE_SPEC = data_dir("devices") / "h200-sxm.toml"
+
+
+def device_spec(path: Path = DEVICE_SPEC) -> dict:
+    """``sm_count`` and ``l2_bytes`` of a device spec TOML, read with ``tomllib``: the
+    GPU image has no pydantic, so ``perfmodel.catalog.hardware`` cannot load it there."""
+    data = tomllib.loads(Path(path).read_text())
+    return {"sm_count": int(data["sm_count"]), "l2_bytes": int(data["l2_bytes"])}

@@ -13,7 +13,7 @@ Shapes: h = h_kv = 16 heads and ``batch = max(1, 16384 // n)``, so each point co
 (CUPTI kernel durations per call: ``median_s``), calls queued back to back rotating over
 two input sets (``queued_time_s``) and one synchronous call (``call_latency_s``); see
 ``pallas_kernels/_timing.py``. Runs before 2026-11-30 recorded queued wall time only.
-FLOPs are nominal, ``4*b*h*n*kv_len*d`` halved when causal. ``peak_memory_bytes``
+FLOPs are nominal (``perfmodel.costs.nominal``). ``peak_memory_bytes``
 comes from XLA's compiled memory analysis (inputs, outputs and temporaries live at the
 worst step), since jax cannot reset the device's peak-memory counter between points.
 Results go to ``--out`` as plain JSON with the field names of
@@ -259,6 +259,7 @@ def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
     import jax
 
     from pallas_kernels._timing import measure_all
+    from perfmodel.costs.nominal import nominal_flops
 
     b, n, kv_len, h, h_kv, d, dtype, causal = (
         shape[x] for x in ("batch", "n", "kv_len", "h", "h_kv", "d", "dtype", "causal")
@@ -278,7 +279,7 @@ def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
         jax.block_until_ready(fn(*sets[0]))  # compiles, untimed
         timed = measure_all(fn, sets, budget_s=0.0075 * samples)
         med = timed["device_time_s"]
-        flops = 4.0 * b * h * n * kv_len * d / (2 if causal else 1)
+        flops = nominal_flops(batch=b, h=h, n=n, kv_len=kv_len, d=d, causal=causal)
         point.update(
             {k: v for k, v in timed.items() if not k.startswith(("device_p", "device_s"))},
             median_s=med,

@@ -13,9 +13,9 @@ whose backward is ``pallas_kernels.flash_backward``), cuDNN (``jax.grad`` of
   (its arguments are the forward's residuals: what training keeps between the passes)
   and ``residual_bytes``, the size of those residuals.
 
-TFLOP/s are nominal: forward 4·b·h·n²·d, backward 2.5× that (FlashAttention-2 §3.2),
-halved when causal. The GPU image has no pydantic: plain JSON, written atomically after
-every point::
+TFLOP/s are nominal (``perfmodel.costs.nominal``: forward 4·b·h·n²·d, backward 2.5×
+that, FlashAttention-2 §3.2; halved when causal). The GPU image has no pydantic: plain
+JSON, written atomically after every point::
 
     python -m pallas_kernels.bench_backward --out specs/measurements/h200-backward.json
     python -m pallas_kernels.bench_backward --table specs/measurements/h200-backward.json
@@ -48,7 +48,6 @@ CANDIDATES = (
     (64, 128, 128, 64, 8, 2),
     (32, 128, 128, 32, 4, 3),
 )
-BACKWARD_FLOPS_PER_FORWARD = 2.5
 #: ``--variants``: backward configurations (``BackwardConfig`` keywords) raced at n=8192,
 #: d=128, causal and not, against cuDNN in the same run; the fastest (summed time) then
 #: runs the other d=128 shapes beside the two-pass default and cuDNN.
@@ -84,9 +83,12 @@ def shape_of(n, d, causal, *, h=HEADS, h_kv=None, dtype="bfloat16") -> dict:
     }  # fmt: skip
 
 
-def forward_flops(shape: dict) -> float:
-    full = 4.0 * shape["batch"] * shape["h"] * shape["n"] * shape["kv_len"] * shape["d"]
-    return full / 2 if shape["causal"] else full
+def phase_flops(shape: dict, phase: str) -> float:
+    """Nominal FLOPs of ``phase`` ("forward", "backward" or "train") at ``shape``."""
+    from perfmodel.costs.nominal import nominal_flops
+
+    keys = ("batch", "h", "n", "kv_len", "d", "causal")
+    return nominal_flops(**{k: shape[k] for k in keys}, mode=phase)
 
 
 # ------------------------------------------------------------------ implementations
@@ -169,7 +171,7 @@ def time_point(
         bwd_sets = [(vjp_fn, s[3]) for s in sets]
         t_bwd = measure_all(bwd, bwd_sets, budget_s=budget_s)
         if tuning:
-            flops = BACKWARD_FLOPS_PER_FORWARD * forward_flops(shape)
+            flops = phase_flops(shape, "backward")
             return [{**base, "phase": "backward", **t_bwd, "tuning": True,
                      "tflops": flops / t_bwd["device_time_s"] / 1e12}]  # fmt: skip
         t_fwd = measure_all(fwd, fwd_sets, budget_s=budget_s)
@@ -186,13 +188,12 @@ def time_point(
         if not oom:
             traceback.print_exc(limit=2)
         return [{**base, "phase": "train", "status": "oom" if oom else "error", "error": text}]
-    flops = forward_flops(shape)
-    phases = {"forward": (t_fwd, flops), "backward": (t_bwd, BACKWARD_FLOPS_PER_FORWARD * flops)}
     out = []
-    for phase, (t, fl) in phases.items():
+    for phase, t in {"forward": t_fwd, "backward": t_bwd}.items():
+        fl = phase_flops(shape, phase)
         out.append({**base, "phase": phase, **t, "tflops": fl / t["device_time_s"] / 1e12})
     train = {k: t_fwd[k] + t_bwd[k] for k in ("device_time_s", "queued_time_s", "call_latency_s")}
-    train_flops = (1 + BACKWARD_FLOPS_PER_FORWARD) * flops
+    train_flops = phase_flops(shape, "train")
     out.append(
         {
             **base, "phase": "train", **train, "device_time_method": t_fwd["device_time_method"],

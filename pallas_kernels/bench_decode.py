@@ -13,11 +13,12 @@ page size 64) with the split rule's count, ``jax.nn.dot_product_attention`` with
 at a few shapes the paged kernel with other split counts (1, the old one-wave rule,
 2 and 4 programs per SM, and 16) to show where the rule sits.
 
-Split rule: ``perfmodel.costs.decode.auto_splits`` with ``resident_ctas =
-PROGRAMS_PER_SM x SMs`` and at least ``MIN_PAGES_PER_SPLIT`` pages per chunk, the
-same count as the kernel's own ``paged_decode.default_splits``. SM count and L2 size
-come from the device spec file (``--hw-spec``, read with ``tomllib``: the GPU image
-has no pydantic). Bytes come from ``perfmodel.costs.decode``.
+Split rule: ``perfmodel.costs.decode.paged_splits`` (``auto_splits`` with at least
+``MIN_PAGES_PER_SPLIT`` pages per chunk) with ``resident_ctas = PROGRAMS_PER_SM x SMs``,
+the same count as the kernel's own ``paged_decode.default_splits``. SM count and L2
+size come from the device spec file (``--hw-spec``, ``pallas_kernels._common.device_spec``:
+``tomllib``, since the GPU image has no pydantic). Bytes come from
+``perfmodel.costs.decode``, nominal FLOPs from ``perfmodel.costs.nominal``.
 
 Timing (``pallas_kernels/_timing.py``): one jitted function calls the implementation
 once on each of ``copies`` input sets, so that the K/V read is not served by L2
@@ -37,13 +38,14 @@ import datetime as dt
 import json
 import math
 import time
-import tomllib
 from pathlib import Path
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+import sympy as sp
 
+from pallas_kernels._common import DEVICE_SPEC, device_spec
 from pallas_kernels._timing import measure_all
 from pallas_kernels.paged_decode import (
     MIN_PAGES_PER_SPLIT,
@@ -53,10 +55,13 @@ from pallas_kernels.paged_decode import (
     query_rows,
 )
 from perfmodel.atomic import write_json as atomic_write_json
+from perfmodel.compile import compiled
+from perfmodel.costs import decode, terms
+from perfmodel.costs.nominal import nominal_flops
+from perfmodel.vocabulary import symbol_values
 
 D = 128
 PAGE_SIZE = 64
-HW_SPEC = Path(__file__).resolve().parent.parent / "specs" / "devices" / "h200-sxm.toml"
 # (batch, m, h, h_kv): batch 1-64, KV 2K-128K; none is a shape of the 2026-11-29 run
 SHAPES = (
     (1, 2048, 32, 8),
@@ -145,31 +150,21 @@ def memory_latency_sweep(sm_count: int, *, total_bytes=2 << 30, interpret=False)
     return out
 
 
-def device_spec(path: Path = HW_SPEC) -> dict:
-    """``sm_count`` and ``l2_bytes`` from a device spec TOML (stdlib only)."""
-    data = tomllib.loads(Path(path).read_text())
-    return {"sm_count": int(data["sm_count"]), "l2_bytes": int(data["l2_bytes"])}
-
-
 def auto_splits(
     batch: int,
     h_kv: int,
     pages: int,
     sm_count: int,
-    programs_per_sm: int = PROGRAMS_PER_SM,
-    min_pages: int = MIN_PAGES_PER_SPLIT,
+    programs_per_sm: int = decode.PROGRAMS_PER_SM,
+    min_pages: int = decode.MIN_PAGES_PER_SPLIT,
 ) -> int:
-    """Split count from the model's rule, ``perfmodel.costs.decode.auto_splits``, with
+    """Split count from the model's rule, ``perfmodel.costs.decode.paged_splits``, with
     ``programs_per_sm * sm_count`` resident programs and ``ceil(pages / min_pages)``
-    chunks at most (sympy only: runs on the GPU image)."""
-    import sympy as sp
-
-    from perfmodel.costs import decode
-    from perfmodel.symbols import b, resident_ctas
-    from perfmodel.symbols import h_kv as hkv_sym
-
-    expr = decode.auto_splits(sp.Integer(-(-pages // min_pages)))
-    return int(expr.subs({b: batch, hkv_sym: h_kv, resident_ctas: programs_per_sm * sm_count}))
+    chunks at most (sympy only: runs on the GPU image). Its defaults are the model's
+    constants; ``variants`` checks the count against the kernel's ``default_splits``."""
+    rule = compiled(decode.paged_splits(pages=sp.Integer(pages), min_pages=min_pages))
+    values = symbol_values(batch=batch, h_kv=h_kv)
+    return int(rule(**values, resident_ctas=programs_per_sm * sm_count))
 
 
 def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits, paged=True) -> float:
@@ -177,12 +172,10 @@ def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits, paged=True
     no pydantic, so it runs on the GPU image): K/V of the m valid tokens, q and o, with
     ``paged`` the block-table entries, and with splits > 1 the float32 partials and
     their merge."""
-    from perfmodel.compile import compiled
-    from perfmodel.costs import decode
-
     model = decode.build(paged=paged, split=splits > 1)
-    return float(compiled(model.hbm_bytes)(b=batch, q_len=q_len, h=h, h_kv=h_kv, d=d, m=m,
-                                           s=s, page=page_size, splits=splits))  # fmt: skip
+    values = symbol_values(batch=batch, q_len=q_len, h=h, h_kv=h_kv, d=d, kv_len=m,
+                           page_tokens=page_size, splits=splits)  # fmt: skip
+    return float(compiled(model.hbm_bytes)(**values, s=s))
 
 
 def make_sets(rng, batch, m, h, h_kv, copies, page_size, dtype):
@@ -267,7 +260,8 @@ def variants(batch, m, h, h_kv, spec) -> list[tuple[str, int | None, str]]:
 def bench_shape(rng, batch, m, h, h_kv, spec, *, interpret=False):
     """Every variant at one shape; yields (point, detail) pairs, errors included."""
     dtype = jnp.bfloat16
-    set_bytes = 2 * batch * m * h_kv * D * 2
+    set_values = symbol_values(batch=batch, kv_len=m, h_kv=h_kv, d=D)
+    set_bytes = compiled(terms.kv_bytes)(**set_values, s=jnp.dtype(dtype).itemsize)
     copies = max(1, min(8, math.ceil(3 * spec["l2_bytes"] / set_bytes)))
     sets = make_sets(rng, batch, m, h, h_kv, copies, PAGE_SIZE, dtype)
     for impl, splits, label in variants(batch, m, h, h_kv, spec):
@@ -289,7 +283,8 @@ def bench_shape(rng, batch, m, h, h_kv, spec, *, interpret=False):
                              paged=impl == "paged_decode")  # fmt: skip
         med = st["median_s"]
         timed = {k: v for k, v in st.items() if k != "copies"}
-        point = {**base, "status": "ok", **timed, "tflops": 4 * batch * h * m * D / med / 1e12,
+        flops = nominal_flops(batch=batch, h=h, n=1, kv_len=m, d=D)
+        point = {**base, "status": "ok", **timed, "tflops": flops / med / 1e12,
                  "tokens_per_s": batch / med}  # fmt: skip
         detail = {**point, "label": label, "copies": st["copies"], "model_hbm_bytes": nbytes,
                   "achieved_bytes_per_s": nbytes / med}  # fmt: skip
@@ -348,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path)
     ap.add_argument("--details", type=Path)
     ap.add_argument("--git-commit", default="unknown")
-    ap.add_argument("--hw-spec", type=Path, default=HW_SPEC)
+    ap.add_argument("--hw-spec", type=Path, default=DEVICE_SPEC)
     ap.add_argument("--budget-s", type=float, default=120.0)
     ap.add_argument("--quick", action="store_true", help="tiny shapes (CPU smoke run)")
     args = ap.parse_args(argv)

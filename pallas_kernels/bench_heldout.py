@@ -168,6 +168,7 @@ def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float 
 
     from pallas_kernels._timing import measure_all
     from pallas_kernels.bench import classify_error, make_inputs
+    from perfmodel.costs.nominal import nominal_flops
 
     point = _empty_point(impl, shape)
     b, n, h, h_kv, d = (shape[x] for x in ("batch", "n", "h", "h_kv", "d"))
@@ -190,7 +191,7 @@ def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float 
             break
         else:
             raise last_err
-        flops = 4.0 * b * h * n * shape["kv_len"] * d / (2 if causal else 1)
+        flops = nominal_flops(batch=b, h=h, n=n, kv_len=shape["kv_len"], d=d, causal=causal)
         dev = fields["device_time_s"]
         point.update(
             fields,

@@ -44,6 +44,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
+from pallas_kernels._common import device_spec  # noqa: E402
 from pallas_kernels.llama import (  # noqa: E402
     LlamaConfig,
     LlamaModel,
@@ -56,7 +57,8 @@ from pallas_kernels.paged_decode import default_splits  # noqa: E402
 from perfmodel.atomic import write_json  # noqa: E402
 
 PAGE = 64
-SM_COUNT = 132
+#: SMs of the device the run is sized for (the H200's spec file), for the split rule.
+SM_COUNT = device_spec()["sm_count"]
 #: (kind, attention or kv, n or (b, m)), in the order they run: the chapter's n = 4096
 #: comparison first, then decode, then the rest of the sweep.
 PLAN = (

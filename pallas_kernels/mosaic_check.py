@@ -13,7 +13,7 @@ pydantic on the GPU image), rewritten after every item:
    attention (``jax.experimental.pallas.ops.gpu.attention_mgpu``, float16 only: its
    shared-memory buffers are float16). Device time is CUPTI kernel time
    (``pallas_kernels._timing.kernel_time``), with calls queued back to back as a
-   second measure; TFLOP/s are nominal ``4 b h n kv d`` (halved when causal).
+   second measure; TFLOP/s are nominal (``perfmodel.costs.nominal``).
 
     PYTHONPATH=. python -m pallas_kernels.mosaic_check --out $OUT/mosaic_check.json
 """
@@ -182,6 +182,7 @@ def time_one(impl, shape, options) -> dict:
     import jax
 
     from pallas_kernels._timing import kernel_time, queued_time, spin_up
+    from perfmodel.costs.nominal import nominal_flops
 
     b, n, h, h_kv, d, causal, dtype = shape
     row = {"impl": impl, "options": options, "batch": b, "n": n, "h": h, "h_kv": h_kv, "d": d}
@@ -210,7 +211,7 @@ def time_one(impl, shape, options) -> dict:
         spin_up(fn, sets[0])
         kern = kernel_time(fn, sets[0], iterations=10)
         queued = queued_time(fn, sets, samples=5, calls=10)
-        flops = 4.0 * b * h * n * n * d / (2 if causal else 1)
+        flops = nominal_flops(batch=b, h=h, n=n, kv_len=n, d=d, causal=causal)
         row["device_time_s"] = kern["median"] if kern else None
         row["device_p10_s"] = kern["p10"] if kern else None
         row["device_p90_s"] = kern["p90"] if kern else None

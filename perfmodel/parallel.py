@@ -22,11 +22,12 @@ from pathlib import Path
 import sympy as sp
 
 from perfmodel.catalog.calibration import Calibration, load_calibration
-from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, Links, load_hardware
+from perfmodel.catalog.hardware import HardwareSpec, Links, load_hardware
 from perfmodel.compile import compiled
 from perfmodel.costs import parallel as cp_model
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import evaluate, shape_values
+from perfmodel.vocabulary import bytes_per_element, symbol_values
 
 SCHEMES = cp_model.SCHEMES
 BALANCES = cp_model.BALANCES
@@ -112,19 +113,10 @@ class ParallelPrediction:
 
 
 def _flash_time(spec, *, calibration, dtype, n, m, h, h_kv, d, batch, causal) -> float:
-    """The single-device flash model's time for one shape (its calibrated estimate)."""
-    values = shape_values(
-        spec,
-        n=n,
-        m=m,
-        d=d,
-        h=h,
-        h_kv=h_kv,
-        b=batch,
-        block_q=128,
-        block_k=128,
-        s=float(BYTES_PER_ELEMENT[dtype]),
-    )
+    """The single-device flash model's time for one shape (its calibrated estimate);
+    ``m`` is the key/value length (``kv_len``)."""
+    shape = symbol_values(n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype)
+    values = shape_values(spec, **shape, block_q=128, block_k=128)
     out = evaluate(
         "flash",
         causal=causal,
@@ -193,8 +185,7 @@ def predict_parallel(
     if balance is None:
         balance = "zigzag" if causal and scheme != "ulysses" else "contiguous"
     check_split(n, h, h_kv, cp, tp, scheme, balance)
-    if dtype not in BYTES_PER_ELEMENT:
-        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+    bytes_per_element(dtype)  # the one dtype check: an unknown name raises, naming it
     profile = load_calibration(calibration)
     h_dev = h // tp  # tensor parallelism: heads divided; K/V divided or one replicated copy
     kv_dev = max(h_kv // tp, 1)
@@ -211,20 +202,14 @@ def predict_parallel(
         )
     chunks = _chunk_times(flash, n, cp, h_dev, kv_dev, scheme, causal)
     merge = compiled(cp_model.merge_bytes())(
-        n=n, d=d, h=h_dev, b=batch, P=cp, s=BYTES_PER_ELEMENT[dtype]
+        **symbol_values(n=n, d=d, h=h_dev, batch=batch, dtype=dtype), P=cp
     )
     chunks["t_merge"] = merge / (spec.hbm_bandwidth_bytes_per_s * profile.hbm_efficiency)
     rates = links or LinkRates.of(spec, scheme)
     bw = rates.bandwidth(cp * tp, scheme)
     h_kv_cp = math.lcm(kv_dev, cp) if scheme == "ulysses" else kv_dev
     values = dict(
-        n=n,
-        m=n,
-        d=d,
-        h=h_dev,
-        h_kv=kv_dev,
-        b=batch,
-        s=BYTES_PER_ELEMENT[dtype],
+        **symbol_values(n=n, kv_len=n, d=d, h=h_dev, h_kv=kv_dev, batch=batch, dtype=dtype),
         P=cp,
         h_kv_cp=h_kv_cp,
         link_bandwidth=bw,
@@ -281,7 +266,8 @@ def _compute_only(scheme, causal, balance, values) -> float:
 
 def _tp_memory(n, d, h, h_kv, batch, dtype, tp) -> float:
     expr = cp_model.tp_memory_bytes()
-    return compiled(expr)(n=n, d=d, h=h, h_kv=h_kv, b=batch, s=BYTES_PER_ELEMENT[dtype], T=tp)
+    values = symbol_values(n=n, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype)
+    return compiled(expr)(**values, T=tp)
 
 
 def crossover_n(

@@ -38,11 +38,9 @@ import operator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import sympy as sp
-
 from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration, known_calibrations, load_calibration
-from perfmodel.catalog.hardware import BYTES_PER_ELEMENT, HardwareSpec, load_hardware
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.compile import compiled
 from perfmodel.costs import transformer as tf
@@ -51,6 +49,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.results import html_table, markdown_table
 from perfmodel.units import si
+from perfmodel.vocabulary import bytes_per_element, symbol_values
 
 #: Attention algorithms: naive (S and P through HBM) and FlashAttention-2.
 ATTENTION = {"naive": "naive", "flash": "flash", "fa2": "flash", "flash2": "flash"}
@@ -260,7 +259,7 @@ def _profile(device: HardwareSpec, impl: str | None) -> Calibration:
 
 # --- operators ----------------------------------------------------------------------
 def _values(spec: ModelSpec, dtype: str, rows: int, head_rows: int) -> dict[str, int]:
-    return dict(
+    return symbol_values(
         rows=rows,
         head_rows=head_rows,
         hidden=spec.hidden,
@@ -271,7 +270,7 @@ def _values(spec: ModelSpec, dtype: str, rows: int, head_rows: int) -> dict[str,
         d=spec.head_dim,
         experts=spec.experts,
         top_k=spec.experts_per_token,
-        s=BYTES_PER_ELEMENT[dtype],
+        dtype=dtype,
     )
 
 
@@ -344,25 +343,14 @@ def _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, vari
     return op, side.extra_memory_bytes
 
 
-#: The paged kernel's split rule (``pallas_kernels.paged_decode.default_splits``): about
-#: this many programs per SM (latency hiding), and chunks of at least this many pages.
-PROGRAMS_PER_SM, MIN_PAGES_PER_SPLIT = 8, 4
-
-
 def decode_splits(device: HardwareSpec, batch: int, kv_heads: int, context: int, page: int) -> int:
-    """KV chunks per sequence: ``perfmodel.costs.decode.auto_splits`` with
-    ``PROGRAMS_PER_SM`` programs per SM and ``MIN_PAGES_PER_SPLIT`` pages per chunk."""
+    """KV chunks per sequence: the paged kernel's rule, ``perfmodel.costs.decode.paged_splits``
+    with ``decode.PROGRAMS_PER_SM`` programs per SM."""
     from perfmodel.costs import decode
 
-    rule = decode.auto_splits(kv_blocks=sp.ceiling(decode.pages_per_seq / MIN_PAGES_PER_SPLIT))
-    value = compiled(rule)(
-        b=batch,
-        h_kv=kv_heads,
-        m=context,
-        page=page,
-        resident_ctas=PROGRAMS_PER_SM * device.sm_count,
-    )
-    return int(value)
+    values = symbol_values(batch=batch, h_kv=kv_heads, kv_len=context, page_tokens=page)
+    resident = decode.PROGRAMS_PER_SM * device.sm_count
+    return int(compiled(decode.paged_splits())(**values, resident_ctas=resident))
 
 
 def _decode_attention(spec, device, dtype, batch, context, kv, page_tokens) -> Operator:
@@ -446,7 +434,7 @@ def _link_bytes_per_s(device: HardwareSpec) -> float | None:
 def _allreduce(spec: ModelSpec, device: HardwareSpec, dtype: str, rows: int, tp: int) -> Operator:
     """The two all-reduces per layer of ``rows × hidden`` partial sums, over the link."""
     value = compiled(tf.allreduce_link_bytes)(
-        rows=rows, hidden=spec.hidden, s=BYTES_PER_ELEMENT[dtype], tp=tp
+        **symbol_values(rows=rows, hidden=spec.hidden, dtype=dtype, tp=tp)
     )
     count = tf.ALLREDUCES_PER_LAYER * spec.layers
     floor = value / _link_bytes_per_s(device)
@@ -484,9 +472,8 @@ def memory_budget(
     tokens = prompt + output
     if kv == "paged":
         tokens = math.ceil(tokens / page_tokens) * page_tokens
-    s = BYTES_PER_ELEMENT[dtype]
     values = _values(spec, dtype, batch * prompt, batch)
-    activations = compiled(tf.activation_elements())(**values) * s
+    activations = compiled(tf.activation_elements())(**values) * values["s"]
     return Memory(
         weights_bytes=spec.weight_bytes(dtype),
         kv_cache_bytes=batch * tokens * kv_bytes_per_token(spec, dtype),
@@ -545,8 +532,7 @@ def estimate(
         prompt=prompt, output=output, batch=batch, page_tokens=page_tokens
     ).items():
         _positive_int(name, value)
-    if dtype not in BYTES_PER_ELEMENT:
-        raise PerfmodelError(f"unknown dtype {dtype!r}; known: {sorted(BYTES_PER_ELEMENT)}")
+    bytes_per_element(dtype)  # the one dtype check: an unknown name raises, naming it
     if kv not in KV_LAYOUTS:
         raise PerfmodelError(f"unknown kv={kv!r}; known: {KV_LAYOUTS}")
     if prompt + output > spec.max_context_tokens:

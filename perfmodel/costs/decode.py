@@ -35,6 +35,11 @@ from perfmodel.symbols import resident_ctas as resident
 
 #: Bytes of one block-table entry (an int32 page id).
 TABLE_ENTRY_BYTES = 4
+#: The paged kernel's split rule (``pallas_kernels.paged_decode.default_splits``): about
+#: this many programs resident per SM (several loads in flight hide HBM latency), and
+#: chunks of at least this many pages (so the float32 partials stay small).
+PROGRAMS_PER_SM = 8
+MIN_PAGES_PER_SPLIT = 4
 
 # --- shared pieces, written once --------------------------------------------------
 q_bytes = t.q_bytes.subs(n, q_len)
@@ -65,6 +70,14 @@ def sm_occupancy() -> sp.Expr:
 def auto_splits(kv_blocks: sp.Expr = pages_per_seq) -> sp.Expr:
     """Flash-decoding split rule: the most chunks that keep ``b·h_kv·splits`` in one wave."""
     return sp.Max(1, sp.Min(kv_blocks, sp.floor(resident / (b * h_kv))))
+
+
+def paged_splits(
+    pages: sp.Expr = pages_per_seq, min_pages: sp.Expr | int = MIN_PAGES_PER_SPLIT
+) -> sp.Expr:
+    """:func:`auto_splits` with chunks of at least ``min_pages`` pages: the paged kernel's
+    rule, with ``resident_ctas = PROGRAMS_PER_SM × SMs``."""
+    return auto_splits(kv_blocks=sp.ceiling(pages / min_pages))
 
 
 def _attend(kv_read: sp.Expr, out: sp.Expr, normalise: sp.Expr) -> Kernel:

@@ -27,13 +27,12 @@ from pathlib import Path
 from perfmodel.catalog.calibration import load_calibration
 from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.hardware import load_hardware
+from perfmodel.costs.nominal import nominal_flops
 from perfmodel.evaluate import evaluate, model_key, shape_values
 
 H200_RUN = "h200-backward-2026-11-30.json"
 #: Published forward+backward bars (``specs/published``): FA-2 on an A100 and an H100.
 PUBLISHED = {"fa2-a100": "fa2-a100-fwd-bwd-fp16.toml", "fa2-h100": "fa2-h100-fwd-bwd-fp16.toml"}
-#: Backward FLOPs per forward FLOP in the published convention (FlashAttention-2 §3.2).
-BACKWARD_FLOPS_PER_FORWARD = 2.5
 
 
 @dataclass(frozen=True)
@@ -117,9 +116,9 @@ def published_rows(paths: dict[str, Path] | None = None) -> list[dict]:
     for source, path in paths.items():
         data = tomllib.loads(Path(path).read_text())
         for p in data["points"]:
-            forward = 4.0 * p["batch"] * p["h"] * p["n"] * p["kv_len"] * p["d"]
-            forward /= 2 if p["causal"] else 1
-            seconds = (1 + BACKWARD_FLOPS_PER_FORWARD) * forward / (p["tflops"] * 1e12)
+            shape = {k: p[k] for k in ("batch", "h", "n", "kv_len", "d", "causal")}
+            # the published convention: nominal FLOPs, backward 2.5x the forward
+            seconds = nominal_flops(**shape, mode="train") / (p["tflops"] * 1e12)
             family = IMPLEMENTATIONS[p["family"]]
             row = _row(
                 source, p["family"], "train", p, seconds, family, data["device"], data["dtype"]
