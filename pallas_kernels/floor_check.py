@@ -20,19 +20,25 @@ import argparse
 import json
 from pathlib import Path
 
+from perfmodel.vocabulary import dtype
+
 FUSED = ("pallas_flash", "cudnn", "mgpu_attention")
 UNFUSED = {"naive": "xla", "naive_jit": "minimal", "xla": "minimal"}
 PEER_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 256), (256, 128))
-DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float32": "fp32"}
 
 
 def fastest(p: dict) -> float:
     return min(p[k] for k in ("min_s", "p10_s", "median_s", "device_time_s") if p.get(k))
 
 
+def _dtype(p: dict) -> str:
+    """The point's dtype in the model's names (``bfloat16`` -> ``bf16``)."""
+    return str(dtype(p["dtype"], framework_names=True))
+
+
 def _shape(p: dict) -> dict:
     return dict(n=p["n"], kv_len=p["kv_len"], d=p["d"], h=p["h"], h_kv=p["h_kv"],
-                batch=p["batch"], dtype=DTYPES[p["dtype"]], causal=p["causal"])  # fmt: skip
+                batch=p["batch"], dtype=_dtype(p), causal=p["causal"])  # fmt: skip
 
 
 def floors(p: dict, hw: str = "h200") -> dict[str, float]:
@@ -47,7 +53,7 @@ def floors(p: dict, hw: str = "h200") -> dict[str, float]:
         from perfmodel.analysis.kvcache import decode_step
 
         step = decode_step(hw, batch=p["batch"], kv_len=p["kv_len"], h=p["h"], h_kv=p["h_kv"],
-                           d=p["d"], dtype=DTYPES[p["dtype"]], q_len=1,
+                           d=p["d"], dtype=_dtype(p), q_len=1,
                            page_tokens=p.get("page_size"), splits=p.get("splits") or 1)  # fmt: skip
         out["decode_step"] = step.t_lower_s
         out["predict.flash"] = predict(hw=hw, **_shape(p)).flash.t_lower_s
