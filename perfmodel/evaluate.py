@@ -21,73 +21,131 @@ from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import MODES, flash, symbolic, terms
-from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
+from perfmodel.costs.backward import DQ_FAMILIES
 from perfmodel.errors import PerfmodelError
 from perfmodel.kernel_config import tile_gcd
 from perfmodel.onchip import effective_overlap
 from perfmodel.roofline import Num
-from perfmodel.vocabulary import ROOFS, Roof
+from perfmodel.vocabulary import ALGORITHMS, ROOFS, Algorithm, NaiveCompile, Roof
 
-ALGORITHMS = ("naive", "flash")
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
 _PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
 
 
-def model_key(
-    algorithm: str, naive: str = "minimal", mode: str = "forward", dq: str = "atomic"
-) -> str:
-    """The model of one side: ``naive-xla`` for naive as XLA compiles it, else the algorithm;
-    then ``/backward`` or ``/train`` (``costs.MODES``) and, for flash, ``/two_pass`` when
-    its backward sums dQ in a second pass (``costs.backward.DQ_FAMILIES``)."""
-    if naive not in NAIVE_IMPLEMENTATIONS:
-        raise PerfmodelError(f"unknown naive={naive!r}; known: {NAIVE_IMPLEMENTATIONS}")
-    if mode not in MODES:
-        raise PerfmodelError(f"unknown mode={mode!r}; known: {MODES}")
-    key = algorithm if algorithm == "flash" or naive == "minimal" else f"naive-{naive}"
-    if mode == "forward":
-        return key
-    return f"{key}/{mode}" if dq == "atomic" or algorithm != "flash" else f"{key}/{mode}/{dq}"
+@dataclass(frozen=True)
+class ModelKey:
+    """Which cost model a side uses; build one with :func:`model_key`, which checks it.
 
+    ``naive``: how naive attention is compiled (naive only); ``mode``: forward, backward
+    or train (``costs.MODES``); ``dq``: how flash's backward sums dQ
+    (``costs.backward.DQ_FAMILIES``; flash backward and train only); ``split`` and
+    ``paged``: the forward flash launch with flash-decoding's partials and combine
+    kernel, and with a paged cache's block table. Fields that do not apply keep their
+    default, so one model has one key. Hashable: caches key on it; ``str(key)`` names it
+    where a string is needed (``naive-xla/train``, ``flash-split-paged``)."""
 
-@functools.cache
-def _model(algorithm: str, causal: bool, l2: bool):
-    """A ``model_key``: ``naive``, ``naive-xla`` or ``flash``, with its mode and dQ family.
-    The forward ``flash`` is the model as a kernel family launches it (GQA packing, K/V
-    splits, tiles of any size); ``flash-split`` adds flash-decoding's partials and
-    combine kernel, ``-paged`` a paged cache's block table."""
-    side, *rest = algorithm.split("/")
-    mode = rest[0] if rest else "forward"
-    dq = rest[1] if len(rest) > 1 else "atomic"
-    base, *variants = side.split("-")
-    if base == "flash" and mode == "forward":
-        return flash.build(
-            causal=causal, l2=l2, split="split" in variants, paged="paged" in variants, launch=True
+    algorithm: Algorithm
+    naive: NaiveCompile = NaiveCompile.MINIMAL
+    mode: str = "forward"
+    dq: str = "atomic"
+    split: bool = False
+    paged: bool = False
+
+    def __str__(self) -> str:
+        side = "-".join(
+            [self.algorithm]
+            + [self.naive] * (self.naive != NaiveCompile.MINIMAL)
+            + ["split"] * self.split
+            + ["paged"] * self.paged
         )
-    naive = variants[0] if variants else "minimal"
-    return symbolic(base, causal=causal, l2=l2, naive=naive, mode=mode, dq=dq)
+        if self.mode == "forward":
+            return side
+        return "/".join([side, self.mode] + [self.dq] * (self.dq != "atomic"))
+
+
+def _known(name: str, value: Any, known: tuple) -> Any:
+    if value not in known:
+        raise PerfmodelError(f"unknown {name}={value!r}; known: {known}")
+    return value
+
+
+def model_key(
+    algorithm: str,
+    naive: str = "minimal",
+    mode: str = "forward",
+    dq: str = "atomic",
+    *,
+    split: bool = False,
+    paged: bool = False,
+) -> ModelKey:
+    """The model of one side (:class:`ModelKey`); each name checked, and the ones that do
+    not apply dropped: ``naive`` for flash, ``dq`` but for flash's backward and train.
+    ``split`` and ``paged`` exist only for the forward flash launch."""
+    algorithm = Algorithm(_known("algorithm", algorithm, ALGORITHMS))
+    naive = NaiveCompile(_known("naive", naive, tuple(NaiveCompile)))
+    _known("mode", mode, MODES)
+    _known("dq", dq, DQ_FAMILIES)
+    flash_forward = algorithm == Algorithm.FLASH and mode == "forward"
+    if (split or paged) and not flash_forward:
+        raise PerfmodelError(
+            f"split={split!r}, paged={paged!r}: only the forward flash model has them "
+            f"(algorithm={algorithm!r}, mode={mode!r})"
+        )
+    if algorithm == Algorithm.FLASH:
+        naive = NaiveCompile.MINIMAL
+    if algorithm != Algorithm.FLASH or mode == "forward":
+        dq = "atomic"
+    return ModelKey(algorithm, naive, mode, dq, bool(split), bool(paged))
+
+
+def _as_key(key: ModelKey | str) -> ModelKey:
+    """A :class:`ModelKey`; a bare algorithm name is its forward model."""
+    return key if isinstance(key, ModelKey) else model_key(key)
 
 
 @functools.cache
-def _compiled_model(algorithm: str, causal: bool, l2: bool) -> tuple[Compiled, tuple[str, ...]]:
+def _model(key: ModelKey, causal: bool, l2: bool):
+    """The cost model of ``key``. The forward ``flash`` is the model as a kernel family
+    launches it (GQA packing, K/V splits, tiles of any size); ``split`` adds
+    flash-decoding's partials and combine kernel, ``paged`` a paged cache's block table."""
+    if key.algorithm == Algorithm.FLASH and key.mode == "forward":
+        return flash.build(causal=causal, l2=l2, split=key.split, paged=key.paged, launch=True)
+    return symbolic(key.algorithm, causal=causal, l2=l2, naive=key.naive, mode=key.mode, dq=key.dq)
+
+
+#: The name of one of a model's expressions: ``(kernel, field)`` for a kernel's field,
+#: the field alone for the whole model's (``extra_memory_bytes``, ``footprint_bytes``...).
+ExprName = str | tuple[str, str]
+
+
+@functools.cache
+def _compiled_model(key: ModelKey, causal: bool, l2: bool) -> tuple[Compiled, tuple[ExprName, ...]]:
     """All of a model's expressions as one lambdified tuple (shared subexpressions)."""
-    names, exprs = model_expressions(algorithm, causal, l2)
+    names, exprs = model_expressions(key, causal, l2)
     return compiled(exprs), names
 
 
-@functools.cache
 def model_expressions(
-    algorithm: str, causal: bool, l2: bool
-) -> tuple[tuple[str, ...], tuple[sp.Expr, ...]]:
-    """The sympy expressions :func:`evaluate` starts from, by name: ``<kernel>:<field>`` per
-    kernel, then the per-model fields and ``footprint_bytes`` (``perfmodel explore`` prints
-    the same list to JavaScript)."""
-    model = _model(algorithm, causal, l2)
-    exprs, names = [], []
+    key: ModelKey | str, causal: bool, l2: bool
+) -> tuple[tuple[ExprName, ...], tuple[sp.Expr, ...]]:
+    """The sympy expressions :func:`evaluate` starts from, by name (:data:`ExprName`):
+    ``(kernel, field)`` per kernel, then the per-model fields and ``footprint_bytes``
+    (``perfmodel explore`` prints the same list to JavaScript)."""
+    return _expressions(_as_key(key), causal, l2)
+
+
+@functools.cache
+def _expressions(
+    key: ModelKey, causal: bool, l2: bool
+) -> tuple[tuple[ExprName, ...], tuple[sp.Expr, ...]]:
+    model = _model(key, causal, l2)
+    exprs: list = []
+    names: list[ExprName] = []
     for kernel in model.kernels:
         for field in (*_PER_KERNEL, "work_items", "tiles"):
             value = getattr(kernel, field)
             exprs.append(0 * kernel.hbm_bytes if value is None else value)
-            names.append(f"{kernel.name}:{field}")
+            names.append((kernel.name, field))
     for field in _PER_MODEL:
         exprs.append(getattr(model, field))
         names.append(field)
@@ -121,14 +179,14 @@ def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
 
 
 def _kernel_roofs(raw: dict, kernel: str, rates: dict) -> dict[str, Num]:
-    return roofline.roof_times({r: raw[f"{kernel}:{r.work}"] for r in ROOFS}, rates)
+    return roofline.roof_times({r: raw[kernel, r.work] for r in ROOFS}, rates)
 
 
-def _raw(algorithm: str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[dict, list]:
-    l2 = hw.l2_bytes is not None
-    fn, names = _compiled_model(algorithm, causal, l2)
+def _raw(key: ModelKey | str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[dict, list]:
+    key, l2 = _as_key(key), hw.l2_bytes is not None
+    fn, names = _compiled_model(key, causal, l2)
     raw = dict(zip(names, fn(**values), strict=True))
-    return raw, [k.name for k in _model(algorithm, causal, l2).kernels]
+    return raw, [k.name for k in _model(key, causal, l2).kernels]
 
 
 @dataclass(frozen=True)
@@ -158,7 +216,7 @@ class KernelRoofs:
 
 
 def kernel_roofs(
-    algorithm: str,
+    key: ModelKey | str,
     *,
     causal: bool,
     hw: HardwareSpec,
@@ -167,7 +225,7 @@ def kernel_roofs(
     onchip: OnChip | None = None,
 ) -> list[KernelRoofs]:
     """Per kernel, its roof times before any derating. Calibration fits work on these."""
-    raw, kernels = _raw(algorithm, causal, hw, values)
+    raw, kernels = _raw(key, causal, hw, values)
     return _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or OnChip())
 
 
@@ -176,7 +234,7 @@ def _roofs_from_raw(
 ) -> list[KernelRoofs]:
     out = []
     for i, k in enumerate(kernels):
-        work_items, tiles = raw[f"{k}:work_items"], raw[f"{k}:tiles"]
+        work_items, tiles = raw[k, "work_items"], raw[k, "tiles"]
         times = _kernel_roofs(raw, k, rates)
         fused = i == 0 and bool(np.any(tiles))  # the tiled kernel: on-chip facts apply
         floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else OnChip())
@@ -223,7 +281,7 @@ def call_latency(time_s: Num, kernels: int, calibration: Calibration, framework_
 
 
 def evaluate(
-    algorithm: str,
+    key: ModelKey | str,
     *,
     causal: bool,
     hw: HardwareSpec,
@@ -232,8 +290,9 @@ def evaluate(
     calibration: Calibration,
     onchip: OnChip | None = None,
 ) -> dict[str, Num]:
-    """Every reported quantity of one algorithm, as arrays broadcast over ``values``."""
-    raw, kernels = _raw(algorithm, causal, hw, values)
+    """Every reported quantity of one model (``key``: a :class:`ModelKey`, or an
+    algorithm's name for its forward model), as arrays broadcast over ``values``."""
+    raw, kernels = _raw(key, causal, hw, values)
     rates = roof_rates(hw, peak)
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
@@ -241,7 +300,7 @@ def evaluate(
     out: dict[str, Num] = {f: raw[f] for f in (*_PER_MODEL, "footprint_bytes")}
     out["fits_memory"] = _fits(raw["footprint_bytes"], hw.hbm_capacity_bytes)
     for f in _PER_KERNEL:
-        out[f] = sum(raw[f"{k}:{f}"] for k in kernels)
+        out[f] = sum(raw[k, f] for k in kernels)
     roof_totals: dict[str, Num] = {}
     t_compute: Num = 0.0
     t_memory: Num = 0.0
@@ -344,10 +403,6 @@ def onchip_of(config: Any) -> OnChip:
     return OnChip(config.blocks_per_sm, spill, config.bytes_in_flight)
 
 
-def _flash_key(split: bool, paged: bool) -> str:
-    return "flash" + ("-split" if split else "") + ("-paged" if paged else "")
-
-
 def _pick(mask: Any, yes: dict, no: dict) -> dict:
     """Column by column, ``yes`` where ``mask`` holds, else ``no`` (arrays or scalars)."""
     if isinstance(mask, bool | np.bool_):
@@ -370,6 +425,7 @@ def evaluate_flash(
     per SM); ``t_lower_s`` is the least over the packings and splits any kernel could
     use, so it stays a floor for every implementation."""
     group = _num(np.asarray(shape["h"]) / np.asarray(shape["h_kv"]))
+    whole = model_key("flash", paged=paged)  # one kernel; split: flash-decoding's two
 
     def run(pack: Any, splits: Any, onchip: OnChip | None) -> dict[str, Num]:
         values = shape_values(
@@ -384,11 +440,11 @@ def evaluate_flash(
         split = splits > 1 if np.ndim(splits) == 0 else np.asarray(splits) > 1
         common = dict(causal=causal, hw=hw, peak=peak, values=values, calibration=calibration)
         if not np.any(split):
-            return evaluate(_flash_key(False, paged), **common, onchip=onchip)
-        out = evaluate(_flash_key(True, paged), **common, onchip=onchip)
+            return evaluate(whole, **common, onchip=onchip)
+        out = evaluate(model_key("flash", split=True, paged=paged), **common, onchip=onchip)
         if np.all(split):
             return out
-        return _pick(split, out, evaluate(_flash_key(False, paged), **common, onchip=onchip))
+        return _pick(split, out, evaluate(whole, **common, onchip=onchip))
 
     out = run(config.pack, config.splits, onchip_of(config))
     seen = [(config.pack, config.splits)]

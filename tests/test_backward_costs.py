@@ -178,11 +178,28 @@ def test_model_keys_name_mode_and_dq_family():
     from perfmodel.errors import PerfmodelError
     from perfmodel.evaluate import model_key
 
-    assert model_key("flash") == "flash"
-    assert model_key("flash", mode="backward", dq="two_pass") == "flash/backward/two_pass"
-    assert model_key("naive", "xla", mode="train") == "naive-xla/train"
+    assert str(model_key("flash")) == "flash"
+    two_pass = model_key("flash", mode="backward", dq="two_pass")
+    assert (two_pass.algorithm, two_pass.mode, two_pass.dq) == ("flash", "backward", "two_pass")
+    assert str(two_pass) == "flash/backward/two_pass"
+    assert str(model_key("naive", "xla", mode="train")) == "naive-xla/train"
+    assert str(model_key("flash", split=True, paged=True)) == "flash-split-paged"
+    # names that do not apply are dropped: one model, one key
+    assert model_key("flash", "xla") == model_key("flash")
+    assert model_key("naive", mode="backward", dq="two_pass") == model_key("naive", mode="backward")
+    assert model_key("flash", dq="two_pass") == model_key("flash")
     with pytest.raises(PerfmodelError, match="mode='sideways'"):
         model_key("flash", mode="sideways")
+    for bad, name in (
+        ({"algorithm": "paged"}, "algorithm='paged'"),
+        ({"naive": "gcc"}, "naive='gcc'"),
+    ):
+        with pytest.raises(PerfmodelError, match=name):
+            model_key(**{"algorithm": "naive", **bad})
+    with pytest.raises(PerfmodelError, match="dq='x'"):
+        model_key("flash", mode="backward", dq="x")
+    with pytest.raises(PerfmodelError, match="split=True"):
+        model_key("flash", mode="backward", split=True)
     with pytest.raises(PerfmodelError, match="dq='x'"):
         symbolic("flash", mode="backward", dq="x")
 

@@ -43,6 +43,8 @@ from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     ALGORITHMS,
+    ExprName,
+    ModelKey,
     call_latency,
     forward_then_backward,
     model_expressions,
@@ -124,14 +126,15 @@ class Program:
     each ``steps`` entry assigns a name from earlier names and the device inputs;
     ``outputs`` are the columns ``evaluate`` reports, in order."""
 
-    raw: tuple[tuple[str, sp.Expr], ...]
-    steps: tuple[tuple[str, sp.Expr], ...]
+    raw: tuple[tuple[ExprName, sp.Expr], ...]
+    steps: tuple[tuple[ExprName, sp.Expr], ...]
     outputs: tuple[str, ...]
 
 
-def _v(name: str) -> sp.Symbol:
-    """A program variable (a JS identifier)."""
-    return sp.Symbol("v_" + name.replace(":", "__"))
+def _v(name: ExprName) -> sp.Symbol:
+    """A program variable (a JS identifier): ``v_<field>``, or ``v_<kernel>__<field>``
+    for a kernel's ``(kernel, field)``; the one place a name becomes a string."""
+    return sp.Symbol("v_" + (name if isinstance(name, str) else "__".join(name)))
 
 
 def _max(*args: sp.Expr) -> sp.Expr:
@@ -176,15 +179,15 @@ def _memory_reach(busy: sp.Expr, w: sp.Expr, fused: bool) -> dict:
 
 
 @functools.cache
-def program(key: str, causal: bool, l2: bool) -> Program:
+def program(key: ModelKey, causal: bool, l2: bool) -> Program:
     """``evaluate(key, causal=..., hw with/without L2, onchip=...)`` as one straight-line
     program; the first tiled kernel gets the launch's on-chip inputs."""
     names, exprs = model_expressions(key, causal, l2)
     raw = tuple(zip(names, exprs, strict=True))
-    kernels = list(dict.fromkeys(n.split(":")[0] for n in names if ":" in n))
-    steps: list[tuple[str, sp.Expr]] = []
+    kernels = list(dict.fromkeys(n[0] for n in names if not isinstance(n, str)))
+    steps: list[tuple[ExprName, sp.Expr]] = []
 
-    def let(name: str, expr: sp.Expr) -> sp.Symbol:
+    def let(name: ExprName, expr: sp.Expr) -> sp.Symbol:
         steps.append((name, sp.sympify(expr)))
         return _v(name)
 
@@ -192,24 +195,24 @@ def program(key: str, causal: bool, l2: bool) -> Program:
     totals = {r: sp.Integer(0) for r in ROOFS}
     t_compute = t_memory = t_lower = total = sp.Integer(0)
     for i, k in enumerate(kernels):
-        work = {r: _v(f"{k}:{_WORK[r]}") for r in ROOFS}
+        work = {r: _v((k, _WORK[r])) for r in ROOFS}
         times = roofline.roof_times(work, RATES)
-        times = {r: let(f"{k}:t_{r}", t) for r, t in times.items()}
-        items = zero[f"{k}:work_items"]
-        w = sp.Integer(0) if items == 0 else _v(f"{k}:work_items")
-        tiles = zero[f"{k}:tiles"]
+        times = {r: let((k, f"t_{r}"), t) for r, t in times.items()}
+        items = zero[k, "work_items"]
+        w = sp.Integer(0) if items == 0 else _v((k, "work_items"))
+        tiles = zero[k, "tiles"]
         fused = i == 0 and tiles != 0  # the tiled kernel: on-chip facts apply
         floor, estimate = _parallelism(times, w, fused)
-        floor = {r: let(f"{k}:floor_{r}", t) for r, t in floor.items()}
-        estimate = {r: let(f"{k}:est_{r}", t) for r, t in estimate.items()}
+        floor = {r: let((k, f"floor_{r}"), t) for r, t in floor.items()}
+        estimate = {r: let((k, f"est_{r}"), t) for r, t in estimate.items()}
         for r in ROOFS:
             totals[r] = totals[r] + times[r]
         t_compute += _max(*(floor[r] for r in roofline.COMPUTE_ROOFS))
         t_memory += _max(*(floor[r] for r in roofline.MEMORY_ROOFS))
         t_lower += _max(*floor.values())
-        blocks = 0 if tiles == 0 else _v(f"{k}:work_items") / _v(f"{k}:tiles")
+        blocks = 0 if tiles == 0 else _v((k, "work_items")) / _v((k, "tiles"))
         per_sm = BLOCKS_PER_SM if fused else 1
-        spill = _v(f"{k}:tiles") * SPILL / RATES["l2"] if fused else 0
+        spill = _v((k, "tiles")) * SPILL / RATES["l2"] if fused else 0
         device = roofline.combine(
             roofline.derated(estimate, EFF),
             1 - (1 - OVERLAP) / per_sm,  # perfmodel.onchip.effective_overlap
@@ -218,9 +221,9 @@ def program(key: str, causal: bool, l2: bool) -> Program:
             total=sp.Add,
             serial=spill,
         )
-        total += let(f"{k}:device_s", device) + LAUNCH
+        total += let((k, "device_s"), device) + LAUNCH
     for field in _WORK.values():
-        let(field, sp.Add(*(_v(f"{k}:{field}") for k in kernels)))
+        let(field, sp.Add(*(_v((k, field)) for k in kernels)))
     for r in ROOFS:
         let(f"t_{r}_s", totals[r])
     flops = let("flops", _v("matmul_flops") + _v("vector_flops"))
@@ -286,7 +289,7 @@ def onchip_inputs(config: Any) -> dict[str, float]:
 
 
 def evaluate_program(
-    key: str, causal: bool, spec: HardwareSpec, values: dict, inputs: dict
+    key: ModelKey, causal: bool, spec: HardwareSpec, values: dict, inputs: dict
 ) -> dict:
     """Run :func:`program` in Python with plain floats: the page's code, printed to Python
     by the same :func:`straight_line` (for tests; the page runs the JavaScript twin)."""
@@ -294,9 +297,9 @@ def evaluate_program(
     return fn({str(k): float(v) for k, v in values.items()} | dict(inputs))
 
 
-def flash_key(splits: float, paged: bool) -> str:
+def flash_key(splits: float, paged: bool) -> ModelKey:
     """The forward flash model a launch uses (``evaluate.evaluate_flash``)."""
-    return "flash" + ("-split" if splits > 1 else "") + ("-paged" if paged else "")
+    return model_key("flash", split=bool(splits > 1), paged=paged)
 
 
 def page_columns(cfg: dict) -> dict[str, dict[str, float]]:
@@ -385,7 +388,7 @@ def auto_kernel(calibration: str | None) -> dict[str, str]:
 
 
 @functools.cache
-def _python_function(key: str, causal: bool, l2: bool):
+def _python_function(key: ModelKey, causal: bool, l2: bool):
     from sympy.printing.pycode import pycode
 
     prog = program(key, causal, l2)
@@ -610,7 +613,7 @@ def measured_points(paths: list[str | Path]) -> list[dict[str, Any]]:
 
 def columns() -> tuple[str, ...]:
     """Every column the page shows per side: the program's, then the call latency."""
-    return (*program("flash", False, True).outputs, "call_latency_s")
+    return (*program(model_key("flash"), False, True).outputs, "call_latency_s")
 
 
 def flash_families() -> list[str]:
@@ -643,9 +646,14 @@ def build_page(measurements: list[str | Path] | None = None) -> str:
         "measured": measured_points(measurements or []),
         "symbol_of": SYMBOL_OF,
         "keys": {
-            a: {v: {mode: model_key(a, v, mode) for mode in MODES} for v in NAIVE_IMPLEMENTATIONS}
+            a: {
+                v: {mode: str(model_key(a, v, mode)) for mode in MODES}
+                for v in NAIVE_IMPLEMENTATIONS
+            }
             for a in ALGORITHMS
         },
+        # the forward flash launch's model, by [split][paged] (evaluate.evaluate_flash)
+        "launch_keys": [[str(flash_key(s, p)) for p in (False, True)] for s in (1, 2)],
     }
     models = ",\n".join(f"{json.dumps(k)}: {v}" for k, v in _variants().items())
     asset = Path(__file__).with_name("explore_page")

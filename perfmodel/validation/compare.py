@@ -343,11 +343,7 @@ def _row_roofs(r: Row) -> list[KernelRoofs]:
         page=shape["page_tokens"] or 1,
         blocks_per_sm=config.blocks_per_sm,
     )
-    key = (
-        "flash"
-        + ("-split" if config.splits > 1 else "")
-        + ("-paged" if shape["page_tokens"] else "")
-    )
+    key = model_key("flash", split=config.splits > 1, paged=bool(shape["page_tokens"]))
     return kernel_roofs(
         key, causal=shape["causal"], hw=r.hw, peak=peak, values=values, onchip=onchip_of(config)
     )

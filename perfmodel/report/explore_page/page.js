@@ -210,7 +210,7 @@ function prepare(st) {
 function runFlash(prep, n, kv, pack, splits, onchip) {
   const { st, dev } = prep;
   const paged = st.page_tokens !== null;
-  const key = "flash" + (splits > 1 ? "-split" : "") + (paged ? "-paged" : "");
+  const key = DATA.launch_keys[splits > 1 ? 1 : 0][paged ? 1 : 0]; // explore.flash_key
   const x = values(st, dev, n, kv, { pack: pack, splits: splits, page: st.page_tokens || 1, blocks_per_sm: st.launch.blocks_per_sm });
   delete x.blocks_per_sm;
   return model(key, st, dev)(Object.assign(x, prep.inputs.flash, onchip));
