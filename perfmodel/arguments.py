@@ -18,7 +18,7 @@ A new parameter is one line in :data:`PARAMETERS`. Every failure is a
 the argument, the value and what it accepts; sizes above a stated limit are refused, so
 that a result is never ``inf`` or ``nan``. :func:`output_folder` checks that a folder can
 be written *before* any long work; :func:`require` says which extra to install. (Data
-files are read by :mod:`perfmodel.files`, below the catalog that uses it.)
+files are read by :mod:`perfmodel.catalog.registry`.)
 """
 
 from __future__ import annotations
