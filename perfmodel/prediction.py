@@ -26,6 +26,7 @@ from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     ALGORITHMS,
+    ModelKey,
     evaluate,
     evaluate_flash,
     forward_then_backward,
@@ -483,7 +484,7 @@ def _default(col: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     return np.where(none, fallback, np.where(none, 0, col).astype(np.int64))
 
 
-def _output_names(spec: HardwareSpec, keys: dict[str, str]) -> tuple[str, ...]:
+def _output_names(spec: HardwareSpec, keys: dict[str, ModelKey]) -> tuple[str, ...]:
     """The result columns on this device (one point evaluated to list them)."""
     one = shape_values(spec, n=128, m=128, d=64, h=1, h_kv=1, b=1, block_q=64, block_k=64, s=2)
     names = []
@@ -501,7 +502,7 @@ def _output_names(spec: HardwareSpec, keys: dict[str, str]) -> tuple[str, ...]:
     return (*names, *(f"flash.{k}" for k in launch), "flash.fits_sram", "speedup")
 
 
-def _wanted(spec: HardwareSpec, keys: dict[str, str], columns: Any) -> set[str]:
+def _wanted(spec: HardwareSpec, keys: dict[str, ModelKey], columns: Any) -> set[str]:
     known = _output_names(spec, keys)
     if columns is None:
         return set(known)
