@@ -426,22 +426,18 @@ def _js_function(prog: Program) -> str:
 
 @functools.cache
 def _variants() -> dict[str, str]:
+    """Each model's JS functions, by ``str(key)``, as ``[causal][l2]`` (page.js ``model``)."""
+    keys = [
+        model_key(a, v, mode) for a in ALGORITHMS for v in NAIVE_IMPLEMENTATIONS for mode in MODES
+    ]
+    keys += [flash_key(s, paged) for s in (1, 2) for paged in (False, True)]
     out = {}
-    for algorithm in ALGORITHMS:
-        for naive in NAIVE_IMPLEMENTATIONS:
-            for mode in MODES:
-                key = model_key(algorithm, naive, mode)
-                for causal in (False, True):
-                    for l2 in (False, True):
-                        name = f"{key}|{int(causal)}|{int(l2)}"
-                        if name not in out:
-                            out[name] = _js_function(program(key, causal, l2))
-    for key in (flash_key(s, paged) for s in (1, 2) for paged in (False, True)):
-        for causal in (False, True):
-            for l2 in (False, True):
-                out.setdefault(
-                    f"{key}|{int(causal)}|{int(l2)}", _js_function(program(key, causal, l2))
-                )
+    for key in dict.fromkeys(keys):  # one model, one key: each once
+        rows = (
+            ", ".join(_js_function(program(key, c, l2)) for l2 in (False, True))
+            for c in (False, True)
+        )
+        out[str(key)] = "[" + ", ".join(f"[{row}]" for row in rows) + "]"
     return out
 
 

@@ -197,7 +197,7 @@ function gcd(a, b) {
 }
 
 function model(key, st, dev) {
-  return MODELS[`${key}|${st.causal ? 1 : 0}|${dev.l2 ? 1 : 0}`];
+  return MODELS[key][st.causal ? 1 : 0][dev.l2 ? 1 : 0];
 }
 
 function prepare(st) {
