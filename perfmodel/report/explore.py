@@ -572,9 +572,13 @@ def device_table() -> dict[str, dict[str, Any]]:
     return out
 
 
+#: The shape fields of a measured point the page matches against its controls.
+POINT_FIELDS = ("n", "kv_len", "d", "h", "h_kv", "batch", "dtype", "causal")
+
+
 def measured_points(paths: list[str | Path]) -> list[dict[str, Any]]:
     """Measured attention points of the files, as the page overlays them."""
-    from perfmodel.validation.compare import ALGORITHM_OF, dtype_name
+    from perfmodel.validation.compare import ALGORITHM_OF
     from perfmodel.validation.measured import load_measurements
 
     out = []
@@ -587,19 +591,13 @@ def measured_points(paths: list[str | Path]) -> list[dict[str, Any]]:
             device = load_hardware(run.device_name).name
         except PerfmodelError:
             continue
+        shape = p.shape()
         out.append(
             dict(
                 device=device,
                 implementation=str(p.implementation),
                 algorithm=algorithm,
-                n=p.n,
-                kv_len=p.kv_len,
-                d=p.d,
-                h=p.h,
-                h_kv=p.h_kv,
-                batch=p.batch,
-                dtype=dtype_name(p.dtype),
-                causal=p.causal,
+                **{k: getattr(shape, k) for k in POINT_FIELDS},
                 time_s=time,
                 basis="device" if p.device_time_s else "median",
             )

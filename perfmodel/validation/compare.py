@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -40,11 +40,11 @@ from perfmodel.evaluate import (
     onchip_of,
     shape_values,
 )
-from perfmodel.kernel_config import resolve
+from perfmodel.kernel_config import launch_of
 from perfmodel.prediction import predict
-from perfmodel.validation.fitting import fit_log_time
+from perfmodel.shape import Shape
+from perfmodel.validation.fitting import fit_log_time, relative_error
 from perfmodel.validation.measured import Point, Run, load_measurements
-from perfmodel.vocabulary import bytes_per_element
 from perfmodel.vocabulary import dtype as check_dtype
 
 #: Which cost model describes each compared implementation that names no kernel family
@@ -84,7 +84,7 @@ class Row:
 
     @property
     def error(self) -> float:
-        return self.predicted_s / self.measured_s - 1
+        return relative_error(self.predicted_s, self.measured_s)
 
     @property
     def violates_lower_bound(self) -> bool:
@@ -134,27 +134,24 @@ def algorithm_of(p: Point) -> str | None:
     return ALGORITHM_OF.get(p.implementation)
 
 
-def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict:
-    """``predict`` arguments for a point: its own tiles and splits where it recorded them."""
+def _launch(p: Point, tiles: tuple[int | None, int | None] | None = None) -> Shape:
+    """A point's shape as its kernel family launched it: its own tiles, warps and splits
+    where it recorded them (a naive point: the fused side's defaults, nothing named)."""
+    shape = p.shape()
+    if algorithm_of(p) != "flash":
+        return replace(shape, block_q=None, block_k=None, warps=None, splits=None)
     bq, bk = tiles or (p.block_q, p.block_k)
-    out: dict[str, Any] = dict(
-        n=p.n,
-        kv_len=p.kv_len,
-        d=p.d,
-        h=p.h,
-        h_kv=p.h_kv,
-        batch=p.batch,
-        dtype=dtype_name(p.dtype),
-        causal=p.causal,
-        naive=NAIVE_OF.get(p.implementation, "minimal"),
-    )
-    if algorithm_of(p) == "flash":
-        out.update(
-            kernel=family_of(p), block_q=bq, block_k=bk, splits=p.splits, page_tokens=p.page_size
-        )
-        if bq is not None and p.num_warps is not None:
-            out["warps"] = p.num_warps
-    return out
+    warps = p.num_warps if bq is not None else None
+    return replace(shape, kernel=family_of(p) or shape.kernel, block_q=bq, block_k=bk, warps=warps)
+
+
+def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict:
+    """``predict`` arguments for a point (:func:`_launch`), and how its naive side compiles."""
+    out = {**_launch(p, tiles).kwargs(), "naive": NAIVE_OF.get(p.implementation, "minimal")}
+    if algorithm_of(p) != "flash":
+        del out["kernel"]  # the fused side is not what was timed
+        return out
+    return {**out, "kernel": family_of(p), "page_tokens": p.page_size}
 
 
 def _floor(p: Point, hw: HardwareSpec) -> float:
@@ -300,52 +297,28 @@ class _Group:
 
 def _row_roofs(r: Row) -> list[KernelRoofs]:
     """One row's kernels before derating, launched as its family launches them."""
-    shape = _shape(r.point)
-    s = bytes_per_element(shape["dtype"])
-    peak = r.hw.peak(shape["dtype"])
-    base = dict(
-        n=shape["n"],
-        m=shape["kv_len"],
-        d=shape["d"],
-        h=shape["h"],
-        h_kv=shape["h_kv"],
-        b=shape["batch"],
-    )
-    if algorithm_of(r.point) == "naive":
-        values = shape_values(r.hw, **base, s=s, block_q=128, block_k=128)
+    p, shape = r.point, _launch(r.point)
+    sizes, peak = shape.sizes(), r.hw.peak(shape.dtype)
+    if algorithm_of(p) == "naive":
+        values = shape_values(r.hw, **sizes, block_q=128, block_k=128)
+        naive = NAIVE_OF.get(p.implementation, "minimal")
         return kernel_roofs(
-            model_key("naive", shape["naive"]),
-            causal=shape["causal"],
-            hw=r.hw,
-            peak=peak,
-            values=values,
+            model_key("naive", naive), causal=shape.causal, hw=r.hw, peak=peak, values=values
         )
-    family = load_kernel(shape["kernel"])
-    config = resolve(
-        family,
-        r.hw,
-        **base,
-        s=s,
-        causal=shape["causal"],
-        block_q=shape["block_q"],
-        block_k=shape["block_k"],
-        warps=shape.get("warps"),
-        splits=shape["splits"],
-    )
+    config = launch_of(shape, r.hw)
     values = shape_values(
         r.hw,
-        **base,
-        s=s,
+        **sizes,
         block_q=config.block_q,
         block_k=config.block_k,
         pack=config.pack,
         splits=config.splits,
-        page=shape["page_tokens"] or 1,
+        page=p.page_size or 1,
         blocks_per_sm=config.blocks_per_sm,
     )
-    key = model_key("flash", split=config.splits > 1, paged=bool(shape["page_tokens"]))
+    key = model_key("flash", split=config.splits > 1, paged=bool(p.page_size))
     return kernel_roofs(
-        key, causal=shape["causal"], hw=r.hw, peak=peak, values=values, onchip=onchip_of(config)
+        key, causal=shape.causal, hw=r.hw, peak=peak, values=values, onchip=onchip_of(config)
     )
 
 

@@ -26,6 +26,12 @@ from perfmodel.errors import PerfmodelError
 Bounds = Mapping[str, tuple[float, float, float]]
 
 
+def relative_error(predicted_s: float, measured_s: float) -> float:
+    """The error every validation figure reports: ``predicted / measured − 1`` (+10 %: the
+    model says 10 % slower than measured); a fit's residual is its ``log1p``."""
+    return predicted_s / measured_s - 1
+
+
 @dataclass(frozen=True)
 class FitResult:
     values: dict[str, float]

@@ -30,6 +30,7 @@ from perfmodel.catalog.kernels import known_kernels
 from perfmodel.errors import PerfmodelError
 from perfmodel.prediction import predict
 from perfmodel.validation.compare import PARAMETERS, Row, compare, family_of, fit, modelled, select
+from perfmodel.validation.fitting import relative_error
 from perfmodel.validation.measured import Point, Run
 
 _OPS = (
@@ -140,7 +141,7 @@ class Published:
 
     @property
     def error(self) -> float:
-        return self.predicted_s / self.measured_s - 1
+        return relative_error(self.predicted_s, self.measured_s)
 
 
 def published_rows(pattern: str = "*-forward-*.toml") -> list[Published]:

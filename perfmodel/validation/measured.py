@@ -31,8 +31,10 @@ from pydantic import (
 
 from perfmodel.atomic import write_json
 from perfmodel.catalog.registry import parse_model, read_text
+from perfmodel.costs import nominal
 from perfmodel.errors import PerfmodelError
-from perfmodel.vocabulary import Implementation
+from perfmodel.shape import Shape
+from perfmodel.vocabulary import Implementation, dtype
 
 Status = Literal["ok", "oom", "error"]
 #: How ``device_time_s`` was measured (pallas_kernels/_timing.py): CUPTI's summed kernel
@@ -86,7 +88,8 @@ class Point(_Frozen):
     p90_s: PositiveFloat | None = None
     min_s: PositiveFloat | None = None
     runs: NonNegativeInt = 0
-    #: nominal 4*b*h*n*kv_len*d FLOPs (halved when causal) over ``median_s``
+    #: nominal FLOPs (``perfmodel.costs.nominal``: 4·b·h·n·kv_len·d, halved when causal)
+    #: over ``median_s``
     tflops: PositiveFloat | None = None
     tokens_per_s: PositiveFloat | None = None  #: batch * n / median_s
     peak_memory_bytes: NonNegativeInt | None = None
@@ -125,9 +128,29 @@ class Point(_Frozen):
         return self.time_basis or "legacy_queued"
 
     def nominal_flops(self) -> float:
-        """``4*b*h*n*kv_len*d``, halved when causal: QK^T and PV, softmax not counted."""
-        flops = 4.0 * self.batch * self.h * self.n * self.kv_len * self.d
-        return flops / 2 if self.causal else flops
+        """The forward's nominal FLOPs at this shape (``perfmodel.costs.nominal``)."""
+        return nominal.nominal_flops(
+            batch=self.batch, h=self.h, n=self.n, kv_len=self.kv_len, d=self.d, causal=self.causal
+        )
+
+    def shape(self) -> Shape:
+        """The attention shape this point timed (dtype in the model's names: ``bf16``), with
+        the tiles, warps and splits it recorded; its kernel family where it names one."""
+        return Shape(
+            n=self.n,
+            kv_len=self.kv_len,
+            d=self.d,
+            h=self.h,
+            h_kv=self.h_kv,
+            batch=self.batch,
+            dtype=str(dtype(self.dtype, framework_names=True)),
+            causal=self.causal,
+            block_q=self.block_q,
+            block_k=self.block_k,
+            kernel=self.family or Shape.kernel,
+            warps=self.num_warps,
+            splits=self.splits,
+        )
 
 
 class Run(_Frozen):
