@@ -17,6 +17,7 @@ import sympy as sp
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
 from perfmodel.symbols import F32, m
+from perfmodel.vocabulary import NaiveCompile
 
 #: How naive attention is compiled. "minimal": the four trips above, nothing more (the
 #: textbook count, and the floor of any materialised implementation). "xla": what XLA
@@ -27,7 +28,7 @@ from perfmodel.symbols import F32, m
 #: row longer than XLA_ROW_FUSION_BYTES of float32 overflows the registers of XLA's
 #: one-fusion softmax, which then spills — counted as two extra passes over S (the
 #: timing shows 2.3x the time per score of a short row, in the same single fusion).
-IMPLEMENTATIONS = ("minimal", "xla")
+IMPLEMENTATIONS = tuple(NaiveCompile)  #: the names, once: perfmodel.vocabulary.NaiveCompile
 XLA_ROW_FUSION_BYTES = 32 * 1024
 
 
