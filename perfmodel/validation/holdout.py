@@ -27,6 +27,7 @@ from typing import Any
 
 from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.kernels import known_kernels
+from perfmodel.costs.nominal import nominal_flops
 from perfmodel.errors import PerfmodelError
 from perfmodel.prediction import predict
 from perfmodel.validation.compare import PARAMETERS, Row, compare, family_of, fit, modelled, select
@@ -153,8 +154,8 @@ def published_rows(pattern: str = "*-forward-*.toml") -> list[Published]:
         for p in table["points"]:
             if p.get("family") not in families or "tflops" not in p:
                 continue
-            flops = 4.0 * p["batch"] * p["h"] * p["n"] * p["kv_len"] * p["d"]
-            flops /= 2 if p["causal"] else 1
+            shape = {k: p[k] for k in ("batch", "h", "n", "kv_len", "d", "causal")}
+            flops = nominal_flops(**shape)  # the published convention
             pred = predict(
                 n=p["n"],
                 hw=table["device"],
