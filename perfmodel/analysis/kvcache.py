@@ -38,7 +38,7 @@ from perfmodel.costs import decode
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
 from perfmodel.symbols import b, layers, m, page
-from perfmodel.vocabulary import bytes_per_element
+from perfmodel.vocabulary import symbol_values
 
 #: Fraction of HBM a serving engine gives to weights + KV cache (vLLM's default 0.9).
 MEMORY_FRACTION = 0.9
@@ -71,19 +71,18 @@ class Allocation(BaseModel):
     max_concurrency: int  #: sequences that fit at once
 
 
-def _values(spec: ModelSpec, dtype: str) -> dict[str, float]:
-    return {
-        "layers": spec.layers,
-        "h_kv": spec.kv_heads,
-        "d": spec.head_dim,
-        "s": bytes_per_element(dtype),
-    }
+def _values(spec: ModelSpec, dtype: str, **api: Any) -> dict[str, Any]:
+    """The cache's symbol values for ``spec`` at ``dtype``, plus API-named ones
+    (``kv_len``, ``page_tokens``, ``batch``...), through ``vocabulary.symbol_values``."""
+    return symbol_values(
+        layers=spec.layers, h_kv=spec.kv_heads, d=spec.head_dim, dtype=dtype, **api
+    )
 
 
 def kv_bytes_per_token(model: str | ModelSpec, dtype: str) -> float:
     """K and V bytes one token adds to the cache, over all layers."""
     spec = load_model(model)
-    return float(compiled(seq_kv_bytes)(m=1, **_values(spec, dtype)))
+    return float(compiled(seq_kv_bytes)(**_values(spec, dtype, kv_len=1)))
 
 
 def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens, batch=1) -> np.ndarray:
@@ -91,7 +90,7 @@ def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens, batch=1) -> np.nd
     spec = load_model(model)
     tokens = _positive("tokens", tokens)
     batch = check(batch=batch)["batch"]
-    return batch * compiled(seq_kv_bytes)(m=tokens, **_values(spec, dtype))
+    return batch * compiled(seq_kv_bytes)(**_values(spec, dtype, kv_len=tokens))
 
 
 def _positive(name: str, value) -> np.ndarray:
@@ -147,12 +146,12 @@ def allocations(
         raise PerfmodelError("page_tokens=None must be a positive integer (tokens per KV page)")
     if np.any(held > max_len):
         raise PerfmodelError(f"tokens={held.max():g} exceeds max_len={max_len}")
-    values = _values(spec, dtype)
+    held_values = _values(spec, dtype, kv_len=held, page_tokens=page_tokens)
     budget = kv_budget_bytes(spec, device, dtype, memory_fraction)
-    used = float(np.mean(compiled(seq_kv_bytes)(m=held, **values)))
+    used = float(np.mean(compiled(seq_kv_bytes)(**held_values)))
     reserved = {
-        "contiguous": float(compiled(seq_kv_bytes)(m=max_len, **values)),
-        "paged": float(np.mean(compiled(paged_seq_kv_bytes)(m=held, page=page_tokens, **values))),
+        "contiguous": float(compiled(seq_kv_bytes)(**_values(spec, dtype, kv_len=max_len))),
+        "paged": float(np.mean(compiled(paged_seq_kv_bytes)(**held_values))),
     }
     per_token = kv_bytes_per_token(spec, dtype)
     return {
@@ -173,9 +172,9 @@ def allocations(
 def paging_overhead(model: str | ModelSpec, dtype: str, *, tokens, page_tokens: int = 16):
     """Extra decode HBM traffic of paging (block-table reads) as a fraction of K/V bytes."""
     spec = load_model(model)
-    values = {**_values(spec, dtype), "h": spec.heads, "q_len": 1, "b": 1}
+    values = _values(spec, dtype, h=spec.heads, q_len=1, batch=1, page_tokens=page_tokens)
     tokens = _positive("tokens", tokens)
-    return compiled(paging_traffic_overhead)(m=tokens, page=page_tokens, **values)
+    return compiled(paging_traffic_overhead)(**values, **symbol_values(kv_len=tokens))
 
 
 # --- one decode step: reading the cache ------------------------------------------------
