@@ -49,7 +49,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.results import html_table, markdown_table
 from perfmodel.units import si
-from perfmodel.vocabulary import bytes_per_element, symbol_values
+from perfmodel.vocabulary import ROOFS, Roof, bytes_per_element, symbol_values
 
 #: Attention algorithms: naive (S and P through HBM) and FlashAttention-2.
 ATTENTION = {"naive": "naive", "flash": "flash", "fa2": "flash", "flash2": "flash"}
@@ -286,11 +286,9 @@ def _operator(
     (:func:`perfmodel.evaluate.roof_rates`), then :func:`perfmodel.evaluate.estimate_time`
     (each roof at its calibrated fraction, plus one launch gap). Such a kernel fills the
     chip: no idle SMs, no per-block fill."""
-    fields = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
-    values_ = compiled(tuple(getattr(kernel, f) for f in fields))(**values)
-    work = dict(zip(fields, values_, strict=True))
+    values_ = compiled(tuple(getattr(kernel, r.work) for r in ROOFS))(**values)
     rates = roof_rates(device, device.peak(dtype))
-    roofs = dict(zip(("matmul", "vector", "exp", "hbm", "l2"), work.values(), strict=True))
+    roofs = dict(zip(ROOFS, values_, strict=True))  # the work each roof bounds
     times = roofline.roof_times(roofs, rates)
     launch = calibration.launch_overhead_s
     launch = device.launch_overhead_s if launch is None else launch
@@ -298,8 +296,8 @@ def _operator(
     return Operator(
         name=kernel.name,
         count=count,
-        flops=count * (work["matmul_flops"] + work["vector_flops"]),
-        hbm_bytes=count * work["hbm_bytes"],
+        flops=count * (roofs[Roof.MATMUL] + roofs[Roof.VECTOR]),
+        hbm_bytes=count * roofs[Roof.HBM],
         t_lower_s=count * roofline.lower_bound(times),
         time_s=count * time,
         roof=roofline.binding_roof(times),

@@ -56,16 +56,15 @@ from perfmodel.evaluate import (
 from perfmodel.kernel_config import resolve
 from perfmodel.prediction import calibration_profiles, flash_family, predict
 from perfmodel.report.conclusions import N_REFERENCE
-from perfmodel.vocabulary import BYTES_PER_ELEMENT, SYMBOL_OF, bytes_per_element, symbol_values
+from perfmodel.vocabulary import (
+    BYTES_PER_ELEMENT,
+    MEMORY_ROOFS,
+    ROOFS,
+    SYMBOL_OF,
+    bytes_per_element,
+    symbol_values,
+)
 
-ROOFS = roofline.COMPUTE_ROOFS + roofline.MEMORY_ROOFS
-_WORK = {
-    "matmul": "matmul_flops",
-    "vector": "vector_flops",
-    "exp": "exp_count",
-    "hbm": "hbm_bytes",
-    "l2": "l2_bytes",
-}
 _PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
 
 #: predict() parameters the page offers as a control. A parameter added to predict()
@@ -174,7 +173,7 @@ def _memory_reach(busy: sp.Expr, w: sp.Expr, fused: bool) -> dict:
     reach = busy * UNITS * per_sm
     return {
         r: sp.Piecewise((_max(1, RATES[r] / reach), HAS_L2_RATE > 0), (1, True))
-        for r in ("l2", "hbm")
+        for r in MEMORY_ROOFS
     }
 
 
@@ -195,7 +194,7 @@ def program(key: ModelKey, causal: bool, l2: bool) -> Program:
     totals = {r: sp.Integer(0) for r in ROOFS}
     t_compute = t_memory = t_lower = total = sp.Integer(0)
     for i, k in enumerate(kernels):
-        work = {r: _v((k, _WORK[r])) for r in ROOFS}
+        work = {r: _v((k, r.work)) for r in ROOFS}
         times = roofline.roof_times(work, RATES)
         times = {r: let((k, f"t_{r}"), t) for r, t in times.items()}
         items = zero[k, "work_items"]
@@ -222,7 +221,7 @@ def program(key: ModelKey, causal: bool, l2: bool) -> Program:
             serial=spill,
         )
         total += let((k, "device_s"), device) + LAUNCH
-    for field in _WORK.values():
+    for field in (r.work for r in ROOFS):
         let(field, sp.Add(*(_v((k, field)) for k in kernels)))
     for r in ROOFS:
         let(f"t_{r}_s", totals[r])
@@ -241,7 +240,7 @@ def program(key: ModelKey, causal: bool, l2: bool) -> Program:
         *_PER_MODEL,
         "footprint_bytes",
         "fits_memory",
-        *_WORK.values(),
+        *(r.work for r in ROOFS),
         "flops",
         "intensity",
         "t_compute_s",
