@@ -1,5 +1,5 @@
-"""Whole-model benchmark on a GPU: a Llama-shaped network, prefill and decode (the chapter's
-measurement, 3.1.5: fixed model, batch, dtype and device; the sequence length swept).
+"""Whole-model benchmark on a GPU: a Llama-shaped network, prefill and decode (a scaling
+study: fixed model, batch, dtype and device; the sequence length swept).
 
     python -m pallas_kernels.bench_llama --model llama-3.1-8b --out DIR/llama.json \
         --budget-s 75 --git-commit SHA
@@ -59,8 +59,8 @@ from perfmodel.atomic import write_json  # noqa: E402
 PAGE = 64
 #: SMs of the device the run is sized for (the H200's spec file), for the split rule.
 SM_COUNT = device_spec()["sm_count"]
-#: (kind, attention or kv, n or (b, m)), in the order they run: the chapter's n = 4096
-#: comparison first, then decode, then the rest of the sweep.
+#: (kind, attention or kv, n or (b, m)), in the order they run: the n = 4096
+#: comparison (the README's worked example) first, then decode, then the rest of the sweep.
 PLAN = (
     ("prefill", "flash", 4096), ("prefill", "naive", 4096), ("prefill", "cudnn", 4096),
     ("decode", "contiguous", (16, 4096)), ("decode", "paged", (16, 4096)),

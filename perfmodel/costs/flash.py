@@ -85,7 +85,7 @@ def build(
     ``split`` adds flash-decoding's partials and combine kernel; ``paged`` the block
     table. ``launch=True`` keeps a kernel family's launch symbols (``pack``, ``splits``,
     tiles of any size); without it the model is one program per query head, no split,
-    power-of-two tiles: the chapter's FlashAttention-2."""
+    power-of-two tiles: FlashAttention-2 as its paper describes it (Dao 2023, Alg. 1)."""
     model = _build(causal, l2, split, paged, launch)
     if launch:
         return model
