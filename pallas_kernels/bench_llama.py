@@ -60,7 +60,7 @@ PAGE = 64
 #: SMs of the device the run is sized for (the H200's spec file), for the split rule.
 SM_COUNT = device_spec()["sm_count"]
 #: (kind, attention or kv, n or (b, m)), in the order they run: the n = 4096
-#: comparison (the README's worked example) first, then decode, then the rest of the sweep.
+#: comparison (the size of the README's worked numbers) first, then decode, then the rest of the sweep.
 PLAN = (
     ("prefill", "flash", 4096), ("prefill", "naive", 4096), ("prefill", "cudnn", 4096),
     ("decode", "contiguous", (16, 4096)), ("decode", "paged", (16, 4096)),

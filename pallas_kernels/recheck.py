@@ -46,7 +46,7 @@ ONE_HEAD_NS = (1024, 2048, 4096, 8192, 16384, 32768)
 
 
 def time_one_head(out: Path, samples: int) -> None:
-    """One head and batch 1 (d=128, bf16), the README's worked example: naive, ours and
+    """One head and batch 1 at d=128 (the README's worked numbers; here bf16): naive, ours and
     cuDNN, to check what the model says about a grid of n/128 blocks on 132 SMs."""
     from pallas_kernels.bench import RunWriter, new_run, shape_of, time_point
 
