@@ -60,7 +60,8 @@ PAGE = 64
 #: SMs of the device the run is sized for (the H200's spec file), for the split rule.
 SM_COUNT = device_spec()["sm_count"]
 #: (kind, attention or kv, n or (b, m)), in the order they run: the n = 4096
-#: comparison (the size of the README's worked numbers) first, then decode, then the rest of the sweep.
+#: comparison (the size of the README's worked numbers) first, then decode, then the
+#: rest of the sweep.
 PLAN = (
     ("prefill", "flash", 4096), ("prefill", "naive", 4096), ("prefill", "cudnn", 4096),
     ("decode", "contiguous", (16, 4096)), ("decode", "paged", (16, 4096)),
@@ -83,8 +84,15 @@ def _memory() -> dict:
 
 def _analysis(compiled) -> dict:
     m = compiled.memory_analysis()
-    return {k: int(getattr(m, k, 0) or 0) for k in ("temp_size_in_bytes",
-            "argument_size_in_bytes", "output_size_in_bytes", "alias_size_in_bytes")}  # fmt: skip
+    return {
+        k: int(getattr(m, k, 0) or 0)
+        for k in (
+            "temp_size_in_bytes",
+            "argument_size_in_bytes",
+            "output_size_in_bytes",
+            "alias_size_in_bytes",
+        )
+    }
 
 
 def time_forward(forward, *, target_s: float = 1.0) -> dict:
@@ -106,9 +114,14 @@ def time_forward(forward, *, target_s: float = 1.0) -> dict:
         jax.block_until_ready(outs)
         dev.append((time.perf_counter() - t0) / calls)
         del outs
-    return {"device_s": statistics.median(dev), "device_samples_s": dev,
-            "calls_per_sample": calls, "latency_s": statistics.median(lat),
-            "latency_samples_s": lat, "warm_s": warm}  # fmt: skip
+    return {
+        "device_s": statistics.median(dev),
+        "device_samples_s": dev,
+        "calls_per_sample": calls,
+        "latency_s": statistics.median(lat),
+        "latency_samples_s": lat,
+        "warm_s": warm,
+    }
 
 
 def prefill_point(model: LlamaModel, attention: str, n: int, batch: int) -> dict:
@@ -117,8 +130,9 @@ def prefill_point(model: LlamaModel, attention: str, n: int, batch: int) -> dict
     positions = jnp.broadcast_to(jnp.arange(n, dtype=jnp.int32), (batch, n))
     x0 = embed(model.ends["embed"], tokens)
     t0 = time.perf_counter()
-    chunk = prefill_chunk.lower(model.chunks[0], x0, positions, cfg=cfg,
-                                attention=attention).compile()  # fmt: skip
+    chunk = prefill_chunk.lower(
+        model.chunks[0], x0, positions, cfg=cfg, attention=attention
+    ).compile()
     compile_s = time.perf_counter() - t0
     before = _memory()
 
@@ -131,8 +145,13 @@ def prefill_point(model: LlamaModel, attention: str, n: int, batch: int) -> dict
         return head(model.ends, x, cfg=cfg), cache
 
     out = time_forward(forward)
-    return {"compile_s": compile_s, "memory_before": before, "memory_after": _memory(),
-            "chunk_memory": _analysis(chunk), **out}  # fmt: skip
+    return {
+        "compile_s": compile_s,
+        "memory_before": before,
+        "memory_after": _memory(),
+        "chunk_memory": _analysis(chunk),
+        **out,
+    }
 
 
 def make_cache(model: LlamaModel, batch: int, m: int) -> list:
@@ -164,8 +183,9 @@ def decode_point(model: LlamaModel, kv: str, batch: int, m: int, caches) -> dict
     x0 = embed(model.ends["embed"], tokens[:, None])
     positions = (lengths - 1)[:, None]
     t0 = time.perf_counter()
-    chunk = decode_chunk.lower(model.chunks[0], caches[0], x0, positions, table, lengths,
-                               cfg=cfg, kv=kv, splits=splits).compile()  # fmt: skip
+    chunk = decode_chunk.lower(
+        model.chunks[0], caches[0], x0, positions, table, lengths, cfg=cfg, kv=kv, splits=splits
+    ).compile()
     compile_s = time.perf_counter() - t0
     before = _memory()
 
@@ -176,8 +196,15 @@ def decode_point(model: LlamaModel, kv: str, batch: int, m: int, caches) -> dict
         return head(model.ends, x, cfg=cfg)
 
     out = time_forward(forward)
-    return {"compile_s": compile_s, "splits": splits, "page": PAGE, "memory_before": before,
-            "memory_after": _memory(), "chunk_memory": _analysis(chunk), **out}  # fmt: skip
+    return {
+        "compile_s": compile_s,
+        "splits": splits,
+        "page": PAGE,
+        "memory_before": before,
+        "memory_after": _memory(),
+        "chunk_memory": _analysis(chunk),
+        **out,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -190,24 +217,47 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--git-commit", default=os.environ.get("PERFMODEL_GIT_COMMIT", "unknown"))
     ap.add_argument("--only", default=None, help="comma list of plan indices (for a rerun)")
     ap.add_argument("--smoke", action="store_true", help="a tiny network and shapes (CPU check)")
-    ap.add_argument("--weight-layout", default="in_out", choices=("in_out", "out_in"),
-                    help="weights [in, out] (x @ w) or [out, in] (x @ w.T, PyTorch)")  # fmt: skip
+    ap.add_argument(
+        "--weight-layout",
+        default="in_out",
+        choices=("in_out", "out_in"),
+        help="weights [in, out] (x @ w) or [out, in] (x @ w.T, PyTorch)",
+    )
     args = ap.parse_args(argv)
     start = time.perf_counter()
     cfg = LlamaConfig.from_toml(args.model)
     cfg = dataclasses.replace(cfg, weight_layout=args.weight_layout)
     plan = list(enumerate(PLAN))
     if args.smoke:  # every path once, at a size the Pallas interpreter runs in seconds
-        cfg = LlamaConfig(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16,
-                          intermediate=96, vocab=101, weight_layout=args.weight_layout)  # fmt: skip
-        plan = [(i, (k, a, s // 128 if k == "prefill" else (s[0], s[1] // 16)))
-                for i, (k, a, s) in plan[:5]]  # fmt: skip
+        cfg = LlamaConfig(
+            layers=2,
+            hidden=64,
+            heads=4,
+            kv_heads=2,
+            head_dim=16,
+            intermediate=96,
+            vocab=101,
+            weight_layout=args.weight_layout,
+        )
+        plan = [
+            (i, (k, a, s // 128 if k == "prefill" else (s[0], s[1] // 16)))
+            for i, (k, a, s) in plan[:5]
+        ]
     dev = jax.devices()[0]
-    run = {"model": args.model, "config": cfg.__dict__, "device": dev.device_kind,
-           "jax": jax.__version__, "git_commit": args.git_commit, "chunk": args.chunk,
-           "prefill_batch": args.batch, "xla_flags": os.environ.get("XLA_FLAGS"),
-           "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
-           "budget_s": args.budget_s, "points": [], "skipped": []}  # fmt: skip
+    run = {
+        "model": args.model,
+        "config": cfg.__dict__,
+        "device": dev.device_kind,
+        "jax": jax.__version__,
+        "git_commit": args.git_commit,
+        "chunk": args.chunk,
+        "prefill_batch": args.batch,
+        "xla_flags": os.environ.get("XLA_FLAGS"),
+        "date": dt.datetime.now(dt.UTC).isoformat(timespec="seconds"),
+        "budget_s": args.budget_s,
+        "points": [],
+        "skipped": [],
+    }
     model = LlamaModel.random(cfg, chunk=args.chunk, seed=0)
     jax.block_until_ready((model.chunks, model.ends))
     run["init_s"] = time.perf_counter() - start
@@ -221,8 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     for index, (kind, impl, shape) in plan:
         elapsed = time.perf_counter() - start
         if elapsed > args.budget_s:
-            run["skipped"].append({"index": index, "kind": kind, "impl": impl,
-                                   "shape": shape, "why": "budget"})  # fmt: skip
+            run["skipped"].append(
+                {"index": index, "kind": kind, "impl": impl, "shape": shape, "why": "budget"}
+            )
             continue
         point = {"index": index, "kind": kind, "impl": impl, "started_s": elapsed}
         try:
@@ -246,9 +297,12 @@ def main(argv: list[str] | None = None) -> int:
         write_json(args.out, run)
         shown = {k: point.get(k) for k in ("kind", "impl", "n", "batch", "m")}
         t = point.get("device_s")
-        print(f"{shown} device {t if t is None else f'{t * 1e3:.2f} ms'} "
-              f"latency {point.get('latency_s')} compile {point.get('compile_s')} "
-              f"err {point.get('error', '')[:120]}", flush=True)  # fmt: skip
+        print(
+            f"{shown} device {t if t is None else f'{t * 1e3:.2f} ms'} "
+            f"latency {point.get('latency_s')} compile {point.get('compile_s')} "
+            f"err {point.get('error', '')[:120]}",
+            flush=True,
+        )
     run["elapsed_s"] = time.perf_counter() - start
     write_json(args.out, run)  # the skipped points too
     print(f"done in {run['elapsed_s']:.1f} s; skipped {len(run['skipped'])}")

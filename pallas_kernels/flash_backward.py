@@ -157,9 +157,22 @@ def _q_tile_range(k_block, *, block_q, block_k, n_q_tiles, causal, diagonal_offs
 
 
 def _dkdv_kernel(
-    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs,
-    scale, causal, block_q, block_k, group, n_q_tiles, diagonal_offset, atomic_dq,
-):  # fmt: skip
+    q_ref,
+    k_ref,
+    v_ref,
+    do_ref,
+    lse_ref,
+    delta_ref,
+    *refs,
+    scale,
+    causal,
+    block_q,
+    block_k,
+    group,
+    n_q_tiles,
+    diagonal_offset,
+    atomic_dq,
+):
     """One program: K block ``j`` of one (batch, kv head); loops over the group's query
     heads and their Q blocks. ``lse_ref`` holds the log-sum-exp in log2 units.
 
@@ -176,9 +189,13 @@ def _dkdv_kernel(
     d = k.shape[-1]
     cols = j * block_k + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
     lo, full = _q_tile_range(
-        j, block_q=block_q, block_k=block_k, n_q_tiles=n_q_tiles, causal=causal,
+        j,
+        block_q=block_q,
+        block_k=block_k,
+        n_q_tiles=n_q_tiles,
+        causal=causal,
         diagonal_offset=diagonal_offset,
-    )  # fmt: skip
+    )
 
     def step(i, carry, *, head, masked):
         dk, dv = carry
@@ -226,10 +243,16 @@ def _dkdv(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_
     stat_spec = pl.BlockSpec((None, group, n_pad), lambda j, bi, g: (bi, g, 0))
     atomic_dq = cfg.dq == "atomic"
     kernel = functools.partial(
-        _dkdv_kernel, scale=scale, causal=causal, block_q=cfg.block_q, block_k=cfg.block_k,
-        group=group, n_q_tiles=n_pad // cfg.block_q, diagonal_offset=diagonal_offset,
+        _dkdv_kernel,
+        scale=scale,
+        causal=causal,
+        block_q=cfg.block_q,
+        block_k=cfg.block_k,
+        group=group,
+        n_q_tiles=n_pad // cfg.block_q,
+        diagonal_offset=diagonal_offset,
         atomic_dq=atomic_dq,
-    )  # fmt: skip
+    )
     in_specs = [rows_spec, kv_spec, kv_spec, rows_spec, stat_spec, stat_spec]
     out_specs = [kv_spec, kv_spec]
     out_shape = [jax.ShapeDtypeStruct(k_p.shape, k_p.dtype)] * 2
@@ -265,9 +288,21 @@ def _k_tile_range(q_block, *, block_q, block_k, n_k_tiles, causal, diagonal_offs
 
 
 def _dq_kernel(
-    q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref,
-    *, scale, causal, block_q, block_k, n_k_tiles, diagonal_offset,
-):  # fmt: skip
+    q_ref,
+    k_ref,
+    v_ref,
+    do_ref,
+    lse_ref,
+    delta_ref,
+    dq_ref,
+    *,
+    scale,
+    causal,
+    block_q,
+    block_k,
+    n_k_tiles,
+    diagonal_offset,
+):
     """One program: Q block ``i`` of one (batch, head); loops over K/V blocks."""
     i = pl.program_id(0)
     q = q_ref[...]  # [block_q, d], on chip with dO, LSE, D and the dQ accumulator
@@ -288,9 +323,13 @@ def _dq_kernel(
         return dq + _dot(ds.astype(k.dtype), k)  # dQ_i += dS K_j
 
     full, end = _k_tile_range(
-        i, block_q=block_q, block_k=block_k, n_k_tiles=n_k_tiles, causal=causal,
+        i,
+        block_q=block_q,
+        block_k=block_k,
+        n_k_tiles=n_k_tiles,
+        causal=causal,
         diagonal_offset=diagonal_offset,
-    )  # fmt: skip
+    )
     dq = jnp.zeros(q.shape, jnp.float32)
     dq = lax.fori_loop(0, full, functools.partial(step, masked=False), dq)
     dq = lax.fori_loop(full, end, functools.partial(step, masked=True), dq)
@@ -307,9 +346,14 @@ def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_of
     kv_spec = pl.BlockSpec((None, kv_pad, None, d), lambda i, bi, hi: (bi, 0, hi // group, 0))
     stat_spec = pl.BlockSpec((None, None, bq), lambda i, bi, hi: (bi, hi, i))
     kernel = functools.partial(
-        _dq_kernel, scale=scale, causal=causal, block_q=bq, block_k=cfg.dq_block_k,
-        n_k_tiles=kv_pad // cfg.dq_block_k, diagonal_offset=diagonal_offset,
-    )  # fmt: skip
+        _dq_kernel,
+        scale=scale,
+        causal=causal,
+        block_q=bq,
+        block_k=cfg.dq_block_k,
+        n_k_tiles=kv_pad // cfg.dq_block_k,
+        diagonal_offset=diagonal_offset,
+    )
     return pl.pallas_call(
         kernel,
         grid=grid,
@@ -329,9 +373,20 @@ def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_of
     jax.jit, static_argnames=("causal", "sm_scale", "config", "interpret", "diagonal_offset")
 )
 def flash_attention_backward(
-    q, k, v, o, lse, do, dlse=None, *, causal, sm_scale, config, interpret=False,
+    q,
+    k,
+    v,
+    o,
+    lse,
+    do,
+    dlse=None,
+    *,
+    causal,
+    sm_scale,
+    config,
+    interpret=False,
     diagonal_offset=0,
-):  # fmt: skip
+):
     """``(dQ, dK, dV)`` of attention from the forward's O and natural-log ``lse``.
 
     ``dlse`` is the cotangent of the log-sum-exp (None: zero). ``diagonal_offset``
@@ -352,8 +407,9 @@ def flash_attention_backward(
     lse2 = jnp.pad(lse2, stat_pad, constant_values=jnp.inf)
     dlse = jnp.zeros_like(lse) if dlse is None else dlse
     delta = _delta(o_p, do_p, jnp.pad(dlse, stat_pad), block_q=q_mult, interpret=interpret)
-    kw = dict(cfg=cfg, causal=causal, scale=sm_scale, diagonal_offset=diagonal_offset,
-              interpret=interpret)  # fmt: skip
+    kw = dict(
+        cfg=cfg, causal=causal, scale=sm_scale, diagonal_offset=diagonal_offset, interpret=interpret
+    )
     if cfg.dq == "atomic":
         dk, dv, dq_f32 = _dkdv(q_p, k_p, v_p, do_p, lse2, delta, **kw)
         dq = (dq_f32[:, :n] * sm_scale).astype(q.dtype)  # the small convert step
@@ -379,9 +435,14 @@ def _forward(static: _Static, q, k, v):
     from pallas_kernels.flash_attention import flash_attention_forward
 
     return flash_attention_forward(
-        q, k, v, causal=static.causal, sm_scale=static.sm_scale, interpret=static.interpret,
+        q,
+        k,
+        v,
+        causal=static.causal,
+        sm_scale=static.sm_scale,
+        interpret=static.interpret,
         **dict(static.forward_options),
-    )  # fmt: skip
+    )
 
 
 @functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
@@ -398,18 +459,35 @@ def _attention_bwd(static: _Static, residuals, cotangents):
     q, k, v, o, lse = residuals
     do, dlse = cotangents
     return flash_attention_backward(
-        q, k, v, o, lse, do.astype(q.dtype), dlse, causal=static.causal,
-        sm_scale=static.sm_scale, config=static.backward, interpret=static.interpret,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        o,
+        lse,
+        do.astype(q.dtype),
+        dlse,
+        causal=static.causal,
+        sm_scale=static.sm_scale,
+        config=static.backward,
+        interpret=static.interpret,
+    )
 
 
 _attention.defvjp(_attention_fwd, _attention_bwd)
 
 
 def flash_attention_vjp(
-    q, k, v, *, causal=False, sm_scale=None, return_lse=False, interpret=False,
-    backward: BackwardConfig | None = None, **forward_options,
-):  # fmt: skip
+    q,
+    k,
+    v,
+    *,
+    causal=False,
+    sm_scale=None,
+    return_lse=False,
+    interpret=False,
+    backward: BackwardConfig | None = None,
+    **forward_options,
+):
     """Flash attention that ``jax.grad`` differentiates with the kernels above.
 
     The forward is ``pallas_kernels.flash_attention.flash_attention_forward`` (its

@@ -37,8 +37,16 @@ def _dtype(p: dict) -> str:
 
 
 def _shape(p: dict) -> dict:
-    return dict(n=p["n"], kv_len=p["kv_len"], d=p["d"], h=p["h"], h_kv=p["h_kv"],
-                batch=p["batch"], dtype=_dtype(p), causal=p["causal"])  # fmt: skip
+    return dict(
+        n=p["n"],
+        kv_len=p["kv_len"],
+        d=p["d"],
+        h=p["h"],
+        h_kv=p["h_kv"],
+        batch=p["batch"],
+        dtype=_dtype(p),
+        causal=p["causal"],
+    )
 
 
 def floors(p: dict, hw: str = "h200") -> dict[str, float]:
@@ -52,9 +60,18 @@ def floors(p: dict, hw: str = "h200") -> dict[str, float]:
     if is_decode:
         from perfmodel.analysis.kvcache import decode_step
 
-        step = decode_step(hw, batch=p["batch"], kv_len=p["kv_len"], h=p["h"], h_kv=p["h_kv"],
-                           d=p["d"], dtype=_dtype(p), q_len=1,
-                           page_tokens=p.get("page_size"), splits=p.get("splits") or 1)  # fmt: skip
+        step = decode_step(
+            hw,
+            batch=p["batch"],
+            kv_len=p["kv_len"],
+            h=p["h"],
+            h_kv=p["h_kv"],
+            d=p["d"],
+            dtype=_dtype(p),
+            q_len=1,
+            page_tokens=p.get("page_size"),
+            splits=p.get("splits") or 1,
+        )
         out["decode_step"] = step.t_lower_s
         out["predict.flash"] = predict(hw=hw, **_shape(p)).flash.t_lower_s
         return out
@@ -89,15 +106,30 @@ def check(paths) -> tuple[int, list[dict]]:
                 try:
                     fl = floors(p)
                 except Exception as err:  # noqa: BLE001 - a refused shape is reported
-                    below.append({"file": str(path), "run": run["run_id"], "point": p,
-                                  "path": "model refused", "error": str(err)[:120]})  # fmt: skip
+                    below.append(
+                        {
+                            "file": str(path),
+                            "run": run["run_id"],
+                            "point": p,
+                            "path": "model refused",
+                            "error": str(err)[:120],
+                        }
+                    )
                     continue
                 checked += bool(fl)
                 t = fastest(p)
                 for name, floor in fl.items():
                     if t < floor:
-                        below.append({"file": str(path), "run": run["run_id"], "point": p,
-                                      "path": name, "floor_s": floor, "fastest_s": t})  # fmt: skip
+                        below.append(
+                            {
+                                "file": str(path),
+                                "run": run["run_id"],
+                                "point": p,
+                                "path": name,
+                                "floor_s": floor,
+                                "fastest_s": t,
+                            }
+                        )
     return checked, below
 
 
@@ -106,21 +138,29 @@ def main(argv=None) -> int:
     ap.add_argument("files", nargs="+", type=Path)
     args = ap.parse_args(argv)
     checked, below = check(args.files)
-    print(f"{checked} points checked; {sum('floor_s' in r for r in below)} below a floor, "
-          f"{sum('error' in r for r in below)} refused by the model")  # fmt: skip
-    print("| file | run | impl | b | n | kv | h/h_kv | d | causal | dtype | path | fastest µs "
-          "| floor µs | fastest/floor |")  # fmt: skip
+    print(
+        f"{checked} points checked; {sum('floor_s' in r for r in below)} below a floor, "
+        f"{sum('error' in r for r in below)} refused by the model"
+    )
+    print(
+        "| file | run | impl | b | n | kv | h/h_kv | d | causal | dtype | path | fastest µs "
+        "| floor µs | fastest/floor |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     for r in below:
         p = r["point"]
-        head = (f"| {Path(r['file']).name} | {r['run']} | {p['implementation']} | {p['batch']} | "
-                f"{p['n']} | {p['kv_len']} | {p['h']}/{p['h_kv']} | {p['d']} | "
-                f"{int(p['causal'])} | {p['dtype']} | {r['path']} |")  # fmt: skip
+        head = (
+            f"| {Path(r['file']).name} | {r['run']} | {p['implementation']} | {p['batch']} | "
+            f"{p['n']} | {p['kv_len']} | {p['h']}/{p['h_kv']} | {p['d']} | "
+            f"{int(p['causal'])} | {p['dtype']} | {r['path']} |"
+        )
         if "error" in r:
             print(f"{head} - | - | {r['error']} |")
         else:
-            print(f"{head} {r['fastest_s'] * 1e6:.1f} | {r['floor_s'] * 1e6:.1f} | "
-                  f"{r['fastest_s'] / r['floor_s']:.2f} |")  # fmt: skip
+            print(
+                f"{head} {r['fastest_s'] * 1e6:.1f} | {r['floor_s'] * 1e6:.1f} | "
+                f"{r['fastest_s'] / r['floor_s']:.2f} |"
+            )
     return 0
 
 

@@ -144,8 +144,9 @@ def decode_attention(q, k_pages, v_pages, table, lengths, kv: str, splits: int):
     if kv == "paged":
         from pallas_kernels.paged_decode import paged_decode_attention
 
-        return paged_decode_attention(q, k_pages, v_pages, table, lengths, splits=splits,
-                                      interpret=_interpret())  # fmt: skip
+        return paged_decode_attention(
+            q, k_pages, v_pages, table, lengths, splits=splits, interpret=_interpret()
+        )
     raise ValueError(f"kv={kv!r}; known: {DECODE_KV}")
 
 
@@ -182,8 +183,9 @@ def prefill_chunk(layers, x, positions, *, cfg: LlamaConfig, attention: str):
 
 
 @functools.partial(jax.jit, static_argnames=("cfg", "kv", "splits"))
-def decode_chunk(layers, caches, x, positions, table, lengths, *, cfg: LlamaConfig, kv: str,
-                 splits: int):  # fmt: skip
+def decode_chunk(
+    layers, caches, x, positions, table, lengths, *, cfg: LlamaConfig, kv: str, splits: int
+):
     """``len(layers)`` layers for one new token per sequence; ``caches`` holds each
     layer's (k_pages, v_pages)."""
     for p, (k_pages, v_pages) in zip(layers, caches, strict=True):
@@ -260,8 +262,10 @@ class LlamaModel:
         if cfg.layers % chunk:
             raise ValueError(f"layers={cfg.layers} is not a multiple of chunk={chunk}")
         key = jax.random.key(seed)
-        chunks = [random_layers(jax.random.fold_in(key, c), cfg=cfg, count=chunk, dtype=dtype)
-                  for c in range(cfg.layers // chunk)]  # fmt: skip
+        chunks = [
+            random_layers(jax.random.fold_in(key, c), cfg=cfg, count=chunk, dtype=dtype)
+            for c in range(cfg.layers // chunk)
+        ]
         return cls(
             cfg, chunks, random_ends(jax.random.fold_in(key, len(chunks)), cfg=cfg, dtype=dtype)
         )
@@ -283,6 +287,7 @@ class LlamaModel:
         positions = (lengths - 1)[:, None]
         x = embed(self.ends["embed"], tokens[:, None])
         for layers, cache in zip(self.chunks, caches, strict=True):
-            x = decode_chunk(layers, cache, x, positions, table, lengths, cfg=self.cfg, kv=kv,
-                             splits=splits)  # fmt: skip
+            x = decode_chunk(
+                layers, cache, x, positions, table, lengths, cfg=self.cfg, kv=kv, splits=splits
+            )
         return head(self.ends, x, cfg=self.cfg)

@@ -35,16 +35,22 @@ def _kernels(compiled) -> int:
 def _time(fn, args, samples: int) -> dict:
     jax.block_until_ready(fn(*args))  # compile
     times = sorted(median_time(fn, [args], samples=samples))
-    return {"median_s": statistics.median(times), "min_s": times[0],
-            "p90_s": times[int(0.9 * (len(times) - 1))]}  # fmt: skip
+    return {
+        "median_s": statistics.median(times),
+        "min_s": times[0],
+        "p90_s": times[int(0.9 * (len(times) - 1))],
+    }
 
 
 def _cost(fn, args) -> dict:
     compiled = jax.jit(fn).lower(*args).compile()
     cost = compiled.cost_analysis()
     cost = cost[0] if isinstance(cost, list) else cost
-    return {"xla_bytes_accessed": float(cost.get("bytes accessed", 0.0)),
-            "xla_flops": float(cost.get("flops", 0.0)), "kernels": _kernels(compiled)}  # fmt: skip
+    return {
+        "xla_bytes_accessed": float(cost.get("bytes accessed", 0.0)),
+        "xla_flops": float(cost.get("flops", 0.0)),
+        "kernels": _kernels(compiled),
+    }
 
 
 def measure(n: int, d: int, causal: bool, samples: int) -> dict:
@@ -59,8 +65,17 @@ def measure(n: int, d: int, causal: bool, samples: int) -> dict:
         "softmax": (softmax_step, (s,)),
         "pv": (pv_step, (p, v)),
     }
-    out = {"n": n, "kv_len": n, "d": d, "h": h, "h_kv": h, "batch": b, "dtype": "bfloat16",
-           "causal": causal, "steps": {}}  # fmt: skip
+    out = {
+        "n": n,
+        "kv_len": n,
+        "d": d,
+        "h": h,
+        "h_kv": h,
+        "batch": b,
+        "dtype": "bfloat16",
+        "causal": causal,
+        "steps": {},
+    }
     for name, (fn, args) in steps.items():
         out["steps"][name] = {**_time(fn, args, samples), **_cost(fn, args)}
     del s, p
@@ -72,8 +87,12 @@ def main(argv=None) -> int:
     ap.add_argument("--out", required=True)
     ap.add_argument("--samples", type=int, default=20)
     args = ap.parse_args(argv)
-    result = {"device_name": jax.devices()[0].device_kind, "jax_version": jax.__version__,
-              "git_commit": git_commit(), "points": []}  # fmt: skip
+    result = {
+        "device_name": jax.devices()[0].device_kind,
+        "jax_version": jax.__version__,
+        "git_commit": git_commit(),
+        "points": [],
+    }
     from pathlib import Path
 
     for n, d, causal in SHAPES:

@@ -33,13 +33,17 @@ def time_configs(out: Path, samples: int) -> None:
             cud = time_point("cudnn", shape, samples=samples)
             writer.add(cud)
             for values in configs:
-                p = time_point("pallas_flash", shape, cfg=dict(zip(_CFG, values, strict=True)),
-                               samples=samples)  # fmt: skip
+                p = time_point(
+                    "pallas_flash", shape, cfg=dict(zip(_CFG, values, strict=True)), samples=samples
+                )
                 writer.add(p)
                 ratio = p["tflops"] / cud["tflops"] if p["tflops"] and cud["tflops"] else math.nan
                 ours, theirs = p["tflops"] or 0, cud["tflops"] or 0
-                print(f"d={d} causal={causal} n={n} {values}: ours {ours:.0f} "
-                      f"cuDNN {theirs:.0f} TFLOP/s, ratio {ratio:.2f}", flush=True)  # fmt: skip
+                print(
+                    f"d={d} causal={causal} n={n} {values}: ours {ours:.0f} "
+                    f"cuDNN {theirs:.0f} TFLOP/s, ratio {ratio:.2f}",
+                    flush=True,
+                )
 
 
 ONE_HEAD_NS = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -88,18 +92,22 @@ def table(path: Path) -> str:
     for run in json.loads(path.read_text())["runs"]:
         if not run["run_id"].startswith("recheck"):
             continue
-        lines += [f"Run `{run['run_id']}` (jax {run['jax_version']}, commit "
-                  f"`{run['git_commit'][:12]}`), TFLOP/s, d=128 bf16, batch·n = 16384, h = 16:",
-                  "",
-                  "| causal | n | cuDNN | ours 128×128 w8 s3 | ratio | ours 128×64 w4 | ratio |",
-                  "|---|---|---|---|---|---|---|"]  # fmt: skip
+        lines += [
+            f"Run `{run['run_id']}` (jax {run['jax_version']}, commit "
+            f"`{run['git_commit'][:12]}`), TFLOP/s, d=128 bf16, batch·n = 16384, h = 16:",
+            "",
+            "| causal | n | cuDNN | ours 128×128 w8 s3 | ratio | ours 128×64 w4 | ratio |",
+            "|---|---|---|---|---|---|---|",
+        ]
         points = run["points"]
         for causal in (False, True):
             for n in NS:
                 here = [p for p in points if p["n"] == n and p["causal"] == causal]
                 cud = next(p["tflops"] for p in here if p["implementation"] == "cudnn")
-                ours = sorted((p for p in here if p["implementation"] == "pallas_flash"),
-                              key=lambda p: -p["block_k"])  # fmt: skip
+                ours = sorted(
+                    (p for p in here if p["implementation"] == "pallas_flash"),
+                    key=lambda p: -p["block_k"],
+                )
                 cells = " | ".join(f"{p['tflops']:.0f} | {p['tflops'] / cud:.2f}" for p in ours)
                 lines.append(f"| {'yes' if causal else 'no'} | {n} | {cud:.0f} | {cells} |")
         lines.append("")

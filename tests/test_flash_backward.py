@@ -93,9 +93,16 @@ def test_grad_causal_gqa_odd_n_with_lse_cotangent_matches_float64(config):
 
     def loss(q, k, v):
         o, lse = flash_attention_vjp(
-            q, k, v, causal=True, return_lse=True, interpret=INTERPRET, backward=config,
-            block_q=16, block_k=16,
-        )  # fmt: skip
+            q,
+            k,
+            v,
+            causal=True,
+            return_lse=True,
+            interpret=INTERPRET,
+            backward=config,
+            block_q=16,
+            block_k=16,
+        )
         return jnp.sum(o * do) + jnp.sum(lse * w)
 
     grads = jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
@@ -137,9 +144,18 @@ def test_fully_masked_rows_get_zero_gradient_and_no_nan(config):
         p = np.nan_to_num(np.exp(s - lse[..., None]))
     o = np.einsum("bhqk,bkhd->bqhd", p, np.asarray(v, np.float64))
     grads = flash_attention_backward(
-        q, k, v, jnp.asarray(o, jnp.float32), jnp.asarray(lse, jnp.float32), do,
-        causal=True, sm_scale=0.25, config=config, interpret=INTERPRET, diagonal_offset=offset,
-    )  # fmt: skip
+        q,
+        k,
+        v,
+        jnp.asarray(o, jnp.float32),
+        jnp.asarray(lse, jnp.float32),
+        do,
+        causal=True,
+        sm_scale=0.25,
+        config=config,
+        interpret=INTERPRET,
+        diagonal_offset=offset,
+    )
     ref = grads_float64(q, k, v, do, causal=True, sm_scale=0.25, offset=offset)
     check(grads, ref, "float32")
     assert not np.any(np.asarray(grads[0])[:, :8]), "rows that see no key must get dQ = 0"

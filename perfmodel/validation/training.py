@@ -62,12 +62,26 @@ def predicted(family: Family, point: dict, phase: str, hw, dtype: str) -> tuple[
     for mode in ("forward", "backward") if phase == "train" else (phase,):
         bq, bk = family.forward_tile if mode == "forward" else family.backward_tile
         values = shape_values(
-            spec, n=point["n"], m=point["kv_len"], d=point["d"], h=point["h"],
-            h_kv=point["h_kv"], b=point["batch"], block_q=bq, block_k=bk, s=2,
-        )  # fmt: skip
+            spec,
+            n=point["n"],
+            m=point["kv_len"],
+            d=point["d"],
+            h=point["h"],
+            h_kv=point["h_kv"],
+            b=point["batch"],
+            block_q=bq,
+            block_k=bk,
+            s=2,
+        )
         key = model_key(family.algorithm, mode=mode, dq=family.dq)
-        r = evaluate(key, causal=point["causal"], hw=spec, peak=spec.peak(dtype),
-                     values=values, calibration=profile)  # fmt: skip
+        r = evaluate(
+            key,
+            causal=point["causal"],
+            hw=spec,
+            peak=spec.peak(dtype),
+            values=values,
+            calibration=profile,
+        )
         out.append((r["time_s"], r["t_lower_s"]))
     return sum(t for t, _ in out), sum(f for _, f in out)
 
@@ -76,10 +90,16 @@ def _row(source, impl, phase, point, measured_s, family, hw, dtype) -> dict:
     time_s, floor_s = predicted(family, point, phase, hw, dtype)
     keys = ("n", "d", "h", "h_kv", "batch", "causal")
     return {
-        "source": source, "implementation": impl, "phase": phase,
-        **{k: point[k] for k in keys}, "measured_s": measured_s, "predicted_s": time_s,
-        "floor_s": floor_s, "error": time_s / measured_s - 1, "below_floor": measured_s < floor_s,
-    }  # fmt: skip
+        "source": source,
+        "implementation": impl,
+        "phase": phase,
+        **{k: point[k] for k in keys},
+        "measured_s": measured_s,
+        "predicted_s": time_s,
+        "floor_s": floor_s,
+        "error": time_s / measured_s - 1,
+        "below_floor": measured_s < floor_s,
+    }
 
 
 def h200_rows(path: Path | None = None) -> list[dict]:
@@ -104,7 +124,7 @@ def h200_rows(path: Path | None = None) -> list[dict]:
                 family,
                 "h200",
                 "bf16",
-            )  # fmt: skip
+            )
         )
     return rows
 
@@ -135,13 +155,18 @@ def summary(rows: list[dict]) -> list[dict]:
     out = []
     for (source, impl, phase), rs in sorted(groups.items()):
         errors = [r["error"] for r in rs]
-        out.append({
-            "source": source, "implementation": impl, "phase": phase, "points": len(rs),
-            "median_abs_error": statistics.median(abs(e) for e in errors),
-            "max_abs_error": max(abs(e) for e in errors),
-            "median_error": statistics.median(errors),
-            "below_floor": sum(r["below_floor"] for r in rs),
-        })  # fmt: skip
+        out.append(
+            {
+                "source": source,
+                "implementation": impl,
+                "phase": phase,
+                "points": len(rs),
+                "median_abs_error": statistics.median(abs(e) for e in errors),
+                "max_abs_error": max(abs(e) for e in errors),
+                "median_error": statistics.median(errors),
+                "below_floor": sum(r["below_floor"] for r in rs),
+            }
+        )
     return out
 
 
