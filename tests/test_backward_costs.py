@@ -20,8 +20,18 @@ H200_L2 = 62_914_560
 
 
 def value(expr, **kw):
-    base = dict(n=1024, d=128, h=4, h_kv=4, b=1, block_q=64, block_k=128, s=2,
-                l2_capacity=H200_L2, resident_ctas=132)  # fmt: skip
+    base = dict(
+        n=1024,
+        d=128,
+        h=4,
+        h_kv=4,
+        b=1,
+        block_q=64,
+        block_k=128,
+        s=2,
+        l2_capacity=H200_L2,
+        resident_ctas=132,
+    )
     base.update(kw)
     base.setdefault("m", base["n"])
     return float(compiled(expr)(**base))

@@ -308,8 +308,12 @@ def test_huge_sizes_refused_under_memory_limit(
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
     proc = subprocess.run(
         [sys.executable, "-m", "perfmodel.cli", *_argv(command, bad, tmp_path / "new")],
-        capture_output=True, text=True, timeout=60, preexec_fn=_limit_memory, env=env,
-    )  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=60,
+        preexec_fn=_limit_memory,
+        env=env,
+    )
     assert_one_line_exit_2(proc.returncode, proc.stderr)
     assert not (tmp_path / "new").exists(), "a refused report left a folder behind"
 

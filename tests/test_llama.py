@@ -16,8 +16,7 @@ import pytest
 
 from pallas_kernels.llama import LlamaConfig, LlamaModel
 
-CFG = LlamaConfig(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=96,
-                  vocab=101)  # fmt: skip
+CFG = LlamaConfig(layers=2, hidden=64, heads=4, kv_heads=2, head_dim=16, intermediate=96, vocab=101)
 PAGE = 16
 
 
