@@ -9,7 +9,6 @@ properties (L2 size, SM count, SM clock) come from torch / NVML when present.
 from __future__ import annotations
 
 import statistics
-import time
 
 import jax
 import jax.numpy as jnp
@@ -17,26 +16,13 @@ from jax import lax
 from jax.experimental import pallas as pl
 
 from pallas_kernels._common import device_spec, triton_compiler_params
+from pallas_kernels._timing import queued_samples
 
 
 def median_time(fn, args_sets, *, samples: int = 20, calls_per_sample: int = 1) -> list[float]:
-    """Per-call seconds of ``samples`` timed samples; each sample is synchronised.
-
-    A sample makes ``calls_per_sample`` back-to-back calls (rotating over
-    ``args_sets``) then blocks; its wall time is divided by the number of calls.
-    """
-    out = fn(*args_sets[0])
-    jax.block_until_ready(out)
-    times = []
-    i = 0
-    for _ in range(samples):
-        t0 = time.perf_counter()
-        for _ in range(calls_per_sample):
-            out = fn(*args_sets[i % len(args_sets)])
-            i += 1
-        jax.block_until_ready(out)
-        times.append((time.perf_counter() - t0) / calls_per_sample)
-    return times
+    """Per-call seconds of ``samples`` timed samples, ``calls_per_sample`` calls queued
+    back to back in each (``_timing.queued_samples``)."""
+    return queued_samples(fn, args_sets, samples=samples, calls=calls_per_sample)[0]
 
 
 def matmul_flops_per_s(size: int = 8192) -> float:

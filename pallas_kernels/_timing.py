@@ -52,8 +52,10 @@ def call_latency(fn, args, *, samples: int = 5) -> dict:
     return _quantiles(times)
 
 
-def queued_time(fn, sets, *, samples: int = 5, calls: int = 10) -> dict:
-    """Quantiles of per-call wall time, ``calls`` calls queued per sample, and host_share."""
+def queued_samples(fn, sets, *, samples: int, calls: int) -> tuple[list[float], list[float]]:
+    """Per-call wall time of ``samples`` samples, each ``calls`` calls queued back to back
+    (rotating over ``sets``) then one sync; and each sample's host share (the time spent
+    issuing the calls over the whole sample). The first call, which compiles, is untimed."""
     jax.block_until_ready(fn(*sets[0]))
     times, shares = [], []
     i = 0
@@ -67,6 +69,12 @@ def queued_time(fn, sets, *, samples: int = 5, calls: int = 10) -> dict:
         t2 = time.perf_counter()
         times.append((t2 - t0) / calls)
         shares.append((t1 - t0) / (t2 - t0))
+    return times, shares
+
+
+def queued_time(fn, sets, *, samples: int = 5, calls: int = 10) -> dict:
+    """Quantiles of per-call wall time, ``calls`` calls queued per sample, and host_share."""
+    times, shares = queued_samples(fn, sets, samples=samples, calls=calls)
     return {**_quantiles(times), "calls": calls, "host_share": statistics.median(shares)}
 
 

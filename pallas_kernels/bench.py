@@ -199,6 +199,31 @@ def jax_shape_like_scores(q, k):
     return jax.ShapeDtypeStruct((b, h, n, k.shape[1]), q.dtype)
 
 
+def timed_fields(timed: dict, *, flops: float, tokens: int) -> dict:
+    """A point's timing fields from ``_timing.measure_all``: ``median_s`` and its quantiles
+    are device time; TFLOP/s and tokens/s are over it."""
+    dev = timed["device_time_s"]
+    quantiles = ("device_p10_s", "device_p90_s", "device_samples")
+    return {
+        **{k: v for k, v in timed.items() if k not in quantiles},
+        "median_s": dev,
+        "p10_s": timed["device_p10_s"],
+        "p90_s": timed["device_p90_s"],
+        "min_s": timed["device_p10_s"],
+        "runs": timed["device_samples"],
+        "tflops": flops / dev / 1e12,
+        "tokens_per_s": tokens / dev,
+    }
+
+
+def record_failure(point: dict, err: Exception) -> None:
+    """A failed point keeps its status and message (the sweep goes on); an unexpected
+    error also prints its traceback."""
+    point.update(status=classify_error(err), error=f"{type(err).__name__}: {err}"[:2000])
+    if point["status"] == "error":
+        traceback.print_exc(limit=3)
+
+
 def classify_error(err: Exception) -> str:
     text = f"{type(err).__name__}: {err}"
     if "Shared memory size limit" in text:  # a kernel config too large, not device memory
@@ -278,23 +303,13 @@ def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
         fn = impl_fn(impl, causal=causal, cfg=cfg, backend=backend)
         jax.block_until_ready(fn(*sets[0]))  # compiles, untimed
         timed = measure_all(fn, sets, budget_s=0.0075 * samples)
-        med = timed["device_time_s"]
         flops = nominal_flops(batch=b, h=h, n=n, kv_len=kv_len, d=d, causal=causal)
         point.update(
-            {k: v for k, v in timed.items() if not k.startswith(("device_p", "device_s"))},
-            median_s=med,
-            p10_s=timed["device_p10_s"],
-            p90_s=timed["device_p90_s"],
-            min_s=timed["device_p10_s"],
-            runs=timed["device_samples"],
-            tflops=flops / med / 1e12,
-            tokens_per_s=b * n / med,
+            timed_fields(timed, flops=flops, tokens=b * n),
             peak_memory_bytes=peak_memory_bytes(impl, fn, *sets[0], causal),
         )
     except Exception as err:  # noqa: BLE001 - recorded as a point, the sweep goes on
-        point.update(status=classify_error(err), error=f"{type(err).__name__}: {err}"[:2000])
-        if point["status"] == "error":
-            traceback.print_exc(limit=3)
+        record_failure(point, err)
     finally:
         del sets
         gc.collect()

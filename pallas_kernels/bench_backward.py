@@ -70,17 +70,30 @@ VARIANTS = {
 BASELINE = "two_pass 64x64 w4"
 #: ``--variants``: (n, h_kv, causal) after the race, in priority order (d=128, h=16).
 VARIANT_SHAPES = (
-    (4096, 16, False), (4096, 16, True), (16384, 16, False), (16384, 16, True),
-    (32768, 16, False), (32768, 16, True), (4096, 2, False), (16384, 2, True),
-    (4096, 2, True), (16384, 2, False),
-)  # fmt: skip
+    (4096, 16, False),
+    (4096, 16, True),
+    (16384, 16, False),
+    (16384, 16, True),
+    (32768, 16, False),
+    (32768, 16, True),
+    (4096, 2, False),
+    (16384, 2, True),
+    (4096, 2, True),
+    (16384, 2, False),
+)
 
 
 def shape_of(n, d, causal, *, h=HEADS, h_kv=None, dtype="bfloat16") -> dict:
     return {
-        "n": n, "kv_len": n, "d": d, "h": h, "h_kv": h_kv or h,
-        "batch": max(1, TOKENS // n), "dtype": dtype, "causal": causal,
-    }  # fmt: skip
+        "n": n,
+        "kv_len": n,
+        "d": d,
+        "h": h,
+        "h_kv": h_kv or h,
+        "batch": max(1, TOKENS // n),
+        "dtype": dtype,
+        "causal": causal,
+    }
 
 
 def phase_flops(shape: dict, phase: str) -> float:
@@ -172,8 +185,15 @@ def time_point(
         t_bwd = measure_all(bwd, bwd_sets, budget_s=budget_s)
         if tuning:
             flops = phase_flops(shape, "backward")
-            return [{**base, "phase": "backward", **t_bwd, "tuning": True,
-                     "tflops": flops / t_bwd["device_time_s"] / 1e12}]  # fmt: skip
+            return [
+                {
+                    **base,
+                    "phase": "backward",
+                    **t_bwd,
+                    "tuning": True,
+                    "tflops": flops / t_bwd["device_time_s"] / 1e12,
+                }
+            ]
         t_fwd = measure_all(fwd, fwd_sets, budget_s=budget_s)
         memory = {
             "peak_memory_bytes": max(
@@ -196,10 +216,14 @@ def time_point(
     train_flops = phase_flops(shape, "train")
     out.append(
         {
-            **base, "phase": "train", **train, "device_time_method": t_fwd["device_time_method"],
-            "tflops": train_flops / train["device_time_s"] / 1e12, **memory,
+            **base,
+            "phase": "train",
+            **train,
+            "device_time_method": t_fwd["device_time_method"],
+            "tflops": train_flops / train["device_time_s"] / 1e12,
+            **memory,
         }
-    )  # fmt: skip
+    )
     return out
 
 
@@ -233,8 +257,13 @@ def pick_backward_config(writer, budget_s: float):
     best, best_t = None, math.inf
     for values in CANDIDATES:
         cfg = BackwardConfig(*values)
-        points = time_point("pallas_flash", shape_of(8192, 128, False), backward_cfg=cfg,
-                            budget_s=budget_s, tuning=True)  # fmt: skip
+        points = time_point(
+            "pallas_flash",
+            shape_of(8192, 128, False),
+            backward_cfg=cfg,
+            budget_s=budget_s,
+            tuning=True,
+        )
         for p in points:
             writer.add({**p, "tuning": True})
         bwd = [p for p in points if p.get("phase") == "backward" and p["status"] == "ok"]
@@ -275,8 +304,10 @@ def _variant_point(writer, name, impl, shape, cfg, point_budget_s) -> float:
         writer.add({**p, "variant": name})
         ok = p["status"] == "ok"
         what = f"{p['tflops']:.0f} TFLOP/s" if ok else p["status"] + ": " + str(p["error"])[:300]
-        print(f"{name} n={shape['n']} h_kv={shape['h_kv']} causal={shape['causal']}: {what}",
-              flush=True)  # fmt: skip
+        print(
+            f"{name} n={shape['n']} h_kv={shape['h_kv']} causal={shape['causal']}: {what}",
+            flush=True,
+        )
         return p["device_time_s"] if ok else math.inf
     return math.inf
 
@@ -300,8 +331,9 @@ def run_variants(path: Path, budget_s: float, point_budget_s: float) -> None:
             _variant_point(writer, name, "pallas_flash", s, cfg, point_budget_s) for s in race
         )
     best = min(totals, key=totals.get) if totals else BASELINE
-    print(f"fastest: {best} ({totals.get(best, math.inf) * 1e3:.2f} ms, two race shapes)",
-          flush=True)  # fmt: skip
+    print(
+        f"fastest: {best} ({totals.get(best, math.inf) * 1e3:.2f} ms, two race shapes)", flush=True
+    )
     names = [best] if best == BASELINE else [best, BASELINE]
     for n, h_kv, causal in VARIANT_SHAPES:
         if time.monotonic() > deadline:
@@ -364,8 +396,11 @@ def run(path: Path, budget_s: float, point_budget_s: float) -> None:
         t0 = time.monotonic()
         for p in time_point(impl, shape, backward_cfg=cfg, budget_s=point_budget_s):
             writer.add(p)
-        print(f"{impl} n={shape['n']} d={shape['d']} h_kv={shape['h_kv']} "
-              f"causal={shape['causal']}: {time.monotonic() - t0:.1f} s", flush=True)  # fmt: skip
+        print(
+            f"{impl} n={shape['n']} d={shape['d']} h_kv={shape['h_kv']} "
+            f"causal={shape['causal']}: {time.monotonic() - t0:.1f} s",
+            flush=True,
+        )
 
 
 # ------------------------------------------------------------------ table (no GPU)

@@ -132,16 +132,28 @@ def memory_latency_sweep(sm_count: int, *, total_bytes=2 << 30, interpret=False)
     out = []
     for tile in (16384, 32768):
         for per_sm in (1, 2, 4, 8, 16):
-            row = {"tile_bytes": tile, "programs_per_sm": per_sm, "stages": 3, "num_warps": 4,
-                   "programs": per_sm * sm_count}  # fmt: skip
+            row = {
+                "tile_bytes": tile,
+                "programs_per_sm": per_sm,
+                "stages": 3,
+                "num_warps": 4,
+                "programs": per_sm * sm_count,
+            }
             try:
                 fn, nbytes = stream_read(x, per_sm * sm_count, tile, interpret=interpret)
                 f = measure_all(fn, [(x,)], budget_s=0.05)
-                row.update(status="ok", bytes_read=nbytes, device_time_s=f["device_time_s"],
-                           device_time_method=f["device_time_method"],
-                           bytes_per_s=nbytes / f["device_time_s"])  # fmt: skip
-                print(f"stream read tile={tile} per_sm={per_sm}: "
-                      f"{row['bytes_per_s'] / 1e12:.2f} TB/s", flush=True)  # fmt: skip
+                row.update(
+                    status="ok",
+                    bytes_read=nbytes,
+                    device_time_s=f["device_time_s"],
+                    device_time_method=f["device_time_method"],
+                    bytes_per_s=nbytes / f["device_time_s"],
+                )
+                print(
+                    f"stream read tile={tile} per_sm={per_sm}: "
+                    f"{row['bytes_per_s'] / 1e12:.2f} TB/s",
+                    flush=True,
+                )
             except Exception as e:  # noqa: BLE001 - recorded, the run goes on
                 row.update(status="error", error=f"{type(e).__name__}: {e}"[:500])
                 print(f"stream read tile={tile} per_sm={per_sm}: {row['error'][:100]}")
@@ -173,8 +185,16 @@ def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits, paged=True
     ``paged`` the block-table entries, and with splits > 1 the float32 partials and
     their merge."""
     model = decode.build(paged=paged, split=splits > 1)
-    values = symbol_values(batch=batch, q_len=q_len, h=h, h_kv=h_kv, d=d, kv_len=m,
-                           page_tokens=page_size, splits=splits)  # fmt: skip
+    values = symbol_values(
+        batch=batch,
+        q_len=q_len,
+        h=h,
+        h_kv=h_kv,
+        d=d,
+        kv_len=m,
+        page_tokens=page_size,
+        splits=splits,
+    )
     return float(compiled(model.hbm_bytes)(**values, s=s))
 
 
@@ -207,9 +227,16 @@ def one_call(impl: str, splits: int | None, num_warps=4, num_stages=2, interpret
     """The implementation on one input set (a dict of arrays)."""
     if impl == "paged_decode":
         return lambda s: paged_decode_attention(
-            s["q"], s["k_pages"], s["v_pages"], s["table"], s["lengths"], splits=splits,
-            num_warps=num_warps, num_stages=num_stages, interpret=interpret,
-        )  # fmt: skip
+            s["q"],
+            s["k_pages"],
+            s["v_pages"],
+            s["table"],
+            s["lengths"],
+            splits=splits,
+            num_warps=num_warps,
+            num_stages=num_stages,
+            interpret=interpret,
+        )
     return lambda s: jax.nn.dot_product_attention(s["q"], s["k"], s["v"], implementation=impl)
 
 
@@ -265,12 +292,28 @@ def bench_shape(rng, batch, m, h, h_kv, spec, *, interpret=False):
     copies = max(1, min(8, math.ceil(3 * spec["l2_bytes"] / set_bytes)))
     sets = make_sets(rng, batch, m, h, h_kv, copies, PAGE_SIZE, dtype)
     for impl, splits, label in variants(batch, m, h, h_kv, spec):
-        base = dict(implementation=impl, family=FAMILY[impl], n=1, kv_len=m, d=D, h=h,
-                    h_kv=h_kv, batch=batch, dtype="bfloat16", causal=False,
-                    time_basis="device")  # fmt: skip
+        base = dict(
+            implementation=impl,
+            family=FAMILY[impl],
+            n=1,
+            kv_len=m,
+            d=D,
+            h=h,
+            h_kv=h_kv,
+            batch=batch,
+            dtype="bfloat16",
+            causal=False,
+            time_basis="device",
+        )
         if impl == "paged_decode":
-            base.update(page_size=PAGE_SIZE, splits=splits, block_q=query_rows(1, h // h_kv),
-                        block_k=PAGE_SIZE, num_warps=4, num_stages=2)  # fmt: skip
+            base.update(
+                page_size=PAGE_SIZE,
+                splits=splits,
+                block_q=query_rows(1, h // h_kv),
+                block_k=PAGE_SIZE,
+                num_warps=4,
+                num_stages=2,
+            )
         try:
             st = time_variant(impl, splits, sets, interpret=interpret)
         except Exception as e:  # noqa: BLE001 - recorded in the point, the sweep goes on
@@ -278,16 +321,35 @@ def bench_shape(rng, batch, m, h, h_kv, spec, *, interpret=False):
             print(f"{impl:13s} b={batch:3d} m={m:6d} h={h}/{h_kv} {label}: {err['error'][:120]}")
             yield err, {**err, "label": label}
             continue
-        nbytes = model_bytes(batch=batch, q_len=1, h=h, h_kv=h_kv, d=D, m=m, s=2,
-                             page_size=PAGE_SIZE, splits=splits or 1,
-                             paged=impl == "paged_decode")  # fmt: skip
+        nbytes = model_bytes(
+            batch=batch,
+            q_len=1,
+            h=h,
+            h_kv=h_kv,
+            d=D,
+            m=m,
+            s=2,
+            page_size=PAGE_SIZE,
+            splits=splits or 1,
+            paged=impl == "paged_decode",
+        )
         med = st["median_s"]
         timed = {k: v for k, v in st.items() if k != "copies"}
         flops = nominal_flops(batch=batch, h=h, n=1, kv_len=m, d=D)
-        point = {**base, "status": "ok", **timed, "tflops": flops / med / 1e12,
-                 "tokens_per_s": batch / med}  # fmt: skip
-        detail = {**point, "label": label, "copies": st["copies"], "model_hbm_bytes": nbytes,
-                  "achieved_bytes_per_s": nbytes / med}  # fmt: skip
+        point = {
+            **base,
+            "status": "ok",
+            **timed,
+            "tflops": flops / med / 1e12,
+            "tokens_per_s": batch / med,
+        }
+        detail = {
+            **point,
+            "label": label,
+            "copies": st["copies"],
+            "model_hbm_bytes": nbytes,
+            "achieved_bytes_per_s": nbytes / med,
+        }
         print(
             f"{impl:13s} b={batch:3d} m={m:6d} h={h}/{h_kv} splits={splits} ({label}) "
             f"dev {med * 1e6:8.1f} us lat {st['call_latency_s'] * 1e6:8.1f} us "
@@ -318,9 +380,17 @@ def comparison_table(details_path: Path, hw: str = "h200") -> str:
     for p in data["points"]:
         if p.get("status") != "ok":
             continue
-        step = decode_step(hw, batch=p["batch"], kv_len=p["kv_len"], h=p["h"], h_kv=p["h_kv"],
-                           d=p["d"], dtype="bf16", page_tokens=p.get("page_size"),
-                           splits=p.get("splits") or 1)  # fmt: skip
+        step = decode_step(
+            hw,
+            batch=p["batch"],
+            kv_len=p["kv_len"],
+            h=p["h"],
+            h_kv=p["h_kv"],
+            d=p["d"],
+            dtype="bf16",
+            page_tokens=p.get("page_size"),
+            splits=p.get("splits") or 1,
+        )
         med = p["median_s"]
         lines.append(
             f"| {p['implementation']} | {p.get('table') or p.get('label')} | {p['batch']} | "
@@ -360,8 +430,10 @@ def main(argv: list[str] | None = None) -> int:
     else:
         from pallas_kernels._ceilings import copy_bytes_per_s, matmul_flops_per_s
 
-        ceilings = {"matmul_bf16_flops_per_s": matmul_flops_per_s(),
-                    "copy_bytes_per_s": copy_bytes_per_s(1 << 30)}  # fmt: skip
+        ceilings = {
+            "matmul_bf16_flops_per_s": matmul_flops_per_s(),
+            "copy_bytes_per_s": copy_bytes_per_s(1 << 30),
+        }
     run = {
         "run_id": f"decode-devtime-{stamp.strftime('%Y%m%dT%H%M%SZ')}",
         "device_name": jax.devices()[0].device_kind,
@@ -371,9 +443,16 @@ def main(argv: list[str] | None = None) -> int:
         "ceilings": {**ceilings, **spec},
         "points": [],
     }
-    details = {"run_id": run["run_id"], "model_bytes": model_bytes.__doc__.strip(),
-               "spec": {**spec, "programs_per_sm": PROGRAMS_PER_SM,
-                        "min_pages_per_split": MIN_PAGES_PER_SPLIT}, "points": []}  # fmt: skip
+    details = {
+        "run_id": run["run_id"],
+        "model_bytes": model_bytes.__doc__.strip(),
+        "spec": {
+            **spec,
+            "programs_per_sm": PROGRAMS_PER_SM,
+            "min_pages_per_split": MIN_PAGES_PER_SPLIT,
+        },
+        "points": [],
+    }
     print("ceilings:", run["ceilings"], flush=True)
     if not args.quick:
         details["stream_read"] = memory_latency_sweep(spec["sm_count"])

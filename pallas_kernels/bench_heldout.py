@@ -38,7 +38,6 @@ import gc
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 
 ONE_HEAD_NS = (1024, 2048, 4096, 8192, 16384, 32768)
@@ -167,7 +166,7 @@ def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float 
     import jax
 
     from pallas_kernels._timing import measure_all
-    from pallas_kernels.bench import classify_error, make_inputs
+    from pallas_kernels.bench import make_inputs, record_failure, timed_fields
     from perfmodel.costs.nominal import nominal_flops
 
     point = _empty_point(impl, shape)
@@ -192,24 +191,9 @@ def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float 
         else:
             raise last_err
         flops = nominal_flops(batch=b, h=h, n=n, kv_len=shape["kv_len"], d=d, causal=causal)
-        dev = fields["device_time_s"]
-        point.update(
-            fields,
-            median_s=dev,
-            p10_s=fields["device_p10_s"],
-            p90_s=fields["device_p90_s"],
-            min_s=fields["device_p10_s"],
-            runs=fields["device_samples"],
-            tflops=flops / dev / 1e12,
-            tokens_per_s=b * n / dev,
-        )
-        point.pop("device_p10_s")
-        point.pop("device_p90_s")
-        point.pop("device_samples")
+        point.update(timed_fields(fields, flops=flops, tokens=b * n))
     except Exception as err:  # noqa: BLE001 - recorded as a point, the run goes on
-        point.update(status=classify_error(err), error=f"{type(err).__name__}: {err}"[:1500])
-        if point["status"] == "error":
-            traceback.print_exc(limit=2)
+        record_failure(point, err)
     finally:
         del sets
         gc.collect()
