@@ -60,6 +60,7 @@ from pallas_kernels._common import (
     LN_2,
     LOG2_E,
     check_qkv,
+    device_spec,
     is_hopper,
     softmax_scale,
 )
@@ -203,7 +204,9 @@ class _Plan:
 
 
 def _sm_count() -> int:
-    return int(getattr(jax.devices()[0], "core_count", 0) or 132)
+    """The GPU's SM count; where the device has none (CPU interpret mode), the H200's
+    from its spec file, the device the kernel is written for."""
+    return int(getattr(jax.devices()[0], "core_count", 0) or device_spec()["sm_count"])
 
 
 def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _Plan:
