@@ -23,6 +23,7 @@ files are read by :mod:`perfmodel.catalog.registry`.)
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 import os
@@ -112,18 +113,22 @@ class PositiveInt(Param):
         return f"must be {kind}{self._about()}"
 
     def _one(self, name: str, value: Any) -> int:
+        number = value if type(value) is int else self._integral(name, value)
+        if number <= 0 or (self.power_of_two and number & (number - 1)):
+            raise fail(name, value, self._must())
+        if number > self.limit:
+            raise fail(name, value, f"exceeds the limit {self.limit:,}{self._about()}")
+        return number
+
+    def _integral(self, name: str, value: Any) -> int:
+        """A value that is not a plain int as one: a whole float or numpy number."""
         if isinstance(value, bool | np.bool_) or not isinstance(value, numbers.Real):
             raise fail(name, value, self._must())
         if isinstance(value, float | np.floating) and not (
             math.isfinite(value) and float(value).is_integer()
         ):
             raise fail(name, value, self._must())
-        number = int(value)
-        if number <= 0 or (self.power_of_two and number & (number - 1)):
-            raise fail(name, value, self._must())
-        if number > self.limit:
-            raise fail(name, value, f"exceeds the limit {self.limit:,}{self._about()}")
-        return number
+        return int(value)
 
     def _many(self, name: str, arr: np.ndarray) -> np.ndarray:
         if arr.dtype == object and self.optional and any(v is None for v in arr.flat):
@@ -202,7 +207,14 @@ class Choice(Param):
         known = self.known() if callable(self.known) else self.known
         return sorted(str(k) for k in known)
 
+    @functools.cached_property
+    def _known_once(self) -> frozenset[str]:
+        """The names, read on first use (``known``'s functions return fixed tuples)."""
+        return frozenset(self.names())
+
     def _one(self, name: str, value: Any) -> str:
+        if isinstance(value, str) and value in self._known_once:
+            return value
         names = self.names()
         if not isinstance(value, str) or value not in names:
             raise fail(name, value, f"is not one of {', '.join(names)}")

@@ -43,13 +43,14 @@ class Compiled:
         )
 
     def __call__(self, **values: Any) -> Any:
-        missing = [name for name in self.names if name not in values]
-        if missing:
-            raise TypeError(f"{self.expr} needs values for {missing}")
-        raw = [values[name] for name in self.names]
+        try:
+            raw = [values[name] for name in self.names]
+        except KeyError:
+            missing = [name for name in self.names if name not in values]
+            raise TypeError(f"{self.expr} needs values for {missing}") from None
         if all(isinstance(v, int | float) for v in raw):
-            out = self._scalar_fn(*(float(v) for v in raw))
-            return [float(o) for o in out] if isinstance(self.expr, tuple) else float(out)
+            out = self._scalar_fn(*map(float, raw))
+            return list(map(float, out)) if isinstance(self.expr, tuple) else float(out)
         args = [np.asarray(v, dtype=np.float64) for v in raw]
         shape = np.broadcast_shapes(*(a.shape for a in args)) if args else ()
         out = self._fn(*args)

@@ -25,11 +25,18 @@ from perfmodel.costs.backward import DQ_FAMILIES
 from perfmodel.errors import PerfmodelError
 from perfmodel.kernel_config import tile_gcd
 from perfmodel.onchip import effective_overlap
-from perfmodel.roofline import Num
+from perfmodel.roofline import Num, is_scalar
 from perfmodel.vocabulary import ALGORITHMS, ROOFS, Algorithm, NaiveCompile, Roof
 
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
 _PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
+#: Each roof with the kernel field it bounds (``Roof.work``), looked up once.
+_WORK = tuple((r, r.work) for r in ROOFS)
+#: Each roof's result column (``t_matmul_s``...), and the model's own columns.
+_COLUMN = {r: f"t_{r}_s" for r in ROOFS}
+_MODEL_COLUMNS = (*_PER_MODEL, "footprint_bytes")
+_COMPUTE = frozenset(roofline.COMPUTE_ROOFS)
+_MEMORY = frozenset(roofline.MEMORY_ROOFS)
 
 
 @dataclass(frozen=True)
@@ -69,6 +76,7 @@ def _known(name: str, value: Any, known: tuple) -> Any:
     return value
 
 
+@functools.cache
 def model_key(
     algorithm: str,
     naive: str = "minimal",
@@ -80,7 +88,8 @@ def model_key(
 ) -> ModelKey:
     """The model of one side (:class:`ModelKey`); each name checked, and the ones that do
     not apply dropped: ``naive`` for flash, ``dq`` but for flash's backward and train.
-    ``split`` and ``paged`` exist only for the forward flash launch."""
+    ``split`` and ``paged`` exist only for the forward flash launch. Cached: a key is
+    looked up, not rebuilt, on every call of ``predict``."""
     algorithm = Algorithm(_known("algorithm", algorithm, ALGORITHMS))
     naive = NaiveCompile(_known("naive", naive, tuple(NaiveCompile)))
     _known("mode", mode, MODES)
@@ -119,10 +128,13 @@ ExprName = str | tuple[str, str]
 
 
 @functools.cache
-def _compiled_model(key: ModelKey, causal: bool, l2: bool) -> tuple[Compiled, tuple[ExprName, ...]]:
-    """All of a model's expressions as one lambdified tuple (shared subexpressions)."""
+def _compiled_model(
+    key: ModelKey, causal: bool, l2: bool
+) -> tuple[Compiled, tuple[ExprName, ...], list[str]]:
+    """All of a model's expressions as one lambdified tuple (shared subexpressions), their
+    names, and the model's kernels by name."""
     names, exprs = model_expressions(key, causal, l2)
-    return compiled(exprs), names
+    return compiled(exprs), names, [k.name for k in _model(key, causal, l2).kernels]
 
 
 def model_expressions(
@@ -179,14 +191,12 @@ def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
 
 
 def _kernel_roofs(raw: dict, kernel: str, rates: dict) -> dict[str, Num]:
-    return roofline.roof_times({r: raw[kernel, r.work] for r in ROOFS}, rates)
+    return roofline.roof_times({r: raw[kernel, work] for r, work in _WORK}, rates)
 
 
 def _raw(key: ModelKey | str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[dict, list]:
-    key, l2 = _as_key(key), hw.l2_bytes is not None
-    fn, names = _compiled_model(key, causal, l2)
-    raw = dict(zip(names, fn(**values), strict=True))
-    return raw, [k.name for k in _model(key, causal, l2).kernels]
+    fn, names, kernels = _compiled_model(_as_key(key), causal, hw.l2_bytes is not None)
+    return dict(zip(names, fn(**values), strict=True)), kernels
 
 
 @dataclass(frozen=True)
@@ -198,6 +208,10 @@ class OnChip:
     spill_bytes_per_tile: Num = 0.0
     #: Bytes one block keeps in flight from memory (its K/V loads ahead of use).
     bytes_in_flight: Num = 0.0
+
+
+#: A kernel with no on-chip facts of its own (every kernel but the fused one).
+_NO_ONCHIP = OnChip()
 
 
 @dataclass(frozen=True)
@@ -226,7 +240,7 @@ def kernel_roofs(
 ) -> list[KernelRoofs]:
     """Per kernel, its roof times before any derating. Calibration fits work on these."""
     raw, kernels = _raw(key, causal, hw, values)
-    return _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or OnChip())
+    return _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
 
 
 def _roofs_from_raw(
@@ -236,8 +250,8 @@ def _roofs_from_raw(
     for i, k in enumerate(kernels):
         work_items, tiles = raw[k, "work_items"], raw[k, "tiles"]
         times = _kernel_roofs(raw, k, rates)
-        fused = i == 0 and bool(np.any(tiles))  # the tiled kernel: on-chip facts apply
-        floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else OnChip())
+        fused = i == 0 and _any(tiles)  # the tiled kernel: on-chip facts apply
+        floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else _NO_ONCHIP)
         if isinstance(tiles, float):
             blocks = work_items / tiles if tiles else 0.0
         else:
@@ -248,8 +262,9 @@ def _roofs_from_raw(
     return out
 
 
-def _max2(a: Num, b: Num) -> Num:
-    return max(a, b) if isinstance(a, float) else np.maximum(a, b)
+def _any(value: Num) -> bool:
+    """Whether any element is nonzero (a float answers without numpy)."""
+    return bool(value) if isinstance(value, int | float) else bool(np.any(value))
 
 
 def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: Num) -> Num:
@@ -257,7 +272,7 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
     gap. A fused kernel's compute overlap grows with the blocks an SM holds at once
     (``perfmodel.onchip.effective_overlap``); spilled registers add their traffic in
     series with the compute. Host dispatch is not device time (``call_latency``)."""
-    efficiency = {r: calibration.efficiency(r) for r in ROOFS}
+    efficiency = {r: calibration.efficiency(r.value) for r in ROOFS}
     total: Num = 0.0
     for k in kernels:
         stretch = 1 + calibration.block_overhead_tiles * k.blocks_per_tile
@@ -297,26 +312,14 @@ def evaluate(
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
 
-    out: dict[str, Num] = {f: raw[f] for f in (*_PER_MODEL, "footprint_bytes")}
+    out: dict[str, Num] = {f: raw[f] for f in _MODEL_COLUMNS}
     out["fits_memory"] = _fits(raw["footprint_bytes"], hw.hbm_capacity_bytes)
     for f in _PER_KERNEL:
-        out[f] = sum(raw[k, f] for k in kernels)
-    roof_totals: dict[str, Num] = {}
-    t_compute: Num = 0.0
-    t_memory: Num = 0.0
-    t_lower: Num = 0.0
-    roofs = _roofs_from_raw(raw, kernels, rates, hw, onchip or OnChip())
-    for kernel in roofs:
-        floor_times = kernel.floor
-        for roof, t in kernel.times.items():
-            roof_totals[roof] = roof_totals.get(roof, 0.0) + t
-        t_compute = t_compute + roofline.lower_bound(
-            {r: t for r, t in floor_times.items() if r in roofline.COMPUTE_ROOFS}
-        )
-        t_memory = t_memory + roofline.lower_bound(
-            {r: t for r, t in floor_times.items() if r in roofline.MEMORY_ROOFS}
-        )
-        t_lower = t_lower + roofline.lower_bound(floor_times)
+        out[f] = sum([raw[k, f] for k in kernels])
+    roofs = _roofs_from_raw(raw, kernels, rates, hw, onchip or _NO_ONCHIP)
+    # each roof's time summed over the kernels (every kernel has the same roofs: ``rates``')
+    roof_totals = {r: sum([k.times[r] for k in roofs], 0.0) for r in roofs[0].times}
+    t_compute, t_memory, t_lower = _floors(roofs)
     time = estimate_time(roofs, calibration, launch)
     flops = out["matmul_flops"] + out["vector_flops"]
     out.update(
@@ -329,11 +332,44 @@ def evaluate(
         attainable_flops_per_s=out["matmul_flops"] / t_lower,
         bound=_bound(t_compute, t_memory),
         binding_roof=roofline.binding_roof(roof_totals),
-        **{f"t_{roof}_s": t for roof, t in roof_totals.items()},
     )
+    for roof, t in roof_totals.items():
+        out[_COLUMN[roof]] = t
     if hw.l2_bytes is None:
         out["l2_bytes"] = flops * np.nan
     return out
+
+
+def _floors(roofs: list[KernelRoofs]) -> tuple[Num, Num, Num]:
+    """Each kernel's floor over its compute roofs, over its memory roofs and over all of
+    them (idle SMs only), summed over the kernels: t_compute, t_memory and t_lower."""
+    t_compute: Num = 0.0
+    t_memory: Num = 0.0
+    t_lower: Num = 0.0
+    for kernel in roofs:
+        floor = kernel.floor
+        compute = {r: t for r, t in floor.items() if r in _COMPUTE}
+        memory = {r: t for r, t in floor.items() if r in _MEMORY}
+        t_compute = t_compute + roofline.lower_bound(compute)
+        t_memory = t_memory + roofline.lower_bound(memory)
+        t_lower = t_lower + roofline.lower_bound(floor)
+    return t_compute, t_memory, t_lower
+
+
+def _floor_only(
+    key: ModelKey,
+    *,
+    causal: bool,
+    hw: HardwareSpec,
+    peak: Num,
+    values: dict,
+    calibration: Calibration,
+    onchip: OnChip | None = None,
+) -> dict[str, Num]:
+    """Of :func:`evaluate`'s columns ``t_lower_s`` alone: the floor, with no estimate."""
+    raw, kernels = _raw(key, causal, hw, values)
+    roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
+    return {"t_lower_s": _floors(roofs)[2]}
 
 
 def _with_parallelism(
@@ -343,11 +379,11 @@ def _with_parallelism(
     block at all (a true bound). Estimate: compute roofs by wave quantisation, and the
     memory roofs by the bandwidth the busy SMs can pull (``_memory_reach``). A kernel
     without ``work_items`` fills the chip."""
-    if not (work_items if isinstance(work_items, float) else np.any(work_items)):
+    if not _any(work_items):
         return times, times
     floor = roofline.busy_fraction(work_items, hw.sm_count)
     waves = roofline.wave_efficiency(work_items, hw.sm_count)
-    reach = _memory_reach(floor, work_items, hw, onchip or OnChip())
+    reach = _memory_reach(floor, work_items, hw, onchip or _NO_ONCHIP)
     estimate = {
         r: t / waves if r in roofline.COMPUTE_ROOFS else t * reach.get(r, 1.0)
         for r, t in times.items()
@@ -369,7 +405,7 @@ def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) 
     top = max if isinstance(busy, float) else np.maximum
     low = min if isinstance(busy, float) else np.minimum
     per_sm = hw.l2_bandwidth_bytes_per_s / hw.sm_count  # one SM's port, all SMs pulling
-    if hw.memory_latency_s and np.any(onchip.bytes_in_flight):
+    if hw.memory_latency_s and _any(onchip.bytes_in_flight):
         resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
         per_sm = low(per_sm, resident * onchip.bytes_in_flight / hw.memory_latency_s)
     reach = busy * hw.sm_count * per_sm
@@ -424,10 +460,10 @@ def evaluate_flash(
     """The fused kernel as its family launches it (tiles, GQA packing, K/V splits, blocks
     per SM); ``t_lower_s`` is the least over the packings and splits any kernel could
     use, so it stays a floor for every implementation."""
-    group = _num(np.asarray(shape["h"]) / np.asarray(shape["h_kv"]))
+    group = _num(_ratio(shape["h"], shape["h_kv"]))
     whole = model_key("flash", paged=paged)  # one kernel; split: flash-decoding's two
 
-    def run(pack: Any, splits: Any, onchip: OnChip | None) -> dict[str, Num]:
+    def run(pack: Any, splits: Any, onchip: OnChip | None, model: Any = evaluate) -> dict:
         values = shape_values(
             hw,
             **shape,
@@ -437,28 +473,28 @@ def evaluate_flash(
             splits=splits,
             blocks_per_sm=config.blocks_per_sm,
         )
-        split = splits > 1 if np.ndim(splits) == 0 else np.asarray(splits) > 1
+        split = _split(splits)
         common = dict(causal=causal, hw=hw, peak=peak, values=values, calibration=calibration)
-        if not np.any(split):
-            return evaluate(whole, **common, onchip=onchip)
-        out = evaluate(model_key("flash", split=True, paged=paged), **common, onchip=onchip)
-        if np.all(split):
+        if not _any(split):
+            return model(whole, **common, onchip=onchip)
+        out = model(model_key("flash", split=True, paged=paged), **common, onchip=onchip)
+        if is_scalar(split) or np.all(split):
             return out
-        return _pick(split, out, evaluate(whole, **common, onchip=onchip))
+        return _pick(split, out, model(whole, **common, onchip=onchip))
 
     out = run(config.pack, config.splits, onchip_of(config))
-    seen = [(config.pack, config.splits)]
+    seen = [(_num(config.pack), _num(config.splits))]
     floors = [out["t_lower_s"]]
     for pack, splits in ((1, 1), (group, 1), (1, config.splits), (group, config.splits)):
         pack, splits = _num(pack), _num(splits)
         if any(_same(pack, p) and _same(splits, q) for p, q in seen):
             continue
         seen.append((pack, splits))
-        floors.append(run(pack, splits, None)["t_lower_s"])
+        floors.append(run(pack, splits, None, _floor_only)["t_lower_s"])
     lowest = functools.reduce(np.minimum, floors) if len(floors) > 1 else floors[0]
-    out["t_lower_s"] = float(lowest) if np.ndim(lowest) == 0 else lowest
+    out["t_lower_s"] = float(lowest) if is_scalar(lowest) else lowest
     out["attainable_flops_per_s"] = out["matmul_flops"] / out["t_lower_s"]
-    kernels = 2 if np.any(np.asarray(config.splits) > 1) else 1  # the combine kernel
+    kernels = 2 if _any(_split(config.splits)) else 1  # the combine kernel
     out["call_latency_s"] = call_latency(out["time_s"], kernels, calibration, framework_latency_s)
     for f in ("pack", "splits", "blocks_per_sm"):
         out[f] = getattr(config, f)
@@ -466,14 +502,24 @@ def evaluate_flash(
     return out
 
 
+def _split(splits: Any) -> Any:
+    """Where the launch splits K/V (flash-decoding's partials and combine kernel)."""
+    return splits > 1 if is_scalar(splits) else np.asarray(splits) > 1
+
+
+def _ratio(a: Any, b: Any) -> Any:
+    return a / b if is_scalar(a, b) else np.asarray(a) / np.asarray(b)
+
+
 def _same(a: Any, b: Any) -> bool:
-    if np.ndim(a) == 0 and np.ndim(b) == 0:
-        return float(a) == float(b)
+    """Whether two packings or splits (from :func:`_num`) are the same at every point."""
+    if isinstance(a, float) and isinstance(b, float):
+        return a == b
     return bool(np.all(np.asarray(a) == np.asarray(b)))
 
 
 def _num(v: Any) -> Any:
-    return float(v) if np.ndim(v) == 0 else np.asarray(v, dtype=float)
+    return float(v) if is_scalar(v) else np.asarray(v, dtype=float)
 
 
 #: Columns of a phase that add up over forward then backward, and those that take the
@@ -513,6 +559,6 @@ def forward_then_backward(forward: dict[str, Num], backward: dict[str, Num]) -> 
     )
     if "call_latency_s" in out:
         out["call_latency_s"] = out["call_latency_s"] + backward["time_s"]
-    if np.ndim(out["t_lower_s"]) == 0:
+    if is_scalar(out["t_lower_s"]):
         out = {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}
     return out

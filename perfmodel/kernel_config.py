@@ -15,15 +15,17 @@ numbers or numpy arrays (a sweep), element by element.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from perfmodel import onchip
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.errors import PerfmodelError
+from perfmodel.roofline import is_scalar
 from perfmodel.shape import Shape
 
 #: Tile sides must be multiples of the matrix instruction's shape: 16 query rows
@@ -51,13 +53,9 @@ class KernelConfig:
     bytes_in_flight: Any = 0.0
 
 
-def _scalar(*values: Any) -> bool:
-    return all(np.ndim(v) == 0 for v in values)
-
-
 def default_tiles(family: KernelFamily, d: Any, causal: Any, arch: str | None):
     """The family's (block_q, block_k, warps) for each head dim and causal flag."""
-    if _scalar(d, causal):
+    if is_scalar(d, causal):
         t = family.tile_for(int(d), causal=bool(causal), arch=arch)
         return t.block_q, t.block_k, t.warps
     d_arr, c_arr = np.broadcast_arrays(np.asarray(d), np.asarray(causal, dtype=bool))
@@ -90,7 +88,7 @@ def check_tile(name: str, value: Any, multiple: int) -> None:
 
 def gqa_pack(family: KernelFamily, n: Any, group: Any, block_q: Any) -> Any:
     """Query heads per tile: the whole group when the family packs it, else 1."""
-    if _scalar(n, group, block_q):
+    if is_scalar(n, group, block_q):
         return _pack_one(family.gqa_packing, int(n), int(group), int(block_q))
     n, group, block_q = np.broadcast_arrays(np.asarray(n), np.asarray(group), np.asarray(block_q))
     up = lambda a: np.ceil(a / block_q) * block_q  # noqa: E731
@@ -118,7 +116,7 @@ def _pack_one(rule: str, n: int, group: int, block_q: int) -> int:
 def kv_splits(family: KernelFamily, *, n, m, d, h, pack, b, block_q, sm_count) -> Any:
     """The family's split-KV choice: programs counted with its split kernel's tiles."""
     split_bq = family.split_block_q or block_q
-    if _scalar(n, m, d, h, pack, b, split_bq):
+    if is_scalar(n, m, d, h, pack, b, split_bq):
         programs = int(b) * (int(h) // int(pack)) * -(-int(n) * int(pack) // int(split_bq))
         bk = family.split_block_k_for(int(d)) if family.split_block_k else int(split_bq)
         return family.splits(programs=programs, kv_blocks=-(-int(m) // bk), sm_count=sm_count)
@@ -170,6 +168,58 @@ def resolve(
     defaults are what its sources say it launches."""
     if splits is not None:
         check_tile("splits", splits, 1)
+    tile = (d, s, causal, block_q, block_k, warps)
+    if all(v is None or isinstance(v, int | float) for v in tile):  # one point: cached
+        block = _block_of_one(_Same(family), _Same(hw), *tile)
+    else:
+        block = _block(family, hw, *tile)
+    bq = block.block_q
+    group = h // h_kv if is_scalar(h, h_kv) else np.asarray(h) // np.asarray(h_kv)
+    group = int(group) if is_scalar(group) else group
+    pack = gqa_pack(family, n, group, bq)
+    if splits is None:
+        splits = kv_splits(
+            family, n=n, m=m, d=d, h=h, pack=pack, b=b, block_q=bq, sm_count=hw.sm_count
+        )
+    fp, cap = block.footprint, block.capacity
+    return KernelConfig(
+        block_q=bq,
+        block_k=block.block_k,
+        warps=block.warps,
+        pack=pack,
+        splits=splits,
+        blocks_per_sm=cap.blocks_per_sm,
+        spilled_registers_per_thread=cap.spilled_registers_per_thread,
+        smem_bytes=fp.smem_bytes,
+        registers_per_thread=fp.registers_per_thread,
+        footprint=fp,
+        bytes_in_flight=block.bytes_in_flight,
+    )
+
+
+class _Block(NamedTuple):
+    """What a thread block's tile decides whatever the sequence lengths and heads."""
+
+    block_q: Any
+    block_k: Any
+    warps: Any
+    footprint: onchip.Footprint
+    capacity: onchip.Capacity
+    bytes_in_flight: Any
+
+
+def _block(
+    family: KernelFamily,
+    hw: Any,
+    d: Any,
+    s: Any,
+    causal: Any,
+    block_q: Any,
+    block_k: Any,
+    warps: Any,
+) -> _Block:
+    """The tile (the family's unless named), its on-chip footprint and fit, and the K/V
+    bytes a block keeps in flight."""
     named = block_q is not None or block_k is not None
     bq_d, bk_d, w_d = default_tiles(family, d, causal, hw.arch)
     bq = bq_d if block_q is None else block_q
@@ -188,26 +238,31 @@ def resolve(
     )
     onchip.check_fits(hw, fp, what=lambda: _what(bq, bk, d, None if named else family.name))
     cap = onchip.capacity(hw, fp)
-    group = np.asarray(h) // np.asarray(h_kv)
-    group = int(group) if np.ndim(group) == 0 else group
-    pack = gqa_pack(family, n, group, bq)
-    if splits is None:
-        splits = kv_splits(
-            family, n=n, m=m, d=d, h=h, pack=pack, b=b, block_q=bq, sm_count=hw.sm_count
-        )
-    return KernelConfig(
-        block_q=bq,
-        block_k=bk,
-        warps=w,
-        pack=pack,
-        splits=splits,
-        blocks_per_sm=cap.blocks_per_sm,
-        spilled_registers_per_thread=cap.spilled_registers_per_thread,
-        smem_bytes=fp.smem_bytes,
-        registers_per_thread=fp.registers_per_thread,
-        footprint=fp,
-        bytes_in_flight=2 * bk * d * s * (family.kv_stages if family.producer_warps else 1),
-    )
+    in_flight = 2 * bk * d * s * (family.kv_stages if family.producer_warps else 1)
+    return _Block(bq, bk, w, fp, cap, in_flight)
+
+
+class _Same:
+    """A cache key that is its object's identity: a frozen family or device spec states
+    the same facts for as long as a cache entry keeps it alive."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _Same) and other.obj is self.obj
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _block_of_one(family: _Same, hw: _Same, *tile: Any) -> _Block:
+    """:func:`_block` for one point (plain numbers), cached: ``predict`` asks for the same
+    few tiles of a family on a device again and again."""
+    return _block(family.obj, hw.obj, *tile)
 
 
 def launch_of(shape: Shape, hw: Any) -> KernelConfig:
@@ -237,7 +292,7 @@ def _show(v: Any) -> str:
 
 def tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
     """gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size."""
-    if _scalar(block_q, block_k, pack):
+    if is_scalar(block_q, block_k, pack):
         return float(math.gcd(round(block_q / pack), int(block_k)))
     bq = np.asarray(block_q) / np.asarray(pack)
     g = np.gcd(np.round(bq).astype(np.int64), np.asarray(block_k).astype(np.int64))

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from perfmodel.errors import PerfmodelError
+from perfmodel.roofline import is_scalar
 
 #: Bytes of one register (32 bits) and of one float32 accumulator.
 REGISTER_BYTES = 4
@@ -51,7 +52,7 @@ def footprint(*, block_q, block_k, d, s, kv_stages, warps, producer_warps=0) -> 
     FlashAttention-3's consumer warpgroups: the same tiles, split over the warps)."""
     smem = (block_q + kv_stages * 2 * block_k) * d * s
     accumulators = block_q * block_k + block_q * d + 2 * block_q  # float32: S, O, m, l
-    if all(np.ndim(v) == 0 for v in (block_q, block_k, d, s, warps)):
+    if is_scalar(block_q, block_k, d, s, warps):
         threads = WARP * int(warps)
         return Footprint(int(smem), float(accumulators / threads), threads, WARP * producer_warps)
     threads = WARP * np.asarray(warps)
@@ -69,7 +70,7 @@ class Capacity:
 def capacity(hw: Any, fp: Footprint) -> Capacity:
     """Blocks per SM from shared memory, registers and threads; spills past the
     per-thread register limit. Devices without register facts: shared memory only."""
-    if isinstance(fp.registers_per_thread, float) and np.ndim(fp.threads) == 0:
+    if isinstance(fp.registers_per_thread, float) and is_scalar(fp.threads):
         return _capacity_one(hw, fp)
     smem_sm = hw.sram_per_sm_bytes
     blocks = np.floor_divide(smem_sm, np.maximum(fp.smem_bytes, 1))
@@ -131,6 +132,6 @@ def effective_overlap(overlap: Any, blocks_per_sm: Any) -> Any:
     """Compute overlap with ``k`` blocks per SM: a block whose softmax sits between its
     matmuls leaves the tensor cores idle, which the other resident blocks' matmuls can
     fill (the warp schedulers interleave independent blocks), so 1 - (1 - overlap)/k."""
-    if np.ndim(overlap) == 0 and np.ndim(blocks_per_sm) == 0:
+    if is_scalar(overlap, blocks_per_sm):
         return 1 - (1 - float(overlap)) / float(blocks_per_sm)
     return 1 - (1 - np.asarray(overlap, dtype=float)) / blocks_per_sm

@@ -35,7 +35,13 @@ from perfmodel.evaluate import (
 )
 from perfmodel.kernel_config import resolve
 from perfmodel.parallel import predict_parallel
-from perfmodel.results import AlgorithmPrediction, Prediction, html_table, markdown_table
+from perfmodel.results import (
+    AlgorithmPrediction,
+    Prediction,
+    construct,
+    html_table,
+    markdown_table,
+)
 from perfmodel.shape import Shape
 from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
 
@@ -221,7 +227,7 @@ def predict(
         "flash": _scalar(flash_out, profiles["flash"].name),
     }
     # Inputs were checked above and results are our own floats: construct without
-    # re-validation (model_construct), which is most of predict()'s cost otherwise.
+    # re-validation (results.construct), which is most of predict()'s cost otherwise.
     config = Shape(
         n=n,
         kv_len=m,
@@ -239,14 +245,17 @@ def predict(
         splits=int(config.splits),
         pack=int(config.pack),
     )
-    return Prediction.model_construct(
-        config=config,
-        hardware=spec,
-        ridge_point=spec.ridge_point(dtype),
-        naive=results["naive"],
-        flash=results["flash"],
-        parallel=_split(
-            n, m, spec, cp, cp_scheme, tp, mode, profiles["flash"], shape, dtype, causal
+    return construct(
+        Prediction,
+        dict(
+            config=config,
+            hardware=spec,
+            ridge_point=spec.ridge_point(dtype),
+            naive=results["naive"],
+            flash=results["flash"],
+            parallel=_split(
+                n, m, spec, cp, cp_scheme, tp, mode, profiles["flash"], shape, dtype, causal
+            ),
         ),
     )
 
@@ -304,20 +313,19 @@ def _flash_side(
     return backward if forward is None else forward_then_backward(forward, backward)
 
 
-_LAUNCH_KEYS = ("pack", "splits", "blocks_per_sm", "spilled_registers_per_thread")
-
-
 def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
-    item: dict[str, Any] = {k: v.item() if hasattr(v, "item") else v for k, v in columns.items()}
-    for k in _LAUNCH_KEYS:
-        item.pop(k, None)
-    latency = item.pop("call_latency_s", None)
+    item: dict[str, Any] = {
+        k: v.item() if isinstance(v, np.generic | np.ndarray) else v for k, v in columns.items()
+    }
+    latency = item.get("call_latency_s")
     item["call_latency_s"] = None if latency is None or latency != latency else latency
-    roofs = {roof: item.pop(key) for roof, key in _ROOF_KEYS if key in item}
+    item["roof_times_s"] = {roof: item[key] for roof, key in _ROOF_KEYS if key in item}
+    item["calibration"] = calibration
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
-    # Built from our own computed floats: skip re-validation (model_construct) for speed.
-    return AlgorithmPrediction.model_construct(roof_times_s=roofs, calibration=calibration, **item)
+    # Built from our own computed floats: skip re-validation for speed; the launch
+    # columns and t_<roof>_s (now in roof_times_s) are not fields, so they are left out.
+    return construct(AlgorithmPrediction, item)
 
 
 class SweepResult(dict):

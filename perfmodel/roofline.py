@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,9 +27,18 @@ ROOF_SET = frozenset(COMPUTE_ROOFS + MEMORY_ROOFS)
 
 #: A float for one point, or a numpy array for a sweep: every function takes either.
 Num = Any
+_NUMBERS = (int, float)
+
+
+def is_scalar(*values: Any) -> bool:
+    """Whether every value is one number: the test of each scalar path (plain ints and
+    floats answer without numpy, whose per-call cost dominates one point)."""
+    return all(isinstance(v, _NUMBERS) or np.ndim(v) == 0 for v in values)
 
 
 def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:
+    if isinstance(flops, float) and isinstance(bytes_moved, float) and bytes_moved:
+        return flops / bytes_moved  # one point, plain floats (no bytes: numpy's inf/nan)
     return np.asarray(flops) / np.asarray(bytes_moved)
 
 
@@ -57,7 +66,7 @@ def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict:
     return {roof: t / efficiency[roof] for roof, t in times.items()}
 
 
-def _max(values: list[Num]) -> Num:
+def _max(values: Sequence[Num]) -> Num:
     """Elementwise maximum, pairwise (``np.maximum.reduce`` would stack the arrays first)."""
     if isinstance(values[0], float):
         return max(values)
@@ -95,8 +104,8 @@ def combine(
     overlap with everything. ``top``/``total`` default to numbers and arrays; pass
     ``sympy.Max``/``sympy.Add`` for symbolic roof times.
     """
-    add = total or (lambda *values: sum(values))
-    pick = top if top is not _max else (lambda *values: _max(list(values)))
+    add = total or _sum
+    pick = top if top is not _max else _max_of
     compute = [times[r] for r in COMPUTE_ROOFS if r in times]
     memory = [times[r] for r in MEMORY_ROOFS if r in times]
     if compute:
@@ -104,6 +113,14 @@ def combine(
         overlapped = busiest + (1 - compute_overlap) * (add(*compute) - busiest)
         memory.append((overlapped + serial) * fill_stretch)
     return pick(*memory)
+
+
+def _sum(*values: Any) -> Any:
+    return sum(values)
+
+
+def _max_of(*values: Any) -> Any:
+    return _max(values)
 
 
 def busy_fraction(work_items: Num, units: int) -> Num:
