@@ -22,6 +22,10 @@ import numpy as np
 import sympy as sp
 
 
+#: Plain Python numbers: evaluated with the ``math`` twin, as floats.
+_NUMBERS = (int, float)
+
+
 class Compiled:
     """A lambdified sympy expression (or tuple of them, sharing subexpressions).
 
@@ -48,7 +52,7 @@ class Compiled:
         except KeyError:
             missing = [name for name in self.names if name not in values]
             raise TypeError(f"{self.expr} needs values for {missing}") from None
-        if all(isinstance(v, int | float) for v in raw):
+        if all(isinstance(v, _NUMBERS) for v in raw):
             out = self._scalar_fn(*map(float, raw))
             return list(map(float, out)) if isinstance(self.expr, tuple) else float(out)
         args = [np.asarray(v, dtype=np.float64) for v in raw]

@@ -25,7 +25,7 @@ from perfmodel.costs.backward import DQ_FAMILIES
 from perfmodel.errors import PerfmodelError
 from perfmodel.kernel_config import tile_gcd
 from perfmodel.onchip import effective_overlap
-from perfmodel.roofline import Num, is_scalar
+from perfmodel.roofline import NUMBERS, Num, is_scalar
 from perfmodel.vocabulary import ALGORITHMS, ROOFS, Algorithm, NaiveCompile, Roof
 
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
@@ -264,7 +264,7 @@ def _roofs_from_raw(
 
 def _any(value: Num) -> bool:
     """Whether any element is nonzero (a float answers without numpy)."""
-    return bool(value) if isinstance(value, int | float) else bool(np.any(value))
+    return bool(value) if isinstance(value, NUMBERS) else bool(np.any(value))
 
 
 def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: Num) -> Num:
@@ -485,8 +485,8 @@ def evaluate_flash(
     out = run(config.pack, config.splits, onchip_of(config))
     seen = [(_num(config.pack), _num(config.splits))]
     floors = [out["t_lower_s"]]
-    for pack, splits in ((1, 1), (group, 1), (1, config.splits), (group, config.splits)):
-        pack, splits = _num(pack), _num(splits)
+    splits_of = seen[0][1]
+    for pack, splits in ((1.0, 1.0), (group, 1.0), (1.0, splits_of), (group, splits_of)):
         if any(_same(pack, p) and _same(splits, q) for p, q in seen):
             continue
         seen.append((pack, splits))

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -25,7 +25,7 @@ import numpy as np
 from perfmodel import onchip
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.errors import PerfmodelError
-from perfmodel.roofline import is_scalar
+from perfmodel.roofline import NUMBERS, is_repeated, is_scalar
 from perfmodel.shape import Shape
 
 #: Tile sides must be multiples of the matrix instruction's shape: 16 query rows
@@ -169,8 +169,16 @@ def resolve(
     if splits is not None:
         check_tile("splits", splits, 1)
     tile = (d, s, causal, block_q, block_k, warps)
-    if all(v is None or isinstance(v, int | float) for v in tile):  # one point: cached
+    repeated = [is_repeated(v) for v in tile]
+    if all(v is None or isinstance(v, NUMBERS) for v in tile):  # one point: cached
         block = _block_of_one(_Same(family), _Same(hw), *tile)
+    elif any(repeated) and all(
+        r or v is None or is_scalar(v) for v, r in zip(tile, repeated, strict=True)
+    ):
+        # a sweep's fixed tile: worked out on its first point, then broadcast
+        size = np.broadcast_shapes(*(np.shape(v) for v in tile))
+        first = (v[:1] if r else v for v, r in zip(tile, repeated, strict=True))
+        block = _spread(_block(family, hw, *first), size)
     else:
         block = _block(family, hw, *tile)
     bq = block.block_q
@@ -240,6 +248,20 @@ def _block(
     cap = onchip.capacity(hw, fp)
     in_flight = 2 * bk * d * s * (family.kv_stages if family.producer_warps else 1)
     return _Block(bq, bk, w, fp, cap, in_flight)
+
+
+def _spread(block: _Block, shape: tuple[int, ...]) -> _Block:
+    """A block worked out on one point (1-element arrays) as arrays of ``shape``: each
+    field that is an array over the points is broadcast, the others kept as they are."""
+
+    def wide(value: Any) -> Any:
+        return np.broadcast_to(value, shape) if np.ndim(value) == 1 else value
+
+    def each(facts: Any) -> Any:
+        return replace(facts, **{f.name: wide(getattr(facts, f.name)) for f in fields(facts)})
+
+    bq, bk, w, fp, cap, in_flight = block
+    return _Block(wide(bq), wide(bk), wide(w), each(fp), each(cap), wide(in_flight))
 
 
 class _Same:

@@ -42,6 +42,7 @@ from perfmodel.results import (
     html_table,
     markdown_table,
 )
+from perfmodel.roofline import is_repeated
 from perfmodel.shape import Shape
 from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
 
@@ -313,10 +314,12 @@ def _flash_side(
     return backward if forward is None else forward_then_backward(forward, backward)
 
 
+#: numpy scalars and 0-d arrays: one point's values as numpy gives them.
+_NUMPY = (np.generic, np.ndarray)
+
+
 def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
-    item: dict[str, Any] = {
-        k: v.item() if isinstance(v, np.generic | np.ndarray) else v for k, v in columns.items()
-    }
+    item: dict[str, Any] = {k: v.item() if isinstance(v, _NUMPY) else v for k, v in columns.items()}
     latency = item.get("call_latency_s")
     item["call_latency_s"] = None if latency is None or latency != latency else latency
     item["roof_times_s"] = {roof: item[key] for roof, key in _ROOF_KEYS if key in item}
@@ -450,11 +453,6 @@ def sweep(
     return out
 
 
-def _constant(col: np.ndarray) -> bool:
-    """A column that is one value broadcast (stride 0): test it once, not per row."""
-    return col.size > 0 and all(stride == 0 for stride in col.strides)
-
-
 def _size(args: dict[str, np.ndarray], grid: bool) -> int:
     """Points of the sweep: the product of the lengths, or the one common length."""
     lengths = [len(a) for a in args.values()]
@@ -486,7 +484,7 @@ def _default(col: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     """``col`` where given, ``fallback`` where None (kv_len -> n, h_kv -> h)."""
     if col.dtype != object:
         return col
-    if _constant(col):
+    if is_repeated(col):
         return fallback if col[0] is None else np.broadcast_to(np.int64(col[0]), col.shape)
     none = np.asarray([v is None for v in col], dtype=bool)
     return np.where(none, fallback, np.where(none, 0, col).astype(np.int64))
@@ -524,7 +522,7 @@ def _wanted(spec: HardwareSpec, keys: dict[str, ModelKey], columns: Any) -> set[
 
 def _per_point_dtype(spec: HardwareSpec, dtypes: np.ndarray) -> tuple[Any, Any]:
     """Bytes per element and matrix peak: scalars for one dtype, else columns."""
-    if _constant(dtypes):
+    if is_repeated(dtypes):
         return float(bytes_per_element(str(dtypes[0]))), spec.peak(str(dtypes[0]))
     names, which = np.unique(dtypes, return_inverse=True)
     s = np.array([bytes_per_element(t) for t in names], dtype=float)[which]
@@ -576,7 +574,7 @@ def _evaluate_chunks(
     for start in range(0, size, CHUNK_POINTS):
         stop = min(size, start + CHUNK_POINTS)
         part = {k: (v[start:stop] if np.ndim(v) else v) for k, v in shape.items()}
-        if _constant(causal):
+        if is_repeated(causal):
             cases = [(bool(causal[0]), slice(start, stop), part)]
         else:
             flags = causal[start:stop]
@@ -625,8 +623,9 @@ def _named(col: Any) -> Any:
         return None if col is None else col
     if col.dtype != object:
         return col
-    if all(v is None for v in col):
+    none = np.equal(col[:1] if is_repeated(col) else col, None)  # one value: test it once
+    if none.all():
         return None
-    if any(v is None for v in col):
+    if none.any():
         raise PerfmodelError("block_q/block_k: give a tile for every point, or for none")
     return col.astype(np.int64)

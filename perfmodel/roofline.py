@@ -27,13 +27,20 @@ ROOF_SET = frozenset(COMPUTE_ROOFS + MEMORY_ROOFS)
 
 #: A float for one point, or a numpy array for a sweep: every function takes either.
 Num = Any
-_NUMBERS = (int, float)
+#: Plain Python numbers (bool among them): one point, no numpy.
+NUMBERS = (int, float)
+
+
+def is_repeated(col: Any) -> bool:
+    """A 1-D array that is one value broadcast (stride 0), as a sweep passes a fixed
+    argument: test or compute it on one element, not per row."""
+    return isinstance(col, np.ndarray) and col.ndim == 1 and col.size > 0 and col.strides == (0,)
 
 
 def is_scalar(*values: Any) -> bool:
     """Whether every value is one number: the test of each scalar path (plain ints and
     floats answer without numpy, whose per-call cost dominates one point)."""
-    return all(isinstance(v, _NUMBERS) or np.ndim(v) == 0 for v in values)
+    return all(isinstance(v, NUMBERS) or np.ndim(v) == 0 for v in values)
 
 
 def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:
@@ -143,10 +150,11 @@ def binding_roof(times: Mapping[str, Num]) -> Num:
     names = list(times)
     if isinstance(times[names[0]], float):
         return max(names, key=times.__getitem__)
-    best = np.asarray(times[names[0]])
-    which = np.zeros(best.shape, dtype=np.intp)
+    shape = np.broadcast_shapes(*(np.shape(times[name]) for name in names))
+    best = np.array(np.broadcast_to(times[names[0]], shape), dtype=np.float64)  # own copy
+    which = np.zeros(shape, dtype=np.intp)
     for i, name in enumerate(names[1:], 1):  # first largest wins, as argmax's would
-        larger = np.asarray(times[name]) > best
-        which = np.where(larger, i, which)
-        best = np.where(larger, times[name], best)
+        larger = np.greater(times[name], best)
+        np.copyto(which, i, where=larger)
+        np.copyto(best, times[name], where=larger)
     return np.asarray(names, dtype=object)[which]
