@@ -21,7 +21,6 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-
 #: Plain Python numbers: evaluated with the ``math`` twin, as floats.
 _NUMBERS = (int, float)
 
