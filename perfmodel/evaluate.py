@@ -23,7 +23,7 @@ from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import MODES, flash, symbolic, terms
 from perfmodel.costs.backward import DQ_FAMILIES
 from perfmodel.errors import PerfmodelError
-from perfmodel.kernel_config import tile_gcd
+from perfmodel.kernel_config import ByIdentity, tile_gcd
 from perfmodel.onchip import effective_overlap
 from perfmodel.roofline import NUMBERS, Num, is_scalar
 from perfmodel.vocabulary import ALGORITHMS, ROOFS, Algorithm, NaiveCompile, Roof
@@ -272,7 +272,7 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
     gap. A fused kernel's compute overlap grows with the blocks an SM holds at once
     (``perfmodel.onchip.effective_overlap``); spilled registers add their traffic in
     series with the compute. Host dispatch is not device time (``call_latency``)."""
-    efficiency = {r: calibration.efficiency(r.value) for r in ROOFS}
+    efficiency = _efficiency(ByIdentity(calibration))
     total: Num = 0.0
     for k in kernels:
         stretch = 1 + calibration.block_overhead_tiles * k.blocks_per_tile
@@ -285,6 +285,12 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
         )
         total = total + device + launch
     return total
+
+
+@functools.lru_cache(maxsize=256)
+def _efficiency(calibration: ByIdentity) -> dict[str, float]:
+    """Each roof's achievable fraction in a (frozen) profile, read once per profile."""
+    return {r: calibration.obj.efficiency(r) for r in ROOFS}
 
 
 def call_latency(time_s: Num, kernels: int, calibration: Calibration, framework_s: Num) -> Num:
@@ -348,10 +354,8 @@ def _floors(roofs: list[KernelRoofs]) -> tuple[Num, Num, Num]:
     t_lower: Num = 0.0
     for kernel in roofs:
         floor = kernel.floor
-        compute = {r: t for r, t in floor.items() if r in _COMPUTE}
-        memory = {r: t for r, t in floor.items() if r in _MEMORY}
-        t_compute = t_compute + roofline.lower_bound(compute)
-        t_memory = t_memory + roofline.lower_bound(memory)
+        t_compute = t_compute + roofline.largest([t for r, t in floor.items() if r in _COMPUTE])
+        t_memory = t_memory + roofline.largest([t for r, t in floor.items() if r in _MEMORY])
         t_lower = t_lower + roofline.lower_bound(floor)
     return t_compute, t_memory, t_lower
 

@@ -169,10 +169,9 @@ def resolve(
     if splits is not None:
         check_tile("splits", splits, 1)
     tile = (d, s, causal, block_q, block_k, warps)
-    repeated = [is_repeated(v) for v in tile]
     if all(v is None or isinstance(v, NUMBERS) for v in tile):  # one point: cached
-        block = _block_of_one(_Same(family), _Same(hw), *tile)
-    elif any(repeated) and all(
+        block = _block_of_one(ByIdentity(family), ByIdentity(hw), *tile)
+    elif any(repeated := [is_repeated(v) for v in tile]) and all(
         r or v is None or is_scalar(v) for v, r in zip(tile, repeated, strict=True)
     ):
         # a sweep's fixed tile: worked out on its first point, then broadcast
@@ -264,9 +263,9 @@ def _spread(block: _Block, shape: tuple[int, ...]) -> _Block:
     return _Block(wide(bq), wide(bk), wide(w), each(fp), each(cap), wide(in_flight))
 
 
-class _Same:
-    """A cache key that is its object's identity: a frozen family or device spec states
-    the same facts for as long as a cache entry keeps it alive."""
+class ByIdentity:
+    """A cache key that is its object's identity: a frozen spec (family, device,
+    calibration) states the same facts for as long as a cache entry keeps it alive."""
 
     __slots__ = ("obj",)
 
@@ -277,11 +276,11 @@ class _Same:
         return id(self.obj)
 
     def __eq__(self, other: object) -> bool:
-        return isinstance(other, _Same) and other.obj is self.obj
+        return isinstance(other, ByIdentity) and other.obj is self.obj
 
 
 @functools.lru_cache(maxsize=1024, typed=True)
-def _block_of_one(family: _Same, hw: _Same, *tile: Any) -> _Block:
+def _block_of_one(family: ByIdentity, hw: ByIdentity, *tile: Any) -> _Block:
     """:func:`_block` for one point (plain numbers), cached: ``predict`` asks for the same
     few tiles of a family on a device again and again."""
     return _block(family.obj, hw.obj, *tile)

@@ -318,17 +318,27 @@ def _flash_side(
 _NUMPY = (np.generic, np.ndarray)
 
 
-def _scalar(columns: dict[str, np.ndarray], calibration: str) -> AlgorithmPrediction:
-    item: dict[str, Any] = {k: v.item() if isinstance(v, _NUMPY) else v for k, v in columns.items()}
-    latency = item.get("call_latency_s")
+#: The fields of an AlgorithmPrediction that are columns of ``evaluate`` as they are.
+_COLUMNS = tuple(
+    f for f in AlgorithmPrediction.model_fields if f not in ("roof_times_s", "calibration")
+)
+
+
+def _scalar(columns: dict[str, Any], calibration: str) -> AlgorithmPrediction:
+    item = {k: _plain(columns.get(k)) for k in _COLUMNS}
+    latency = item["call_latency_s"]
     item["call_latency_s"] = None if latency is None or latency != latency else latency
-    item["roof_times_s"] = {roof: item[key] for roof, key in _ROOF_KEYS if key in item}
+    item["roof_times_s"] = {r: _plain(columns[key]) for r, key in _ROOF_KEYS if key in columns}
     item["calibration"] = calibration
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
-    # Built from our own computed floats: skip re-validation for speed; the launch
-    # columns and t_<roof>_s (now in roof_times_s) are not fields, so they are left out.
+    # Built from our own computed floats: skip re-validation for speed.
     return construct(AlgorithmPrediction, item)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy scalar (or 0-d array) as the Python number it holds."""
+    return value.item() if isinstance(value, _NUMPY) else value
 
 
 class SweepResult(dict):

@@ -62,7 +62,11 @@ def roof_times(work: Mapping[str, Num], rates: Mapping[str, float | None]) -> di
 
 def lower_bound(times: Mapping[str, Num]) -> Num:
     """One kernel's floor: the largest of its roof times."""
-    values = list(times.values())
+    return largest(list(times.values()))
+
+
+def largest(values: list[Num]) -> Num:
+    """The largest of some roof times (floats, or arrays elementwise)."""
     if isinstance(values[0], float):  # one point: all are floats
         return max(values)
     return _max([np.asarray(t, dtype=np.float64) for t in values])
