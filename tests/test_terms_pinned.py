@@ -158,6 +158,26 @@ def test_past_l2_kv_crosses_dram_once_per_wave_of_its_readers():
     assert flash_dram(l2=KV_HEAD, resident=16) == COMPULSORY + KV_ONCE
 
 
+def test_backward_dq_pass_rereads_kv_once_per_wave_and_query_head_past_l2():
+    # The dQ kernel walks the forward's loop order: each of the h query heads streams its
+    # group's K/V (not packed), so past L2 every query head re-reads it once per wave.
+    dq = symbolic("flash", mode="backward", dq="two_pass").kernels[-1]
+    assert dq.name == "bwd_dq"
+    kv_head = 2 * N * D * S  # K and V of one head: 98,304 B
+    kv = B * HKV * kv_head  # 393,216 B
+    compulsory = (
+        2 * B * H * N * D * S + B * H * N * D * S + 2 * B * H * N * F32
+    )  # Q, dQ, dO, LSE, D
+    # T_r = 3 blocks per head; 132 resident blocks hold them all: K/V once while it fits.
+    assert at(dq.hbm_bytes, l2_capacity=44 * kv_head) == compulsory + kv
+    # 2 resident blocks, one head's K/V does not fit: ceil(3/2) = 2 waves x h/h_kv = 2.
+    spill = dict(l2_capacity=kv_head - 1, resident_ctas=2)
+    assert at(dq.hbm_bytes, **spill) == compulsory + kv * 2 * 2
+    assert (
+        at(dq.hbm_bytes, **spill, h_kv=H) == compulsory + 2 * kv * 2
+    )  # no GQA: K/V x2, once a wave
+
+
 # --- decode ---------------------------------------------------------------------------------
 DECODE = dict(b=3, h=8, h_kv=2, d=128, q_len=1, s=2, page=64, splits=4)
 

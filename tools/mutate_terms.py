@@ -70,7 +70,7 @@ MUTANTS = (
     Mutant("L2-fit comparison", T, "fits = heads_in_flight * head_bytes <= l2_capacity", "fits = heads_in_flight * head_bytes < l2_capacity", "<= -> <"),
     Mutant("heads in flight", T, "heads_in_flight = sp.ceiling(resident / blocks_per_head)", "heads_in_flight = sp.ceiling(resident / blocks_per_head) + 1", "+1"),
     Mutant("re-read waves", T, "waves = sp.ceiling(blocks_per_head / resident)", "waves = sp.ceiling(blocks_per_head / resident) + 1", "+1"),
-    Mutant("GQA spill factor", T, "(waves * spill_factor, True)", "(waves, True)", "h/h_kv -> 1"),
+    Mutant("GQA spill factor (backward dQ)", T, "(waves * spill_factor, True)", "(waves, True)", "h/h_kv -> 1"),
     # --- naive ----------------------------------------------------------------------
     Mutant("causal mask pass bytes (XLA)", N, "2 * F32 * scores if causal", "3 * F32 * scores if causal", "8 -> 12 B a score"),
     Mutant("XLA row-fusion limit", N, "XLA_ROW_FUSION_BYTES = 32 * 1024", "XLA_ROW_FUSION_BYTES = 64 * 1024", "x2"),
@@ -83,9 +83,10 @@ MUTANTS = (
     Mutant("flash rescale FLOPs", F, "rows_rescaled * d,", "rows_rescaled * (d + 1),", "d -> d+1 a row"),
     Mutant("flash rescale exps", F, "exp_count=scores + rows_rescaled", "exp_count=scores", "drop the per-tile exp"),
     Mutant("causal K/V rows (partial last block)", F, "kv_rows = tiles * block_k - reach_last * (t.k_blocks * block_k - m)", "kv_rows = tiles * block_k", "no partial block"),
-    Mutant("Q blocks reaching the last K block", F, "reach_last = t.q_blocks - sp.floor(", "reach_last = 1 + 0 * sp.floor(", "only the last Q block"),
-    Mutant("flash grid (work items)", F, "work_items=b * h * t.q_blocks", "work_items=b * h * (t.q_blocks + 1)", "+1 block a head"),
-    Mutant("flash tiles (fill unit)", F, "tiles=b * h * tiles_per_head", "tiles=2 * b * h * tiles_per_head", "x2"),
+    Mutant("Q blocks reaching the last K block", F, "reach_last = q_blocks - sp.floor(", "reach_last = 1 + 0 * sp.floor(", "only the last Q block"),
+    Mutant("flash grid (work items)", F, "work_items=groups * q_blocks * splits", "work_items=groups * (q_blocks + 1) * splits", "+1 block a head"),
+    Mutant("flash tiles (fill unit)", F, "tiles=groups * tiles_per_group", "tiles=2 * groups * tiles_per_group", "x2"),
+    Mutant("GQA K/V re-read (forward)", F, "programs_per_kv_head = q_blocks * h / (h_kv * pack)", "programs_per_kv_head = q_blocks / pack", "h/h_kv -> 1"),
     Mutant("flash SRAM stages", F, "KV_STAGES = 2", "KV_STAGES = 3", "2 -> 3"),
     Mutant("flash registers", F, "2 * block_q) * F32", "3 * block_q) * F32", "2 -> 3 statistics a row"),
     # --- decode ---------------------------------------------------------------------
