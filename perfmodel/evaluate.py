@@ -175,8 +175,9 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     blocks_per_sm = values.pop("blocks_per_sm", 1)
     if "block_q" in values:
         values["tile_gcd"] = tile_gcd(values["block_q"], values["block_k"], values["pack"])
-    resident = hw.sm_count * blocks_per_sm
-    return {**values, "l2_capacity": hw.l2_bytes or 0, "resident_ctas": resident}
+    values["l2_capacity"] = hw.l2_bytes or 0
+    values["resident_ctas"] = hw.sm_count * blocks_per_sm
+    return values
 
 
 def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:

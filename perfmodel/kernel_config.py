@@ -121,7 +121,7 @@ def kv_splits(family: KernelFamily, *, n, m, d, h, pack, b, block_q, sm_count) -
         bk = family.split_block_k_for(int(d)) if family.split_block_k else int(split_bq)
         return family.splits(programs=programs, kv_blocks=-(-int(m) // bk), sm_count=sm_count)
     arrays = np.broadcast_arrays(*(np.asarray(v) for v in (n, m, d, h, pack, b, split_bq)))
-    n_, m_, d_, h_, p_, b_, bq_ = (a.astype(np.int64) for a in arrays)
+    n_, m_, d_, h_, p_, b_, bq_ = (a.astype(np.int64, copy=False) for a in arrays)
     programs = b_ * (h_ // p_) * -(-(n_ * p_) // bq_)
     if family.split_block_k:
         dims, where = np.unique(d_, return_inverse=True)

@@ -318,27 +318,24 @@ def _flash_side(
 _NUMPY = (np.generic, np.ndarray)
 
 
-#: The fields of an AlgorithmPrediction that are columns of ``evaluate`` as they are.
-_COLUMNS = tuple(
-    f for f in AlgorithmPrediction.model_fields if f not in ("roof_times_s", "calibration")
+#: The columns of ``evaluate`` that an AlgorithmPrediction holds: its fields as they
+#: are, and each roof's time (``roof_times_s``).
+_COLUMNS = (
+    *(f for f in AlgorithmPrediction.model_fields if f not in ("roof_times_s", "calibration")),
+    *(key for _, key in _ROOF_KEYS),
 )
 
 
 def _scalar(columns: dict[str, Any], calibration: str) -> AlgorithmPrediction:
-    item = {k: _plain(columns.get(k)) for k in _COLUMNS}
+    item = {k: v.item() if isinstance(v := columns.get(k), _NUMPY) else v for k in _COLUMNS}
     latency = item["call_latency_s"]
     item["call_latency_s"] = None if latency is None or latency != latency else latency
-    item["roof_times_s"] = {r: _plain(columns[key]) for r, key in _ROOF_KEYS if key in columns}
+    item["roof_times_s"] = {r: item[key] for r, key in _ROOF_KEYS if item[key] is not None}
     item["calibration"] = calibration
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
     # Built from our own computed floats: skip re-validation for speed.
     return construct(AlgorithmPrediction, item)
-
-
-def _plain(value: Any) -> Any:
-    """A numpy scalar (or 0-d array) as the Python number it holds."""
-    return value.item() if isinstance(value, _NUMPY) else value
 
 
 class SweepResult(dict):

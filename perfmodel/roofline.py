@@ -39,8 +39,12 @@ def is_repeated(col: Any) -> bool:
 
 def is_scalar(*values: Any) -> bool:
     """Whether every value is one number: the test of each scalar path (plain ints and
-    floats answer without numpy, whose per-call cost dominates one point)."""
-    return all(isinstance(v, NUMBERS) or np.ndim(v) == 0 for v in values)
+    floats answer without numpy, whose per-call cost dominates one point; a plain loop,
+    not ``all(...)``, makes no generator per call)."""
+    for v in values:  # noqa: SIM110
+        if not (isinstance(v, NUMBERS) or np.ndim(v) == 0):
+            return False
+    return True
 
 
 def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:
