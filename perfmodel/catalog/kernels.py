@@ -159,10 +159,8 @@ def wave_efficiency_splits(
     if skip_small and kv_blocks <= 4:
         return 1
     limit = min(max_splits, slots, kv_blocks)
-    eff = []
-    for s in range(1, limit + 1):
-        waves = programs * s / slots
-        eff.append(waves / math.ceil(waves))
+    waves = [programs * s / slots for s in range(1, limit + 1)]
+    eff = [w / math.ceil(w) for w in waves]
     best = max(eff)
     return next(s for s, e in enumerate(eff, start=1) if e >= 0.85 * best)
 
