@@ -72,7 +72,7 @@ def against_baseline(baseline: Path, rounds: int = 2) -> dict:
         runs["baseline"].append(_child(baseline.resolve()))
     best = {k: {f: min(r[f] for r in v) for f in v[0]} for k, v in runs.items()}
     ratio = {f: best["this"][f] / best["baseline"][f] for f in best["this"]}
-    return {"baseline": str(baseline), **best, "this_over_baseline": ratio}
+    return {"baseline_dir": str(baseline), **best, "this_over_baseline": ratio}
 
 
 def _median_s(fn, repeat: int) -> float:
