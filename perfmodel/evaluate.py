@@ -324,7 +324,7 @@ def evaluate(
     for f in _PER_KERNEL:
         out[f] = sum([raw[k, f] for k in kernels])
     roofs = _roofs_from_raw(raw, kernels, rates, hw, onchip or _NO_ONCHIP)
-    # each roof's time summed over the kernels (every kernel has the same roofs: ``rates``')
+    # each roof's time summed over the kernels (all have the roofs that ``rates`` has)
     roof_totals = {r: sum([k.times[r] for k in roofs], 0.0) for r in roofs[0].times}
     t_compute, t_memory, t_lower = _floors(roofs)
     time = estimate_time(roofs, calibration, launch)
@@ -371,7 +371,8 @@ def _floor_only(
     calibration: Calibration,
     onchip: OnChip | None = None,
 ) -> dict[str, Num]:
-    """Of :func:`evaluate`'s columns ``t_lower_s`` alone: the floor, with no estimate."""
+    """Of :func:`evaluate`'s columns ``t_lower_s`` alone: the floor, with no estimate
+    (the same arguments as :func:`evaluate`; the floor needs no calibration)."""
     raw, kernels = _raw(key, causal, hw, values)
     roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
     return {"t_lower_s": _floors(roofs)[2]}
