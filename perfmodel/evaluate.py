@@ -29,12 +29,13 @@ from perfmodel.roofline import NUMBERS, Num, is_scalar
 from perfmodel.vocabulary import ALGORITHMS, ROOFS, Algorithm, NaiveCompile, Roof
 
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
-_PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
+#: A model's whole-model fields (beside its kernels').
+PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
 #: Each roof with the kernel field it bounds (``Roof.work``), looked up once.
 _WORK = tuple((r, r.work) for r in ROOFS)
 #: Each roof's result column (``t_matmul_s``...), and the model's own columns.
 _COLUMN = {r: f"t_{r}_s" for r in ROOFS}
-_MODEL_COLUMNS = (*_PER_MODEL, "footprint_bytes")
+_MODEL_COLUMNS = (*PER_MODEL, "footprint_bytes")
 _COMPUTE = frozenset(roofline.COMPUTE_ROOFS)
 _MEMORY = frozenset(roofline.MEMORY_ROOFS)
 
@@ -158,7 +159,7 @@ def _expressions(
             value = getattr(kernel, field)
             exprs.append(0 * kernel.hbm_bytes if value is None else value)
             names.append((kernel.name, field))
-    for field in _PER_MODEL:
+    for field in PER_MODEL:
         exprs.append(getattr(model, field))
         names.append(field)
     # Q, K, V, O and what the algorithm keeps besides: what must fit in device memory.
@@ -336,7 +337,7 @@ def evaluate(
         t_memory_s=t_memory,
         t_lower_s=t_lower,
         time_s=time,
-        attainable_flops_per_s=out["matmul_flops"] / t_lower,
+        attainable_flops_per_s=roofline.matmul_rate_at_floor(out["matmul_flops"], t_lower),
         bound=_bound(t_compute, t_memory),
         binding_roof=roofline.binding_roof(roof_totals),
     )
@@ -499,7 +500,9 @@ def evaluate_flash(
         floors.append(run(pack, splits, None, _floor_only)["t_lower_s"])
     lowest = functools.reduce(np.minimum, floors) if len(floors) > 1 else floors[0]
     out["t_lower_s"] = float(lowest) if is_scalar(lowest) else lowest
-    out["attainable_flops_per_s"] = out["matmul_flops"] / out["t_lower_s"]
+    out["attainable_flops_per_s"] = roofline.matmul_rate_at_floor(
+        out["matmul_flops"], out["t_lower_s"]
+    )
     kernels = 2 if _any(_split(config.splits)) else 1  # the combine kernel
     out["call_latency_s"] = call_latency(out["time_s"], kernels, calibration, framework_latency_s)
     for f in ("pack", "splits", "blocks_per_sm"):
@@ -559,7 +562,7 @@ def forward_then_backward(forward: dict[str, Num], backward: dict[str, Num]) -> 
     roofs = {k[2:-2]: out[k] for k in out if k.startswith("t_") and k[2:-2] in roofline.ROOF_SET}
     out.update(
         intensity=roofline.arithmetic_intensity(out["flops"], out["hbm_bytes"]),
-        attainable_flops_per_s=out["matmul_flops"] / out["t_lower_s"],
+        attainable_flops_per_s=roofline.matmul_rate_at_floor(out["matmul_flops"], out["t_lower_s"]),
         bound=_bound(out["t_compute_s"], out["t_memory_s"]),
         binding_roof=roofline.binding_roof(roofs),
     )

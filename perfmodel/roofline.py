@@ -76,6 +76,13 @@ def largest(values: list[Num]) -> Num:
     return _max([np.asarray(t, dtype=np.float64) for t in values])
 
 
+def matmul_rate_at_floor(matmul_flops: Num, t_lower: Num) -> Num:
+    """The matmul FLOP/s a kernel would sustain running at its floor ``t_lower`` (the
+    ``attainable_flops_per_s`` the model reports; the classic roofline's bound at an
+    intensity is :func:`attainable_flops_per_s`)."""
+    return matmul_flops / t_lower
+
+
 def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict:
     """Roof times at the achievable fraction of each roof."""
     return {roof: t / efficiency[roof] for roof, t in times.items()}
@@ -98,8 +105,7 @@ def kernel_estimate(
 ) -> Num:
     """A kernel's estimated time from its roof times, each at its achievable fraction;
     ``serial`` is time on the compute path that nothing overlaps (register spills)."""
-    derated = {r: t / efficiency[r] for r, t in times.items()}
-    return combine(derated, compute_overlap, fill_stretch, serial=serial)
+    return combine(derated(times, efficiency), compute_overlap, fill_stretch, serial=serial)
 
 
 def combine(

@@ -43,6 +43,7 @@ from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     ALGORITHMS,
+    PER_MODEL,
     ExprName,
     ModelKey,
     call_latency,
@@ -64,8 +65,6 @@ from perfmodel.vocabulary import (
     bytes_per_element,
     symbol_values,
 )
-
-_PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
 
 #: predict() parameters the page offers as a control. A parameter added to predict()
 #: and missing here fails tests/test_explore.py: the page must learn it first.
@@ -233,11 +232,11 @@ def program(key: ModelKey, causal: bool, l2: bool) -> Program:
         let("t_lower_s", t_lower),
     )
     let("time_s", total)
-    let("attainable_flops_per_s", _v("matmul_flops") / tl)
+    let("attainable_flops_per_s", roofline.matmul_rate_at_floor(_v("matmul_flops"), tl))
     let("bound_compute", sp.Piecewise((1, tc >= tm), (0, True)))
     let("fits_memory", sp.Piecewise((1, _v("footprint_bytes") <= CAPACITY), (0, True)))
     outputs = (
-        *_PER_MODEL,
+        *PER_MODEL,
         "footprint_bytes",
         "fits_memory",
         *(r.work for r in ROOFS),
@@ -358,7 +357,9 @@ def page_columns(cfg: dict) -> dict[str, dict[str, float]]:
             seen.add((float(pack), float(splits)))
             floors.append(run(pack, splits, NO_ONCHIP)["t_lower_s"])
     forward["t_lower_s"] = min(floors)
-    forward["attainable_flops_per_s"] = forward["matmul_flops"] / forward["t_lower_s"]
+    forward["attainable_flops_per_s"] = roofline.matmul_rate_at_floor(
+        forward["matmul_flops"], forward["t_lower_s"]
+    )
     kernels = 2 if config.splits > 1 else 1
     framework_s = call_latency_of(family.framework)
     forward["call_latency_s"] = call_latency(
