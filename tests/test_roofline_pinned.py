@@ -142,3 +142,11 @@ def test_one_block_leaves_the_other_sms_idle_in_predict():
         max(matmul_s, p.flash.roof_times_s["vector"], p.flash.roof_times_s["exp"]) * 132,
         rel_tol=1e-12,
     )
+
+
+def test_reported_matmul_rate_is_the_matmul_work_over_the_floor():
+    # 6 TFLOP of matmul in a 3 ms floor: 2 PFLOP/s (not the classic roofline's min()).
+    assert roofline.matmul_rate_at_floor(6e12, 3e-3) == pytest.approx(2e15, rel=1e-15)
+    for side in ("naive", "flash"):
+        a = getattr(predict(n=4096, hw="h200", h=16, dtype="bf16"), side)
+        assert a.attainable_flops_per_s * a.t_lower_s == pytest.approx(a.matmul_flops, rel=1e-12)
