@@ -48,9 +48,9 @@ def is_scalar(*values: Any) -> bool:
 
 
 def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:
-    if isinstance(flops, float) and isinstance(bytes_moved, float) and bytes_moved:
-        return flops / bytes_moved  # one point, plain floats (no bytes: numpy's inf/nan)
-    return np.asarray(flops) / np.asarray(bytes_moved)
+    if not (isinstance(flops, float) and isinstance(bytes_moved, float) and bytes_moved):
+        flops, bytes_moved = np.asarray(flops), np.asarray(bytes_moved)  # no bytes: inf/nan
+    return flops / bytes_moved
 
 
 def attainable_flops_per_s(intensity: Num, peak: float, bandwidth: float) -> Num:

@@ -104,7 +104,7 @@ MUTANTS = (
     Mutant("fill stretch applied", R, "memory.append((overlapped + serial) * fill_stretch)", "memory.append(overlapped + serial)", "dropped", ROOF_TESTS),
     Mutant("busy fraction", R, "share = work_items / units", "share = work_items / (units + 1)", "units+1", ROOF_TESTS),
     Mutant("wave efficiency", R, "items / (ceil(items / units) * units)", "items / (ceil((items + 1) / units) * units)", "items+1 in the wave count", ROOF_TESTS),
-    Mutant("arithmetic intensity", R, "np.asarray(flops) / np.asarray(bytes_moved)", "np.asarray(flops) * 1.1 / np.asarray(bytes_moved)", "x1.1", ROOF_TESTS),
+    Mutant("arithmetic intensity", R, "return flops / bytes_moved", "return 1.1 * flops / bytes_moved", "x1.1", ROOF_TESTS),
     Mutant("per-block fill stretch", E, "1 + calibration.block_overhead_tiles * k.blocks_per_tile", "1 + 1.1 * calibration.block_overhead_tiles * k.blocks_per_tile", "x1.1", ROOF_TESTS),
     Mutant("launch overhead", E, "total = total + device + launch", "total = total + device + 1.1 * launch", "x1.1", ROOF_TESTS),
     Mutant("host dispatch", E, "fitted * kernels if fitted", "fitted * (kernels + 1) if fitted", "+1 kernel", ROOF_TESTS),
