@@ -29,6 +29,8 @@ from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.costs.nominal import nominal_flops
 from perfmodel.evaluate import evaluate, model_key, shape_values
+from perfmodel.validation.fitting import relative_error
+from perfmodel.vocabulary import symbol_values
 
 H200_RUN = "h200-backward-2026-11-30.json"
 #: Published forward+backward bars (``specs/published``): FA-2 on an A100 and an H100.
@@ -61,18 +63,9 @@ def predicted(family: Family, point: dict, phase: str, hw, dtype: str) -> tuple[
     out = []
     for mode in ("forward", "backward") if phase == "train" else (phase,):
         bq, bk = family.forward_tile if mode == "forward" else family.backward_tile
-        values = shape_values(
-            spec,
-            n=point["n"],
-            m=point["kv_len"],
-            d=point["d"],
-            h=point["h"],
-            h_kv=point["h_kv"],
-            b=point["batch"],
-            block_q=bq,
-            block_k=bk,
-            s=2,
-        )
+        sizes = {k: point[k] for k in ("n", "kv_len", "d", "h", "h_kv", "batch")}
+        api = dict(sizes, dtype=dtype, block_q=bq, block_k=bk)
+        values = shape_values(spec, **symbol_values(**api))
         key = model_key(family.algorithm, mode=mode, dq=family.dq)
         r = evaluate(
             key,
@@ -97,7 +90,7 @@ def _row(source, impl, phase, point, measured_s, family, hw, dtype) -> dict:
         "measured_s": measured_s,
         "predicted_s": time_s,
         "floor_s": floor_s,
-        "error": time_s / measured_s - 1,
+        "error": relative_error(time_s, measured_s),
         "below_floor": measured_s < floor_s,
     }
 
