@@ -102,10 +102,12 @@ def calibration_profiles(
 
 
 def flash_family(kernel: Any, calibration: CalibrationArg) -> KernelFamily:
-    """The family named, else the one a named profile refines, else FlashAttention-2."""
+    """The family named, else the one a named flash profile refines, else FlashAttention-2
+    (a profile of the naive side names how naive runs, not the fused kernel)."""
     if kernel is None:
         given = calibration if isinstance(calibration, list | tuple) else [calibration]
-        named = [load_calibration(c).kernel for c in given if c is not None]
+        profiles = [load_calibration(c) for c in given if c is not None]
+        named = [p.kernel for p in profiles if p.algorithm != "naive"]
         kernel = next((k for k in named if k), "fa2")
     family = load_kernel(kernel)
     if family.algorithm != "flash":

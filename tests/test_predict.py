@@ -215,3 +215,12 @@ def test_public_names_survive_submodule_imports():
 
     assert callable(perfmodel.predict) and callable(perfmodel.sweep)
     assert callable(perfmodel.symbolic)
+
+
+def test_a_naive_profile_leaves_the_fused_side_to_its_default_family():
+    """A profile fitted on the naive side (h200-naive refines xla-naive) says how naive
+    runs; the fused side stays FlashAttention-2 unless a flash profile or kernel= says."""
+    p = predict(n=1024, hw="h200", calibration="h200-naive")
+    assert (p.config.kernel, p.naive.calibration) == ("fa2", "h200-naive")
+    both = predict(n=1024, hw="h200", calibration=["h200-naive", "h200-cudnn"])
+    assert (both.config.kernel, both.flash.calibration) == ("cudnn", "h200-cudnn")
