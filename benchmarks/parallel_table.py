@@ -21,6 +21,7 @@ import statistics
 
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.parallel import LinkRates, predict_parallel
+from perfmodel.validation.fitting import relative_error
 
 PROFILE = "h200-pallas_flash"
 
@@ -62,11 +63,11 @@ def rows(data: dict, which: str = "datasheet") -> list[dict]:
                 balance=p["balance"],
                 measured_s=p["time_s"],
                 predicted_s=pred.time_s,
-                error=pred.time_s / p["time_s"] - 1,
+                error=relative_error(pred.time_s, p["time_s"]),
                 one_gpu_s=one[key(p)],
                 speedup=one[key(p)] / p["time_s"],
                 predicted_speedup=pred.speedup,
-                speedup_error=pred.speedup / (one[key(p)] / p["time_s"]) - 1,
+                speedup_error=relative_error(pred.speedup, one[key(p)] / p["time_s"]),
             )
         )
     return out

@@ -15,6 +15,7 @@ import argparse
 import json
 
 from perfmodel.analysis.estimate import estimate
+from perfmodel.validation.fitting import relative_error
 
 MODEL, HW = "llama-3.1-8b", "h200"
 #: Prefill attention in the benchmark -> (estimate's attention, kernel family).
@@ -138,7 +139,8 @@ def compare(path: str) -> str:
         peak = _peak(run, p)
         lines.append(
             f"| {p['kind']} | {p['impl']} | {where} | {t * 1e3:.2f} ms | "
-            f"{p['latency_s'] * 1e3:.2f} ms | {t_pred * 1e3:.2f} ms | {t_pred / t - 1:+.1%} | "
+            f"{p['latency_s'] * 1e3:.2f} ms | {t_pred * 1e3:.2f} ms | "
+            f"{relative_error(t_pred, t):+.1%} | "
             f"{tokens:,.0f} | {phase.hbm_bytes / t / 1e9:,.0f} | "
             f"{'n/a' if peak is None else f'{peak / 1e9:.1f} GB'} |"
         )

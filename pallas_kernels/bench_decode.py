@@ -370,6 +370,7 @@ def comparison_table(details_path: Path, hw: str = "h200") -> str:
     in float32), so it gets no error, only its bytes-equivalent bandwidth.
     """
     from perfmodel.analysis.kvcache import decode_step  # needs pydantic: not on the GPU image
+    from perfmodel.validation.fitting import relative_error
 
     data = json.loads(Path(details_path).read_text())
     lines = [
@@ -399,7 +400,7 @@ def comparison_table(details_path: Path, hw: str = "h200") -> str:
             f"{step.hbm_bytes / 1e6:.1f} MB | {step.hbm_bytes / med / 1e12:.2f} | "
             f"{step.t_lower_s * 1e6:.1f} | "
             + (
-                f"{step.time_s * 1e6:.1f} | {step.time_s / med - 1:+.0%} |"
+                f"{step.time_s * 1e6:.1f} | {relative_error(step.time_s, med):+.0%} |"
                 if p.get("splits")
                 else "- | - |"
             )
