@@ -149,13 +149,18 @@ def _title(p: Prediction) -> str:
 
 
 def _speedup_line(p: Prediction) -> str:
-    saved = 1 - p.flash.extra_memory_bytes / p.naive.extra_memory_bytes
+    memory = p.flash.extra_memory_bytes / p.naive.extra_memory_bytes - 1  # flash against naive
     return (
         f"speedup (naive time / flash time, estimate): {p.speedup:.2f}x; "
-        f"{p.naive.hbm_bytes / p.flash.hbm_bytes:.1f}x fewer HBM bytes, "
-        f"attention memory -{saved:.1%}"
+        f"{_times_fewer(p.naive.hbm_bytes, p.flash.hbm_bytes)} HBM bytes, "
+        f"attention memory {memory:+.1%}"
         + ("; naive does not fit in memory" if not p.naive.fits_memory else "")
     )
+
+
+def _times_fewer(naive: float, flash: float) -> str:
+    """``16.0x fewer`` when flash moves fewer bytes, ``1.2x more`` when it moves more."""
+    return f"{naive / flash:.1f}x fewer" if naive >= flash else f"{flash / naive:.1f}x more"
 
 
 def prediction_table(p: Prediction) -> str:

@@ -49,12 +49,17 @@ def _misconceptions(spec: HardwareSpec, shape: Shape, c: Conclusions, ns: np.nda
             alt_shape = replace(alt_shape, block_q=shape.block_q // 2, block_k=shape.block_k // 2)
             tiles = f", tiles {alt_shape.block_q}×{alt_shape.block_k} to fit SRAM"
             a = predict(n=c.n_reference, hw=spec, **alt_shape.kwargs(c.n_reference))
+        side = "above" if a.naive.intensity >= a.ridge_point else "still below"
+        gain = (
+            f"flash is only {a.speedup:.2f}× faster"
+            if a.speedup >= 1
+            else f"flash is slower ({a.speedup:.2f}× naive's speed)"
+        )
         alt_line = (
             f" Change the dtype to {alt} ({si(spec.peak(alt), 'FLOP/s')} without "
             f"tensor cores, ridge {a.ridge_point:.0f} FLOP/B{tiles}): naive's intensity "
-            f"{a.naive.intensity:.0f} FLOP/B is now above the ridge, naive is "
-            f"{a.naive.bound}-bound ({a.naive.binding_roof}), and flash is only "
-            f"{a.speedup:.2f}× faster."
+            f"{a.naive.intensity:.0f} FLOP/B is now {side} the ridge, naive is "
+            f"{a.naive.bound}-bound ({a.naive.binding_roof}), and {gain}."
         )
     return f"""## The three misconceptions, with this configuration's numbers
 
