@@ -109,3 +109,25 @@ def test_every_point_of_every_run_stays_above_the_floor():
                 kernel=family_of(p),
             )
             assert r.fastest_s >= step.t_lower_s, r.label()
+
+
+def test_holdout_json_carries_every_error_of_the_text_table(capsys):
+    import json
+
+    from perfmodel.cli import main
+    from perfmodel.validation.holdout import report
+
+    path = data_dir("measurements") / "h200-heldout-decode-2026-11-30.json"
+    assert main(["validate", str(path), "--holdout", "run=decode-devtime", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    figures = holdout(load_measurements(path), "run=decode-devtime")
+    assert [d["implementation"] for d in data["implementations"]] == [
+        f.implementation for f in figures
+    ]
+    for d, f in zip(data["implementations"], figures, strict=True):
+        assert (d["tested_on"], d["default_errors"], d["fitted_errors"]) == (
+            f.tested_on,
+            f.default,
+            f.fitted,
+        )
+    assert report(figures).startswith("held out")  # the text table is the other view

@@ -224,3 +224,12 @@ def test_a_naive_profile_leaves_the_fused_side_to_its_default_family():
     assert (p.config.kernel, p.naive.calibration) == ("fa2", "h200-naive")
     both = predict(n=1024, hw="h200", calibration=["h200-naive", "h200-cudnn"])
     assert (both.config.kernel, both.flash.calibration) == ("cudnn", "h200-cudnn")
+
+
+def test_summary_line_says_more_when_flash_moves_and_keeps_more():
+    # 200 tokens, 32 heads over 8: flash splits K/V and its float32 partials outweigh S, P.
+    p = predict(n=200, hw="h200", h=32, h_kv=8, dtype="bf16", causal=True)
+    assert p.flash.hbm_bytes > p.naive.hbm_bytes
+    line = str(p).splitlines()[-1]
+    assert f"{p.flash.hbm_bytes / p.naive.hbm_bytes:.1f}x more HBM bytes" in line
+    assert "attention memory +" in line and "--" not in line

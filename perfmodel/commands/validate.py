@@ -42,11 +42,15 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _holdout(args: argparse.Namespace) -> int:
-    from perfmodel.validation.holdout import holdout, published_rows, report
+    from perfmodel.validation.holdout import holdout, published_rows, report, report_json
     from perfmodel.validation.measured import load_measurements
 
     figures = holdout(load_measurements(args.files), args.holdout, args.hw)
-    print(report(figures, published_rows() if args.published else ()))
+    published = published_rows() if args.published else []
+    if args.json:
+        print(json.dumps(report_json(figures, published), indent=2))
+    else:
+        print(report(figures, published))
     return 0
 
 

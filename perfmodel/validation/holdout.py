@@ -214,6 +214,37 @@ def report(figures: Iterable[Figures], published: Iterable[Published] = ()) -> s
     return "\n".join(lines)
 
 
+def report_json(figures: Iterable[Figures], published: Iterable[Published] = ()) -> dict:
+    """The held-out figures as data: per implementation the points fitted on and tested
+    and each error (default and fitted profile); per published row its error and floor."""
+    return {
+        "error": "predicted / measured - 1 on points no fit saw",
+        "implementations": [
+            {
+                "implementation": f.implementation,
+                "family": f.family,
+                "fitted_on": f.fitted_on,
+                "tested_on": f.tested_on,
+                "default_errors": f.default,
+                "fitted_errors": f.fitted,
+            }
+            for f in figures
+        ],
+        "published": [
+            {
+                "source": p.source,
+                "family": p.family,
+                "label": p.label,
+                "measured_s": p.measured_s,
+                "predicted_s": p.predicted_s,
+                "t_lower_s": p.t_lower_s,
+                "error": p.error,
+            }
+            for p in published
+        ],
+    }
+
+
 @dataclass(frozen=True)
 class _Run:  # doctest helper: a run id is all a ``run=`` term reads
     run_id: str
@@ -224,4 +255,13 @@ class _P:  # doctest helper
     d: int
 
 
-__all__ = ["Figures", "Published", "holdout", "published_rows", "report", "select_test", "Row"]
+__all__ = [
+    "Figures",
+    "Published",
+    "holdout",
+    "published_rows",
+    "report",
+    "report_json",
+    "select_test",
+    "Row",
+]
