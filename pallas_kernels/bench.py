@@ -27,7 +27,6 @@ import argparse
 import datetime as dt
 import gc
 import json
-import math
 import os
 import subprocess
 import sys
@@ -178,9 +177,10 @@ def peak_memory_bytes(impl: str, fn, q, k, v, causal: bool) -> int | None:
     try:
         if impl != "naive":
             return _compiled_bytes(fn, q, k, v)
+        from pallas_kernels._common import softmax_scale
         from pallas_kernels.naive import pv_step, scores_step, softmax_step
 
-        scale = 1.0 / math.sqrt(q.shape[-1])
+        scale = softmax_scale(q.shape[-1], None)
         s = jax_shape_like_scores(q, k)
         p = s
         step1 = _compiled_bytes(scores_step, q, k, causal=causal, sm_scale=scale) + _bytes(v)

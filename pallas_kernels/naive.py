@@ -23,11 +23,11 @@ masked scores are -inf. K/V may have fewer heads (grouped-query attention).
 from __future__ import annotations
 
 import functools
-import math
 
 import jax
 import jax.numpy as jnp
 
+from pallas_kernels._common import softmax_scale
 from pallas_kernels.reference import attention_float64, reference_attention
 
 __all__ = [
@@ -77,7 +77,7 @@ def naive_attention(q, k, v, *, causal: bool = False, sm_scale: float | None = N
     b, n, h, d = q.shape
     if h % k.shape[2]:
         raise ValueError(f"heads {h=} must be a multiple of kv heads h_kv={k.shape[2]}")
-    scale = 1.0 / math.sqrt(d) if sm_scale is None else float(sm_scale)
+    scale = softmax_scale(d, sm_scale)
     # S is dropped as soon as P exists, as a careful unfused implementation would
     p = softmax_step(scores_step(q, k, causal=bool(causal), sm_scale=scale))
     return pv_step(p, v)
@@ -92,7 +92,7 @@ def naive_attention_jit(q, k, v, *, causal: bool = False, sm_scale: float | None
         raise ValueError(f"heads {h=} must be a multiple of kv heads h_kv={k.shape[2]}")
     group = h // k.shape[2]
     k, v = jnp.repeat(k, group, axis=2), jnp.repeat(v, group, axis=2)
-    scale = 1.0 / math.sqrt(d) if sm_scale is None else sm_scale
+    scale = softmax_scale(d, sm_scale)
     s = jnp.einsum("bqhd,bkhd->bhqk", q, k) * jnp.asarray(scale, q.dtype)
     if causal:
         s = jnp.where(jnp.tril(jnp.ones((n, k.shape[1]), bool)), s, -jnp.inf)
