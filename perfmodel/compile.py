@@ -21,8 +21,7 @@ from typing import Any
 import numpy as np
 import sympy as sp
 
-#: Plain Python numbers: evaluated with the ``math`` twin, as floats.
-_NUMBERS = (int, float)
+from perfmodel.roofline import NUMBERS
 
 
 class Compiled:
@@ -51,7 +50,7 @@ class Compiled:
         except KeyError:
             missing = [name for name in self.names if name not in values]
             raise TypeError(f"{self.expr} needs values for {missing}") from None
-        if all(isinstance(v, _NUMBERS) for v in raw):
+        if all(isinstance(v, NUMBERS) for v in raw):  # one point: the ``math`` twin, floats
             out = self._scalar_fn(*map(float, raw))
             return list(map(float, out)) if isinstance(self.expr, tuple) else float(out)
         args = [np.asarray(v, dtype=np.float64) for v in raw]
