@@ -37,14 +37,56 @@ def is_repeated(col: Any) -> bool:
     return isinstance(col, np.ndarray) and col.ndim == 1 and col.size > 0 and col.strides == (0,)
 
 
-def is_scalar(*values: Any) -> bool:
-    """Whether every value is one number: the test of each scalar path (plain ints and
-    floats answer without numpy, whose per-call cost dominates one point; a plain loop,
-    not ``all(...)``, makes no generator per call)."""
-    for v in values:  # noqa: SIM110
-        if not (isinstance(v, NUMBERS) or np.ndim(v) == 0):
-            return False
-    return True
+# --- elementwise primitives: one point (plain floats) or columns (numpy arrays) --------
+# The model's rules are written once over these; each takes plain numbers without numpy
+# (whose per-call cost dominates one point) and arrays elementwise.
+def any_nonzero(value: Num) -> bool:
+    """Whether any element is nonzero (True)."""
+    return bool(value) if isinstance(value, NUMBERS) else bool(np.any(value))
+
+
+def all_nonzero(value: Num) -> bool:
+    """Whether every element is nonzero (True)."""
+    return bool(value) if isinstance(value, NUMBERS) else bool(np.all(value))
+
+
+def maximum(a: Num, b: Num) -> Num:
+    return max(a, b) if isinstance(a, NUMBERS) and isinstance(b, NUMBERS) else np.maximum(a, b)
+
+
+def minimum(a: Num, b: Num) -> Num:
+    return min(a, b) if isinstance(a, NUMBERS) and isinstance(b, NUMBERS) else np.minimum(a, b)
+
+
+def gt(a: Num, b: Num) -> Num:
+    """a > b, elementwise."""
+    return a > b if isinstance(a, NUMBERS) else np.asarray(a) > b
+
+
+def less(a: Num, b: Num) -> Num:
+    """a < b, elementwise."""
+    return a < b if isinstance(a, NUMBERS) and isinstance(b, NUMBERS) else np.less(a, b)
+
+
+def choose(mask: Num, yes: Num, no: Num) -> Num:
+    """``yes`` where ``mask`` holds, else ``no``, elementwise."""
+    if isinstance(mask, bool | np.bool_):
+        return yes if mask else no
+    return np.where(mask, yes, no)
+
+
+def ratio_or_zero(a: Num, b: Num) -> Num:
+    """a / b where b > 0, else 0."""
+    if isinstance(b, NUMBERS):
+        return a / b if b else 0.0
+    return np.divide(a, b, out=np.zeros_like(b), where=b > 0)
+
+
+def rows(value: Num, index: Any) -> Num:
+    """Some rows of a column (all for None); a number is the same at every row."""
+    if index is None or np.ndim(value) == 0:
+        return value
+    return value[index]
 
 
 def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:

@@ -132,8 +132,10 @@ def test_ridge_point_by_hand():
 
 def test_one_block_leaves_the_other_sms_idle_in_predict():
     # n = 128, one head: flash runs one thread block, so the matmul roof is stretched by
-    # the 131 idle SMs of 132 (the floor), and the estimate by the same single wave.
-    p = predict(n=128, hw="h200", calibration="default")
+    # the 131 idle SMs of 132 (the floor), and the estimate by the same single wave. A
+    # family that never splits K/V (cuDNN's) has no other launch to take the floor over.
+    p = predict(n=128, hw="h200", calibration="default", kernel="cudnn")
+    assert (p.flash.floor_pack, p.flash.floor_splits) == (1, 1)
     matmul_s = p.flash.matmul_flops / H200.peak("fp16")
     assert p.flash.roof_times_s["matmul"] == pytest.approx(matmul_s)
     assert p.flash.t_compute_s >= matmul_s * 132 * (1 - 1e-12)
@@ -147,6 +149,9 @@ def test_one_block_leaves_the_other_sms_idle_in_predict():
 def test_reported_matmul_rate_is_the_matmul_work_over_the_floor():
     # 6 TFLOP of matmul in a 3 ms floor: 2 PFLOP/s (not the classic roofline's min()).
     assert roofline.matmul_rate_at_floor(6e12, 3e-3) == pytest.approx(2e15, rel=1e-15)
+    # the floor's launch is the one whose rate is reported: never above the peak
+    p = predict(n=4096, hw="h100", h=32, h_kv=8, causal=True)
+    assert p.flash.attainable_flops_per_s <= p.hardware.peak("fp16") * (1 + 1e-12)
     for side in ("naive", "flash"):
         a = getattr(predict(n=4096, hw="h200", h=16, dtype="bf16"), side)
         assert a.attainable_flops_per_s * a.t_lower_s == pytest.approx(a.matmul_flops, rel=1e-12)

@@ -41,9 +41,8 @@ from perfmodel.compile import compiled
 from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, roof_rates, shape_values
-from perfmodel.kernel_config import launch_of
-from perfmodel.onchip import effective_overlap
+from perfmodel.evaluate import ALGORITHMS, effective_overlap, roof_rates, shape_values
+from perfmodel.launch import launch_of
 from perfmodel.prediction import calibration_profiles, predict, sweep
 from perfmodel.roofline import combine
 from perfmodel.shape import Shape

@@ -6,8 +6,10 @@ many warps and pipeline stages a thread block has, its default tile per head dim
 whether the query heads of a GQA group share one K/V read, how it splits K/V for
 decode, and what extra passes it makes — each fact with a public source (paper
 section, library source file, documentation). Facts that no public source gives are
-listed in ``assumed``. A family's time defaults come from these facts and the
-device's datasheet, never from a fit to measurements.
+listed in ``assumed``. The rules that turn these facts into a launch for a shape (tile
+choice, on-chip fit, packing, splits) are ``perfmodel.launch``. A family's time
+defaults come from these facts and the device's datasheet, never from a fit to
+measurements.
 
 >>> fam = load_kernel("fa2")
 >>> fam.softmax, fam.tile_for(128, causal=False, arch=None).block_k
@@ -19,7 +21,6 @@ device's datasheet, never from a fit to measurements.
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
 from typing import Literal
 
@@ -121,48 +122,12 @@ class KernelFamily(BaseModel):
             + (f" (largest: {max(t.d_max for t in self.tiles)})" if self.tiles else "")
         )
 
-    def threads(self, warps: int) -> int:
-        """Threads of one block: the compute warps plus the producer warps."""
-        return 32 * (warps + self.producer_warps)
-
-    def splits(self, *, programs: int, kv_blocks: int, sm_count: int) -> int:
-        """K/V chunks per (sequence, head group, Q block) the family picks for a grid of
-        ``programs`` blocks over ``kv_blocks`` K/V blocks of its split kernel."""
-        if self.split_kv == "none" or self.max_splits == 1:
-            return 1
-        slots = sm_count * self.split_sm_factor
-        if self.split_kv == "one_wave":
-            return max(1, min(kv_blocks, slots // max(programs, 1), self.max_splits))
-        return wave_efficiency_splits(
-            programs, slots, kv_blocks, self.max_splits, skip_small=self.split_kv == "fa3"
-        )
-
     def split_block_k_for(self, d: int) -> int:
         """B_c of the family's split kernel at head dim ``d`` (its K/V blocks per chunk)."""
         for d_max in sorted(self.split_block_k):
             if d <= d_max:
                 return self.split_block_k[d_max]
         return self.tiles[-1].block_k if self.tiles else 128
-
-
-def wave_efficiency_splits(
-    programs: int, slots: int, kv_blocks: int, max_splits: int, *, skip_small: bool
-) -> int:
-    """FlashAttention's split rule: none when the grid nearly fills the slots; else the
-    fewest splits whose wave efficiency is within 85% of the best.
-
-    >>> wave_efficiency_splits(48, 108, 64, 128, skip_small=False)   # the source's example
-    2
-    """
-    if programs >= 0.8 * slots:
-        return 1
-    if skip_small and kv_blocks <= 4:
-        return 1
-    limit = min(max_splits, slots, kv_blocks)
-    waves = [programs * s / slots for s in range(1, limit + 1)]
-    eff = [w / math.ceil(w) for w in waves]
-    best = max(eff)
-    return next(s for s, e in enumerate(eff, start=1) if e >= 0.85 * best)
 
 
 @functools.cache

@@ -54,7 +54,7 @@ from perfmodel.evaluate import (
     roof_rates,
     shape_values,
 )
-from perfmodel.kernel_config import resolve
+from perfmodel.launch import resolve_point as resolve
 from perfmodel.prediction import calibration_profiles, flash_family, predict
 from perfmodel.report.conclusions import N_REFERENCE
 from perfmodel.vocabulary import (
