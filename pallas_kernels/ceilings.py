@@ -96,6 +96,8 @@ ROTATION_BYTES = 512 << 20
 GRID_4WARP = (1, 132, 528, 2112, 4224, 8448, 16896, 33792)
 GRID_32WARP_WAVES = (1, 2, 4, 8, 16, 32)
 TILE_COLS = 1024  # bf16 columns of a streaming tile: 8 rows = 16 KB
+#: Outputs the CUPTI timer may hold at once (its queued calls all stay alive).
+MAX_LIVE_BYTES = 12 << 30
 
 
 # ---------------------------------------------------------------- timing and clocks
@@ -188,6 +190,7 @@ class Session:
             "grid": [],
         }
         self.failed: list[str] = []
+        self.previous: dict = {}  # the earlier run a --resume kept results of
         self.sm_count = int(getattr(jax.devices()[0], "core_count", 0) or 132)
 
     def left_s(self) -> float:
@@ -204,12 +207,16 @@ class Session:
             t0 = time.perf_counter()
             jax.block_until_ready(fn(*sets[0]))
             return {"device_s": time.perf_counter() - t0, "method": "interpret_wall", "n": 1}
-        jax.block_until_ready(fn(*sets[0]))  # compiles
+        out = jax.block_until_ready(fn(*sets[0]))  # compiles
+        out_bytes = sum(x.size * x.dtype.itemsize for x in jax.tree_util.tree_leaves(out))
+        del out
         timing.spin_up(fn, sets[0], seconds=sustain)
         t0 = time.monotonic()
         probe = timing.queued_samples(fn, sets, samples=1, calls=len(sets))[0][0]
         calls = max(1, len(sets))
         iters = max(3, min(200, int(seconds / max(probe * calls, 1e-7))))
+        # the kernel timer keeps every output of its iterations alive: at most MAX_LIVE_BYTES
+        iters = max(3, min(iters, int(MAX_LIVE_BYTES // max(out_bytes * calls, 1))))
 
         def every(*group):
             return [fn(*s) for s in group]
@@ -848,6 +855,8 @@ def measure_launch(s: Session) -> None:
 
 
 def _toml_value(v) -> str:
+    if isinstance(v, list):
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int):
@@ -879,9 +888,7 @@ def to_toml(doc: dict) -> str:
             tables.append((key, value))
         elif isinstance(value, list) and value and isinstance(value[0], dict):
             arrays.append((key, value))
-        elif isinstance(value, list):
-            lines.append(f"{key} = [{', '.join(_toml_value(v) for v in value)}]")
-        elif value is not None:
+        elif value is not None and value != []:
             lines.append(f"{key} = {_toml_value(value)}")
     for key, value in tables:
         nested = {k: v for k, v in value.items() if isinstance(v, dict)}
@@ -959,12 +966,64 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
         "clocks": s.clocks.summary() if s.clocks else {},
         "ceilings": dict(sorted(s.headline.items())),
         "failed": [f[:300] for f in s.failed] or None,
+        "previous": s.previous or None,
         **s.tables,
     }
 
 
-def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool, command: str):
+SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", "launch",
+            "wgmma bf16", "wgmma fp16", "triton fp16", "mma.sync fp16")  # fmt: skip
+_LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
+
+
+def section_of(table: str, entry: dict | str) -> str | None:
+    """The section that measures a headline (by name) or a table row; None for the
+    tensor headlines, which ``document`` derives from the rows."""
+    if table == "tensor_core":
+        kind = {"mosaic": "wgmma"}.get(entry["lowering"]) or (
+            "mma.sync" if entry["instruction"] == "mma.sync" else "triton"
+        )
+        return f"{kind} {entry['dtype']}"
+    if table in ("hbm", "l2"):
+        return table
+    if table == "grid":
+        return "launch"
+    name = str(entry)
+    if name.startswith("gemm_"):
+        return "gemm"
+    if name in ("exp_per_s", "vector_fp32_flops_per_s"):
+        return "exp and fma"
+    if name.startswith(("hbm_", "l2_")):
+        return name.split("_")[0]
+    return "launch" if name in _LAUNCH else None
+
+
+def resume(s: Session, path: Path, rerun: set[str]) -> None:
+    """Keep what an earlier file measured in the sections not run again now."""
+    import tomllib
+
+    old = tomllib.loads(path.read_text())
+    for name, entry in old.get("ceilings", {}).items():
+        section = section_of("ceilings", name)
+        if section is not None and section not in rerun:
+            s.headline[name] = entry
+    for table in s.tables:
+        s.tables[table] = [r for r in old.get(table, []) if section_of(table, r) not in rerun]
+    s.previous = {k: old[k] for k in ("date", "command", "duration_s", "git_commit") if k in old}
+    s.previous.update({f"clocks_{k}": v for k, v in old.get("clocks", {}).items()})
+    kept = [section_of("ceilings", n) for n in s.headline]
+    kept += [section_of(tb, r) for tb, rows in s.tables.items() for r in rows]
+    s.previous["sections"] = sorted({k for k in kept if k is not None})
+    s.log(
+        f"resumed from {path}: kept {len(s.headline)} ceilings, sections {s.previous['sections']}"
+    )
+
+
+def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool, command: str,
+        sections=SECTIONS, resume_from: Path | None = None):  # fmt: skip
     s = Session(budget_s=budget_s, interpret=interpret, quick=quick)
+    if resume_from is not None:
+        resume(s, resume_from, set(sections))
     s.log(f"jax {jax.__version__} on {jax.devices()[0].device_kind}; {s.sm_count} SMs; "
           f"budget {budget_s:.0f} s")  # fmt: skip
     steps = [
@@ -980,11 +1039,9 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("l2", measure_l2),
         ("launch", measure_launch),
     ]
-    if quick:
-        steps = [st for st in steps if "fp16" not in st[0]]
-    order = ["gemm", "wgmma bf16", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2",
-             "launch", "wgmma fp16", "triton fp16", "mma.sync fp16"]  # fmt: skip
-    steps.sort(key=lambda st: order.index(st[0]))
+    steps = [st for st in steps if st[0] in sections and not (quick and "fp16" in st[0])]
+    # Mosaic last but the fp16 repeats: a crash there (a process abort) loses the least.
+    steps.sort(key=lambda st: SECTIONS.index(st[0]))
     for name, step in steps:
         s.log(f"-- {name}")
         try:
@@ -1005,13 +1062,19 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=170.0, help="stop starting work after")
     ap.add_argument("--interpret", action="store_true", help="CPU: Pallas interpreter, toy sizes")
     ap.add_argument("--quick", action="store_true", help="bf16 only")
+    ap.add_argument("--sections", default=",".join(SECTIONS), help="comma-separated, of these")
+    ap.add_argument("--resume", type=Path, help="keep this file's other sections' results")
     args = ap.parse_args(argv)
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     command = "python -m pallas_kernels.ceilings " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
+    sections = tuple(x.strip() for x in args.sections.split(","))
+    unknown = set(sections) - set(SECTIONS)
+    if unknown:
+        ap.error(f"unknown sections {sorted(unknown)}; known: {', '.join(SECTIONS)}")
     run(args.out, device=args.device, budget_s=args.budget_s, interpret=args.interpret,
-        quick=args.quick, command=command)  # fmt: skip
+        quick=args.quick, command=command, sections=sections, resume_from=args.resume)  # fmt: skip
     return 0
 
 
