@@ -69,7 +69,7 @@ class Launch:
     block_q: Column
     block_k: Column
     warps: Column
-    kv_stages: Column  #: K/V tile stages in shared memory (the family's)
+    kv_stages: Column  #: K/V tile stages in shared memory (the tile's, else the family's)
     pack: Column  #: query heads sharing one tile (one K/V read per group when > 1)
     splits: Column  #: K/V chunks per (batch, head group, Q block)
     group: Column  #: query heads per K/V head (h / h_kv)
@@ -128,16 +128,17 @@ def _by_unique(fn: Callable[..., tuple[float, ...]], *keys: Column) -> list[Colu
 
 def default_tiles(
     family: KernelFamily, d: Column, causal: Column, arch: str | None
-) -> tuple[Column, Column, Column]:
-    """The family's (block_q, block_k, warps) per point: its first tile matching the
-    head dim, causal flag and arch (``KernelFamily.tile_for``)."""
+) -> tuple[Column, Column, Column, Column]:
+    """The family's (block_q, block_k, warps, kv_stages) per point: its first tile
+    matching the head dim, causal flag and arch (``KernelFamily.tile_for``), with the
+    tile's own K/V stages where it states them, else the family's."""
 
-    def tile(dim: float, masked: float) -> tuple[float, float, float]:
+    def tile(dim: float, masked: float) -> tuple[float, float, float, float]:
         t = family.tile_for(int(dim), causal=bool(masked), arch=arch)
-        return (t.block_q, t.block_k, t.warps)
+        return (t.block_q, t.block_k, t.warps, t.kv_stages or family.kv_stages)
 
-    bq, bk, w = _by_unique(tile, d, causal)
-    return bq, bk, w
+    bq, bk, w, stages = _by_unique(tile, d, causal)
+    return bq, bk, w, stages
 
 
 def footprint(
@@ -301,13 +302,12 @@ def resolve(
     masked = np.broadcast_to(_column(causal), (size,))
     if splits is not None:
         check_multiple("splits", splits, 1)
-    bq_d, bk_d, w_d = default_tiles(family, d, masked, hw.arch)
+    bq_d, bk_d, w_d, stages = default_tiles(family, d, masked, hw.arch)
     bq = bq_d if block_q is None else np.broadcast_to(_column(block_q), (size,))
     bk = bk_d if block_k is None else np.broadcast_to(_column(block_k), (size,))
     w = w_d if warps is None else np.broadcast_to(_column(warps), (size,))
     check_multiple("block_q", bq, BLOCK_Q_MULTIPLE)
     check_multiple("block_k", bk, BLOCK_K_MULTIPLE)
-    stages = np.full(size, float(family.kv_stages))
     smem, acc_bytes, regs, threads = footprint(
         block_q=bq, block_k=bk, d=d, s=s, kv_stages=stages, warps=w
     )
