@@ -17,8 +17,8 @@ from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.catalog.kernels import load_kernel
 from perfmodel.compile import compiled
-from perfmodel.costs import symbolic
 from perfmodel.costs import flash as flash_costs
+from perfmodel.costs import symbolic
 from perfmodel.evaluate import (
     EFFECTS,
     Context,
