@@ -27,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -193,21 +194,35 @@ def main(argv: list[str] | None = None) -> int:
         help="leave out tests/test_*_pinned.py (what the other tests alone catch)",
     )
     p.add_argument("--write", default=None, help="markdown file to write the table to")
+    p.add_argument("--jobs", type=int, default=1, help="mutants run at once")
+    p.add_argument(
+        "--worktree", action="store_true", help="mutate the files as they are, not git HEAD"
+    )
     args = p.parse_args(argv)
     wanted = [w.strip().lower() for w in args.only.split(",") if w.strip()]
     mutants = [m for m in MUTANTS if not wanted or any(w in m.name.lower() for w in wanted)]
-    rows, bad = [], 0
+    if args.without_pinned:
+        mutants = [
+            replace(m, tests=tuple(t for t in m.tests if not t.endswith("_pinned.py")))
+            for m in mutants
+        ]
     with tempfile.TemporaryDirectory(prefix="mutate-base-") as base:
-        _tree(Path(base))
-        for m in mutants:
-            if args.without_pinned:
-                m = replace(m, tests=tuple(t for t in m.tests if not t.endswith("_pinned.py")))
+        if args.worktree:  # a checkout without its git folder (a copy on another machine)
+            subprocess.run(["cp", "-a", f"{ROOT}/perfmodel", f"{ROOT}/specs", f"{ROOT}/tests",
+                            f"{ROOT}/pyproject.toml", base], check=True)  # fmt: skip
+            (Path(base) / "perfmodel" / "specs").unlink(missing_ok=True)
+        else:
+            _tree(Path(base))
+
+        def one(m: Mutant) -> str:
             outcome, by, seconds = run(m, Path(base))
-            bad += outcome != "killed"
-            rows.append(
-                f"| {m.name} | `{m.path.removeprefix('perfmodel/')}` | {m.what} | {outcome} | {by} |"
-            )
-            print(rows[-1], f"({seconds:.0f} s)", file=sys.stderr, flush=True)
+            row = f"| {m.name} | `{m.path.removeprefix('perfmodel/')}` | {m.what} | {outcome} | {by} |"
+            print(row, f"({seconds:.0f} s)", file=sys.stderr, flush=True)
+            return row
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            rows = list(pool.map(one, mutants))  # each mutant in its own copy and process
+    bad = sum("| killed |" not in row for row in rows)
     head = (
         "git "
         + subprocess.run(
