@@ -185,6 +185,17 @@ def run(mutant: Mutant, base: Path) -> tuple[str, str, float]:
     return "killed", failed[0].split(" ")[0], seconds
 
 
+def _head() -> str:
+    """The checkout's commit, for the table's heading."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        return "a copy of the tree"
+    return f"commit {out.stdout.strip()}" if out.returncode == 0 else "a copy of the tree"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", default="", help="comma-separated parts of mutant names")
@@ -195,6 +206,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     p.add_argument("--write", default=None, help="markdown file to write the table to")
     p.add_argument("--jobs", type=int, default=1, help="mutants run at once")
+    p.add_argument("--label", default="", help="what the table is of (default: the commit)")
     p.add_argument(
         "--worktree", action="store_true", help="mutate the files as they are, not git HEAD"
     )
