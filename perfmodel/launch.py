@@ -85,6 +85,8 @@ class Launch:
     #: K/V bytes one block has in flight from memory: one step's K and V tiles, or
     #: ``kv_stages`` of them where a producer (TMA) issues the loads ahead.
     bytes_in_flight: Column
+    #: Q bytes one block loads before its first step (and O bytes it writes after its last)
+    q_tile_bytes: Column
 
     def __len__(self) -> int:
         return len(self.block_q)
@@ -338,6 +340,7 @@ def resolve(
         spilled_registers_per_thread=spilled,
         spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
         bytes_in_flight=2 * bk * d * s * (stages if family.producer_warps else 1.0),
+        q_tile_bytes=bq * d * s,
     )
 
 

@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
 
 from perfmodel.catalog import registry as _registry
 from perfmodel.errors import PerfmodelError
@@ -92,6 +92,10 @@ class KernelFamily(BaseModel):
     split_block_q: PositiveInt | None = None
     split_block_k: dict[int, PositiveInt] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
+    #: Of the softmax's exp and vector time, how much hides under the matmuls, as a
+    #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
+    #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
+    softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
     tiles: tuple[Tile, ...] = ()
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
@@ -110,8 +114,12 @@ class KernelFamily(BaseModel):
 
     @property
     def compute_overlap(self) -> float:
-        """How far the compute roofs overlap inside one block: 0 when the softmax sits
-        between the matmuls of the same warps, 1 when another warpgroup's matmuls hide it."""
+        """How much of the softmax hides under the matmuls inside one block, as a fraction
+        of the matmul time (``roofline.combine``): the family's ``softmax_overlap`` where
+        it states one, else 0 when the softmax sits between the matmuls of the same warps
+        and 1 when another warpgroup's matmuls can hide it."""
+        if self.softmax_overlap is not None:
+            return self.softmax_overlap
         return 1.0 if self.softmax == "overlapped" else 0.0
 
     def tile_for(self, d: int, *, causal: bool, arch: str | None) -> Tile:
