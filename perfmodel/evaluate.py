@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import numpy as np
 import sympy as sp
@@ -311,8 +311,7 @@ def _prologue(
 
 
 # --- the estimate: the floor plus each named effect ----------------------------------
-@dataclass(frozen=True)
-class KernelTime:
+class KernelTime(NamedTuple):
     """One kernel's time as the estimate builds it: roof times, how far its compute
     roofs overlap, the per-block stretch, time in series with its compute (spills), and
     a fixed cost per launch. :meth:`seconds` combines them (``roofline.combine``)."""
@@ -344,12 +343,12 @@ Effect = Callable[[KernelTime, KernelRoofs, Context], KernelTime]
 def waves(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Wave quantisation on the compute roofs (instead of idle SMs alone), and the HBM
     and L2 bandwidth the busy SMs cannot pull on the memory roofs."""
-    return replace(t, times=k.estimate)
+    return t._replace(times=k.estimate)
 
 
 def efficiency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Each roof at its achievable fraction (the calibration's deratings)."""
-    return replace(t, times=roofline.derated(t.times, c.efficiency))
+    return t._replace(times=roofline.derated(t.times, c.efficiency))
 
 
 def overlap(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
@@ -357,24 +356,24 @@ def overlap(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     softmax overlap (``roofline.combine``). Other resident blocks do not add to it: on
     the H200 our Triton kernel with 2-5 blocks per SM runs as its softmax and matmuls
     added up (docs/model.md)."""
-    return replace(t, overlap=c.calibration.compute_overlap)
+    return t._replace(overlap=c.calibration.compute_overlap)
 
 
 def spills(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Registers spilled to local memory, written and read each step, in series with
     the compute."""
-    return replace(t, serial=k.spill_s)
+    return t._replace(serial=k.spill_s)
 
 
 def block_overhead(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """A fixed cost per thread block, in inner-loop steps (``block_overhead_tiles``),
     stretching the compute."""
-    return replace(t, stretch=1 + c.calibration.block_overhead_tiles * k.blocks_per_tile)
+    return t._replace(stretch=1 + c.calibration.block_overhead_tiles * k.blocks_per_tile)
 
 
 def kernel_launch(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """The gap between kernels on the device (``launch_overhead_s``), once per kernel."""
-    return replace(t, fixed=c.launch_s)
+    return t._replace(fixed=c.launch_s)
 
 
 def prologue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
@@ -382,7 +381,7 @@ def prologue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     latency and its Q tile (at the estimate's HBM fraction), in series with the rest:
     the pipeline is empty then (``_prologue``)."""
     load = k.prologue_bytes_s / c.efficiency["hbm"]
-    return replace(t, fixed=t.fixed + k.prologue_latency_s + load)
+    return t._replace(fixed=t.fixed + k.prologue_latency_s + load)
 
 
 #: The effects ``time_s`` adds to the floor of the launch evaluated, in order. A new
@@ -771,7 +770,7 @@ def evaluate_flash(
     out = _per_split(roofline.gt(launch.splits, 1.0), own)
     own_floor = Floor.from_flat(out)
     best = own_floor
-    others = floor_launches(family, hw, launch, shape, t_lower_at) if floor else []
+    others = floor_launches(launch, t_lower_at) if floor else []
     for pack, splits in others:
         if isinstance(launch.block_q, float):
             pack, splits = float(pack[0]), float(splits[0])

@@ -87,6 +87,10 @@ class Launch:
     bytes_in_flight: Column
     #: Q bytes one block loads before its first step (and O bytes it writes after its last)
     q_tile_bytes: Column
+    #: The most K/V splits the floor tries (:func:`split_limit`) at one program per query
+    #: head, and with the GQA group packed in a tile.
+    split_limit_one: Column
+    split_limit_group: Column
 
     def __len__(self) -> int:
         return len(self.block_q)
@@ -319,6 +323,10 @@ def resolve(
     blocks, spilled = capacity(hw, smem, regs, threads, producers)
     group = np.floor_divide(h, h_kv)
     pack = gqa_pack(family.gqa_packing, n, group, bq)
+
+    def limit(at: Column) -> Column:
+        return split_limit(family, hw, n=n, m=m, h=h, b=b, pack=at, block_q=bq, block_k=bk)
+
     if splits is None:
         chosen = kv_splits(family, hw, n=n, m=m, d=d, h=h, b=b, pack=pack, block_q=bq)
     else:
@@ -341,6 +349,8 @@ def resolve(
         spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
         bytes_in_flight=2 * bk * d * s * (stages if family.producer_warps else 1.0),
         q_tile_bytes=bq * d * s,
+        split_limit_one=limit(np.ones(size)),
+        split_limit_group=limit(group),
     )
 
 
@@ -432,13 +442,7 @@ def split_limit(
 FloorAt = Callable[[npt.NDArray[np.intp], Column, Column], Column]
 
 
-def floor_launches(
-    family: KernelFamily,
-    hw: HardwareSpec,
-    launch: Launch,
-    shape: dict[str, Any],
-    t_lower_at: FloorAt,
-) -> list[tuple[Column, Column]]:
+def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Column, Column]]:
     """The launches the floor is taken over besides ``launch`` itself, as (pack,
     splits) columns: one program per query head and the whole GQA group per tile, each
     unsplit and at its best split count from 2 to :func:`split_limit`. The floor is the
@@ -448,20 +452,17 @@ def floor_launches(
     The floor of a split launch is convex in the split count (its compute roofs fall as
     C/s until the SMs fill, its memory roofs and the combine kernel grow linearly), so
     the best count is found by bisection on ``t_lower_at``'s differences."""
-    n, m, h, b = (np.atleast_1d(np.asarray(shape[k], dtype=np.float64)) for k in "nmhb")
     own_pack, own_splits = np.atleast_1d(launch.pack), np.atleast_1d(launch.splits)
-    block_q, block_k = np.atleast_1d(launch.block_q), np.atleast_1d(launch.block_k)
-    size = max(len(own_pack), len(n))
-    ones = np.ones(size)
-    group = np.broadcast_to(np.atleast_1d(launch.group), (size,))
+    group = np.atleast_1d(launch.group)
+    ones = np.ones(len(group))
+    packs = [(ones, launch.split_limit_one)]
+    if np.any(group != 1):
+        packs.append((group, launch.split_limit_group))
     out: list[tuple[Column, Column]] = []
-    for pack in (ones, group) if np.any(group != 1) else (ones,):
+    for pack, limit in packs:
         if np.any((pack != own_pack) | (own_splits != 1)):
             out.append((pack, ones))
-        limit = split_limit(
-            family, hw, n=n, m=m, h=h, b=b, pack=pack, block_q=block_q, block_k=block_k
-        )
-        best = _least_split(pack, limit, t_lower_at)
+        best = _least_split(pack, np.atleast_1d(limit), t_lower_at)
         if best is not None:
             out.append((pack, best))
     return out
@@ -500,7 +501,19 @@ def _show(v: Column) -> str:
 
 
 def tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
-    """gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size."""
+    """gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size
+    (one point's, cached: a point asks for the same few tiles again and again)."""
+    if isinstance(block_q, float | int) and isinstance(pack, float | int):
+        return _tile_gcd_point(float(block_q), float(block_k), float(pack))
+    return _tile_gcd(block_q, block_k, pack)
+
+
+def _tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
     bq = np.round(np.asarray(block_q, dtype=np.float64) / np.asarray(pack, dtype=np.float64))
     g = np.gcd(bq.astype(np.int64), np.asarray(block_k).astype(np.int64))
     return float(g) if g.ndim == 0 else g.astype(np.float64)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tile_gcd_point(block_q: float, block_k: float, pack: float) -> float:
+    return float(_tile_gcd(block_q, block_k, pack))

@@ -122,8 +122,8 @@ MUTANTS = (
     Mutant("floor split search", L, "left = t_lower_at(at, pack[at], mid) <= t_lower_at(at, pack[at], mid + 1)", "left = t_lower_at(at, pack[at], mid) >= 0", "always left", LAUNCH_TESTS),
     # --- the estimate's effects -------------------------------------------------------
     Mutant("effective overlap", E, "return 1 - (1 - overlap) / blocks_per_sm", "return 1 - (1 - overlap) / (blocks_per_sm + 1)", "k -> k+1", LAUNCH_TESTS),
-    Mutant("spills effect", E, "return replace(t, serial=k.spill_s)", "return replace(t, serial=0.0)", "dropped", LAUNCH_TESTS),
-    Mutant("waves effect", E, "return replace(t, times=k.estimate)", "return replace(t, times=k.floor)", "dropped", LAUNCH_TESTS),
+    Mutant("spills effect", E, "return t._replace(serial=k.spill_s)", "return t._replace(serial=0.0)", "dropped", LAUNCH_TESTS),
+    Mutant("waves effect", E, "return t._replace(times=k.estimate)", "return t._replace(times=k.floor)", "dropped", LAUNCH_TESTS),
     Mutant("per-SM L2 port share", E, "per_sm: Num = hw.l2_bandwidth_bytes_per_s / hw.sm_count", "per_sm: Num = 2 * hw.l2_bandwidth_bytes_per_s / hw.sm_count", "x2", LAUNCH_TESTS),
     # --- roofline factors -------------------------------------------------------------
     Mutant("roof time (work / rate)", R, "w / rates[roof]", "w * 1.1 / rates[roof]", "x1.1", ROOF_TESTS),
