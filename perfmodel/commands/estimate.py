@@ -17,7 +17,11 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--prompt", type=int, default=2048, help="prompt tokens per request")
     p.add_argument("--output", type=int, default=256, help="generated tokens per request")
     p.add_argument("--batch", type=int, default=1, help="requests served together")
-    p.add_argument("--attention", default="flash", help="naive, flash (fa2)")
+    p.add_argument(
+        "--attention",
+        default=None,
+        help="naive or flash (fa2, flash2); default flash (with --sweep: both, side by side)",
+    )
     p.add_argument("--kernel", default=None, help="fitted kernel family: pallas, cudnn, xla")
     p.add_argument("--kv", default="paged", help="KV cache layout: contiguous or paged")
     p.add_argument("--page-tokens", type=int, default=16)
@@ -61,17 +65,20 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep is None:
         if args.plot:
             raise PerfmodelError("--plot needs --sweep")
-        e = estimate(attention=args.attention, **common)
+        e = estimate(attention=args.attention or "flash", **common)
         print(json.dumps(e.to_dict(), indent=1) if args.json else e, end="")
         return 0
+    if args.attention is not None:
+        raise PerfmodelError(
+            f"--attention {args.attention} with --sweep: the sweep shows naive and flash side "
+            "by side; drop --attention (or --sweep for one)"
+        )
     name, values = _parse_sweep(args.sweep)
     if args.plot:
-        from pathlib import Path
-
-        from perfmodel.arguments import output_folder, require
+        from perfmodel.arguments import output_file, require
 
         require("matplotlib", "plot", "--plot")
-        output_folder(Path(args.plot).parent, "--plot")
+        output_file(args.plot, "--plot", _figure_formats())
     rows = estimate_sweep(**{**common, name: values})
     if args.json:
         print(json.dumps(rows, indent=1))
@@ -85,3 +92,10 @@ def run(args: argparse.Namespace) -> int:
         except OSError as err:
             raise PerfmodelError(f"--plot={args.plot!r} cannot be written: {err}") from None
     return 0
+
+
+def _figure_formats() -> tuple[str, ...]:
+    """The file suffixes matplotlib can write (png, pdf, svg, ...)."""
+    from matplotlib.backend_bases import FigureCanvasBase
+
+    return tuple(FigureCanvasBase.get_supported_filetypes())
