@@ -157,8 +157,20 @@ class HardwareSpec(BaseModel):
         value = getattr(self.peak_flops_per_s, check_dtype(dtype))
         if value is None:
             given = sorted(self.peak_flops_per_s.model_dump(exclude_none=True))
-            raise PerfmodelError(f"{self.name} has no {dtype} matrix peak; it has {given}")
+            raise PerfmodelError(
+                f"{self.name} has no {dtype} matrix peak; it has {', '.join(given)}: give "
+                f"dtype={self.default_dtype()!r} (--dtype {self.default_dtype()})"
+            )
         return float(value)
+
+    def default_dtype(self, preferred: str = "fp16") -> str:
+        """``preferred`` where the device has a matrix peak for it, else its own 16-bit
+        type (bf16 on a TPU), else the first type it has a peak for."""
+        given = self.peak_flops_per_s.model_dump(exclude_none=True)
+        for name in (preferred, "bf16", "fp16", *given):
+            if name in given:
+                return name
+        raise PerfmodelError(f"{self.name} gives no matrix peak")  # the schema refuses this
 
     def ridge_point(self, dtype: str) -> float:
         """FLOP per HBM byte at which the matrix roof meets the bandwidth slope."""

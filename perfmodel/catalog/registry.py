@@ -7,6 +7,7 @@ with a file or a name.
 
 from __future__ import annotations
 
+import difflib
 import os
 import tomllib
 from collections.abc import Callable
@@ -19,6 +20,9 @@ from perfmodel.catalog.data import data_dir
 from perfmodel.errors import PerfmodelError
 
 M = TypeVar("M", bound=BaseModel)
+
+#: The command that lists each kind of entry, named when a name is unknown.
+LISTING = {"hardware": "perfmodel hw list", "kernel family": "perfmodel kernels list"}
 
 #: Largest data file read (bytes): a spec is a few kB, the largest measurement file 0.2 MB.
 MAX_FILE_BYTES = 64 * 2**20
@@ -136,10 +140,14 @@ def lookup(value: str | Path, table: dict[str, M], model: type[M], what: str) ->
         if not Path(text).is_file():
             raise PerfmodelError(f"{what} file {text!r} does not exist")
         return read_toml(Path(text), model, what)
-    canonical = {n.lower() for n in names(table)}
-    aliases = sorted(k for k in table if k not in canonical)
+    known = names(table)
+    close = difflib.get_close_matches(text.lower(), list(table), n=3, cutoff=0.6)
+    close = list(dict.fromkeys(table[k].name for k in close))  # type: ignore[attr-defined]
+    listing = LISTING.get(what)
     raise PerfmodelError(
-        f"unknown {what} {text!r}; known: {', '.join(names(table))}"
-        + (f" (aliases: {', '.join(aliases)})" if aliases else "")
+        f"unknown {what} {text!r}"
+        + (f" (did you mean {' or '.join(repr(c) for c in close)}?)" if close else "")
+        + f"; known: {', '.join(known)}"
+        + (f" ({listing} shows them with their aliases)" if listing else "")
         + ", or give a path to a .toml file"
     )

@@ -111,6 +111,11 @@ def workload_registry() -> dict[str, Workload]:
     return _registry.build("workloads", Workload, "workload")
 
 
+def known_workloads() -> list[str]:
+    """Canonical names of the shipped workloads."""
+    return _registry.names(workload_registry())
+
+
 def load_workload(workload: str | Path | Workload) -> Workload:
     """A workload by name or alias, or from a path to a TOML file."""
     if isinstance(workload, Workload):

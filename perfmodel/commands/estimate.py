@@ -12,8 +12,10 @@ SWEEPABLE = ("prompt", "batch")
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("estimate", help="whole-model prefill, decode and memory")
-    p.add_argument("--model", required=True, help="model name or alias (specs/models)")
-    p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
+    p.add_argument("--model", required=True, help="model name, alias or .toml path: {known:models}")
+    p.add_argument(
+        "--hw", required=True, help="device name, alias or spec .toml path (perfmodel hw list)"
+    )
     p.add_argument("--prompt", type=int, default=2048, help="prompt tokens per request")
     p.add_argument("--output", type=int, default=256, help="generated tokens per request")
     p.add_argument("--batch", type=int, default=1, help="requests served together")
@@ -22,11 +24,21 @@ def register(sub: argparse._SubParsersAction) -> None:
         default=None,
         help="naive or flash (fa2, flash2); default flash (with --sweep: both, side by side)",
     )
-    p.add_argument("--kernel", default=None, help="fitted kernel family: pallas, cudnn, xla")
+    p.add_argument(
+        "--kernel",
+        default=None,
+        help="fitted kernel family: pallas, cudnn (flash) or xla (naive); default: the "
+        "datasheet profile",
+    )
     p.add_argument("--kv", default="paged", help="KV cache layout: contiguous or paged")
-    p.add_argument("--page-tokens", type=int, default=16)
-    p.add_argument("--context", type=int, default=None, help="KV length of the TPOT step")
-    p.add_argument("--dtype", default="bf16")
+    p.add_argument("--page-tokens", type=int, default=16, help="tokens per KV page")
+    p.add_argument(
+        "--context",
+        type=int,
+        default=None,
+        help="KV length of the TPOT step (default: prompt + output/2)",
+    )
+    p.add_argument("--dtype", default="bf16", help="weights and KV dtype: {known:dtypes}")
     p.add_argument("--tp", type=int, default=1, help="tensor parallel devices (one node)")
     p.add_argument(
         "--sweep", default=None, help="prompt=512,1024 or batch=1,8: naive and flash side by side"
