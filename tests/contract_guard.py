@@ -37,9 +37,7 @@ def _mapped_bytes() -> int:
 
 
 @contextlib.contextmanager
-def limits(
-    time_s: float = TIME_LIMIT_S, headroom: int = MEMORY_HEADROOM
-) -> Iterator[None]:
+def limits(time_s: float = TIME_LIMIT_S, headroom: int = MEMORY_HEADROOM) -> Iterator[None]:
     """Inside: at most ``time_s`` seconds and ``headroom`` more bytes of address space."""
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     cap = _mapped_bytes() + headroom

@@ -77,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep is None:
         if args.plot:
             raise PerfmodelError("--plot needs --sweep")
-        e = estimate(attention=args.attention or "flash", **common)
+        e = estimate(attention="flash" if args.attention is None else args.attention, **common)
         print(json.dumps(e.to_dict(), indent=1) if args.json else e, end="")
         return 0
     if args.attention is not None:
