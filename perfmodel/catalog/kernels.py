@@ -60,6 +60,8 @@ class Tile(BaseModel):
     block_q: Count
     block_k: Count
     warps: Count
+    #: K/V shared-memory stages of this launch where they differ from the family's
+    kv_stages: Count | None = None
     arch: str | None = None
     causal: Flag | None = None
 

@@ -20,6 +20,9 @@ from perfmodel.catalog.data import data_dir
 from perfmodel.errors import PerfmodelError
 
 M = TypeVar("M", bound=BaseModel)
+#: Measured-ceiling files that sit beside the device specs (``perfmodel.catalog.ceilings``):
+#: ``specs/devices/<device>.ceilings.toml``; not entries of the device table.
+CEILINGS_SUFFIX = ".ceilings.toml"
 
 #: The command that lists each kind of entry, named when a name is unknown.
 LISTING = {"hardware": "perfmodel hw list", "kernel family": "perfmodel kernels list"}
@@ -114,6 +117,8 @@ def build(kind: str, model: type[M], what: str) -> dict[str, M]:
     """Every shipped entry of ``specs/<kind>``, keyed by lower-cased name and each alias."""
     table: dict[str, M] = {}
     for path in sorted(data_dir(kind).glob("*.toml")):
+        if path.name.endswith(CEILINGS_SUFFIX):
+            continue
         entry: Any = read_toml(path, model, what)
         for key in (entry.name, *entry.aliases):
             key = key.lower()

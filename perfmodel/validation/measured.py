@@ -43,6 +43,7 @@ from perfmodel.shape import Shape
 from perfmodel.vocabulary import Implementation, dtype
 
 Status = Literal["ok", "oom", "error"]
+Phase = Literal["forward", "backward", "train"]
 #: How ``device_time_s`` was measured (pallas_kernels/_timing.py): CUPTI's summed kernel
 #: durations per call; wall time of calls queued back to back; or (naive, one early run)
 #: CUPTI over the three steps compiled as one program with optimisation barriers.
@@ -107,6 +108,9 @@ class Point(_Frozen):
     peak_memory_bytes: NonNegativeCount | None = None
     #: Kernel family of the implementation (specs/kernels/*.toml), when recorded.
     family: str | None = None
+    #: What one call timed: the forward (absent in older files), the backward alone, or a
+    #: training step (forward and backward in one call); ``predict``'s ``mode``.
+    phase: Phase | None = None
     #: Absent in older files: read as "legacy_queued" (:meth:`basis`).
     time_basis: TimeBasis | None = None
     #: Device time per call, the quantity the model's ``time_s`` predicts.
