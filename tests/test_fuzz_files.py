@@ -1,10 +1,10 @@
 """Data files given by path: each kind, each bad figure, through the API and every command.
 
 A shipped file of each kind (device, calibration, kernel family, model, workload,
-measurement) is edited one figure at a time into a value no result survives (infinity,
-NaN, 1e-300 B/s, a launch gap of 1e308 s, a negative or zero count, ``true`` for a
-count, ``1`` for a boolean, text for a number, a missing field) or into a file that is
-too deep or too large. Each edited file is then read
+measurement, measured ceilings) is edited one figure at a time into a value no result
+survives (infinity, NaN, 1e-300 B/s, a launch gap of 1e308 s, a negative or zero
+count, ``true`` for a count, ``1`` for a boolean, text for a number, a missing field) or
+into a file that is too deep or too large. Each edited file is then read
 
 * by its loader (``load_hardware(path)``, ...): exactly ``PerfmodelError``, one line,
   naming the file and the field;
@@ -34,6 +34,7 @@ from test_fuzz_cli import assert_one_line_exit_2, run_cli
 
 import perfmodel
 from perfmodel import PerfmodelError
+from perfmodel.catalog.ceilings import read_ceilings
 from perfmodel.catalog.kernels import load_kernel
 from perfmodel.catalog.models import load_model
 from perfmodel.catalog.registry import MAX_FILE_BYTES
@@ -49,6 +50,7 @@ BASE = {
     "model": SPECS / "models" / "llama-3.1-8b.toml",
     "workload": SPECS / "workloads" / "contract-review.toml",
     "measurement": SPECS / "measurements" / "h200-2026-11-29.json",
+    "ceilings": SPECS / "devices" / "h200-sxm.ceilings.toml",
 }
 DEEP_TOML = "a = " + "[" * 100_000 + "]" * 100_000 + "\n"
 DEEP_JSON = "[" * 100_000 + "]" * 100_000
@@ -156,6 +158,21 @@ EDITS: list[tuple[str, str, Callable[[str], str], str]] = [
     ("measurement", "runs-fraction", _measurement(runs=2.5), "runs"),
     ("measurement", "ceiling-inf", _measurement(ceilings={"clock_hz": 1e300}), "clock_hz"),
     ("measurement", "deep", lambda t: DEEP_JSON, "nested deeper"),
+    ("ceilings", "value-inf", _toml("value", "inf"), "ceilings.block_cost_s.value"),
+    ("ceilings", "value-nan", _toml("value", "nan"), "ceilings.block_cost_s.value"),
+    ("ceilings", "value-zero", _toml("value", "0"), "ceilings.block_cost_s.value"),
+    ("ceilings", "value-negative", _toml("value", "-1e-7"), "ceilings.block_cost_s.value"),
+    ("ceilings", "value-true", _toml("value", "true"), "ceilings.block_cost_s.value"),
+    ("ceilings", "value-text", _toml("value", '"1e-7"'), "ceilings.block_cost_s.value"),
+    ("ceilings", "value-missing", lambda t: drop_key(t, "value"), "ceilings.block_cost_s.value"),
+    ("ceilings", "clock-inf", _toml("sm_max_hz", "inf"), "clocks.sm_max_hz"),
+    ("ceilings", "duration-nan", _toml("duration_s", "nan"), "duration_s"),
+    ("ceilings", "sm-count-true", _toml("sm_count", "true"), "sm_count"),
+    ("ceilings", "sm-count-zero", _toml("sm_count", "0"), "sm_count"),
+    ("ceilings", "interpret-int", _toml("interpret", "0"), "interpret"),
+    ("ceilings", "valid-int", _toml("valid", "1"), "tensor_core.0.valid"),
+    ("ceilings", "rate-inf", _toml("flops_per_s", "inf"), "tensor_core.0.flops_per_s"),
+    ("ceilings", "deep", lambda t: DEEP_TOML, "nested deeper"),
 ]
 
 #: The loader of each kind, as the API exposes it.
@@ -166,6 +183,7 @@ LOADERS: dict[str, Callable[[str], Any]] = {
     "model": load_model,
     "workload": load_workload,
     "measurement": read_measurement_file,
+    "ceilings": read_ceilings,
 }
 #: Every command that reads each kind by path ({f}: the file, {new}: a fresh path).
 COMMANDS: dict[str, list[str]] = {
@@ -190,6 +208,7 @@ COMMANDS: dict[str, list[str]] = {
         "report --hw h200 --out {new} --measurements {f}",
         "explore --out {new}/page.html --measurements {f}",
     ],
+    "ceilings": [],  # read by hw show from the shipped file only: no command takes a path
 }
 
 
