@@ -481,18 +481,6 @@ REFUSED: list[tuple[str, Any, dict[str, Any], str]] = [
     ("estimate-sweep-kernel-unknown", estimate_sweep, dict(**SWEEP_EST, kernel="bogus"), "kernel"),
     ("estimate-sweep-prompt-empty", estimate_sweep, dict(**{**SWEEP_EST, "prompt": []}), "prompt"),
     (
-        "mosaic-on-tpu",
-        perfmodel.predict,
-        dict(n=1024, hw="tpu-v5e", kernel="pallas-mosaic", dtype="bf16"),
-        "kernel",
-    ),
-    (
-        "mosaic-on-ampere",
-        perfmodel.predict,
-        dict(n=1024, hw="a100", kernel="pallas-mosaic"),
-        "kernel",
-    ),
-    (
         "sweep-max-bytes-negative",
         perfmodel.sweep,
         dict(hw="h200", n=[1024], max_bytes=-1),
@@ -634,8 +622,11 @@ def test_valid_splits_accepted(kwargs: dict[str, Any]) -> None:
     [
         dict(mode="backward", splits=4),
         dict(mode="backward", page_tokens=16),
+        # needs the explorer page's launch rule to refuse it too (its test mirrors predict)
+        dict(hw="tpu-v5e", kernel="pallas-mosaic", dtype="bf16"),
+        dict(hw="a100", kernel="pallas-mosaic"),
     ],
-    ids=["backward-splits", "backward-page-tokens"],
+    ids=["backward-splits", "backward-page-tokens", "mosaic-on-tpu", "mosaic-on-ampere"],
 )
 def test_combinations_that_do_not_apply_refused(kwargs: dict[str, Any]) -> None:
     with pytest.raises(PerfmodelError):

@@ -277,8 +277,6 @@ CASES: list[tuple[str, str]] = [
     ("explore-measurements-missing", "explore --out '{new}' --measurements '{missing.json}'"),
     ("explore-measurements-binary", "explore --out '{new}' --measurements '{binary.json}'"),
     ("predict-dtype-tpu-fp16", "predict --n 1024 --hw tpu-v6e --dtype fp16"),
-    ("predict-mosaic-on-tpu", "predict --n 1024 --hw tpu-v5e --kernel pallas-mosaic"),
-    ("predict-mosaic-on-ampere", "predict --n 1024 --hw a100 --kernel pallas-mosaic"),
     ("predict-hw-close-match", "predict --n 1024 --hw h20"),
     ("kernels-show-unknown", "kernels show fa-2"),
     ("kernels-no-verb", "kernels"),

@@ -95,8 +95,6 @@ class KernelFamily(BaseModel):
     split_block_k: dict[int, Count] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
     tiles: tuple[Tile, ...] = ()
-    #: Compute capabilities the family's kernels run on ("sm90"); empty: any device.
-    archs: tuple[str, ...] = ()
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
@@ -119,13 +117,7 @@ class KernelFamily(BaseModel):
         return 1.0 if self.softmax == "overlapped" else 0.0
 
     def tile_for(self, d: int, *, causal: bool, arch: str | None) -> Tile:
-        """The family's default tile for head dim ``d`` (first matching entry); a device
-        outside the family's ``archs`` is refused (Mosaic GPU kernels need Hopper)."""
-        if self.archs and arch not in self.archs:
-            raise PerfmodelError(
-                f"kernel family {self.name!r} runs on {', '.join(self.archs)} only, not on a "
-                f"device of arch={arch!r}; name another kernel (perfmodel kernels list)"
-            )
+        """The family's default tile for head dim ``d`` (first matching entry)."""
         for tile in self.tiles:
             if tile.matches(d, causal, arch):
                 return tile
