@@ -1090,6 +1090,9 @@ def main(argv=None) -> int:
     command = "python -m pallas_kernels.ceilings " + " ".join(
         argv if argv is not None else sys.argv[1:]
     )
+    if not args.interpret and jax.devices()[0].platform != "gpu":
+        print(f"ceilings: no GPU here ({jax.devices()[0].platform}); --interpret for a dry run")
+        return 2
     sections = tuple(x.strip() for x in args.sections.split(","))
     unknown = set(sections) - set(SECTIONS)
     if unknown:

@@ -23,6 +23,7 @@ COMMANDS = (
     "hw",
     "kernels",
     "validate",
+    "calibrate",
     "report",
     "explore",
     "diagnose",

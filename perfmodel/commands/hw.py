@@ -76,18 +76,19 @@ def run_show(args: argparse.Namespace) -> int:
             print(f"  {key:<38} {_show(key, value):>14}" + (f"   [{source}]" if source else ""))
     if spec.notes:
         print(f"  notes: {spec.notes}")
-    _show_measured(spec)
+    from perfmodel.catalog.ceilings import load_ceilings
+
+    measured = load_ceilings(spec)
+    if measured is not None:
+        print_measured(measured, spec, title="measured ceilings")
     return 0
 
 
-def _show_measured(spec) -> None:
-    """The device's measured ceilings beside the datasheet (perfmodel.catalog.ceilings)."""
-    from perfmodel.catalog.ceilings import beside_datasheet, load_ceilings
+def print_measured(c, spec, *, title: str) -> None:
+    """Measured ceilings (``perfmodel.catalog.ceilings``) beside the datasheet's figures."""
+    from perfmodel.catalog.ceilings import beside_datasheet
 
-    c = load_ceilings(spec)
-    if c is None:
-        return
-    print(f"measured ceilings ({c.date}, jax {c.jax_version}, {c.device_kind}; `{c.command}`):")
+    print(f"{title} ({c.date}, jax {c.jax_version}, {c.device_kind}; `{c.command}`):")
     print(f"  {'':<32} {'measured':>14} {'datasheet':>14} {'ratio':>6}")
     for name, m, sheet in beside_datasheet(c, spec):
         ratio = f"{m.value / sheet:6.2f}" if sheet else ""
