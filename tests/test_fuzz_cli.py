@@ -280,6 +280,13 @@ CASES: list[tuple[str, str]] = [
     ("predict-hw-close-match", "predict --n 1024 --hw h20"),
     ("kernels-show-unknown", "kernels show fa-2"),
     ("kernels-no-verb", "kernels"),
+    ("calibrate-out-folder", "calibrate --out '{regular-file}/'"),
+    ("calibrate-out-proc", "calibrate --out /proc/h200.ceilings.toml"),
+    ("calibrate-out-suffix", "calibrate --out '{new}.json'"),
+    ("calibrate-budget-inf", "calibrate --out '{new}.toml' --budget-s inf"),
+    ("calibrate-budget-nan", "calibrate --out '{new}.toml' --budget-s nan"),
+    ("calibrate-device-unknown", "calibrate --out '{new}.toml' --device nope"),
+    ("calibrate-sweep-proc", "calibrate --out '{new}.toml' --sweep /proc/s.json"),
     ("diagnose-algorithm-unknown", "diagnose --hbm-util 0.5 --sm-util 0.3 --algorithm xla"),
 ]
 
