@@ -29,7 +29,11 @@ def register(sub: argparse._SubParsersAction) -> None:
             "product sets the page's size, printed at the end)."
         ),
     )
-    p.add_argument("--out", default="perfmodel-explore.html", help="the HTML file to write")
+    p.add_argument(
+        "--out",
+        default="perfmodel-explore.html",
+        help="the HTML file to write (default: %(default)s)",
+    )
     p.add_argument(
         "--measurements",
         nargs="+",
@@ -59,8 +63,14 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="also serve the page (and nothing else) over HTTP and open a browser",
     )
-    p.add_argument("--host", default=LOOPBACK, help="address for --serve")
-    p.add_argument("--port", type=int, default=8765, help="port for --serve (0: any free one)")
+    p.add_argument(
+        "--host",
+        default=LOOPBACK,
+        help="address --serve listens on (default: %(default)s, this machine only)",
+    )
+    p.add_argument(
+        "--port", type=int, default=8765, help="port for --serve (default: %(default)s; 0: any)"
+    )
     p.set_defaults(func=run)
 
 
