@@ -22,6 +22,7 @@ COMMANDS = (
     "hw",
     "kernels",
     "validate",
+    "calibrate",
     "report",
     "explore",
     "diagnose",

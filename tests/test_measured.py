@@ -145,7 +145,7 @@ def test_oom_point_and_frozen_models():
 
 def test_bench_writer_output_validates(tmp_path):
     # the GPU benchmark writes plain JSON without pydantic: it must match this schema
-    from pallas_kernels.bench import RunWriter
+    from kernel_bench.bench import RunWriter
 
     path = tmp_path / "bench.json"
     merge_write(path, run("old"))
@@ -166,7 +166,7 @@ def test_bench_writer_output_validates(tmp_path):
 
 
 def test_bench_table_uses_latest_sweep_point(tmp_path):
-    from pallas_kernels.bench import markdown_table
+    from kernel_bench.bench import markdown_table
 
     path = tmp_path / "t.json"
     merge_write(path, run("sweep-1", [point(), point(implementation="cudnn", tflops=550.0)]))

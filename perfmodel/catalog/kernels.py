@@ -57,6 +57,8 @@ class Tile(BaseModel):
     block_q: PositiveInt
     block_k: PositiveInt
     warps: PositiveInt
+    #: K/V shared-memory stages of this launch where they differ from the family's
+    kv_stages: PositiveInt | None = None
     arch: str | None = None
     causal: bool | None = None
 

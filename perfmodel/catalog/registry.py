@@ -18,6 +18,9 @@ from perfmodel.catalog.data import data_dir
 from perfmodel.errors import PerfmodelError
 
 M = TypeVar("M", bound=BaseModel)
+#: Measured-ceiling files that sit beside the device specs (``perfmodel.catalog.ceilings``):
+#: ``specs/devices/<device>.ceilings.toml``; not entries of the device table.
+CEILINGS_SUFFIX = ".ceilings.toml"
 
 
 def read_text(path: str | os.PathLike, what: str) -> str:
@@ -68,6 +71,8 @@ def build(kind: str, model: type[M], what: str) -> dict[str, M]:
     """Every shipped entry of ``specs/<kind>``, keyed by lower-cased name and each alias."""
     table: dict[str, M] = {}
     for path in sorted(data_dir(kind).glob("*.toml")):
+        if path.name.endswith(CEILINGS_SUFFIX):
+            continue
         entry: Any = read_toml(path, model, what)
         for key in (entry.name, *entry.aliases):
             key = key.lower()

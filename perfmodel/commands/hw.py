@@ -61,7 +61,24 @@ def run_show(args: argparse.Namespace) -> int:
         print(f"  {key:<24} {_show(key, value):>14}   [{spec.sources.get(key, '')}]")
     if spec.notes:
         print(f"  notes: {spec.notes}")
+    from perfmodel.catalog.ceilings import load_ceilings
+
+    measured = load_ceilings(spec)
+    if measured is not None:
+        print_measured(measured, spec, title="measured ceilings")
     return 0
+
+
+def print_measured(c, spec, *, title: str) -> None:
+    """Measured ceilings (``perfmodel.catalog.ceilings``) beside the datasheet's figures."""
+    from perfmodel.catalog.ceilings import beside_datasheet
+
+    print(f"{title} ({c.date}, jax {c.jax_version}, {c.device_kind}; `{c.command}`):")
+    print(f"  {'':<32} {'measured':>14} {'datasheet':>14} {'ratio':>6}")
+    for name, m, sheet in beside_datasheet(c, spec):
+        ratio = f"{m.value / sheet:6.2f}" if sheet else ""
+        shown = _show(name, sheet) if sheet else ""
+        print(f"  {name:<32} {_show(name, m.value):>14} {shown:>14} {ratio}   [{m.size}]")
 
 
 def _show(key: str, value: object) -> str:

@@ -2,7 +2,7 @@
 
 A measurement file (``specs/measurements/*.json``) holds runs; each run is one
 benchmark process on one device, with the ceilings it measured and one point per
-(implementation, shape) it timed. The GPU benchmark (``pallas_kernels/bench.py``)
+(implementation, shape) it timed. The GPU benchmark (``kernel_bench/bench.py``)
 writes the same field names with plain ``json`` (its image has no pydantic); this
 module validates them. It never imports jax. Units are SI: seconds, bytes, FLOP/s.
 
@@ -37,7 +37,8 @@ from perfmodel.shape import Shape
 from perfmodel.vocabulary import Implementation, dtype
 
 Status = Literal["ok", "oom", "error"]
-#: How ``device_time_s`` was measured (pallas_kernels/_timing.py): CUPTI's summed kernel
+Phase = Literal["forward", "backward", "train"]
+#: How ``device_time_s`` was measured (kernel_bench/timing.py): CUPTI's summed kernel
 #: durations per call; wall time of calls queued back to back; or (naive, one early run)
 #: CUPTI over the three steps compiled as one program with optimisation barriers.
 DeviceTimeMethod = Literal["cupti_kernel_sum", "queued_calls", "cupti_one_program_barriers"]
@@ -95,6 +96,9 @@ class Point(_Frozen):
     peak_memory_bytes: NonNegativeInt | None = None
     #: Kernel family of the implementation (specs/kernels/*.toml), when recorded.
     family: str | None = None
+    #: What one call timed: the forward (absent in older files), the backward alone, or a
+    #: training step (forward and backward in one call); ``predict``'s ``mode``.
+    phase: Phase | None = None
     #: Absent in older files: read as "legacy_queued" (:meth:`basis`).
     time_basis: TimeBasis | None = None
     #: Device time per call, the quantity the model's ``time_s`` predicts.
