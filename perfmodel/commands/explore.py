@@ -93,15 +93,12 @@ def _heads(values: list[str]) -> tuple[tuple[int, int], ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.arguments import output_folder
+    from perfmodel.arguments import output_file
     from perfmodel.errors import PerfmodelError
     from perfmodel.report.explore import size_of, summary, write_page
     from perfmodel.report.explore_grid import Grid
 
-    out = Path(args.out)
-    output_folder(out.parent if str(out.parent) else ".", "--out")
-    if out.is_dir() or args.out.endswith(("/", "\\")):
-        raise PerfmodelError(f"--out={args.out!r} is a folder; give a file name")
+    out = output_file(args.out, "--out")
     for m in args.measurements:
         if not Path(m).is_file():
             raise PerfmodelError(f"--measurements {m!r}: no such file")

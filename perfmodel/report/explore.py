@@ -460,7 +460,8 @@ def build_data(grid: Grid | None = None, measurements: list[str | Path] | None =
         raise PerfmodelError(
             f"perfmodel explore has no control for predict() argument(s) {missing}"
         )
-    grid = grid or Grid()
+    grid = (grid or Grid()).check()
+    measured = measured_points(measurements or [])  # a bad file is refused before the work
     data = build_tables(grid)
     data |= {
         "naive": list(NAIVE_IMPLEMENTATIONS),
@@ -470,7 +471,7 @@ def build_data(grid: Grid | None = None, measurements: list[str | Path] | None =
         "n_reference": N_REFERENCE,
         "opening": {"n": N_REFERENCE, "hw": "H200 SXM"},
         "headlines": headlines(grid),
-        "measured": measured_points(measurements or []),
+        "measured": measured,
     }
     return data
 
