@@ -11,6 +11,8 @@ Mosaic kernel: tests/test_flash_mosaic.py.
 
 from __future__ import annotations
 
+import importlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -198,3 +200,36 @@ def test_non_positive_scale_is_rejected():
     x = jnp.zeros((1, 8, 2, 16), jnp.float32)
     with pytest.raises(ValueError, match="sm_scale=-1.0"):
         flash_attention(x, x, x, sm_scale=-1.0, interpret=True)
+
+
+def test_routing_rows_send_their_shapes_to_their_backend(monkeypatch):
+    api = importlib.import_module("pallas_kernels.flash_attention")
+
+    row = dict(head_dim_min=64, head_dim_max=64, causal=True, n_below=4096, backend="triton")
+    monkeypatch.setattr(api, "routing_table", lambda: {"default": "mosaic", "route": [row]})
+    assert api.routed_backend((1, 1024, 8, 64), (1, 1024, 8, 64), True) == "triton"
+    assert api.routed_backend((1, 4096, 8, 64), (1, 4096, 8, 64), True) == "mosaic"
+    assert api.routed_backend((1, 1024, 8, 64), (1, 1024, 8, 64), False) == "mosaic"
+    assert api.routed_backend((1, 1024, 8, 48), (1, 1024, 8, 48), True) == "triton"  # d -> 64
+
+
+def test_the_committed_routing_table_reads():
+    api = importlib.import_module("pallas_kernels.flash_attention")
+
+    table = api.routing_table()
+    assert table["default"] in ("mosaic", "triton") and table["sources"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_auto_runs_every_head_dim_cudnn_accepts(dtype):
+    """cuDNN takes head dims that are multiples of 8 up to 256: auto has a backend for
+    each (Triton pads to a power of two; Mosaic, on Hopper, to a multiple of 16)."""
+    for d in range(8, 257, 8):
+        q = jax.ShapeDtypeStruct((1, 8, 2, d), getattr(jnp, dtype))
+        backend = choose_backend(q, q, q, causal=True)
+        module = (
+            flash_triton
+            if backend == "triton"
+            else importlib.import_module("pallas_kernels.flash_mosaic")
+        )
+        assert module.supported(q, q, q, causal=True) is None, (d, backend)

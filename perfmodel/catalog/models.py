@@ -16,13 +16,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.fields import Count, Flag, count_between
 from perfmodel.vocabulary import bytes_per_element
 
 #: Largest relative gap allowed between the stated and the counted parameter number.
 PARAMS_TOLERANCE = 0.01
+#: Parameters of one model: 1 to 10^15.
+Params = count_between(1, 10**15)
 
 
 class ModelSpec(BaseModel):
@@ -32,20 +35,20 @@ class ModelSpec(BaseModel):
 
     name: str
     aliases: tuple[str, ...] = ()
-    layers: PositiveInt
-    hidden: PositiveInt
-    heads: PositiveInt
-    kv_heads: PositiveInt
-    head_dim: PositiveInt
-    intermediate: PositiveInt
-    vocab: PositiveInt
-    tie_embeddings: bool
-    qkv_bias: bool = False
+    layers: Count
+    hidden: Count
+    heads: Count
+    kv_heads: Count
+    head_dim: Count
+    intermediate: Count
+    vocab: Count
+    tie_embeddings: Flag
+    qkv_bias: Flag = False
     #: Mixture of experts: MLPs per layer, and how many each token runs (1 and 1: dense).
-    experts: PositiveInt = 1
-    experts_per_token: PositiveInt = 1
-    max_context_tokens: PositiveInt
-    params: PositiveInt
+    experts: Count = 1
+    experts_per_token: Count = 1
+    max_context_tokens: Count
+    params: Params
     sources: dict[str, str]
 
     @model_validator(mode="after")
