@@ -28,6 +28,7 @@ import sympy as sp
 
 from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
+from perfmodel.catalog.ceilings import interpolate
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.catalog.kernels import KernelFamily
 from perfmodel.compile import Compiled, compiled
@@ -166,7 +167,7 @@ def _expressions(
     exprs: list[sp.Expr] = []
     names: list[ExprName] = []
     for kernel in model.kernels:
-        for field in (*_PER_KERNEL, "work_items", "tiles"):
+        for field in (*_PER_KERNEL, "work_items", "tiles", "floor_work_items"):
             value = getattr(kernel, field)
             exprs.append(0 * kernel.hbm_bytes if value is None else value)
             names.append((kernel.name, field))
@@ -227,6 +228,8 @@ class OnChip:
     spill_bytes_per_tile: Num = 0.0
     #: Bytes one block keeps in flight from memory (its K/V loads ahead of use).
     bytes_in_flight: Num = 0.0
+    #: Q bytes one block loads before its first inner-loop step can start.
+    q_tile_bytes: Num = 0.0
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -235,7 +238,12 @@ _NO_ONCHIP = OnChip()
 
 def onchip_of(launch: Launch) -> OnChip:
     """The on-chip facts of a resolved launch (``perfmodel.launch.resolve``)."""
-    return OnChip(launch.blocks_per_sm, launch.spill_bytes_per_tile, launch.bytes_in_flight)
+    return OnChip(
+        launch.blocks_per_sm,
+        launch.spill_bytes_per_tile,
+        launch.bytes_in_flight,
+        launch.q_tile_bytes,
+    )
 
 
 @dataclass(frozen=True)
@@ -251,6 +259,10 @@ class KernelRoofs:
     times: dict[str, Num]  #: the plain roof times, no idle SMs
     blocks_per_sm: Num = 1
     spill_s: Num = 0.0  #: registers spilled to local memory, written and read each step
+    #: Each wave's blocks start by waiting for memory (one latency) and for their Q
+    #: tile at one SM's share of the HBM bandwidth (datasheet): :func:`prologue`.
+    prologue_latency_s: Num = 0.0
+    prologue_bytes_s: Num = 0.0
 
 
 def kernel_roofs(
@@ -280,11 +292,29 @@ def _roofs_from_raw(
         times = _kernel_roofs(raw, k, rates)
         fused = i == 0 and roofline.any_nonzero(tiles)  # the tiled kernel: on-chip facts apply
         floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else _NO_ONCHIP)
+        if roofline.any_nonzero(raw[k, "floor_work_items"]):  # more blocks than it launches
+            floor = _with_parallelism(times, raw[k, "floor_work_items"], hw)[0]
         blocks = roofline.ratio_or_zero(work_items, tiles)
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1
-        out.append(KernelRoofs(k, floor, estimate, blocks, times, per_sm, spill))
+        latency, load = _prologue(work_items, hw, onchip, rates) if fused else (0.0, 0.0)
+        out.append(KernelRoofs(k, floor, estimate, blocks, times, per_sm, spill, latency, load))
     return out
+
+
+def _prologue(
+    work_items: Num, hw: HardwareSpec, onchip: OnChip, rates: dict[str, Num]
+) -> tuple[Num, Num]:
+    """Per wave of the fused kernel's blocks (``work_items`` over the SMs' resident
+    blocks): one memory latency, and one Q tile at an SM's share of the HBM bandwidth,
+    before the first inner-loop step can run (the pipeline is empty then)."""
+    resident = hw.sm_count * onchip.blocks_per_sm
+    waves = np.ceil(np.divide(work_items, resident))
+    latency = waves * (hw.memory_latency_s or 0.0)
+    load = waves * onchip.q_tile_bytes * hw.sm_count / rates["hbm"]
+    if isinstance(work_items, float):
+        return float(latency), float(load)
+    return latency, load
 
 
 # --- the estimate: the floor plus each named effect ----------------------------------
@@ -294,7 +324,7 @@ class KernelTime(NamedTuple):
     a fixed cost per launch. :meth:`seconds` combines them (``roofline.combine``)."""
 
     times: dict[str, Num]
-    overlap: Num = 1.0
+    overlap: Num | None = None  #: None: the floor (the busiest compute roof alone)
     stretch: Num = 1.0
     serial: Num = 0.0
     fixed: Num = 0.0
@@ -330,8 +360,10 @@ def efficiency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 
 def overlap(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Compute roofs overlapping only as far as the structure lets them: the family's
-    compute overlap, grown by the other resident blocks (:func:`effective_overlap`)."""
-    return t._replace(overlap=effective_overlap(c.calibration.compute_overlap, k.blocks_per_sm))
+    softmax overlap (``roofline.combine``). Other resident blocks do not add to it: on
+    the H200 our Triton kernel with 2-5 blocks per SM runs as its softmax and matmuls
+    added up (docs/model.md)."""
+    return t._replace(overlap=c.calibration.compute_overlap)
 
 
 def spills(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
@@ -351,20 +383,29 @@ def kernel_launch(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     return t._replace(fixed=c.launch_s)
 
 
+def prologue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Each wave of a tiled kernel's blocks waits, before its first step, for one memory
+    latency and its Q tile (at the estimate's HBM fraction), in series with the rest:
+    the pipeline is empty then (``_prologue``)."""
+    load = k.prologue_bytes_s / c.efficiency["hbm"]
+    return t._replace(fixed=t.fixed + k.prologue_latency_s + load)
+
+
 #: The effects ``time_s`` adds to the floor of the launch evaluated, in order. A new
 #: effect is one function here (its column ``effect_<name>_s`` follows).
-EFFECTS: tuple[Effect, ...] = (waves, efficiency, overlap, spills, block_overhead, kernel_launch)
+EFFECTS: tuple[Effect, ...] = (
+    waves,
+    efficiency,
+    overlap,
+    spills,
+    block_overhead,
+    kernel_launch,
+    prologue,
+)
 #: The name of each effect's column; the first, "launch", is the step from the best
 #: launch's floor to the floor of the launch evaluated.
 EFFECT_NAMES = ("launch", *(e.__name__ for e in EFFECTS))
 EFFECT_COLUMNS = tuple(f"effect_{name}_s" for name in EFFECT_NAMES)
-
-
-def effective_overlap(overlap: Num, blocks_per_sm: Num) -> Num:
-    """Compute overlap with ``k`` blocks per SM: a block whose softmax sits between its
-    matmuls leaves the tensor cores idle, which the other resident blocks' matmuls can
-    fill (the warp schedulers interleave independent blocks), so 1 - (1 - overlap)/k."""
-    return 1 - (1 - overlap) / blocks_per_sm
 
 
 def _total(states: list[KernelTime]) -> Num:
@@ -375,12 +416,18 @@ def _total(states: list[KernelTime]) -> Num:
 
 
 def estimate_steps(
-    kernels: list[KernelRoofs], calibration: Calibration, launch: Num, *, every: bool = True
+    kernels: list[KernelRoofs],
+    calibration: Calibration,
+    launch: Num,
+    *,
+    every: bool = True,
+    d: Num | None = None,
 ) -> list[Num]:
     """The model's device time after the floor of ``kernels`` and after each effect of
     :data:`EFFECTS` (only the last with ``every=False``): each kernel's largest roof,
-    then each effect applied to every kernel, summed over the kernels."""
-    context = Context(calibration, _efficiency(ByIdentity(calibration)), launch)
+    then each effect applied to every kernel, summed over the kernels. ``d``: the head
+    dim, where the profile's matmul fraction was measured by head dim."""
+    context = Context(calibration, _fractions(calibration, d), launch)
     states = [KernelTime(k.floor) for k in kernels]
     totals = [_total(states)] if every else []
     for effect in EFFECTS:
@@ -394,6 +441,16 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
     """The model's device time: the floor plus every effect (:func:`estimate_steps`).
     Host dispatch is not device time (``call_latency``)."""
     return estimate_steps(kernels, calibration, launch, every=False)[-1]
+
+
+def _fractions(calibration: Calibration, d: Num | None) -> dict[str, Num]:
+    """Each roof's fraction; the matmul's at each point's head dim where the profile
+    measured it by head dim (``Calibration.matmul_efficiency_by_d``)."""
+    fractions = _efficiency(ByIdentity(calibration))
+    table = calibration.matmul_efficiency_by_d
+    if not table or d is None:
+        return fractions
+    return {**fractions, Roof.MATMUL: interpolate(table, d)}
 
 
 @functools.lru_cache(maxsize=256)
@@ -513,7 +570,7 @@ def evaluate(
     roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
     out = _counts(raw, kernels, hw)
     out.update(floor_of(roofs, out["matmul_flops"]).columns())
-    out.update(_estimate(roofs, calibration, hw, effects))
+    out.update(_estimate(roofs, calibration, hw, effects, values.get("d")))
     if effects:
         out[EFFECT_COLUMNS[0]] = 0.0 * out["t_lower_s"]  # one launch: it is the best
     return out
@@ -535,13 +592,17 @@ def _counts(raw: dict[ExprName, Num], kernels: list[str], hw: HardwareSpec) -> d
 
 
 def _estimate(
-    roofs: list[KernelRoofs], calibration: Calibration, hw: HardwareSpec, effects: bool
+    roofs: list[KernelRoofs],
+    calibration: Calibration,
+    hw: HardwareSpec,
+    effects: bool,
+    d: Num | None = None,
 ) -> dict[str, Num]:
     """``time_s`` and, with ``effects``, what each effect of :data:`EFFECTS` adds to the
     floor of the launch evaluated (``effect_<name>_s``)."""
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
-    steps = estimate_steps(roofs, calibration, launch, every=effects)
+    steps = estimate_steps(roofs, calibration, launch, every=effects, d=d)
     out: dict[str, Num] = {"time_s": steps[-1]}
     if effects:
         for i, column in enumerate(EFFECT_COLUMNS[1:]):
@@ -694,7 +755,7 @@ def evaluate_flash(
         raw, kernels, roofs = roofs_at(rows, split, at.pack, at.splits, onchip_of(at), at, sub)
         out = _counts(raw, kernels, hw)
         out.update(floor_of(roofs, out["matmul_flops"], at.pack, at.splits).flat())
-        out.update(_estimate(roofs, calibration, hw, effects))
+        out.update(_estimate(roofs, calibration, hw, effects, sub.get("d")))
         return out
 
     def floor_at(rows: Any, pack: Num, splits: Num) -> Floor:

@@ -86,6 +86,8 @@ class Launch:
     #: K/V bytes one block has in flight from memory: one step's K and V tiles, or
     #: ``kv_stages`` of them where a producer (TMA) issues the loads ahead.
     bytes_in_flight: Num
+    #: Q bytes one block loads before its first step (and O bytes it writes after its last)
+    q_tile_bytes: Num
     #: The most K/V splits the floor tries (:func:`split_limit`) at one program per query
     #: head, and with the GQA group packed in a tile.
     split_limit_one: Num
@@ -349,6 +351,7 @@ def resolve(
         spilled_registers_per_thread=spilled,
         spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
         bytes_in_flight=2 * bk * d * s * (stages if family.producer_warps else 1.0),
+        q_tile_bytes=bq * d * s,
         split_limit_one=limit(np.ones(size)),
         split_limit_group=limit(group),
     )

@@ -21,7 +21,12 @@ from typing import Any
 import numpy as np
 
 from perfmodel.arguments import check, check_columns
-from perfmodel.catalog.calibration import Calibration, family_default, load_calibration
+from perfmodel.catalog.calibration import (
+    Calibration,
+    family_default,
+    load_calibration,
+    naive_default,
+)
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
@@ -76,6 +81,7 @@ def calibration_profiles(
     calibration: CalibrationArg,
     spec: HardwareSpec | None = None,
     family: KernelFamily | None = None,
+    ceilings: str = "measured",
 ) -> dict[str, Calibration]:
     """Which profile applies to each algorithm: a named profile for the algorithm it
     names (or both); else the datasheet default, with the flash side set by ``family``'s
@@ -86,8 +92,10 @@ def calibration_profiles(
     else:
         given = [] if calibration is None else [calibration]
     chosen: dict[str, Calibration] = {str(a): load_calibration(None) for a in ALGORITHMS}
+    if spec is not None:
+        chosen["naive"] = naive_default(spec, ceilings)
     if family is not None and spec is not None:
-        chosen["flash"] = family_default(family, spec)
+        chosen["flash"] = family_default(family, spec, ceilings)
     for item in given:
         profile = load_calibration(item)
         if spec is not None and profile.device is not None and profile.device != spec.name:
@@ -137,6 +145,7 @@ def predict(
     block_k: int | None = None,
     kv_len: int | None = None,
     calibration: CalibrationArg = None,
+    ceilings: str = "measured",
     naive: str = "minimal",
     mode: str = "forward",
     cp: int = 1,
@@ -190,12 +199,13 @@ def predict(
         tp=tp,
         page_tokens=page_tokens,
         warps=warps,
+        ceilings=ceilings,
         **({} if splits is None else {"splits": splits}),
     )
     m = args["n"] if args["kv_len"] is None else args["kv_len"]
     h_kv = args["h"] if args["h_kv"] is None else args["h_kv"]
     _check_shape(args["h"], h_kv, args["n"], m, args["causal"])
-    engine = _Engine.of(spec, kernel, calibration, args["naive"], args["mode"])
+    engine = _Engine.of(spec, kernel, calibration, args["naive"], args["mode"], args["ceilings"])
     point = {
         **symbol_values(
             n=args["n"], kv_len=m, d=args["d"], h=args["h"], h_kv=h_kv, batch=args["batch"]
@@ -334,9 +344,11 @@ class _Engine:
         calibration: CalibrationArg,
         naive: str,
         mode: str,
+        ceilings: str = "measured",
     ) -> _Engine:
         family = flash_family(kernel, calibration)
-        return cls(spec, family, calibration_profiles(calibration, spec, family), naive, mode)
+        profiles = calibration_profiles(calibration, spec, family, ceilings)
+        return cls(spec, family, profiles, naive, mode)
 
     def evaluate(
         self,
@@ -491,7 +503,7 @@ def sweep(
             f"sweep() got unknown arguments {unknown}; it takes predict()'s: {', '.join(OPTIONS)}"
         )
     given = {**_DEFAULTS, **options}
-    flags = check(grid=grid, naive=given["naive"], mode=given["mode"])
+    flags = check(grid=grid, naive=given["naive"], mode=given["mode"], ceilings=given["ceilings"])
     split = check(cp=given["cp"], cp_scheme=given["cp_scheme"], tp=given["tp"])
     spec = load_hardware(hw)
     # an option left to its default None (the family's choice) is a column of None
@@ -514,7 +526,14 @@ def sweep(
     cols["kv_len"] = _default(cols["kv_len"], cols["n"])
     cols["h_kv"] = _default(cols["h_kv"], cols["h"])
     _check_shape(cols["h"], cols["h_kv"], cols["n"], cols["kv_len"], cols["causal"])
-    engine = _Engine.of(spec, given["kernel"], given["calibration"], flags["naive"], flags["mode"])
+    engine = _Engine.of(
+        spec,
+        given["kernel"],
+        given["calibration"],
+        flags["naive"],
+        flags["mode"],
+        flags["ceilings"],
+    )
     results = _evaluate_chunks(engine, cols, wanted, size)
     out = SweepResult({k: cols[k] for k in _SWEPT})
     for k in ("block_q", "block_k", "warps"):  # the launch's tiles and warps, as integers

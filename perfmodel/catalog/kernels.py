@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.catalog import registry as _registry
 from perfmodel.catalog.fields import Count, Flag, count_between
@@ -74,6 +74,32 @@ class Tile(BaseModel):
         )
 
 
+#: Element formats an FP8 attention kernel holds its operands and results in.
+Precision = Literal["e4m3", "e5m2", "bf16", "fp16", "fp32"]
+
+
+class Fp8(BaseModel):
+    """How a family runs FP8 attention: which operands are FP8 and what stays wider.
+
+    ``q_k_v``: the inputs; ``p``: P as the PV matmul reads it (``e4m3`` runs PV at the
+    FP8 rate; a 16-bit P would run it at the 16-bit rate); ``accumulator``: S and O in
+    the matmuls; ``softmax``: the online-softmax statistics and exps; ``output``: O as
+    written to HBM; ``scales``: one float32 descale factor per tensor, per (batch,
+    K/V head), or per block; ``amax``: the kernel also reduces max|S| and max|O| (for
+    the next step's scales); ``backward``: an FP8 backward exists."""
+
+    model_config = _frozen
+
+    q_k_v: Precision
+    p: Precision
+    accumulator: Precision
+    softmax: Precision
+    output: Precision
+    scales: Literal["per_tensor", "per_head", "per_block"]
+    amax: bool = False
+    backward: bool = False
+
+
 class KernelFamily(BaseModel):
     """The structure of one attention implementation, each fact sourced."""
 
@@ -95,7 +121,13 @@ class KernelFamily(BaseModel):
     split_block_q: Count | None = None
     split_block_k: dict[int, Count] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
+    #: Of the softmax's exp and vector time, how much hides under the matmuls, as a
+    #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
+    #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
+    softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
     tiles: tuple[Tile, ...] = ()
+    #: FP8 attention as the family runs it; None: the family has no FP8 kernel.
+    fp8: Fp8 | None = None
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
@@ -113,8 +145,12 @@ class KernelFamily(BaseModel):
 
     @property
     def compute_overlap(self) -> float:
-        """How far the compute roofs overlap inside one block: 0 when the softmax sits
-        between the matmuls of the same warps, 1 when another warpgroup's matmuls hide it."""
+        """How much of the softmax hides under the matmuls inside one block, as a fraction
+        of the matmul time (``roofline.combine``): the family's ``softmax_overlap`` where
+        it states one, else 0 when the softmax sits between the matmuls of the same warps
+        and 1 when another warpgroup's matmuls can hide it."""
+        if self.softmax_overlap is not None:
+            return self.softmax_overlap
         return 1.0 if self.softmax == "overlapped" else 0.0
 
     def tile_for(self, d: int, *, causal: bool, arch: str | None) -> Tile:
