@@ -80,10 +80,13 @@ def expected(data: dict, side: str, p) -> dict:
     out = {}
     for name in data["columns"][side]:
         roof = name[2:-2] if name.startswith("t_") and name.endswith("_s") else None
+        effect = name[7:-2] if name.startswith("effect_") and name.endswith("_s") else None
         if name in AlgorithmPrediction.model_fields:
             out[name] = getattr(a, name)
         elif roof in explore.ROOF_NAMES:
             out[name] = a.roof_times_s.get(roof)
+        elif effect is not None:  # the estimate's named effects, one column each
+            out[name] = a.effects_s.get(effect)
         elif side == "flash" and name in CONFIG_COLUMNS:
             if p.config.mode != "forward" and name in ("pack", "splits"):
                 continue
@@ -142,9 +145,10 @@ def test_page_shows_every_column_predict_reports():
     """A column added to AlgorithmPrediction must reach the page (or be listed here)."""
     data = page_data()
     shown = set(data["columns"]["naive"]) | set(data["columns"]["flash"])
-    # bound/binding_roof are shown as labels; roof_times_s as the t_<roof>_s columns;
-    # calibration is the control. call_latency_s: sweep() does not report it.
-    derived = {"roof_times_s", "calibration", "effects_s"}  # effects_s: effect_<name>_s
+    # bound/binding_roof are shown as labels; roof_times_s as the t_<roof>_s columns,
+    # effects_s as the effect_<name>_s columns; calibration is the control.
+    # call_latency_s: sweep() does not report it.
+    derived = {"roof_times_s", "effects_s", "calibration"}
     not_in_sweep = {"call_latency_s"}
     missing = set(AlgorithmPrediction.model_fields) - derived - shown
     assert missing == not_in_sweep

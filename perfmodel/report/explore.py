@@ -89,6 +89,8 @@ NOT_SHOWN = {
     "warps": _LAUNCH,
     "splits": _LAUNCH,
     "page_tokens": "contiguous KV cache (paging: a decode question, perfmodel advise)",
+    "ceilings": "predict()'s default, 'measured' (a device's measured ceilings where it has "
+    "them, else the datasheet deratings); each choice would be another table per row",
     "cp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "cp_scheme": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "tp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
