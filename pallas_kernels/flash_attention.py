@@ -19,7 +19,8 @@ mosaic    FlashAttention-3 style (``flash_mosaic``):  Hopper (sm_90) only
 
 ``backend="auto"`` picks ``mosaic`` on a Hopper GPU when ``flash_mosaic.supported``
 accepts the call, unless the routing table (``routing.toml``: data, each row with the
-committed measurements it stands on) names a shape where Triton measured faster; ``triton`` everywhere else (and always with ``interpret=True``).
+committed measurements it stands on) names a shape where Triton measured faster; and
+``triton`` everywhere else (always with ``interpret=True``).
 A forced backend that cannot run the call raises ValueError naming the limit.
 
 ``jax.grad`` through ``flash_attention`` runs the Triton backward kernels

@@ -11,6 +11,8 @@ Mosaic kernel: tests/test_flash_mosaic.py.
 
 from __future__ import annotations
 
+import importlib
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -198,3 +200,21 @@ def test_non_positive_scale_is_rejected():
     x = jnp.zeros((1, 8, 2, 16), jnp.float32)
     with pytest.raises(ValueError, match="sm_scale=-1.0"):
         flash_attention(x, x, x, sm_scale=-1.0, interpret=True)
+
+
+def test_routing_rows_send_their_shapes_to_their_backend(monkeypatch):
+    api = importlib.import_module("pallas_kernels.flash_attention")
+
+    row = dict(head_dim_min=64, head_dim_max=64, causal=True, n_below=4096, backend="triton")
+    monkeypatch.setattr(api, "routing_table", lambda: {"default": "mosaic", "route": [row]})
+    assert api.routed_backend((1, 1024, 8, 64), (1, 1024, 8, 64), True) == "triton"
+    assert api.routed_backend((1, 4096, 8, 64), (1, 4096, 8, 64), True) == "mosaic"
+    assert api.routed_backend((1, 1024, 8, 64), (1, 1024, 8, 64), False) == "mosaic"
+    assert api.routed_backend((1, 1024, 8, 48), (1, 1024, 8, 48), True) == "triton"  # d -> 64
+
+
+def test_the_committed_routing_table_reads():
+    api = importlib.import_module("pallas_kernels.flash_attention")
+
+    table = api.routing_table()
+    assert table["default"] in ("mosaic", "triton") and table["sources"]

@@ -17,11 +17,13 @@ import dataclasses
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import pytest
-from backend_base import BackendContract, random_inputs
+from backend_base import TOLERANCE, BackendContract, random_inputs, rel_err
 
 from pallas_kernels import flash_mosaic
 from pallas_kernels._common import is_hopper
+from pallas_kernels.reference import attention_float64
 
 ON_HOPPER = is_hopper()
 needs_hopper = pytest.mark.skipif(
@@ -42,11 +44,21 @@ class TestMosaicBackend(BackendContract):
             q, k, v, causal=causal, diagonal_offset=diagonal_offset, **options
         )
 
-    @pytest.mark.parametrize("d", [80, 112, 160, 192, 256])
+    @pytest.mark.parametrize("d", [72, 80, 112, 160, 192, 256])
     @pytest.mark.parametrize("causal", [False, True])
     def test_head_dims(self, d, causal):
         q, k, v = random_inputs(d, 1, 300, 300, 4, 2, d, "bfloat16")
         self.check(q, k, v, causal=causal)
+
+    @pytest.mark.parametrize("d", [72, 80, 96, 112, 160])
+    def test_padded_head_dims(self, d):
+        """``pad_head_dim=True``: d padded to a multiple of 64 (the default runs d as it
+        is, test_head_dims)."""
+        q, k, v = random_inputs(d + 1, 1, 300, 300, 4, 2, d, "bfloat16")
+        o, lse = self.forward(q, k, v, causal=True, pad_head_dim=True)
+        ref_o, ref_lse = attention_float64(q, k, v, causal=True)
+        assert rel_err(o, ref_o) < TOLERANCE["bfloat16"], rel_err(o, ref_o)
+        np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
 
     @pytest.mark.parametrize(
         "options", [{"overlap": "qk"}, {"overlap": "none"}, {"persistent": False}]
@@ -69,6 +81,9 @@ class TestMosaicBackend(BackendContract):
         ((1, 128, 2, 128), (1, 128, 2, 128), True, {"overlap": "qk", "persistent": False}),
         ((2, 300, 4, 192), (2, 300, 2, 192), True, {}),
         ((2, 300, 4, 64), (2, 300, 4, 64), False, {"overlap": "pv"}),
+        ((1, 200, 4, 96), (1, 200, 2, 96), True, {}),
+        ((1, 200, 2, 80), (1, 200, 2, 80), False, {}),
+        ((1, 200, 2, 128), (1, 200, 2, 128), False, {"pad_head_dim": True}),
     ],
 )
 def test_kernel_traces(shape, kv_shape, causal, options):
@@ -106,6 +121,10 @@ def test_head_dims_pad_to_a_multiple_of_64():
     ]
     assert flash_mosaic.heuristic_config(96).block_k == 128
     assert flash_mosaic.heuristic_config(160).block_k == 64
+    config = flash_mosaic.Config()
+    assert [flash_mosaic.run_head_dim(d, config) for d in (72, 80, 96, 256)] == [80, 80, 96, 256]
+    padded = flash_mosaic.Config(pad_head_dim=True)
+    assert [flash_mosaic.run_head_dim(d, padded) for d in (72, 80, 96, 256)] == [128] * 3 + [256]
 
 
 @pytest.mark.parametrize(

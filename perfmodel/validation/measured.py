@@ -2,7 +2,7 @@
 
 A measurement file (``specs/measurements/*.json``) holds runs; each run is one
 benchmark process on one device, with the ceilings it measured and one point per
-(implementation, shape) it timed. The GPU benchmark (``pallas_kernels/bench.py``)
+(implementation, shape) it timed. The GPU benchmark (``kernel_bench/bench.py``)
 writes the same field names with plain ``json`` (its image has no pydantic); this
 module validates them. It never imports jax. Units are SI: seconds, bytes, FLOP/s.
 
@@ -38,7 +38,7 @@ from perfmodel.vocabulary import Implementation, dtype
 
 Status = Literal["ok", "oom", "error"]
 Phase = Literal["forward", "backward", "train"]
-#: How ``device_time_s`` was measured (pallas_kernels/_timing.py): CUPTI's summed kernel
+#: How ``device_time_s`` was measured (kernel_bench/timing.py): CUPTI's summed kernel
 #: durations per call; wall time of calls queued back to back; or (naive, one early run)
 #: CUPTI over the three steps compiled as one program with optimisation barriers.
 DeviceTimeMethod = Literal["cupti_kernel_sum", "queued_calls", "cupti_one_program_barriers"]
