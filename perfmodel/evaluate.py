@@ -166,7 +166,7 @@ def _expressions(
     exprs: list = []
     names: list[ExprName] = []
     for kernel in model.kernels:
-        for field in (*_PER_KERNEL, "work_items", "tiles"):
+        for field in (*_PER_KERNEL, "work_items", "tiles", "floor_work_items"):
             value = getattr(kernel, field)
             exprs.append(0 * kernel.hbm_bytes if value is None else value)
             names.append((kernel.name, field))
@@ -287,6 +287,8 @@ def _roofs_from_raw(
         times = _kernel_roofs(raw, k, rates)
         fused = i == 0 and roofline.any_nonzero(tiles)  # the tiled kernel: on-chip facts apply
         floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else _NO_ONCHIP)
+        if roofline.any_nonzero(raw[k, "floor_work_items"]):  # more blocks than it launches
+            floor = _with_parallelism(times, raw[k, "floor_work_items"], hw)[0]
         blocks = roofline.ratio_or_zero(work_items, tiles)
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1

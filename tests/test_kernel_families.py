@@ -27,7 +27,9 @@ def test_every_stated_fact_has_a_source(name):
 
 def test_softmax_placement_sets_the_compute_overlap():
     assert load_kernel("fa2").compute_overlap == 0.0  # softmax between the matmuls
-    assert load_kernel("fa3").compute_overlap == 1.0  # ping-pong warpgroups
+    # ping-pong warpgroups: part of the softmax hides under the matmuls (the family's
+    # softmax_overlap, as cuDNN's measured share)
+    assert load_kernel("fa3").compute_overlap == load_kernel("cudnn").compute_overlap == 0.3
 
 
 def test_tiles_follow_the_sources():

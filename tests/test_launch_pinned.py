@@ -9,6 +9,7 @@ checks that a change to any one of them fails a test here.
 """
 
 import math
+from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -25,7 +26,6 @@ from perfmodel.evaluate import (
     KernelRoofs,
     KernelTime,
     OnChip,
-    effective_overlap,
     estimate_steps,
     model_key,
 )
@@ -217,21 +217,34 @@ def test_each_effect_by_hand():
     assert steps[1] == 5.0
     # efficiency: each roof over its fraction (matmul 10, exp 5, hbm 3)
     assert steps[2] == 10.0
-    # overlap: 1 - (1 - 0)/2 blocks per SM = 0.5 of the other compute roofs hidden:
-    # 10 + 0.5·5
-    assert steps[3] == 12.5
+    # overlap 0: nothing hides under the matmul, the other compute roofs add: 10 + 5
+    # (the second resident block does not change it)
+    assert steps[3] == 15.0
     # spills in series: + 0.5
-    assert steps[4] == 13.0
+    assert steps[4] == 15.5
     # block overhead: 1 + 2 tiles x 0.25 blocks per tile = x1.5
-    assert steps[5] == 19.5
+    assert steps[5] == 23.25
     # the launch gap
-    assert steps[6] == 19.625
+    assert steps[6] == 23.375
+    # the prologue: one latency and one Q tile per wave, in series
+    kernel = replace(_kernel(), prologue_latency_s=0.25, prologue_bytes_s=0.25)
+    with_prologue = estimate_steps([kernel], cal, launch=0.125)
+    assert with_prologue[7] - with_prologue[6] == 0.25 + 0.25 / 0.5  # bytes at the HBM fraction
+    assert steps[7] == steps[6]  # no prologue on a kernel without one
     assert len(steps) == len(EFFECTS) + 1
 
 
-def test_effective_overlap_by_hand():
-    assert effective_overlap(0.0, 4) == 0.75
-    assert effective_overlap(1.0, 1) == 1.0
+def test_prologue_by_hand():
+    # 1000 blocks on 132 SMs x 2 resident: 4 waves, each one latency and one Q tile
+    # (128 x 128 x 2 B) at an SM's share of the HBM bandwidth
+    from perfmodel.catalog.hardware import load_hardware
+    from perfmodel.evaluate import _prologue
+
+    hw = load_hardware("h200")
+    onchip = OnChip(blocks_per_sm=2.0, q_tile_bytes=128 * 128 * 2.0)
+    latency, load = _prologue(1000.0, hw, onchip, {"hbm": 4.8e12})
+    assert latency == 4 * hw.memory_latency_s
+    assert load == 4 * 128 * 128 * 2.0 * hw.sm_count / 4.8e12
 
 
 def test_an_effect_is_one_local_function():
