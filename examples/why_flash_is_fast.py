@@ -2,7 +2,7 @@
 
     python examples/why_flash_is_fast.py
 
-Its output is quoted in docs/model.md.
+Its output is quoted in README.md (tests/test_readme.py checks each quoted figure).
 """
 
 from __future__ import annotations
