@@ -319,7 +319,7 @@ class KernelTime(NamedTuple):
     a fixed cost per launch. :meth:`seconds` combines them (``roofline.combine``)."""
 
     times: dict[str, Num]
-    overlap: Num = 1.0
+    overlap: Num | None = None  #: None: the floor (the busiest compute roof alone)
     stretch: Num = 1.0
     serial: Num = 0.0
     fixed: Num = 0.0

@@ -168,8 +168,9 @@ def combine(
     fixed fraction of the matmul time, not of the softmax time: cuDNN's softmax hides
     under about 0.3 of its matmuls at d=64 and at d=128 alike (docs/model.md). The result
     is stretched by per-block fixed costs; memory roofs overlap with everything.
-    ``top``/``total`` default to numbers and arrays; pass ``sympy.Max``/``sympy.Add``
-    for symbolic roof times.
+    ``compute_overlap=None`` is the floor: the busiest compute roof alone. ``top``/``total``
+    default to numbers and arrays; pass ``sympy.Max``/``sympy.Add`` for symbolic roof
+    times.
     """
     add = total or _sum
     pick = top if top is not _max else _max_of
@@ -177,8 +178,11 @@ def combine(
     memory = [times[r] for r in MEMORY_ROOFS if r in times]
     if compute:
         busiest = pick(*compute)
-        rest = add(*compute) - busiest
-        overlapped = busiest + pick(0 * busiest, rest - compute_overlap * busiest)
+        if compute_overlap is None:  # the floor: the busiest roof alone
+            overlapped = busiest
+        else:
+            rest = add(*compute) - busiest
+            overlapped = busiest + pick(0 * busiest, rest - compute_overlap * busiest)
         memory.append((overlapped + serial) * fill_stretch)
     return pick(*memory)
 

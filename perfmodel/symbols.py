@@ -29,6 +29,8 @@ kv_stages = sp.Symbol("kv_stages", **_pos_int)
 rows, head_rows, hidden, inter, vocab, experts, top_k = sp.symbols(
     "rows head_rows hidden inter vocab experts top_k", **_pos_int
 )
+#: Shared experts a MoE layer runs on every token (DeepSeek-MoE; 0 elsewhere).
+shared = sp.Symbol("shared", integer=True, nonnegative=True)
 #: Tensor parallelism: devices one layer's heads and MLP columns are split over.
 tp = sp.Symbol("tp", **_pos_int)
 
@@ -40,3 +42,21 @@ resident_ctas = sp.Symbol("resident_ctas", **_pos_int)
 F32 = 4
 
 SHAPE = (n, m, d, h, h_kv, b, block_q, block_k, s)
+
+# Multi-head latent attention (``perfmodel.costs.mla``): the cached latent's width, the
+# rotary key's, the per-head no-rotary QK part and V, and the query bottleneck.
+kv_rank, rope_dim, nope_dim, v_dim, q_rank = sp.symbols(
+    "kv_rank rope_dim nope_dim v_dim q_rank", **_pos_int
+)
+
+# A mask's visited tiles (``perfmodel.costs.masks``), per (batch, head group): tiles,
+# scores computed, K/V rows streamed; per (batch, K/V head): distinct K/V rows, and rows
+# times the waves of thread blocks that read them.
+mask_tiles, mask_scores, mask_kv_rows, mask_kv_touched, mask_kv_wave_rows = sp.symbols(
+    "mask_tiles mask_scores mask_kv_rows mask_kv_touched mask_kv_wave_rows", nonnegative=True
+)
+
+# FP8 attention as a family runs it (``perfmodel.costs.precision``): bytes an element of O
+# as written, and vector ops a score and an output element beyond a 16-bit kernel's.
+s_out = sp.Symbol("s_out", positive=True)
+fp8_score_ops, fp8_output_ops = sp.symbols("fp8_score_ops fp8_output_ops", nonnegative=True)

@@ -72,7 +72,6 @@ OWNERS = {
     r"^TABLE_ENTRY_BYTES\s*=": "costs/flash.py",
     r"^KV_STAGES\s*=": "costs/flash.py",
     r"kv_stages \* 2 \* block_k": "costs/flash.py",
-    r"^\s*def effective_overlap\b": "evaluate.py",
     r"^\s*def (busy_fraction|wave_efficiency|matmul_rate_at_floor|lower_bound)\b": "roofline.py",
     r"\bis_scalar\(": "",
 }

@@ -218,3 +218,18 @@ def test_the_committed_routing_table_reads():
 
     table = api.routing_table()
     assert table["default"] in ("mosaic", "triton") and table["sources"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_auto_runs_every_head_dim_cudnn_accepts(dtype):
+    """cuDNN takes head dims that are multiples of 8 up to 256: auto has a backend for
+    each (Triton pads to a power of two; Mosaic, on Hopper, to a multiple of 16)."""
+    for d in range(8, 257, 8):
+        q = jax.ShapeDtypeStruct((1, 8, 2, d), getattr(jnp, dtype))
+        backend = choose_backend(q, q, q, causal=True)
+        module = (
+            flash_triton
+            if backend == "triton"
+            else importlib.import_module("pallas_kernels.flash_mosaic")
+        )
+        assert module.supported(q, q, q, causal=True) is None, (d, backend)

@@ -58,6 +58,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.catalog import registry
 from perfmodel.catalog.data import data_dir
+from perfmodel.catalog.fields import Flag
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily
 
@@ -73,7 +74,7 @@ __all__ = [
 ]
 
 #: A measured figure: a finite number above zero (TOML's inf and nan are refused; so
-#: are booleans, which pydantic would otherwise read as 1).
+#: are booleans, which pydantic would otherwise read as 1; flags are real booleans).
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
 Count = Annotated[int, Field(gt=0, strict=True)]
 
@@ -132,9 +133,9 @@ class TensorCoreRate(_Frozen):
     device_s: Positive
     timing: str
     #: False: above the datasheet, the compiler must have hoisted the product
-    valid: bool
+    valid: Flag
     #: mma.sync rows: False when DISABLE_MMA_V3 left the shared tile's rate unchanged
-    lowering_confirmed: bool | None = None
+    lowering_confirmed: Flag | None = None
     programs: Count | None = None
     ctas: Count | None = None
     warpgroups: Count | None = None
@@ -196,7 +197,7 @@ class Ceilings(_Frozen):
     command: str
     duration_s: Positive
     sm_count: Count
-    interpret: bool = False  #: True: the Pallas interpreter on a CPU, nothing real
+    interpret: Flag = False  #: True: the Pallas interpreter on a CPU, nothing real
     clocks: Clocks = Clocks()
     ceilings: CeilingValues
     failed: list[str] = []

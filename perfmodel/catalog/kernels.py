@@ -24,12 +24,15 @@ import functools
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.fields import Count, Flag, count_between
 from perfmodel.errors import PerfmodelError
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
+#: Warps of a block that only load (FA-3's producer warpgroup: 4): 0 to 32.
+ProducerWarps = count_between(0, 32)
 #: Fields that name or describe a family rather than state a fact about it.
 _LABELS = {"name", "aliases", "description", "algorithm", "sources", "assumed"}
 
@@ -54,14 +57,14 @@ class Tile(BaseModel):
 
     model_config = _frozen
 
-    d_max: PositiveInt
-    block_q: PositiveInt
-    block_k: PositiveInt
-    warps: PositiveInt
+    d_max: Count
+    block_q: Count
+    block_k: Count
+    warps: Count
     #: K/V shared-memory stages of this launch where they differ from the family's
-    kv_stages: PositiveInt | None = None
+    kv_stages: Count | None = None
     arch: str | None = None
-    causal: bool | None = None
+    causal: Flag | None = None
 
     def matches(self, d: int, causal: bool, arch: str | None) -> bool:
         return (
@@ -69,6 +72,32 @@ class Tile(BaseModel):
             and (self.arch is None or self.arch == arch)
             and (self.causal is None or self.causal == causal)
         )
+
+
+#: Element formats an FP8 attention kernel holds its operands and results in.
+Precision = Literal["e4m3", "e5m2", "bf16", "fp16", "fp32"]
+
+
+class Fp8(BaseModel):
+    """How a family runs FP8 attention: which operands are FP8 and what stays wider.
+
+    ``q_k_v``: the inputs; ``p``: P as the PV matmul reads it (``e4m3`` runs PV at the
+    FP8 rate; a 16-bit P would run it at the 16-bit rate); ``accumulator``: S and O in
+    the matmuls; ``softmax``: the online-softmax statistics and exps; ``output``: O as
+    written to HBM; ``scales``: one float32 descale factor per tensor, per (batch,
+    K/V head), or per block; ``amax``: the kernel also reduces max|S| and max|O| (for
+    the next step's scales); ``backward``: an FP8 backward exists."""
+
+    model_config = _frozen
+
+    q_k_v: Precision
+    p: Precision
+    accumulator: Precision
+    softmax: Precision
+    output: Precision
+    scales: Literal["per_tensor", "per_head", "per_block"]
+    amax: bool = False
+    backward: bool = False
 
 
 class KernelFamily(BaseModel):
@@ -83,20 +112,22 @@ class KernelFamily(BaseModel):
     framework: str
     matmul: MatmulUnit
     softmax: Softmax
-    producer_warps: int = 0
-    kv_stages: PositiveInt
+    producer_warps: ProducerWarps = 0
+    kv_stages: Count
     gqa_packing: GqaPacking
     split_kv: SplitRule
-    split_sm_factor: PositiveInt = 1
-    max_splits: PositiveInt = 1
-    split_block_q: PositiveInt | None = None
-    split_block_k: dict[int, PositiveInt] = {}
+    split_sm_factor: Count = 1
+    max_splits: Count = 1
+    split_block_q: Count | None = None
+    split_block_k: dict[int, Count] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
     #: Of the softmax's exp and vector time, how much hides under the matmuls, as a
     #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
     #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
     softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
     tiles: tuple[Tile, ...] = ()
+    #: FP8 attention as the family runs it; None: the family has no FP8 kernel.
+    fp8: Fp8 | None = None
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 

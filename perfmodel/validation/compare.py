@@ -342,6 +342,8 @@ def _groups(rows: Sequence[Row]) -> list[_Group]:
                     times={},
                     blocks_per_sm=np.array([k.blocks_per_sm for k in ks]),
                     spill_s=np.array([k.spill_s for k in ks]),
+                    prologue_latency_s=np.array([k.prologue_latency_s for k in ks]),
+                    prologue_bytes_s=np.array([k.prologue_bytes_s for k in ks]),
                 )
             )
         out.append(_Group(np.array(index), stacked, len(names)))
