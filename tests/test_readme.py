@@ -8,7 +8,8 @@ listed in :data:`HOW` with how this test holds it:
 
 - ``run``: run as written (``python`` is this interpreter), exit 0;
 - ``reduced``: run with its output path moved under a temporary folder (the committed
-  figure is not rewritten here), exit 0 and the file written;
+  figure is not rewritten here) and, for ``perfmodel explore``, a one-device grid
+  (:data:`SMALLER`: the default grid takes minutes here), exit 0 and the file written;
 - ``parse``: too slow or needs a GPU here (``perfmodel calibrate``: about 3 minutes of
   microbenchmarks on the GPU): its arguments parse with the CLI's own parser, and
   ``--help`` exits 0;
@@ -51,6 +52,12 @@ HOW: dict[str, str] = {
     "python -m kernel_bench.bench_backward --table "
     "specs/measurements/h200-backward-2026-11-30.json": "run",
     "perfmodel calibrate --out specs/devices/my-gpu.ceilings.toml --device h100": "parse",
+}
+
+#: Options that shrink a reduced command's work (appended to it).
+SMALLER = {
+    "perfmodel explore --out explore.html": " --hw h200 --dtype bf16 --d 128 --heads 1:1"
+    " --steps-per-octave 1",
 }
 
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", re.S | re.M)
@@ -138,7 +145,7 @@ def test_command_writing_a_file_runs_into_a_temporary_folder(command, tmp_path):
     words = command.split()
     target = next(w for w in words[1:] if w.endswith((".png", ".html")))
     moved = tmp_path / Path(target).name
-    _output(command.replace(target, str(moved)))
+    _output(command.replace(target, str(moved)) + SMALLER.get(command, ""))
     assert moved.is_file() and moved.stat().st_size > 1000
 
 
