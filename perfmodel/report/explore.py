@@ -94,7 +94,6 @@ NOT_SHOWN = {
     "cp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "cp_scheme": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "tp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
-    "ceilings": "the default: the device's measured ceilings where it has them (sweep's tables)",
 }
 
 #: The roofs, by name (the ``t_<roof>_s`` columns).
