@@ -1,0 +1,363 @@
+"""Attention masks as a tiled kernel walks them: which (Q block, K block) tiles it visits.
+
+A flash kernel skips a tile whose scores are all masked (FlashAttention-2 skips the
+tiles above the causal diagonal; FlexAttention's block masks and attention-gym's masks
+generalise it): its work and its K/V traffic are those of the *non-empty* tiles. This
+module counts them exactly, for
+
+* a **sliding window** (local attention): query ``i`` sees keys ``j`` with
+  ``i - left <= j <= i + right`` (``jax.nn.dot_product_attention``'s
+  ``local_window_size=(left, right)``; with ``causal`` the right side is 0);
+* **packed documents** (``segments``: the lengths of the documents packed into one
+  sequence of ``n`` tokens; a query sees only keys of its own document), with a window
+  and causality or without;
+* a **block mask**: a boolean array over tiles of its own size (FlexAttention's
+  ``BlockMask``, ``block_size`` rows and columns a tile), or a callable
+  ``mask_mod(b, h, q_idx, kv_idx)`` over element indices as attention-gym defines masks
+  (evaluated on numpy index arrays, so it must broadcast).
+
+One function, :func:`tile_mask`, turns a mask into the boolean (T_r, T_c) array of the
+tiles a kernel with tiles of ``block_q`` x ``block_k`` visits; :func:`visited` reduces
+that array to the counts the cost models use (per (batch, head group)): tiles, scores
+computed, K/V rows streamed into SRAM, distinct K/V rows, and K/V rows times the waves
+of thread blocks that read them (the DRAM count past L2). Windows and documents are
+counted from each Q block's key range, O(T_r·T_c); a callable is evaluated on every
+element, O(n·m).
+
+Exact by construction: for a window and documents the keys a query sees form one range
+``[lo(q), hi(q)]`` with ``lo`` and ``hi`` non-decreasing in ``q`` and ``hi(q) >= q >=
+lo(q + 1) - 1``, so the keys a Q block sees are the one range ``[lo(first row),
+hi(last row)]``; ``tests/test_masks.py`` checks every count against the element mask
+built by brute force. Self-attention only (``m == n``) for windows and documents.
+
+>>> tm = tile_mask(Mask(causal=True, window=(255, 0)), n=1024, m=1024, block_q=128, block_k=128)
+>>> int(tm.sum()), tm.shape   # each Q block sees its own K block and up to 2 before it
+(21, (8, 8))
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from perfmodel.errors import PerfmodelError
+
+#: FlexAttention's default block size (``torch.nn.attention.flex_attention``'s BLOCK_SIZE).
+DEFAULT_BLOCK = 128
+#: Rows of Q blocks a callable mask is evaluated over at once (bounds the memory it takes).
+_CHUNK_ELEMENTS = 1 << 24
+
+
+@dataclass(frozen=True)
+class Mask:
+    """What a query may see: causal, a window (left, right keys; None = unbounded),
+    packed document lengths, and a block mask (array over tiles, or a callable).
+
+    Build one with :func:`mask_of`, which checks it against the shape."""
+
+    causal: bool = False
+    window: tuple[int | None, int | None] = (None, None)
+    segments: tuple[int, ...] | None = None
+    #: A boolean array over tiles of ``block_size`` (stored as bytes, so the mask hashes).
+    block: bytes | None = None
+    block_shape: tuple[int, int] | None = None
+    block_size: tuple[int, int] = (DEFAULT_BLOCK, DEFAULT_BLOCK)
+    mask_mod: Callable | None = field(default=None, compare=True)
+
+    @property
+    def is_dense(self) -> bool:
+        """True when nothing beyond causality restricts a query (the model's own forms)."""
+        return (
+            self.window == (None, None)
+            and self.segments is None
+            and self.block is None
+            and self.mask_mod is None
+        )
+
+    def block_array(self) -> np.ndarray:
+        return np.frombuffer(self.block, dtype=bool).reshape(self.block_shape)
+
+    def describe(self) -> str:
+        """A short name: ``causal window=(4095, 0)``, ``segments=3 docs``, ``block mask``."""
+        parts = ["causal"] * self.causal
+        if self.window != (None, None):
+            parts.append(f"window={self.window}")
+        if self.segments is not None:
+            parts.append(f"segments={len(self.segments)} docs")
+        if self.block is not None:
+            parts.append(f"block mask {self.block_shape} of {self.block_size}")
+        if self.mask_mod is not None:
+            parts.append(f"mask_mod={getattr(self.mask_mod, '__name__', 'callable')}")
+        return " ".join(parts) or "dense"
+
+
+def _window_side(name: str, value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise PerfmodelError(f"{name}={value!r} must be a non-negative integer (keys) or None")
+    return int(value)
+
+
+def _window(window: Any, causal: bool) -> tuple[int | None, int | None]:
+    """``window`` as (left, right): an int W is (W, 0) when causal, else (W, W)."""
+    if window is None:
+        return (None, 0 if causal else None)
+    if isinstance(window, tuple | list):
+        if len(window) != 2:
+            raise PerfmodelError(f"window={window!r} must be W or (left, right)")
+        left, right = (_window_side("window", w) for w in window)
+    else:
+        if isinstance(window, bool) or not isinstance(window, int | np.integer) or window <= 0:
+            raise PerfmodelError(f"window={window!r} must be a positive integer (keys) or None")
+        left, right = int(window), (0 if causal else int(window))
+    if causal:
+        if right not in (None, 0):
+            raise PerfmodelError(f"window={window!r}: a causal mask has no right window")
+        right = 0
+    if left == 0 and right == 0:
+        raise PerfmodelError(f"window={window!r} leaves each query only itself: must be > 0")
+    return left, right
+
+
+def _segments(segments: Any, n: int) -> tuple[int, ...] | None:
+    if segments is None:
+        return None
+    try:
+        lengths = [operator_index(s) for s in segments]
+    except TypeError:
+        raise PerfmodelError(
+            f"segments={segments!r} must be a list of positive document lengths"
+        ) from None
+    if not lengths or min(lengths) <= 0:
+        raise PerfmodelError(f"segments={segments!r} must be positive document lengths")
+    if sum(lengths) != n:
+        raise PerfmodelError(f"segments sum to {sum(lengths)}, not n={n}: they must cover it")
+    return tuple(lengths)
+
+
+def operator_index(value: Any) -> int:
+    """``value`` as an int (numpy integers too); bools and floats refused."""
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(value)
+    return int(value)
+
+
+def mask_of(
+    n: int,
+    m: int,
+    *,
+    causal: bool = False,
+    window: Any = None,
+    segments: Any = None,
+    block_mask: Any = None,
+    block_size: Any = DEFAULT_BLOCK,
+) -> Mask:
+    """A checked :class:`Mask` for an ``n`` x ``m`` attention.
+
+    ``window``: W (``(W, 0)`` causal, ``(W, W)`` otherwise) or ``(left, right)``;
+    ``segments``: document lengths summing to ``n``; ``block_mask``: a boolean array of
+    shape ``(ceil(n/block), ceil(m/block))`` or a callable ``mask_mod(b, h, q_idx,
+    kv_idx)``; ``block_size``: the array's tile, one int or (rows, cols).
+    """
+    left, right = _window(window, causal)
+    docs = _segments(segments, n)
+    if (window is not None or docs is not None) and n != m:
+        raise PerfmodelError(f"window and segments need self-attention: kv_len={m} != n={n}")
+    rows, cols = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
+    for v in (rows, cols):
+        if isinstance(v, bool) or not isinstance(v, int | np.integer) or v <= 0:
+            raise PerfmodelError(f"block_size={block_size!r} must be a positive integer")
+    kwargs: dict[str, Any] = {}
+    if callable(block_mask):
+        kwargs["mask_mod"] = block_mask
+    elif block_mask is not None:
+        arr = np.asarray(block_mask)
+        want = (math.ceil(n / rows), math.ceil(m / cols))
+        if arr.dtype != bool or arr.shape != want:
+            raise PerfmodelError(
+                f"block_mask of shape {arr.shape} and dtype {arr.dtype} must be a boolean "
+                f"array of shape {want}: ceil(n/{rows}) x ceil(kv_len/{cols}) tiles"
+            )
+        kwargs.update(block=np.ascontiguousarray(arr).tobytes(), block_shape=want)
+    return Mask(
+        causal=bool(causal),
+        window=(left, right) if window is not None else (None, None),
+        segments=docs,
+        block_size=(int(rows), int(cols)),
+        **kwargs,
+    )
+
+
+# --- the tiles ------------------------------------------------------------------------
+def _key_range(mask: Mask, q: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per query row ``q``: the first and last key it sees (windows, documents, causal)."""
+    lo = np.zeros_like(q)
+    hi = np.full_like(q, m - 1)
+    left, right = mask.window
+    if mask.causal:
+        hi = np.minimum(hi, q)
+    if left is not None:
+        lo = np.maximum(lo, q - left)
+    if right is not None:
+        hi = np.minimum(hi, q + right)
+    if mask.segments is not None:
+        ends = np.cumsum(mask.segments)
+        doc = np.searchsorted(ends, q, side="right")
+        lo = np.maximum(lo, ends[doc] - np.asarray(mask.segments)[doc])
+        hi = np.minimum(hi, ends[doc] - 1)
+    return lo, hi
+
+
+def _range_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
+    """Tiles of a window / documents / causal mask, from each Q block's key range."""
+    t_r, t_c = math.ceil(n / block_q), math.ceil(m / block_k)
+    first = np.arange(t_r, dtype=np.int64) * block_q
+    last = np.minimum(first + block_q, n) - 1
+    lo, _ = _key_range(mask, first, m)
+    _, hi = _key_range(mask, last, m)
+    j = np.arange(t_c, dtype=np.int64)
+    return (j >= (lo // block_k)[:, None]) & (j <= (hi // block_k)[:, None]) & (hi >= lo)[:, None]
+
+
+def _block_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
+    """A kernel tile is visited when any mask tile under it is true (2-D prefix sums)."""
+    arr = mask.block_array()
+    rows, cols = mask.block_size
+    t_r, t_c = math.ceil(n / block_q), math.ceil(m / block_k)
+    prefix = np.zeros((arr.shape[0] + 1, arr.shape[1] + 1), dtype=np.int64)
+    prefix[1:, 1:] = arr.cumsum(0).cumsum(1)
+    i = np.arange(t_r)
+    j = np.arange(t_c)
+    r0, r1 = i * block_q // rows, (np.minimum((i + 1) * block_q, n) - 1) // rows + 1
+    c0, c1 = j * block_k // cols, (np.minimum((j + 1) * block_k, m) - 1) // cols + 1
+    total = (
+        prefix[r1[:, None], c1[None, :]]
+        - prefix[r0[:, None], c1[None, :]]
+        - prefix[r1[:, None], c0[None, :]]
+        + prefix[r0[:, None], c0[None, :]]
+    )
+    return total > 0
+
+
+def _callable_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
+    """A callable mask evaluated on every element, a chunk of Q blocks at a time."""
+    t_r, t_c = math.ceil(n / block_q), math.ceil(m / block_k)
+    out = np.zeros((t_r, t_c), dtype=bool)
+    kv = np.arange(t_c * block_k)
+    per_chunk = max(1, _CHUNK_ELEMENTS // (block_q * t_c * block_k))
+    for start in range(0, t_r, per_chunk):
+        stop = min(t_r, start + per_chunk)
+        q = np.arange(start * block_q, stop * block_q)
+        try:
+            allowed = np.asarray(mask.mask_mod(0, 0, q[:, None], kv[None, :]), dtype=bool)
+            allowed = np.broadcast_to(allowed, (q.size, kv.size))
+        except Exception as err:  # a user's function: say which one failed and how
+            raise PerfmodelError(
+                f"block_mask={mask.describe()} failed on numpy index arrays: {err}"
+            ) from err
+        inside = (q[:, None] < n) & (kv[None, :] < m)
+        tiles = (allowed & inside).reshape(stop - start, block_q, t_c, block_k)
+        out[start:stop] = tiles.any(axis=(1, 3))
+    return out
+
+
+def tile_mask(mask: Mask, *, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
+    """The boolean (T_r, T_c) array of the tiles a kernel visits: those with any score
+    the mask keeps (every part of ``mask`` applies: causal, window, documents, block)."""
+    tm = _range_tiles(mask, n, m, block_q, block_k)
+    if mask.block is not None:
+        tm &= _block_tiles(mask, n, m, block_q, block_k)
+    if mask.mask_mod is not None:
+        tm &= _callable_tiles(mask, n, m, block_q, block_k)
+    return tm
+
+
+# --- the counts -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class Visited:
+    """Per (batch, head group): what a tiled kernel does under a mask.
+
+    ``tiles``: (Q block, K block) tiles visited; ``scores``: scores computed (the visited
+    tiles' area inside the n x m matrix, times ``pack`` heads a tile); ``kv_rows``: K/V
+    rows streamed into SRAM (each visited tile's K block); ``kv_touched``: distinct K/V
+    rows read; ``kv_wave_rows``: per K/V head, each row times the waves of thread blocks
+    reading it (``resident`` blocks a wave, the grid's Q-block axis fastest, the
+    ``groups`` head groups of one K/V head one after the other)."""
+
+    tiles: float
+    scores: float
+    kv_rows: float
+    kv_touched: float
+    kv_wave_rows: float
+    q_blocks: int
+
+
+def visited(
+    mask: Mask,
+    *,
+    n: int,
+    m: int,
+    block_q: int,
+    block_k: int,
+    pack: int = 1,
+    groups: int = 1,
+    resident: int = 1,
+) -> Visited:
+    """The counts of :class:`Visited` for a kernel of ``block_q`` x ``block_k`` tiles
+    whose rows hold ``pack`` query heads (a tile covers ``block_q/pack`` positions)."""
+    positions = block_q // pack if block_q % pack == 0 else block_q / pack
+    if positions != int(positions) or positions < 1:
+        raise PerfmodelError(f"block_q={block_q} is not a multiple of pack={pack}")
+    return _visited(mask, int(n), int(m), int(positions), int(block_k), pack, groups, resident)
+
+
+@functools.lru_cache(maxsize=512)
+def _visited(
+    mask: Mask, n: int, m: int, bq: int, bk: int, pack: int, groups: int, resident: int
+) -> Visited:
+    tm = tile_mask(mask, n=n, m=m, block_q=bq, block_k=bk)
+    t_r, t_c = tm.shape
+    rows = np.minimum(bq, n - np.arange(t_r) * bq)
+    cols = np.minimum(bk, m - np.arange(t_c) * bk)
+    kv_rows = float(tm.sum(axis=0) @ cols)
+    touched = float(tm.any(axis=0) @ cols)
+    # The programs of one K/V head: ``groups`` head groups of T_r Q blocks, in grid order.
+    programs = np.tile(tm, (groups, 1))
+    starts = np.arange(0, programs.shape[0], max(int(resident), 1))
+    waves = (np.add.reduceat(programs, starts, axis=0) > 0).sum(axis=0)
+    return Visited(
+        tiles=float(tm.sum()),
+        scores=float(pack * (rows @ tm @ cols)),
+        kv_rows=kv_rows,
+        kv_touched=touched,
+        kv_wave_rows=float(waves @ cols),
+        q_blocks=t_r,
+    )
+
+
+def keys_seen(mask: Mask, n: int, m: int) -> float:
+    """Scores the mask keeps (the useful ones): what an ideal, element-sparse kernel computes."""
+    if mask.block is None and mask.mask_mod is None:
+        lo, hi = _key_range(mask, np.arange(n, dtype=np.int64), m)
+        return float(np.maximum(hi - lo + 1, 0).sum())
+    return float(element_mask(mask, n, m).sum())
+
+
+def element_mask(mask: Mask, n: int, m: int) -> np.ndarray:
+    """The n x m boolean mask, element by element (for tests and small shapes)."""
+    q = np.arange(n)[:, None]
+    k = np.arange(m)[None, :]
+    lo, hi = _key_range(mask, np.arange(n, dtype=np.int64), m)
+    out = (k >= lo[:, None]) & (k <= hi[:, None])
+    if mask.block is not None:
+        rows, cols = mask.block_size
+        out &= mask.block_array()[q // rows, k // cols]
+    if mask.mask_mod is not None:
+        out &= np.broadcast_to(np.asarray(mask.mask_mod(0, 0, q, k), dtype=bool), (n, m))
+    return out

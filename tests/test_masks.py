@@ -1,0 +1,181 @@
+"""Mask tile counts (perfmodel.costs.masks) against the element mask, by brute force.
+
+The brute force here builds each mask element by element from its definition (a query
+``i`` sees key ``j`` when ...), walks every tile of a kernel and every thread block of
+a wave, and counts. It shares no code with the module.
+"""
+
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from perfmodel.costs import masks
+from perfmodel.errors import PerfmodelError
+
+
+def allowed(i, j, *, causal=False, left=None, right=None, docs=None):
+    """Whether query i sees key j, straight from the definitions."""
+    if causal and j > i:
+        return False
+    if left is not None and j < i - left:
+        return False
+    if right is not None and j > i + right:
+        return False
+    if docs is not None:
+        starts = np.cumsum([0, *docs])
+        doc_i = np.searchsorted(starts, i, side="right")
+        doc_j = np.searchsorted(starts, j, side="right")
+        if doc_i != doc_j:
+            return False
+    return True
+
+
+def brute(element, n, m, bq, bk, pack=1, groups=1, resident=1):
+    """Walk the tiles: counts of perfmodel.costs.masks.Visited by hand."""
+    t_r, t_c = math.ceil(n / bq), math.ceil(m / bk)
+    tiles = scores = kv_rows = 0
+    readers = {j: set() for j in range(t_c)}
+    for i in range(t_r):
+        for j in range(t_c):
+            block = element[i * bq : (i + 1) * bq, j * bk : (j + 1) * bk]
+            if block.any():
+                tiles += 1
+                scores += pack * block.size
+                kv_rows += block.shape[1]
+                readers[j].add(i)
+    touched = sum(min(bk, m - j * bk) for j in range(t_c) if readers[j])
+    wave_rows = 0
+    for j in range(t_c):
+        waves = {(g * t_r + i) // resident for g in range(groups) for i in readers[j]}
+        wave_rows += len(waves) * min(bk, m - j * bk)
+    return dict(tiles=tiles, scores=scores, kv_rows=kv_rows, touched=touched, waves=wave_rows)
+
+
+def counts(v):
+    return dict(
+        tiles=v.tiles,
+        scores=v.scores,
+        kv_rows=v.kv_rows,
+        touched=v.kv_touched,
+        waves=v.kv_wave_rows,
+    )
+
+
+def element_mask(n, m, **kw):
+    return np.array([[allowed(i, j, **kw) for j in range(m)] for i in range(n)])
+
+
+def random_docs(draw, n):
+    cuts = sorted(draw(st.sets(st.integers(1, n - 1), max_size=4))) if n > 1 else []
+    edges = [0, *cuts, n]
+    return [b - a for a, b in zip(edges, edges[1:], strict=False)]
+
+
+@st.composite
+def cases(draw):
+    n = draw(st.integers(1, 300))
+    causal = draw(st.booleans())
+    left = draw(st.one_of(st.none(), st.integers(0, 320)))
+    right = 0 if causal else draw(st.one_of(st.none(), st.integers(0, 320)))
+    if left == 0 and right == 0:
+        left = 1
+    docs = random_docs(draw, n) if draw(st.booleans()) else None
+    bq = draw(st.sampled_from([16, 32, 64, 48, 128]))
+    bk = draw(st.sampled_from([16, 32, 64, 80, 128]))
+    return n, causal, left, right, docs, bq, bk
+
+
+@settings(derandomize=True, deadline=None, max_examples=120)
+@given(cases(), st.sampled_from([1, 2, 4]), st.integers(1, 7))
+def test_window_and_document_tiles_against_brute_force(case, groups, resident):
+    n, causal, left, right, docs, bq, bk = case
+    window = None if left is None and right is None else (left, right)
+    if causal and window is not None:
+        window = (left, 0)
+    mask = masks.mask_of(n, n, causal=causal, window=window, segments=docs)
+    got = masks.visited(mask, n=n, m=n, block_q=bq, block_k=bk, groups=groups, resident=resident)
+    element = element_mask(n, n, causal=causal, left=left, right=right, docs=docs)
+    assert counts(got) == brute(element, n, n, bq, bk, groups=groups, resident=resident)
+    assert masks.keys_seen(mask, n, n) == element.sum()
+
+
+def test_packed_heads_count_positions_per_tile():
+    n, window = 256, 40
+    mask = masks.mask_of(n, n, causal=True, window=window)
+    got = masks.visited(mask, n=n, m=n, block_q=64, block_k=32, pack=4)
+    element = element_mask(n, n, causal=True, left=window)
+    assert counts(got) == brute(element, n, n, 16, 32, pack=4)  # 64 rows = 16 positions x 4 heads
+
+
+@pytest.mark.parametrize(("bq", "bk", "size"), [(64, 64, 64), (128, 64, 32), (32, 128, 64)])
+def test_block_mask_array_against_brute_force(bq, bk, size):
+    rng = np.random.default_rng(7)
+    n, m = 300, 260
+    tiles = rng.random((math.ceil(n / size), math.ceil(m / size))) < 0.3
+    mask = masks.mask_of(n, m, block_mask=tiles, block_size=size)
+    element = np.repeat(np.repeat(tiles, size, 0), size, 1)[:n, :m]
+    got = masks.visited(mask, n=n, m=m, block_q=bq, block_k=bk, resident=3)
+    assert counts(got) == brute(element, n, m, bq, bk, resident=3)
+
+
+def test_callable_mask_mod_as_attention_gym_writes_it():
+    def prefix_lm(b, h, q_idx, kv_idx):  # bidirectional over a 50-token prefix, then causal
+        return (kv_idx <= q_idx) | (kv_idx < 50)
+
+    n = 200
+    mask = masks.mask_of(n, n, block_mask=prefix_lm)
+    element = np.array([[j <= i or j < 50 for j in range(n)] for i in range(n)])
+    got = masks.visited(mask, n=n, m=n, block_q=32, block_k=64, resident=2)
+    assert counts(got) == brute(element, n, n, 32, 64, resident=2)
+
+
+def test_dense_and_causal_masks_give_the_dense_counts():
+    n, bq, bk = 1024, 128, 64
+    full = masks.visited(masks.mask_of(n, n), n=n, m=n, block_q=bq, block_k=bk, resident=3)
+    t_r, t_c = n // bq, n // bk
+    assert (full.tiles, full.scores, full.kv_rows) == (t_r * t_c, n * n, t_r * n)
+    assert full.kv_wave_rows == math.ceil(t_r / 3) * n  # every wave reads every row
+    causal = masks.visited(masks.mask_of(n, n, causal=True), n=n, m=n, block_q=bq, block_k=bk)
+    # Q block i needs ceil((i+1)·B_r/B_c) K blocks: sum over i
+    assert causal.tiles == sum(math.ceil((i + 1) * bq / bk) for i in range(t_r))
+
+
+def test_window_work_is_linear_in_n():
+    window, bq, bk = 4095, 128, 128
+    for n in (2**14, 2**15, 2**16):
+        v = masks.visited(
+            masks.mask_of(n, n, causal=True, window=window), n=n, m=n, block_q=bq, block_k=bk
+        )
+        # Q block i sees keys from 128·i - 4095 = 128·(i - 32) + 1: K blocks i-32 .. i, 33 of
+        # them, except the first 32 Q blocks (i + 1 each): 33·T_r - 32·33/2 tiles in all.
+        t_r = n // bq
+        assert v.tiles == 33 * t_r - 32 * 33 // 2
+        assert v.scores == v.tiles * bq * bk
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(window=0), "window=0"),
+        (dict(window=-5), "window=-5"),
+        (dict(window=(3, -1)), "window=-1"),
+        (dict(window=4, causal=True, segments=[10, 20]), "segments sum to 30, not n=64"),
+        (dict(segments=[0, 64]), "positive"),
+        (dict(segments="abc"), "segments='abc'"),
+        (dict(block_mask=np.ones((3, 3), bool)), "block_mask of shape (3, 3)"),
+        (dict(block_mask=np.ones((1, 1), int)), "dtype int"),
+        (dict(window=(0, 0)), "only itself"),
+        (dict(window=(4, 2), causal=True), "no right window"),
+    ],
+)
+def test_bad_masks_are_one_clear_error(kwargs, message):
+    with pytest.raises(PerfmodelError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        masks.mask_of(64, 64, **kwargs)
+
+
+def test_window_needs_self_attention():
+    with pytest.raises(PerfmodelError, match="kv_len=32 != n=64"):
+        masks.mask_of(64, 32, window=8)
