@@ -38,3 +38,16 @@ resident_ctas = sp.Symbol("resident_ctas", **_pos_int)
 F32 = 4
 
 SHAPE = (n, m, d, h, h_kv, b, block_q, block_k, s)
+
+# Multi-head latent attention (``perfmodel.costs.mla``): the cached latent's width, the
+# rotary key's, the per-head no-rotary QK part and V, and the query bottleneck.
+kv_rank, rope_dim, nope_dim, v_dim, q_rank = sp.symbols(
+    "kv_rank rope_dim nope_dim v_dim q_rank", **_pos_int
+)
+
+# A mask's visited tiles (``perfmodel.costs.masks``), per (batch, head group): tiles,
+# scores computed, K/V rows streamed; per (batch, K/V head): distinct K/V rows, and rows
+# times the waves of thread blocks that read them.
+mask_tiles, mask_scores, mask_kv_rows, mask_kv_touched, mask_kv_wave_rows = sp.symbols(
+    "mask_tiles mask_scores mask_kv_rows mask_kv_touched mask_kv_wave_rows", nonnegative=True
+)

@@ -34,10 +34,10 @@ from perfmodel.arguments import MAX_TOKENS, check, fail
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.compile import compiled
-from perfmodel.costs import decode
+from perfmodel.costs import decode, mla
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.symbols import b, layers, m, page
+from perfmodel.symbols import b, h_kv, layers, m, page
 from perfmodel.vocabulary import symbol_values
 
 #: Fraction of HBM a serving engine gives to weights + KV cache (vLLM's default 0.9).
@@ -54,6 +54,19 @@ paged_waste_bytes = paged_seq_kv_bytes - seq_kv_bytes
 paging_traffic_overhead = (decode.build(paged=True).hbm_bytes - decode.build().hbm_bytes) / (
     t.kv_bytes
 )
+#: Multi-head latent attention (``perfmodel.costs.mla``): one latent and one rotary key a
+#: token a layer, shared by every head; its pages hold those, its block table one entry a
+#: page per sequence (the one K/V "head" of the absorbed kernel).
+mla_seq_kv_bytes = layers * mla.cache_bytes.subs(b, 1)
+mla_paged_seq_kv_bytes = mla_seq_kv_bytes.subs(m, page * sp.ceiling(m / page))
+mla_paging_traffic_overhead = decode.table_bytes.subs({b: 1, h_kv: 1}) / mla.cache_bytes.subs(b, 1)
+
+
+def _cache(spec: ModelSpec, paged: bool = False) -> sp.Expr:
+    """The bytes of one sequence's cache over every layer, for ``spec``'s attention."""
+    if spec.mla is not None:
+        return mla_paged_seq_kv_bytes if paged else mla_seq_kv_bytes
+    return paged_seq_kv_bytes if paged else seq_kv_bytes
 
 
 class Allocation(BaseModel):
@@ -74,15 +87,19 @@ class Allocation(BaseModel):
 def _values(spec: ModelSpec, dtype: str, **api: Any) -> dict[str, Any]:
     """The cache's symbol values for ``spec`` at ``dtype``, plus API-named ones
     (``kv_len``, ``page_tokens``, ``batch``...), through ``vocabulary.symbol_values``."""
+    latent = {}
+    if spec.mla is not None:
+        latent = dict(kv_rank=spec.mla.kv_lora_rank, rope_dim=spec.mla.qk_rope_head_dim)
     return symbol_values(
-        layers=spec.layers, h_kv=spec.kv_heads, d=spec.head_dim, dtype=dtype, **api
+        layers=spec.layers, h_kv=spec.kv_heads, d=spec.head_dim, dtype=dtype, **latent, **api
     )
 
 
 def kv_bytes_per_token(model: str | ModelSpec, dtype: str) -> float:
-    """K and V bytes one token adds to the cache, over all layers."""
+    """K and V bytes one token adds to the cache, over all layers (MLA: its latent and
+    rotary key, ``layers·(kv_rank + rope_dim)·s``)."""
     spec = load_model(model)
-    return float(compiled(seq_kv_bytes)(**_values(spec, dtype, kv_len=1)))
+    return float(compiled(_cache(spec))(**_values(spec, dtype, kv_len=1)))
 
 
 def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens, batch=1) -> np.ndarray:
@@ -90,7 +107,7 @@ def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens, batch=1) -> np.nd
     spec = load_model(model)
     tokens = _positive("tokens", tokens)
     batch = check(batch=batch)["batch"]
-    return batch * compiled(seq_kv_bytes)(**_values(spec, dtype, kv_len=tokens))
+    return batch * compiled(_cache(spec))(**_values(spec, dtype, kv_len=tokens))
 
 
 def _positive(name: str, value) -> np.ndarray:
@@ -148,10 +165,10 @@ def allocations(
         raise PerfmodelError(f"tokens={held.max():g} exceeds max_len={max_len}")
     held_values = _values(spec, dtype, kv_len=held, page_tokens=page_tokens)
     budget = kv_budget_bytes(spec, device, dtype, memory_fraction)
-    used = float(np.mean(compiled(seq_kv_bytes)(**held_values)))
+    used = float(np.mean(compiled(_cache(spec))(**held_values)))
     reserved = {
-        "contiguous": float(compiled(seq_kv_bytes)(**_values(spec, dtype, kv_len=max_len))),
-        "paged": float(np.mean(compiled(paged_seq_kv_bytes)(**held_values))),
+        "contiguous": float(compiled(_cache(spec))(**_values(spec, dtype, kv_len=max_len))),
+        "paged": float(np.mean(compiled(_cache(spec, paged=True))(**held_values))),
     }
     per_token = kv_bytes_per_token(spec, dtype)
     return {
@@ -174,7 +191,8 @@ def paging_overhead(model: str | ModelSpec, dtype: str, *, tokens, page_tokens: 
     spec = load_model(model)
     values = _values(spec, dtype, h=spec.heads, q_len=1, batch=1, page_tokens=page_tokens)
     tokens = _positive("tokens", tokens)
-    return compiled(paging_traffic_overhead)(**values, **symbol_values(kv_len=tokens))
+    overhead = paging_traffic_overhead if spec.mla is None else mla_paging_traffic_overhead
+    return compiled(overhead)(**values, **symbol_values(kv_len=tokens))
 
 
 # --- one decode step: reading the cache ------------------------------------------------
