@@ -68,6 +68,32 @@ class Tile(BaseModel):
         )
 
 
+#: Element formats an FP8 attention kernel holds its operands and results in.
+Precision = Literal["e4m3", "e5m2", "bf16", "fp16", "fp32"]
+
+
+class Fp8(BaseModel):
+    """How a family runs FP8 attention: which operands are FP8 and what stays wider.
+
+    ``q_k_v``: the inputs; ``p``: P as the PV matmul reads it (``e4m3`` runs PV at the
+    FP8 rate; a 16-bit P would run it at the 16-bit rate); ``accumulator``: S and O in
+    the matmuls; ``softmax``: the online-softmax statistics and exps; ``output``: O as
+    written to HBM; ``scales``: one float32 descale factor per tensor, per (batch,
+    K/V head), or per block; ``amax``: the kernel also reduces max|S| and max|O| (for
+    the next step's scales); ``backward``: an FP8 backward exists."""
+
+    model_config = _frozen
+
+    q_k_v: Precision
+    p: Precision
+    accumulator: Precision
+    softmax: Precision
+    output: Precision
+    scales: Literal["per_tensor", "per_head", "per_block"]
+    amax: bool = False
+    backward: bool = False
+
+
 class KernelFamily(BaseModel):
     """The structure of one attention implementation, each fact sourced."""
 
@@ -90,6 +116,8 @@ class KernelFamily(BaseModel):
     split_block_k: dict[int, PositiveInt] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
     tiles: tuple[Tile, ...] = ()
+    #: FP8 attention as the family runs it; None: the family has no FP8 kernel.
+    fp8: Fp8 | None = None
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
