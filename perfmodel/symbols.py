@@ -27,6 +27,8 @@ tile_gcd = sp.Symbol("tile_gcd", positive=True)
 rows, head_rows, hidden, inter, vocab, experts, top_k = sp.symbols(
     "rows head_rows hidden inter vocab experts top_k", **_pos_int
 )
+#: Shared experts a MoE layer runs on every token (DeepSeek-MoE; 0 elsewhere).
+shared = sp.Symbol("shared", integer=True, nonnegative=True)
 #: Tensor parallelism: devices one layer's heads and MLP columns are split over.
 tp = sp.Symbol("tp", **_pos_int)
 

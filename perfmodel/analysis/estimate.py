@@ -258,18 +258,37 @@ def _profile(device: HardwareSpec, impl: str | None) -> Calibration:
 
 
 # --- operators ----------------------------------------------------------------------
-def _values(spec: ModelSpec, dtype: str, rows: int, head_rows: int) -> dict[str, int]:
+def _values(
+    spec: ModelSpec, dtype: str, rows: int, head_rows: int, moe: bool = True
+) -> dict[str, int]:
+    """Symbol values of one layer kind: a MoE layer (``moe``; a dense model's only kind)
+    runs its experts of ``expert_width``, a dense layer of a MoE model (DeepSeek's first
+    ``dense_layers``) one MLP of ``intermediate``."""
+    routed = moe and spec.experts > 1
+    latent = spec.mla
     return symbol_values(
         rows=rows,
         head_rows=head_rows,
         hidden=spec.hidden,
-        inter=spec.intermediate,
+        inter=spec.expert_width if routed else spec.intermediate,
         vocab=spec.vocab,
         h=spec.heads,
         h_kv=spec.kv_heads,
         d=spec.head_dim,
-        experts=spec.experts,
-        top_k=spec.experts_per_token,
+        experts=spec.experts if moe else 1,
+        top_k=spec.experts_per_token if moe else 1,
+        shared=spec.shared_experts if routed else 0,
+        **(
+            {}
+            if latent is None
+            else dict(
+                kv_rank=latent.kv_lora_rank,
+                rope_dim=latent.qk_rope_head_dim,
+                nope_dim=latent.qk_nope_head_dim,
+                v_dim=latent.v_head_dim,
+                q_rank=latent.q_lora_rank,
+            )
+        ),
         dtype=dtype,
     )
 
@@ -305,40 +324,68 @@ def _operator(
 
 
 def _layer_operators(spec, device, dtype, rows, head_rows) -> list[Operator]:
-    values = _values(spec, dtype, rows, head_rows)
     default = load_calibration("default")
-    kernels = tf.dense_layer(moe=spec.experts > 1)
-    layer = [_operator(k, spec.layers, values, device, dtype, default) for k in kernels]
-    once = [_operator(k, 1, values, device, dtype, default) for k in tf.once_per_forward()]
-    return layer + once
+    mla = spec.mla is not None
+    ops = []
+    for moe, count in ((False, spec.dense_layers), (True, spec.moe_layers)):
+        if count:
+            values = _values(spec, dtype, rows, head_rows, moe)
+            kernels = tf.dense_layer(moe=moe and spec.experts > 1, mla=mla)
+            ops += [_operator(k, count, values, device, dtype, default) for k in kernels]
+    values = _values(spec, dtype, rows, head_rows)
+    return ops + [_operator(k, 1, values, device, dtype, default) for k in tf.once_per_forward()]
+
+
+def _summed(name: str, count: int, side) -> Operator:
+    """``count`` launches of one attention result (a ``predict`` side or a decode step)."""
+    return Operator(
+        name=name,
+        count=count,
+        flops=count * side.flops,
+        hbm_bytes=count * side.hbm_bytes,
+        t_lower_s=count * side.t_lower_s,
+        time_s=count * side.time_s,
+        roof=getattr(side, "binding_roof", "hbm"),
+    )
+
+
+def _layer_groups(spec: ModelSpec) -> list[tuple[int | None, int]]:
+    """(left window or None, layers) for each kind of attention layer the model has."""
+    windows = spec.layer_windows()
+    return [(w, windows.count(w)) for w in dict.fromkeys(windows)]
 
 
 def _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, variant):
+    """Prefill attention per layer kind (global, and local under its window), plus MLA's
+    decompression of K and V; and the largest attention scratch of one layer."""
+    from perfmodel.costs import mla
     from perfmodel.prediction import predict
 
-    p = predict(
-        n=prompt,
-        hw=device,
-        d=spec.head_dim,
-        h=spec.heads,
-        h_kv=spec.kv_heads,
-        batch=batch,
-        dtype=dtype,
-        causal=True,
-        calibration=_profile(device, impl),
-        naive=variant,
-    )
-    side = p.flash if algorithm == "flash" else p.naive
-    op = Operator(
-        name="attention",
-        count=spec.layers,
-        flops=spec.layers * side.flops,
-        hbm_bytes=spec.layers * side.hbm_bytes,
-        t_lower_s=spec.layers * side.t_lower_s,
-        time_s=spec.layers * side.time_s,
-        roof=side.binding_roof,
-    )
-    return op, side.extra_memory_bytes
+    heads = dict(d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads)
+    if spec.mla is not None:  # non-absorbed: ordinary attention at the mean head dim
+        heads = mla.prefill_attention_shape(spec.mla.qk_head_dim, spec.mla.v_head_dim, spec.heads)
+    ops, scratch = [], 0.0
+    for window, count in _layer_groups(spec):
+        p = predict(
+            n=prompt,
+            hw=device,
+            **heads,
+            batch=batch,
+            dtype=dtype,
+            causal=True,
+            calibration=_profile(device, impl),
+            naive=variant,
+            **({} if window is None else {"window": window}),
+        )
+        side = p.flash if algorithm == "flash" else p.naive
+        ops.append(_summed("attention", count, side))
+        scratch = max(scratch, side.extra_memory_bytes)
+    if spec.mla is not None:
+        values = _values(spec, dtype, batch * prompt, batch)
+        default = load_calibration("default")
+        for kernel in (mla.decompress(tf.rows), mla.expand_rope(tf.rows)):
+            ops.append(_operator(kernel, spec.layers, values, device, dtype, default))
+    return tuple(ops), scratch
 
 
 def decode_splits(device: HardwareSpec, batch: int, kv_heads: int, context: int, page: int) -> int:
@@ -351,38 +398,49 @@ def decode_splits(device: HardwareSpec, batch: int, kv_heads: int, context: int,
     return int(compiled(decode.paged_splits())(**values, resident_ctas=resident))
 
 
-def _decode_attention(spec, device, dtype, batch, context, kv, page_tokens) -> Operator:
+def _decode_attention(spec, device, dtype, batch, context, kv, page_tokens):
+    """One decode step's attention per layer kind: a local layer reads the last
+    ``window + 1`` tokens of its cache at most; MLA reads its latent cache (absorbed)."""
     from perfmodel.analysis.kvcache import decode_step
 
+    if spec.mla is not None:
+        return _latent_decode(spec, device, dtype, batch, context)
     paged = kv == "paged"
     page = page_tokens if paged else 64  # contiguous: XLA fills the chip; 64-token blocks
-    splits = decode_splits(device, batch, spec.kv_heads, context, page)
-    step = decode_step(
-        device,
-        batch=batch,
-        kv_len=context,
-        h=spec.heads,
-        h_kv=spec.kv_heads,
-        d=spec.head_dim,
-        dtype=dtype,
-        page_tokens=page if paged else None,
-        splits=splits,
-    )
-    return Operator(
-        name="attention",
-        count=spec.layers,
-        flops=spec.layers * step.flops,
-        hbm_bytes=spec.layers * step.hbm_bytes,
-        t_lower_s=spec.layers * step.t_lower_s,
-        time_s=spec.layers * step.time_s,
-        roof="hbm",
-    )
+    ops = []
+    for window, count in _layer_groups(spec):
+        seen = context if window is None else min(context, window + 1)
+        step = decode_step(
+            device,
+            batch=batch,
+            kv_len=seen,
+            h=spec.heads,
+            h_kv=spec.kv_heads,
+            d=spec.head_dim,
+            dtype=dtype,
+            page_tokens=page if paged else None,
+            splits=decode_splits(device, batch, spec.kv_heads, seen, page),
+        )
+        ops.append(_summed("attention", count, step))
+    return tuple(ops)
 
 
-def _ordered(ops: list[Operator], attention: Operator) -> tuple[Operator, ...]:
-    """Layer operators in launch order with attention after rope, then the once-per-forward."""
-    at = next(i for i, op in enumerate(ops) if op.name == "rope") + 1
-    return tuple(ops[:at] + [attention] + ops[at:])
+def _latent_decode(spec, device, dtype, batch, context) -> tuple[Operator, ...]:
+    """MLA decode, absorbed (FlashMLA's form): ``q·W_UK``, attention over the latent
+    cache, ``·W_UV`` (``perfmodel.costs.mla``), at the default profile."""
+    from perfmodel.costs import mla
+
+    values = {**_values(spec, dtype, batch, batch), "b": batch, "m": context, "q_len": 1}
+    default = load_calibration("default")
+    kernels = (mla.absorb_kernels()[0], mla.absorbed_attention(), mla.absorb_kernels()[1])
+    return tuple(_operator(k, spec.layers, values, device, dtype, default) for k in kernels)
+
+
+def _ordered(ops: list[Operator], attention: tuple[Operator, ...]) -> tuple[Operator, ...]:
+    """Layer operators in launch order with attention after rope (MLA: after the latent's
+    norm), then the once-per-forward."""
+    at = next(i for i, op in enumerate(ops) if op.name in ("rope", "mla_kv_norm")) + 1
+    return tuple(ops[:at] + list(attention) + ops[at:])
 
 
 def tensor_parallel_shard(spec: ModelSpec, device: HardwareSpec, tp: int) -> ModelSpec:
@@ -402,7 +460,8 @@ def tensor_parallel_shard(spec: ModelSpec, device: HardwareSpec, tp: int) -> Mod
             f"tp={tp} exceeds the {links.devices_per_node} devices one {device.name} node joins;"
             " tensor parallelism across nodes is not modelled"
         )
-    for name, value in (("heads", spec.heads), ("intermediate", spec.intermediate)):
+    widths = (("heads", spec.heads), ("intermediate", spec.intermediate))
+    for name, value in (*widths, ("moe_intermediate", spec.moe_intermediate or tp)):
         if value % tp:
             raise PerfmodelError(f"tp={tp} does not divide {spec.name}'s {name}={value}")
     if spec.kv_heads % tp and tp % spec.kv_heads:
@@ -413,6 +472,7 @@ def tensor_parallel_shard(spec: ModelSpec, device: HardwareSpec, tp: int) -> Mod
             heads=spec.heads // tp,
             kv_heads=max(spec.kv_heads // tp, 1),
             intermediate=spec.intermediate // tp,
+            moe_intermediate=spec.moe_intermediate and spec.moe_intermediate // tp,
             vocab=math.ceil(spec.vocab / tp),
         )
     )

@@ -23,6 +23,12 @@ walk K/V in step, so DRAM sees each K/V byte once per wave of them; across waves
 in all while the K/V of the heads in flight fit in L2. The L2-to-SM traffic is the full
 re-read count, bounded by the L2-bandwidth roof.
 
+Masks (``masked``: a sliding window, packed documents, a block mask;
+``perfmodel.costs.masks``): the kernel visits only the tiles with a score the mask keeps,
+so scores, K/V rows streamed and tiles are the mask's counts (symbols ``mask_*``, valued by
+``masks.visited``); DRAM sees each K/V row a visited tile reads once while the heads in
+flight fit in L2, past that once per wave of the thread blocks that read it.
+
 Left out: the backward pass (``perfmodel.costs.backward``); TMA multicast inside
 clusters (which would cut the L2-to-SM traffic); L2 misses from other streams (Q, O)
 evicting K/V; the bytes of padding rows in the last block (loads are masked);
@@ -36,7 +42,26 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
-from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, pack, page, s, splits
+from perfmodel.symbols import (
+    F32,
+    b,
+    block_k,
+    block_q,
+    d,
+    h,
+    h_kv,
+    m,
+    mask_kv_rows,
+    mask_kv_touched,
+    mask_kv_wave_rows,
+    mask_scores,
+    mask_tiles,
+    n,
+    pack,
+    page,
+    s,
+    splits,
+)
 
 #: Pipeline stages of K/V tiles in shared memory assumed by ``sram_bytes`` (double
 #: buffering); a kernel family's own stage count is in ``specs/kernels``.
@@ -52,8 +77,10 @@ q_blocks = sp.ceiling(n * pack / block_q)
 head_groups = h / pack
 
 
-def _visited(causal: bool, any_tile: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
+def _visited(causal: bool, any_tile: bool, masked: bool = False) -> tuple[sp.Expr, ...]:
     """Per (b, head group): scores computed, K/V rows streamed, and (Q block, K block) tiles."""
+    if masked:  # counted by perfmodel.costs.masks.visited, exactly, for any mask
+        return mask_scores, mask_kv_rows, mask_tiles
     if not causal:
         return n * pack * m, q_blocks * m, q_blocks * t.k_blocks
     tiles = t.causal_tiles(any_tile).subs(block_q, positions_per_block)
@@ -66,12 +93,24 @@ def _visited(causal: bool, any_tile: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr]:
     return tiles * block_q * block_k, kv_rows, tiles
 
 
+#: Programs (thread blocks) of one K/V head: the Q blocks of its query-head groups.
+programs_per_kv_head = q_blocks * h / (h_kv * pack)
+
+
 def kv_dram_passes() -> sp.Expr:
     """How often each K/V head crosses DRAM: once while the heads in flight fit in L2;
     past that once per wave of the programs that read it (the query heads of a GQA group
     read it side by side in one wave when the grid holds them together)."""
-    programs_per_kv_head = q_blocks * h / (h_kv * pack)
     return t.streamed_dram_passes(programs_per_kv_head, t.kv_head_bytes)
+
+
+def masked_kv_dram_bytes() -> sp.Expr:
+    """K/V DRAM bytes under a mask: the rows any visited tile reads, once while the heads
+    in flight fit in L2; past that each row once per wave of programs that read it
+    (``masks.Visited.kv_wave_rows``; a dense mask gives ``kv_bytes·kv_dram_passes()``)."""
+    fits = t.streamed_fits(programs_per_kv_head, t.kv_head_bytes)
+    rows = sp.Piecewise((mask_kv_touched, fits), (mask_kv_wave_rows, True))
+    return b * h_kv * 2 * rows * d * s
 
 
 def build(
@@ -80,13 +119,14 @@ def build(
     split: bool = False,
     paged: bool = False,
     launch: bool = False,
+    masked: bool = False,
 ) -> CostModel:
     """The flash model; ``l2=False`` charges every K/V re-read to DRAM (TPUs, no L2);
     ``split`` adds flash-decoding's partials and combine kernel; ``paged`` the block
     table. ``launch=True`` keeps a kernel family's launch symbols (``pack``, ``splits``,
     tiles of any size); without it the model is one program per query head, no split,
     power-of-two tiles: FlashAttention-2 as its paper describes it (Dao 2023, Alg. 1)."""
-    model = _build(causal, l2, split, paged, launch)
+    model = _build(causal, l2, split, paged, launch, masked)
     if launch:
         return model
     fixed = {pack: 1, splits: 1} if not split else {pack: 1}
@@ -123,8 +163,10 @@ def _substituted(model: CostModel, values: dict) -> CostModel:
     )
 
 
-def _build(causal: bool, l2: bool, split: bool, paged: bool, any_tile: bool) -> CostModel:
-    scores_per_group, kv_rows_per_group, tiles_per_group = _visited(causal, any_tile)
+def _build(
+    causal: bool, l2: bool, split: bool, paged: bool, any_tile: bool, masked: bool = False
+) -> CostModel:
+    scores_per_group, kv_rows_per_group, tiles_per_group = _visited(causal, any_tile, masked)
     groups = b * head_groups
     scores = groups * scores_per_group
     rows_rescaled = groups * tiles_per_group * block_q  # once per row per tile
@@ -134,7 +176,8 @@ def _build(causal: bool, l2: bool, split: bool, paged: bool, any_tile: bool) -> 
     partials = b * h * n * splits * (d + 2) * F32 if split else sp.Integer(0)
     written = partials if split else t.o_bytes + t.lse_bytes
     l2_traffic = t.q_bytes + written + streamed_kv + table
-    dram = t.q_bytes + written + t.kv_bytes * kv_dram_passes() + table if l2 else l2_traffic
+    kv_dram = masked_kv_dram_bytes() if masked else t.kv_bytes * kv_dram_passes()
+    dram = t.q_bytes + written + kv_dram + table if l2 else l2_traffic
     kernel = Kernel(
         name="flash",
         matmul_flops=t.matmul_flops(scores),

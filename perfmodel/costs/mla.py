@@ -44,12 +44,10 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.symbols import (
     b,
     h,
-    hidden,
     kv_rank,
     m,
     nope_dim,
     q_len,
-    q_rank,
     rope_dim,
     rows,
     s,
@@ -57,8 +55,8 @@ from perfmodel.symbols import (
 )
 
 #: QK head dim of the non-absorbed form, and what the cache holds per token and layer.
-qk_dim = nope_dim + rope_dim
-cache_width = kv_rank + rope_dim
+qk_dim = t.latent_qk_dim
+cache_width = t.latent_cache_width
 cache_bytes_per_token = cache_width * s
 #: The cache of b sequences of m tokens, one layer.
 cache_bytes = b * m * cache_bytes_per_token
@@ -103,22 +101,6 @@ def decompress(tokens: sp.Expr) -> Kernel:
 def expand_rope(tokens: sp.Expr) -> Kernel:
     """Copy the shared rotary key into each head's K: read ``rope_dim``, write ``h·rope_dim``."""
     return elementwise("mla_rope_k", tokens * rope_dim, tokens * h * rope_dim, sp.Integer(0))
-
-
-def projections() -> tuple[tuple[Kernel, ...], tuple[Kernel, ...]]:
-    """The layer's projections around attention, over ``rows`` tokens: before it, the
-    query bottleneck (``q_a``: hidden → q_rank, ``q_b``: q_rank → h·qk_dim) and the
-    latent plus rotary key (``kv_a``: hidden → kv_rank + rope_dim); after it, ``o``
-    (h·v_dim → hidden). RMSNorms on the two bottlenecks are one pass each."""
-    before = (
-        matmul("mla_q_a", rows, hidden, q_rank),
-        elementwise("mla_q_norm", rows * q_rank, rows * q_rank, 4 * rows * q_rank),
-        matmul("mla_q_b", rows, q_rank, h * qk_dim),
-        matmul("mla_kv_a", rows, hidden, cache_width),
-        elementwise("mla_kv_norm", rows * kv_rank, rows * kv_rank, 4 * rows * kv_rank),
-    )
-    after = (matmul("o_proj", rows, h * v_dim, hidden),)
-    return before, after
 
 
 def prefill_attention_shape(qk_head_dim: int, v_head_dim: int, heads: int) -> dict[str, int]:

@@ -9,7 +9,23 @@ from __future__ import annotations
 
 import sympy as sp
 
-from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, l2_capacity, m, n, s, tile_gcd
+from perfmodel.symbols import (
+    F32,
+    b,
+    block_k,
+    block_q,
+    d,
+    h,
+    h_kv,
+    kv_rank,
+    l2_capacity,
+    m,
+    n,
+    nope_dim,
+    rope_dim,
+    s,
+    tile_gcd,
+)
 from perfmodel.symbols import resident_ctas as resident
 
 # --- tensor sizes (bytes) -------------------------------------------------------
@@ -27,6 +43,12 @@ kv_head_bytes = 2 * m * d * s
 #: D = rowsum(dO∘O) per query row, float32: the backward's preprocessing output
 #: (FlashAttention-2 Algorithm 2, line 4); the same size as the log-sum-exp.
 delta_bytes = lse_bytes
+
+# --- multi-head latent attention (perfmodel.costs.mla) ------------------------------
+#: Per head, the QK dim of MLA's non-absorbed form (no-rotary part + rotary part).
+latent_qk_dim = nope_dim + rope_dim
+#: Values one token adds to one layer's latent cache: the latent and the rotary key.
+latent_cache_width = kv_rank + rope_dim
 
 
 # --- work (FLOPs and exponentials) ----------------------------------------------
@@ -89,6 +111,13 @@ def causal_tiles(any_tile: bool = False) -> sp.Expr:
     )
 
 
+def streamed_fits(blocks_per_head: sp.Expr, head_bytes: sp.Expr) -> sp.Basic:
+    """Whether the streamed tensors of the heads in flight fit in L2 together (the heads
+    whose ``blocks_per_head`` thread blocks one wave of resident blocks holds)."""
+    heads_in_flight = sp.ceiling(resident / blocks_per_head)
+    return heads_in_flight * head_bytes <= l2_capacity
+
+
 def streamed_dram_passes(
     blocks_per_head: sp.Expr, head_bytes: sp.Expr, spill_factor: sp.Expr | int = 1
 ) -> sp.Expr:
@@ -100,7 +129,6 @@ def streamed_dram_passes(
     resident blocks (times ``spill_factor``, e.g. h/h_kv when each query head of a GQA
     group re-reads its K/V). The forward's K/V and the backward's Q/dO are both this.
     """
-    heads_in_flight = sp.ceiling(resident / blocks_per_head)
-    fits = heads_in_flight * head_bytes <= l2_capacity
     waves = sp.ceiling(blocks_per_head / resident)
+    fits = streamed_fits(blocks_per_head, head_bytes)
     return sp.Piecewise((1, fits), (waves * spill_factor, True))

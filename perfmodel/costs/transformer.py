@@ -10,7 +10,8 @@ written once over these symbols:
   of each sequence, ``b``, in both);
 * ``hidden``, ``inter`` (MLP width), ``vocab``, and the attention shape ``h``, ``h_kv``,
   ``d``; ``s`` bytes per element;
-* ``experts`` and ``top_k`` for a mixture-of-experts MLP (1 and 1: dense).
+* ``experts`` and ``top_k`` for a mixture-of-experts MLP (1 and 1: dense), and
+  ``shared`` experts every token runs besides (DeepSeek-V3: 1 of width 2048).
 
 The layer is the Llama one (Touvron et al. 2023, §2.2; Grattafiori et al. 2024, §3.1):
 pre-norm RMSNorm, fused QKV projection with rotary embeddings on q and k, attention,
@@ -25,7 +26,11 @@ Mixture of experts (Fedus et al. 2022, §2; Jiang et al. 2024 for Mixtral's top-
 each token runs ``top_k`` of ``experts`` MLPs, so MLP FLOPs scale by ``top_k``; the
 weights read are those of the experts any token picks, ``min(experts, rows·top_k)``
 of them (every expert once at large batch, ``top_k`` of them for one token), plus the
-router (``hidden × experts``).
+router (``hidden × experts``). Shared experts (DeepSeek-MoE, Dai et al. 2024, §3.2) run
+on every token: ``shared`` more MLPs of the experts' width, their weights always read.
+
+Multi-head latent attention (``perfmodel.costs.mla``) replaces the fused QKV and output
+projections by its own (``dense_layer(mla=True)``).
 
 Left out: biases (none in Llama; Qwen's QKV bias is ``(h + 2h_kv)·d`` values), the
 tables of rotary angles (``2·rows·d`` values), writing the new K/V into a cache (one
@@ -34,7 +39,7 @@ small copy, counted with the attention models' decode terms), dropout (inference
 >>> from perfmodel.compile import compiled
 >>> layer = dense_layer()
 >>> f = compiled(sum((k.matmul_flops for k in layer), 0))
->>> f(rows=1, hidden=4096, inter=14336, h=32, h_kv=8, d=128, experts=1, top_k=1) / 2
+>>> f(rows=1, hidden=4096, inter=14336, h=32, h_kv=8, d=128, experts=1, top_k=1, shared=0) / 2
 218103808.0
 """
 
@@ -44,6 +49,7 @@ import functools
 
 import sympy as sp
 
+from perfmodel.costs import terms as t
 from perfmodel.costs.base import Kernel
 from perfmodel.symbols import (
     d,
@@ -53,10 +59,14 @@ from perfmodel.symbols import (
     head_rows,
     hidden,
     inter,
+    kv_rank,
+    q_rank,
     rows,
     s,
+    shared,
     top_k,
     tp,
+    v_dim,
     vocab,
 )
 
@@ -117,14 +127,15 @@ def rope() -> Kernel:
 
 def _mlp_weights() -> tuple[sp.Expr, sp.Expr]:
     """Gate+up and down weight elements read: every expert any token picks, once."""
-    touched = sp.Min(experts, rows * top_k)
+    touched = sp.Min(experts, rows * top_k) + shared
     return touched * hidden * 2 * inter, touched * inter * hidden
 
 
 def mlp() -> tuple[Kernel, ...]:
-    """SwiGLU MLP (dense: ``experts = top_k = 1``); MoE adds the router matmul."""
+    """SwiGLU MLP (dense: ``experts = top_k = 1``, ``shared = 0``); MoE adds the router
+    matmul; each token also runs the ``shared`` experts."""
     gate_up_w, down_w = _mlp_weights()
-    routed = rows * top_k  # (token, expert) pairs
+    routed = rows * (top_k + shared)  # (token, expert) pairs
     kernels = (
         matmul("gate_up", routed, hidden, 2 * inter, weights=gate_up_w),
         elementwise(
@@ -144,16 +155,33 @@ def router() -> Kernel:
     return matmul("router", rows, hidden, experts)
 
 
+def mla_projections() -> tuple[tuple[Kernel, ...], tuple[Kernel, ...]]:
+    """The layer's projections around attention, over ``rows`` tokens: before it, the
+    query bottleneck (``q_a``: hidden → q_rank, ``q_b``: q_rank → h·qk_dim) and the
+    latent plus rotary key (``kv_a``: hidden → kv_rank + rope_dim); after it, ``o``
+    (h·v_dim → hidden). RMSNorms on the two bottlenecks are one pass each."""
+    before = (
+        matmul("mla_q_a", rows, hidden, q_rank),
+        elementwise("mla_q_norm", rows * q_rank, rows * q_rank, RMSNORM_FLOPS * rows * q_rank),
+        matmul("mla_q_b", rows, q_rank, h * t.latent_qk_dim),
+        matmul("mla_kv_a", rows, hidden, t.latent_cache_width),
+        elementwise("mla_kv_norm", rows * kv_rank, rows * kv_rank, RMSNORM_FLOPS * rows * kv_rank),
+    )
+    after = (matmul("o_proj", rows, h * v_dim, hidden),)
+    return before, after
+
+
 @functools.cache
-def dense_layer(moe: bool = False) -> tuple[Kernel, ...]:
-    """Every kernel of one layer except attention, in launch order."""
+def dense_layer(moe: bool = False, mla: bool = False) -> tuple[Kernel, ...]:
+    """Every kernel of one layer except attention, in launch order (``mla``: latent
+    attention's projections, :func:`mla_projections`, for QKV and o_proj)."""
+    mla_before, mla_after = mla_projections()
     before = (
         add_norm("add_norm_attn"),
-        matmul("qkv", rows, hidden, qkv_width),
-        rope(),
+        *((matmul("qkv", rows, hidden, qkv_width), rope()) if not mla else mla_before),
     )
     after = (
-        matmul("o_proj", rows, q_width, hidden),
+        *((matmul("o_proj", rows, q_width, hidden),) if not mla else mla_after),
         add_norm("add_norm_mlp"),
         *((router(),) if moe else ()),
         *mlp(),
@@ -186,7 +214,7 @@ def layer_weight_elements(moe: bool = False) -> sp.Expr:
 def activation_elements() -> sp.Expr:
     """Largest set of activations alive at once in a layer (prefill, the MLP's peak):
     the residual x, the normed copy, gate+up output and the SwiGLU output."""
-    return rows * (2 * hidden + 3 * top_k * inter)
+    return rows * (2 * hidden + 3 * (top_k + shared) * inter)
 
 
 # --- tensor parallelism (Megatron-LM, Shoeybi et al. 2019, §3) -----------------------
