@@ -53,3 +53,8 @@ kv_rank, rope_dim, nope_dim, v_dim, q_rank = sp.symbols(
 mask_tiles, mask_scores, mask_kv_rows, mask_kv_touched, mask_kv_wave_rows = sp.symbols(
     "mask_tiles mask_scores mask_kv_rows mask_kv_touched mask_kv_wave_rows", nonnegative=True
 )
+
+# FP8 attention as a family runs it (``perfmodel.costs.precision``): bytes an element of O
+# as written, and vector ops a score and an output element beyond a 16-bit kernel's.
+s_out = sp.Symbol("s_out", positive=True)
+fp8_score_ops, fp8_output_ops = sp.symbols("fp8_score_ops fp8_output_ops", nonnegative=True)

@@ -1,6 +1,5 @@
 """Multi-head latent attention: its costs by hand, its cache, and the DeepSeek-V3 config."""
 
-
 import pytest
 
 from perfmodel.analysis.kvcache import kv_bytes_per_token, kv_cache_bytes, paging_overhead
@@ -88,3 +87,26 @@ def test_deepseek_v3_config_counts_671b():
     assert spec.dense_layers == 3 and spec.moe_layers == 58
     assert spec.counted_params() == spec.params
     assert 670e9 < spec.params < 672e9  # model card: 671B without the MTP module
+
+
+def test_deepseek_v3_estimate_reads_the_latent_cache_at_decode():
+    from perfmodel.analysis.estimate import estimate
+
+    batch, prompt, output = 8, 4096, 256
+    e = estimate(
+        "deepseek-v3", "h200", prompt=prompt, output=output, batch=batch, tp=8, dtype="fp8"
+    )
+    ops = {op.name: op for op in e.decode.operators}
+    context = prompt + output // 2
+    heads = 128 // 8  # per device; the latent cache is every head's, so each device holds it
+    cache = batch * context * 576 * 1  # fp8: one byte a value
+    queries = batch * heads * (576 + 512) * 1
+    assert ops["mla_attention"].hbm_bytes == 61 * (cache + queries)
+    assert ops["mla_attention"].count == 61
+    assert "attention" not in ops  # no GQA attention: MLA is the model's own
+    assert e.memory.kv_cache_bytes == batch * (prompt + output) * 61 * 576  # paged, 16 | 4352
+    prefill = {op.name for op in e.prefill.operators}
+    assert {"attention", "mla_decompress", "mla_q_a", "mla_kv_a"} <= prefill
+    # 3 dense layers and 58 MoE layers: a dense gate_up at 18432/8 wide and one over experts
+    gate_up = [op for op in e.prefill.operators if op.name == "gate_up"]
+    assert [op.count for op in gate_up] == [3, 58]

@@ -29,6 +29,11 @@ so scores, K/V rows streamed and tiles are the mask's counts (symbols ``mask_*``
 ``masks.visited``); DRAM sees each K/V row a visited tile reads once while the heads in
 flight fit in L2, past that once per wave of the thread blocks that read it.
 
+FP8 (``fp8``: ``perfmodel.costs.precision``): O is written at ``s_out`` bytes an element
+(the family's output format), and the kernel does ``fp8_score_ops`` vector ops a score
+(P's conversion, max|S|) and ``fp8_output_ops`` an output element (V's descale, max|O|)
+more; the matrix rate of the two matmuls is the caller's (``precision.matmul_rate``).
+
 Left out: the backward pass (``perfmodel.costs.backward``); TMA multicast inside
 clusters (which would cut the L2-to-SM traffic); L2 misses from other streams (Q, O)
 evicting K/V; the bytes of padding rows in the last block (loads are masked);
@@ -48,6 +53,8 @@ from perfmodel.symbols import (
     block_k,
     block_q,
     d,
+    fp8_output_ops,
+    fp8_score_ops,
     h,
     h_kv,
     m,
@@ -60,6 +67,7 @@ from perfmodel.symbols import (
     pack,
     page,
     s,
+    s_out,
     splits,
 )
 
@@ -120,13 +128,14 @@ def build(
     paged: bool = False,
     launch: bool = False,
     masked: bool = False,
+    fp8: bool = False,
 ) -> CostModel:
     """The flash model; ``l2=False`` charges every K/V re-read to DRAM (TPUs, no L2);
     ``split`` adds flash-decoding's partials and combine kernel; ``paged`` the block
     table. ``launch=True`` keeps a kernel family's launch symbols (``pack``, ``splits``,
     tiles of any size); without it the model is one program per query head, no split,
     power-of-two tiles: FlashAttention-2 as its paper describes it (Dao 2023, Alg. 1)."""
-    model = _build(causal, l2, split, paged, launch, masked)
+    model = _build(causal, l2, split, paged, launch, masked, fp8)
     if launch:
         return model
     fixed = {pack: 1, splits: 1} if not split else {pack: 1}
@@ -164,7 +173,13 @@ def _substituted(model: CostModel, values: dict) -> CostModel:
 
 
 def _build(
-    causal: bool, l2: bool, split: bool, paged: bool, any_tile: bool, masked: bool = False
+    causal: bool,
+    l2: bool,
+    split: bool,
+    paged: bool,
+    any_tile: bool,
+    masked: bool = False,
+    fp8: bool = False,
 ) -> CostModel:
     scores_per_group, kv_rows_per_group, tiles_per_group = _visited(causal, any_tile, masked)
     groups = b * head_groups
@@ -174,7 +189,9 @@ def _build(
     table = b * head_groups * q_blocks * splits * sp.ceiling(m / page) * TABLE_ENTRY_BYTES
     table = table / splits if paged else sp.Integer(0)  # each chunk reads its own pages
     partials = b * h * n * splits * (d + 2) * F32 if split else sp.Integer(0)
-    written = partials if split else t.o_bytes + t.lse_bytes
+    o_bytes = t.o_bytes.subs(s, s_out) if fp8 else t.o_bytes  # O in the family's format
+    written = partials if split else o_bytes + t.lse_bytes
+    extra_ops = fp8_score_ops * scores + fp8_output_ops * b * h * n * d if fp8 else 0
     l2_traffic = t.q_bytes + written + streamed_kv + table
     kv_dram = masked_kv_dram_bytes() if masked else t.kv_bytes * kv_dram_passes()
     dram = t.q_bytes + written + kv_dram + table if l2 else l2_traffic
@@ -182,7 +199,7 @@ def _build(
         name="flash",
         matmul_flops=t.matmul_flops(scores),
         # online softmax per score, plus rescaling acc (d per row) at every tile
-        vector_flops=t.SOFTMAX_FLOPS_PER_SCORE * scores + rows_rescaled * d,
+        vector_flops=t.SOFTMAX_FLOPS_PER_SCORE * scores + rows_rescaled * d + extra_ops,
         exp_count=scores + rows_rescaled,
         hbm_bytes=dram,
         l2_bytes=l2_traffic,
@@ -200,7 +217,7 @@ def _build(
                 # rescale and sum the partials, divide by l: about 3 FLOPs per value
                 vector_flops=3 * rows * splits * (d + 2),
                 exp_count=rows * splits,
-                hbm_bytes=partials + t.o_bytes + t.lse_bytes,
+                hbm_bytes=partials + o_bytes + t.lse_bytes,
             ),
         )
     return CostModel(
