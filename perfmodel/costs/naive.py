@@ -28,6 +28,12 @@ from perfmodel.vocabulary import NaiveCompile
 #: row longer than XLA_ROW_FUSION_BYTES of float32 overflows the registers of XLA's
 #: one-fusion softmax, which then spills — counted as two extra passes over S (the
 #: timing shows 2.3x the time per score of a short row, in the same single fusion).
+#: Any other mask written as ``jnp.where(mask, s, -inf)`` (a sliding window, packed
+#: documents, a block mask expanded from tiles) compiles the same way on the H200 (jax
+#: 0.11.2): a cuBLAS call writing float32 scores, then one loop fusion that masks and
+#: rounds (``benchmarks/naive_mask_hlo.py``, specs/measurements/details/
+#: h200-naive-mask-hlo-2026-12-01.*); so ``causal`` here stands for any mask, and the
+#: naive side of a masked prediction is the causal one: full n x m scores, then the mask.
 IMPLEMENTATIONS = tuple(NaiveCompile)  #: the names, once: perfmodel.vocabulary.NaiveCompile
 XLA_ROW_FUSION_BYTES = 32 * 1024
 
