@@ -20,7 +20,7 @@ from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.compile import Compiled, compiled
-from perfmodel.costs import MODES, flash, symbolic, terms
+from perfmodel.costs import MODES, flash, masks, symbolic, terms
 from perfmodel.costs.backward import DQ_FAMILIES
 from perfmodel.errors import PerfmodelError
 from perfmodel.kernel_config import ByIdentity, tile_gcd
@@ -58,6 +58,9 @@ class ModelKey:
     dq: str = "atomic"
     split: bool = False
     paged: bool = False
+    #: Forward flash under a mask (``costs.masks``), and FP8 as a family runs it.
+    masked: bool = False
+    fp8: bool = False
 
     def __str__(self) -> str:
         side = "-".join(
@@ -65,6 +68,8 @@ class ModelKey:
             + [self.naive] * (self.naive != NaiveCompile.MINIMAL)
             + ["split"] * self.split
             + ["paged"] * self.paged
+            + ["masked"] * self.masked
+            + ["fp8"] * self.fp8
         )
         if self.mode == "forward":
             return side
@@ -86,6 +91,8 @@ def model_key(
     *,
     split: bool = False,
     paged: bool = False,
+    masked: bool = False,
+    fp8: bool = False,
 ) -> ModelKey:
     """The model of one side (:class:`ModelKey`); each name checked, and the ones that do
     not apply dropped: ``naive`` for flash, ``dq`` but for flash's backward and train.
@@ -96,16 +103,16 @@ def model_key(
     _known("mode", mode, MODES)
     _known("dq", dq, DQ_FAMILIES)
     flash_forward = algorithm == Algorithm.FLASH and mode == "forward"
-    if (split or paged) and not flash_forward:
+    if (split or paged or masked or fp8) and not flash_forward:
         raise PerfmodelError(
-            f"split={split!r}, paged={paged!r}: only the forward flash model has them "
-            f"(algorithm={algorithm!r}, mode={mode!r})"
+            f"split={split!r}, paged={paged!r}, masked={masked!r}, fp8={fp8!r}: only the "
+            f"forward flash model has them (algorithm={algorithm!r}, mode={mode!r})"
         )
     if algorithm == Algorithm.FLASH:
         naive = NaiveCompile.MINIMAL
     if algorithm != Algorithm.FLASH or mode == "forward":
         dq = "atomic"
-    return ModelKey(algorithm, naive, mode, dq, bool(split), bool(paged))
+    return ModelKey(algorithm, naive, mode, dq, bool(split), bool(paged), bool(masked), bool(fp8))
 
 
 def _as_key(key: ModelKey | str) -> ModelKey:
@@ -119,7 +126,15 @@ def _model(key: ModelKey, causal: bool, l2: bool):
     launches it (GQA packing, K/V splits, tiles of any size); ``split`` adds
     flash-decoding's partials and combine kernel, ``paged`` a paged cache's block table."""
     if key.algorithm == Algorithm.FLASH and key.mode == "forward":
-        return flash.build(causal=causal, l2=l2, split=key.split, paged=key.paged, launch=True)
+        return flash.build(
+            causal=causal,
+            l2=l2,
+            split=key.split,
+            paged=key.paged,
+            launch=True,
+            masked=key.masked,
+            fp8=key.fp8,
+        )
     return symbolic(key.algorithm, causal=causal, l2=l2, naive=key.naive, mode=key.mode, dq=key.dq)
 
 
@@ -171,13 +186,17 @@ def _expressions(
 
 def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     """Symbol values for a shape on a device: the L2 model's hardware symbols, and the
-    launch's GQA packing, K/V splits and blocks per SM (1 each unless given)."""
+    launch's GQA packing, K/V splits and blocks per SM (1 each unless given); with a
+    ``mask`` (``costs.masks.Mask``), its visited-tile counts at this launch."""
     values = {"pack": 1, "splits": 1, "page": 1, **shape}
     blocks_per_sm = values.pop("blocks_per_sm", 1)
+    mask = values.pop("mask", None)
     if "block_q" in values:
         values["tile_gcd"] = tile_gcd(values["block_q"], values["block_k"], values["pack"])
     values["l2_capacity"] = hw.l2_bytes or 0
     values["resident_ctas"] = hw.sm_count * blocks_per_sm
+    if mask is not None:
+        values.update(masks.symbol_values(mask, **values))
     return values
 
 
@@ -463,12 +482,17 @@ def evaluate_flash(
     calibration: Calibration,
     framework_latency_s: Num = float("nan"),
     paged: bool = False,
+    mask: Any = None,
+    fp8: dict | None = None,
 ) -> dict[str, Num]:
     """The fused kernel as its family launches it (tiles, GQA packing, K/V splits, blocks
     per SM); ``t_lower_s`` is the least over the packings and splits any kernel could
-    use, so it stays a floor for every implementation."""
+    use, so it stays a floor for every implementation. ``mask``: the tiles it visits
+    (``costs.masks``); ``fp8``: the FP8 form's values (``s_out``, ``fp8_*_ops``)."""
     group = _num(_ratio(shape["h"], shape["h_kv"]))
-    whole = model_key("flash", paged=paged)  # one kernel; split: flash-decoding's two
+    forms = dict(paged=paged, masked=mask is not None, fp8=fp8 is not None)
+    whole = model_key("flash", **forms)  # one kernel; split: flash-decoding's two
+    extra = {**({} if mask is None else {"mask": mask}), **(fp8 or {})}
 
     def run(pack: Any, splits: Any, onchip: OnChip | None, model: Any = evaluate) -> dict:
         values = shape_values(
@@ -479,12 +503,13 @@ def evaluate_flash(
             pack=pack,
             splits=splits,
             blocks_per_sm=config.blocks_per_sm,
+            **extra,
         )
         split = _split(splits)
         common = dict(causal=causal, hw=hw, peak=peak, values=values, calibration=calibration)
         if not _any(split):
             return model(whole, **common, onchip=onchip)
-        out = model(model_key("flash", split=True, paged=paged), **common, onchip=onchip)
+        out = model(model_key("flash", split=True, **forms), **common, onchip=onchip)
         if is_scalar(split) or np.all(split):
             return out
         return _pick(split, out, model(whole, **common, onchip=onchip))

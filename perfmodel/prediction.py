@@ -23,6 +23,7 @@ from perfmodel.catalog.calibration import Calibration, family_default, load_cali
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
+from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     ALGORITHMS,
@@ -142,6 +143,11 @@ def predict(
     warps: int | None = None,
     splits: int | None = None,
     page_tokens: int | None = None,
+    window: int | tuple[int | None, int | None] | None = None,
+    segments: Sequence[int] | None = None,
+    block_mask: Any = None,
+    block_size: int | tuple[int, int] = masks.DEFAULT_BLOCK,
+    fp8_as_run: bool = False,
 ) -> Prediction:
     """Roofline placement of naive and flash attention for one shape on one device.
 
@@ -157,6 +163,16 @@ def predict(
     ``cp`` and ``tp`` split flash over devices (sequence over ``cp`` with ``cp_scheme``
     "ring", "allgather" or "ulysses"; heads over ``tp``): ``Prediction.parallel``,
     from ``perfmodel.parallel.predict_parallel`` (forward, self-attention).
+    Masks (``perfmodel.costs.masks``; forward, self-attention): ``window`` (W, or (left,
+    right) keys as ``jax.nn.dot_product_attention``'s ``local_window_size``),
+    ``segments`` (packed document lengths, summing to n), ``block_mask`` (a boolean array
+    over tiles of ``block_size``, or a callable ``mask_mod(b, h, q_idx, kv_idx)``): the
+    flash side visits only the tiles with a score the mask keeps; the naive side computes
+    every score and then masks them, as the causal mask does. With ``dtype="fp8"`` and
+    ``fp8_as_run``, a family with an FP8 kernel (``specs/kernels`` ``[fp8]``) is costed as
+    that kernel runs it (``perfmodel.costs.precision``: P's format, O's, the extra vector
+    ops); without, every tensor and both matmuls are FP8 (the default until the explorer
+    page has the same).
 
     >>> p = predict(n=4096, hw="h200", h=16, mode="train")
     >>> p.flash.matmul_flops / predict(n=4096, hw="h200", h=16).flash.matmul_flops
@@ -188,10 +204,18 @@ def predict(
     m = n if args["kv_len"] is None else args["kv_len"]
     h_kv = h if args["h_kv"] is None else args["h_kv"]
     _check_shape(h, h_kv, n, m, causal)
+    mask = mask_of_args(n, m, causal, window, segments, block_mask, block_size)
+    if mask is not None and (mode != "forward" or cp != 1 or tp != 1 or page_tokens):
+        raise PerfmodelError(
+            f"a mask ({mask.describe()}) is modelled for the forward pass on one device, "
+            f"contiguous K/V: got mode={mode!r}, cp={cp}, tp={tp}, page_tokens={page_tokens}"
+        )
     shape = symbol_values(n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch)
     family = flash_family(kernel, calibration)
     s = bytes_per_element(dtype)
-    peak = spec.peak(dtype)
+    if not isinstance(fp8_as_run, bool):
+        raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
+    peak, fp8 = fp8_costs(family, spec, dtype) if fp8_as_run else (spec.peak(dtype), None)
     config = resolve(
         family,
         spec,
@@ -207,9 +231,9 @@ def predict(
     naive_values = shape_values(spec, s=s, **shape, block_q=config.block_q, block_k=config.block_k)
     naive_out = evaluate(
         model_key("naive", naive, mode),
-        causal=causal,
+        causal=causal or mask is not None,  # every score, then the mask (costs.naive)
         hw=spec,
-        peak=peak,
+        peak=spec.peak(dtype),
         values=naive_values,
         calibration=profiles["naive"],
     )
@@ -224,6 +248,8 @@ def predict(
         naive=naive,
         family=family,
         paged=page_tokens is not None,
+        mask=mask,
+        fp8=fp8,
     )
     results = {
         "naive": _scalar(naive_out, profiles["naive"].name),
@@ -290,6 +316,32 @@ def _split(n, m, spec, cp, cp_scheme, tp, mode, profile, shape, dtype, causal):
 _ROOF_KEYS = tuple((r, f"t_{r}_s") for r in ROOFS)
 
 
+def mask_of_args(n, m, causal, window, segments, block_mask, block_size) -> Any:
+    """The checked mask of ``predict``'s mask arguments, or None when they ask for none
+    beyond ``causal`` (``costs.masks.mask_of``)."""
+    if window is None and segments is None and block_mask is None:
+        return None
+    kwargs = dict(window=window, segments=segments, block_mask=block_mask)
+    return masks.mask_of(n, m, causal=bool(causal), block_size=block_size, **kwargs)
+
+
+def fp8_costs(family: KernelFamily, spec: HardwareSpec, dtype: str) -> tuple[float, Any]:
+    """The matrix rate and the FP8 form's values for ``dtype`` (None unless ``fp8`` and
+    the family has an FP8 kernel; a family without one is costed all in FP8, no
+    conversion: a hypothetical FP8 build of it)."""
+    peak = spec.peak(dtype)
+    facts = family.fp8
+    if dtype != "fp8" or facts is None:
+        return peak, None
+    wide = spec.peak(facts.p) if facts.p in ("bf16", "fp16") else peak
+    values = dict(
+        s_out=precision.output_bytes(facts.output),
+        fp8_score_ops=precision.vector_per_score(p=facts.p, amax=facts.amax),
+        fp8_output_ops=precision.vector_per_output(amax=facts.amax),
+    )
+    return precision.matmul_rate(peak, wide, p=facts.p), values
+
+
 def _flash_side(
     mode: str,
     config: Any,
@@ -298,13 +350,16 @@ def _flash_side(
     naive: str,
     family: KernelFamily,
     paged: bool = False,
+    mask: Any = None,
+    fp8: dict | None = None,
     **common: Any,
 ) -> dict[str, Any]:
     """The fused side: the family's forward launch; the backward (one program per query
     head, at the family's tile) after it for "train", alone for "backward"."""
     framework_s = call_latency_of(family.framework)
+    forms = dict(paged=paged, mask=mask, fp8=fp8)
     forward = (
-        evaluate_flash(config, shape=shape, framework_latency_s=framework_s, paged=paged, **common)
+        evaluate_flash(config, shape=shape, framework_latency_s=framework_s, **forms, **common)
         if mode != "backward"
         else None
     )
@@ -404,6 +459,7 @@ def sweep(
     grid: bool = True,
     columns: Sequence[str] | None = None,
     max_bytes: int = MAX_RESULT_BYTES,
+    window: int | tuple[int | None, int | None] | None = None,
 ) -> SweepResult:
     """``predict`` over many shapes at once, vectorised.
 
@@ -414,6 +470,7 @@ def sweep(
     before anything is computed. Points are evaluated in chunks of ``CHUNK_POINTS``,
     each causal case on its own points. Tiles default to the kernel family's per head
     dim; a named tile that does not fit the device is an error, as in ``predict``.
+    ``window``: one sliding window for every point (as ``predict``'s; self-attention).
 
     >>> r = sweep("h100", n=[1024, 2048, 4096], d=[64, 128])
     >>> len(r), r["flash.time_s"].shape
@@ -454,7 +511,15 @@ def sweep(
     _check_shape(cols["h"], cols["h_kv"], cols["n"], cols["kv_len"], cols["causal"])
     family = flash_family(kernel, calibration)
     profiles = calibration_profiles(calibration, spec, family)
-    launch = dict(family=family, naive=flags["naive"], mode=flags["mode"])
+    launch = dict(family=family, naive=flags["naive"], mode=flags["mode"], window=window)
+    if window is not None:  # checked once per mask side (causal or not) and shape
+        for c in {bool(x) for x in np.atleast_1d(cols["causal"])}:
+            if np.any(cols["kv_len"] != cols["n"]) or flags["mode"] != "forward":
+                raise PerfmodelError(
+                    f"window={window!r} is modelled for forward self-attention: kv_len must "
+                    f"equal n, mode={flags['mode']!r}"
+                )
+            mask_of_args(1, 1, c, window, None, None, masks.DEFAULT_BLOCK)
     results = _evaluate_chunks(spec, cols, profiles, keys, wanted, size, launch)
     out = SweepResult({k: cols[k] for k in _SWEPT})
     out["block_q"], out["block_k"] = results.pop("block_q"), results.pop("block_k")
@@ -600,11 +665,13 @@ def _evaluate_chunks(
             tiles = dict(block_q=config.block_q, block_k=config.block_k)
             for k, v in tiles.items():
                 out.setdefault(k, _Column(size)).put(where, v)
-            common = dict(causal=c, hw=spec, peak=peak_part)
+            mask = mask_of_args(1, 1, c, launch["window"], None, None, masks.DEFAULT_BLOCK)
+            common = dict(hw=spec, peak=peak_part)
             naive = evaluate(
                 keys["naive"],
                 values=shape_values(spec, **sub, **tiles),
                 calibration=profiles["naive"],
+                causal=c or mask is not None,
                 **common,
             )
             flash = _flash_side(
@@ -614,6 +681,8 @@ def _evaluate_chunks(
                 calibration=profiles["flash"],
                 naive=launch["naive"],
                 family=launch["family"],
+                mask=mask,
+                causal=c,
                 **common,
             )
             for a, res in (("naive", naive), ("flash", flash)):

@@ -243,3 +243,68 @@ def test_masked_flash_model_reproduces_the_dense_and_causal_models(causal, l2, r
         # early Q blocks reads no late K block): fewer bytes, by the brute force above.
         assert masked.pop("hbm_bytes") <= model.pop("hbm_bytes")
     assert masked == model
+
+
+# --- predict() and sweep() under a mask ------------------------------------------------
+def test_predict_window_counts_the_visited_tiles():
+    from perfmodel import predict
+
+    n, h, window = 8192, 8, 1000
+    p = predict(n=n, hw="h200", h=h, causal=True, window=window, kernel="pallas-mosaic")
+    bq, bk = p.config.block_q, p.config.block_k
+    element_free = masks.visited(
+        masks.mask_of(n, n, causal=True, window=window), n=n, m=n, block_q=bq, block_k=bk
+    )
+    assert p.flash.matmul_flops == 4 * 128 * h * element_free.scores
+    # a window wider than the sequence is the causal mask
+    wide = predict(n=n, hw="h200", h=h, causal=True, window=n, kernel="pallas-mosaic")
+    causal = predict(n=n, hw="h200", h=h, causal=True, kernel="pallas-mosaic")
+    assert (wide.flash.matmul_flops, wide.flash.hbm_bytes) == (
+        causal.flash.matmul_flops,
+        causal.flash.hbm_bytes,
+    )
+    # naive computes every score, then masks: the causal naive side, whatever the window
+    assert p.naive.time_s == causal.naive.time_s
+    assert p.flash.time_s < causal.flash.time_s / 3
+
+
+def test_predict_documents_and_block_masks():
+    from perfmodel import predict
+
+    n = 4096
+    docs = predict(n=n, hw="h200", h=4, causal=True, segments=[1024] * 4, kernel="pallas-mosaic")
+    one = predict(n=1024, hw="h200", h=4, causal=True, kernel="pallas-mosaic")
+    # four independent documents: four times one document's work (tiles align at 1024)
+    assert docs.flash.matmul_flops == 4 * one.flash.matmul_flops
+    tiles = np.tril(np.ones((n // 128, n // 128), bool))
+    block = predict(n=n, hw="h200", h=4, block_mask=tiles, kernel="pallas-mosaic")
+    causal = predict(n=n, hw="h200", h=4, causal=True, kernel="pallas-mosaic")
+    assert block.flash.matmul_flops == causal.flash.matmul_flops  # 128 x 128 tiles
+
+
+def test_sweep_window_is_predict_window():
+    from perfmodel import predict, sweep
+
+    ns = [2048, 8192, 32768]
+    r = sweep("h200", n=ns, h=8, causal=True, window=2047, kernel="pallas-mosaic")
+    for i, n in enumerate(ns):
+        p = predict(n=n, hw="h200", h=8, causal=True, window=2047, kernel="pallas-mosaic")
+        assert r["flash.time_s"][i] == pytest.approx(p.flash.time_s, rel=1e-12)
+        assert r["naive.time_s"][i] == pytest.approx(p.naive.time_s, rel=1e-12)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(window=0), "window=0"),
+        (dict(segments=[100, 100]), "segments sum to 200, not n=1024"),
+        (dict(block_mask=np.ones((2, 2), bool)), "block_mask of shape"),
+        (dict(window=64, mode="train"), "forward pass on one device"),
+        (dict(window=64, kv_len=512), "kv_len=512 != n=1024"),
+    ],
+)
+def test_predict_refuses_bad_masks(kwargs, message):
+    from perfmodel import predict
+
+    with pytest.raises(PerfmodelError, match=message.replace("(", r"\(")):
+        predict(n=1024, hw="h200", **kwargs)

@@ -361,3 +361,42 @@ def element_mask(mask: Mask, n: int, m: int) -> np.ndarray:
     if mask.mask_mod is not None:
         out &= np.broadcast_to(np.asarray(mask.mask_mod(0, 0, q, k), dtype=bool), (n, m))
     return out
+
+
+#: The cost model's mask symbols (``perfmodel.symbols.mask_*``), by Visited field.
+SYMBOLS = {
+    "tiles": "mask_tiles",
+    "scores": "mask_scores",
+    "kv_rows": "mask_kv_rows",
+    "kv_touched": "mask_kv_touched",
+    "kv_wave_rows": "mask_kv_wave_rows",
+}
+
+
+def symbol_values(mask: Mask, **shape: Any) -> dict[str, Any]:
+    """The ``mask_*`` symbol values for a shape's symbols (``n``, ``m``, ``h``, ``h_kv``,
+    ``block_q``, ``block_k``, ``pack``, ``resident_ctas``; numbers or arrays, broadcast):
+    :func:`visited` once per distinct point."""
+    names = ("n", "m", "h", "h_kv", "block_q", "block_k", "pack", "resident_ctas")
+    cols = np.broadcast_arrays(*(np.asarray(shape[k]) for k in names))
+    flat = np.stack([c.reshape(-1) for c in cols], axis=1).astype(np.int64)
+    points, inverse = np.unique(flat, axis=0, return_inverse=True)
+    out = {sym: np.empty(len(points)) for sym in SYMBOLS.values()}
+    for i, (n, m, h, h_kv, bq, bk, pack, resident) in enumerate(points):
+        v = visited(
+            mask,
+            n=n,
+            m=m,
+            block_q=bq,
+            block_k=bk,
+            pack=pack,
+            groups=max(1, h // (h_kv * pack)),
+            resident=resident,
+        )
+        for field_, sym in SYMBOLS.items():
+            out[sym][i] = getattr(v, field_)
+    scalar = all(np.ndim(shape[k]) == 0 for k in names)
+    return {
+        sym: float(col[inverse][0]) if scalar else col[inverse.reshape(-1)].reshape(cols[0].shape)
+        for sym, col in out.items()
+    }
