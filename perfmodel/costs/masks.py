@@ -214,15 +214,22 @@ def _key_range(mask: Mask, q: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarra
     return lo, hi
 
 
-def _range_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
-    """Tiles of a window / documents / causal mask, from each Q block's key range."""
-    t_r, t_c = math.ceil(n / block_q), math.ceil(m / block_k)
-    first = np.arange(t_r, dtype=np.int64) * block_q
+def _block_ranges(
+    mask: Mask, n: int, m: int, block_q: int, block_k: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per Q block: its first and last K block, and whether it sees any key at all."""
+    first = np.arange(math.ceil(n / block_q), dtype=np.int64) * block_q
     last = np.minimum(first + block_q, n) - 1
     lo, _ = _key_range(mask, first, m)
     _, hi = _key_range(mask, last, m)
-    j = np.arange(t_c, dtype=np.int64)
-    return (j >= (lo // block_k)[:, None]) & (j <= (hi // block_k)[:, None]) & (hi >= lo)[:, None]
+    return lo // block_k, hi // block_k, hi >= lo
+
+
+def _range_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
+    """Tiles of a window / documents / causal mask, from each Q block's key range."""
+    lo, hi, seen = _block_ranges(mask, n, m, block_q, block_k)
+    j = np.arange(math.ceil(m / block_k), dtype=np.int64)
+    return (j >= lo[:, None]) & (j <= hi[:, None]) & seen[:, None]
 
 
 def _block_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
@@ -317,10 +324,14 @@ def visited(
     return _visited(mask, int(n), int(m), int(positions), int(block_k), pack, groups, resident)
 
 
-@functools.lru_cache(maxsize=512)
+@functools.lru_cache(maxsize=4096)
 def _visited(
     mask: Mask, n: int, m: int, bq: int, bk: int, pack: int, groups: int, resident: int
 ) -> Visited:
+    if mask.block is None and mask.mask_mod is None:
+        lo, hi, seen = _block_ranges(mask, n, m, bq, bk)
+        if seen.all():
+            return _range_visited(lo, hi, n, m, bq, bk, pack, groups, resident)
     tm = tile_mask(mask, n=n, m=m, block_q=bq, block_k=bk)
     t_r, t_c = tm.shape
     rows = np.minimum(bq, n - np.arange(t_r) * bq)
@@ -336,6 +347,48 @@ def _visited(
         scores=float(pack * (rows @ tm @ cols)),
         kv_rows=kv_rows,
         kv_touched=touched,
+        kv_wave_rows=float(waves @ cols),
+        q_blocks=t_r,
+    )
+
+
+def _range_visited(
+    lo: np.ndarray,
+    hi: np.ndarray,
+    n: int,
+    m: int,
+    bq: int,
+    bk: int,
+    pack: int,
+    groups: int,
+    resident: int,
+) -> Visited:
+    """:class:`Visited` from each Q block's K-block range ``[lo, hi]`` (both ends
+    non-decreasing, as for windows and documents), without the T_r x T_c array: O(T_r +
+    groups·T_c). Equal to the tile-array count (``tests/test_masks.py``)."""
+    t_r, t_c = lo.size, math.ceil(m / bk)
+    rows = np.minimum(bq, n - np.arange(t_r) * bq)
+    cols = np.minimum(bk, m - np.arange(t_c) * bk)
+    prefix = np.concatenate(([0], np.cumsum(cols)))
+    width = prefix[hi + 1] - prefix[lo]  # K/V rows each Q block streams
+    # distinct rows: each range minus what the ranges before it already covered
+    covered = np.concatenate(([-1], np.maximum.accumulate(hi)[:-1]))
+    start = np.maximum(lo, covered + 1)
+    touched = np.where(hi >= start, prefix[hi + 1] - prefix[np.minimum(start, t_c)], 0)
+    # readers of K block j: the Q blocks a_j .. b_j (ranges are monotone)
+    j = np.arange(t_c)
+    a = np.searchsorted(hi, j, side="left")
+    b = np.searchsorted(lo, j, side="right") - 1
+    read = a <= b
+    g = np.arange(groups)[:, None] * t_r
+    first, last = (g + a) // resident, (g + b) // resident  # waves, per head group
+    before = np.concatenate((np.full((1, t_c), -1), np.maximum.accumulate(last, 0)[:-1]), 0)
+    waves = np.maximum(0, last - np.maximum(first, before + 1) + 1).sum(axis=0) * read
+    return Visited(
+        tiles=float((hi - lo + 1).sum()),
+        scores=float(pack * (rows @ width)),
+        kv_rows=float(width.sum()),
+        kv_touched=float(touched.sum()),
         kv_wave_rows=float(waves @ cols),
         q_blocks=t_r,
     )
