@@ -1,7 +1,7 @@
 """LLM-Viewer and llm-analysis on the whole-model benchmark's shapes (issue 16).
 
 Runs the two peers' own code, unmodified, from local checkouts, on Llama-3.1-8B on the
-H200 at the points of ``pallas_kernels.bench_llama.PLAN``, and writes their predictions
+H200 at the points of ``kernel_bench.bench_llama.PLAN``, and writes their predictions
 as JSON. Run it with a Python that has their requirements (``fire``, ``transformers``),
 not this project's::
 
@@ -30,7 +30,7 @@ import tomllib
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-#: The benchmark's points (pallas_kernels/bench_llama.py PLAN), without importing jax.
+#: The benchmark's points (kernel_bench/bench_llama.py PLAN), without importing jax.
 PREFILL_N = (512, 1024, 4096, 8192, 16384, 32768)
 DECODE = ((16, 4096), (1, 8192), (64, 2048), (1, 32768), (64, 8192))
 

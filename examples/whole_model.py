@@ -3,7 +3,7 @@
     python3 examples/whole_model.py --predict                      # before the run
     python3 examples/whole_model.py --measured specs/measurements/h200-llama-8b-DATE.json
 
-``--predict`` prints the estimate for every point of ``pallas_kernels.bench_llama.PLAN``;
+``--predict`` prints the estimate for every point of ``kernel_bench.bench_llama.PLAN``;
 ``--measured`` puts each measured point beside its prediction (error = predicted /
 measured - 1, on device time), then the chapter's conclusion (3.1.5) measured and
 predicted side by side.
@@ -45,7 +45,7 @@ def predicted(kind: str, impl: str, shape, batch: int = 1):
 
 
 def predict_table() -> str:
-    from pallas_kernels.bench_llama import PLAN
+    from kernel_bench.bench_llama import PLAN
 
     lines = [
         "| # | phase | attention / KV | shape | predicted time | floor | attention share "

@@ -1,9 +1,13 @@
-"""JAX/Pallas attention kernels measured on a GPU to check the roofline model.
+"""JAX/Pallas attention kernels: the code that runs on the GPU, and nothing else.
 
-``flash_attention`` is the fused forward kernel (backends: FlashAttention-2 in Triton,
-FlashAttention-3 style in Mosaic GPU); ``naive_attention``
-runs the three unfused steps the model calls "naive"; ``reference_attention`` is the
-plain-JAX specification both are tested against.
+``flash_attention`` is the fused kernel (forward backends: FlashAttention-2 in Triton,
+``flash_triton``; FlashAttention-3 style in Mosaic GPU, ``flash_mosaic``; backward:
+``flash_backward``); ``paged_decode`` the decode kernel over a paged KV cache;
+``context_parallel`` the ring and all-gather schedules over several devices;
+``naive_attention`` the three unfused steps the model calls "naive";
+``reference_attention`` the plain-JAX specification all are tested against.
+Benchmarks, timing and checks live in the harness package ``kernel_bench``; this
+package imports no ``perfmodel``.
 """
 
 try:
@@ -13,12 +17,11 @@ except ModuleNotFoundError:  # one line that says what to install, not a chain o
         "pallas_kernels needs jax, which is not installed: pip install 'perfmodel[kernels]'"
     ) from None
 
-from pallas_kernels.flash_attention import BlockSizes, flash_attention, flash_attention_forward
+from pallas_kernels.flash_attention import flash_attention, flash_attention_forward
 from pallas_kernels.naive import naive_attention
 from pallas_kernels.reference import reference_attention
 
 __all__ = [
-    "BlockSizes",
     "flash_attention",
     "flash_attention_forward",
     "naive_attention",

@@ -1,6 +1,7 @@
 """What the attention kernels share: argument checks, padding, the exp2 constants, the
-Triton compiler parameters, the question "is this a Hopper GPU" and, for the
-benchmarks, the device facts of a spec file.
+Triton compiler parameters and the question "is this a Hopper GPU". No perfmodel import:
+the kernels stand alone (device facts of a spec file are the harness's,
+``kernel_bench.device``).
 
 Everything here is public inside ``pallas_kernels`` (no leading underscore on the
 names), so the kernel modules and the benchmark helpers import it without reaching
@@ -10,13 +11,9 @@ into each other's private names.
 from __future__ import annotations
 
 import math
-import tomllib
-from pathlib import Path
 
 import jax
 import jax.numpy as jnp
-
-from perfmodel.catalog.data import data_dir
 
 #: exp(x) = exp2(x * log2(e)): the kernels fold the score scale and log2(e) into one
 #: multiply before an exp2, and turn the base-2 log-sum-exp back with ln(2).
@@ -30,8 +27,9 @@ def is_power_of_two(x: int) -> bool:
     return x > 0 and (x & (x - 1)) == 0
 
 
-def check_qkv(q, k, v, *, head_dims, dtypes) -> None:
-    """Shapes ``[batch, seq, heads, head_dim]`` with GQA K/V, one dtype among ``dtypes``.
+def check_qkv(q, k, v, *, max_head_dim, dtypes) -> None:
+    """Shapes ``[batch, seq, heads, head_dim]`` with GQA K/V, head_dim at most
+    ``max_head_dim``, one dtype among ``dtypes``.
 
     Raises ValueError naming the argument and its value.
     """
@@ -45,8 +43,8 @@ def check_qkv(q, k, v, *, head_dims, dtypes) -> None:
     h_kv = k.shape[2]
     if h_kv == 0 or h % h_kv:
         raise ValueError(f"heads {h=} must be a multiple of kv heads {h_kv=}")
-    if d not in head_dims:
-        raise ValueError(f"head_dim {d=} not supported; choose one of {head_dims}")
+    if not 1 <= d <= max_head_dim:
+        raise ValueError(f"head_dim {d=} not supported: at most {max_head_dim}")
     if n == 0 or k.shape[1] == 0:
         raise ValueError(f"sequence lengths must be positive: {n=} kv_len={k.shape[1]}")
     check_dtypes("q, k, v", dtypes, q=q, k=k, v=v)
@@ -96,14 +94,3 @@ def is_hopper(device=None) -> bool:
     if cc is not None:
         return str(cc).split(".")[0] == "9"
     return any(name in device.device_kind for name in ("H100", "H200", "H800", "H20"))
-
-
-#: The device spec file (``specs/devices/``) the benchmarks take SM count and L2 size from.
-DEVICE_SPEC = data_dir("devices") / "h200-sxm.toml"
-
-
-def device_spec(path: Path = DEVICE_SPEC) -> dict:
-    """``sm_count`` and ``l2_bytes`` of a device spec TOML, read with ``tomllib``: the
-    GPU image has no pydantic, so ``perfmodel.catalog.hardware`` cannot load it there."""
-    data = tomllib.loads(Path(path).read_text())
-    return {"sm_count": int(data["sm_count"]), "l2_bytes": int(data["l2_bytes"])}

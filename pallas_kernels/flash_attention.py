@@ -1,11 +1,13 @@
-"""The flash-attention entry point: one function, two Pallas backends.
+"""The flash-attention entry point: one function, two Pallas forward backends, one backward.
 
 ``flash_attention(q, k, v, causal=..., backend=...)`` computes
 ``softmax(sm_scale * q k^T) v`` without materialising the scores. Layout is
 ``[batch, seq, heads, head_dim]`` for q, k and v; k and v may have fewer heads
-(grouped-query attention: ``heads`` a multiple of ``kv_heads``).
+(grouped-query attention: ``heads`` a multiple of ``kv_heads``). Any head dim up to 256
+runs: each backend pads one it does not run natively (``native_head_dim`` of its module).
 
-Backends:
+Backends (one module each, holding its ``Config``, ``heuristic_config`` and
+``supported`` beside the kernel):
 
 ========  ==========================================  ===========================
 name      kernel                                      runs on
@@ -15,54 +17,73 @@ mosaic    FlashAttention-3 style (``flash_mosaic``):  Hopper (sm_90) only
           TMA pipeline, wgmma, warp specialisation
 ========  ==========================================  ===========================
 
-``backend="auto"`` picks ``mosaic`` on a Hopper GPU when ``flash_mosaic`` supports
-the call and ``AUTO_PREFERS_MOSAIC`` says it was measured faster there, and ``triton``
-everywhere else (and always with ``interpret=True``). A forced backend that cannot run
-the call raises ValueError naming the limit.
+``backend="auto"`` picks ``mosaic`` on a Hopper GPU when ``flash_mosaic.supported``
+accepts the call, unless the routing table (``routing.toml``: data, each row with the
+committed measurements it stands on) names a shape where Triton measured faster; and
+``triton`` everywhere else (always with ``interpret=True``).
+A forced backend that cannot run the call raises ValueError naming the limit.
+
+``jax.grad`` through ``flash_attention`` runs the Triton backward kernels
+(``flash_backward``) whichever backend ran the forward.
 
 ``flash_attention_forward`` returns ``(O, lse)``: the residuals a backward pass needs
 (lse is the natural-log log-sum-exp, float32 ``[batch, heads, n]``).
 
->>> import jax.numpy as jnp
+>>> import jax, jax.numpy as jnp
 >>> q = jnp.ones((1, 40, 2, 16), jnp.float32)
 >>> flash_attention(q, q, q, interpret=True, block_q=16, block_k=16).shape
+(1, 40, 2, 16)
+>>> loss = lambda q: flash_attention(q, q, q, causal=True, interpret=True).sum()
+>>> jax.grad(loss)(q).shape
 (1, 40, 2, 16)
 """
 
 from __future__ import annotations
 
-from pallas_kernels import flash_mosaic
-from pallas_kernels.flash_triton import BlockSizes, triton_flash_attention
+import dataclasses
+import functools
+import tomllib
+from pathlib import Path
+
+import jax
+
+from pallas_kernels import flash_backward, flash_mosaic, flash_triton
+from pallas_kernels._common import softmax_scale
 
 BACKENDS = ("auto", "triton", "mosaic")
+#: Where "auto" sends a call both backends run (data, from measurements).
+ROUTING_FILE = Path(__file__).with_name("routing.toml")
 
 __all__ = [
     "BACKENDS",
-    "BlockSizes",
     "choose_backend",
     "flash_attention",
     "flash_attention_forward",
+    "routing_table",
 ]
 
 
-def AUTO_PREFERS_MOSAIC(q_shape, kv_shape, causal: bool) -> bool:  # noqa: N802 - a table
-    """Where "auto" sends a Mosaic-supported call to Mosaic, from the H200 runs
-    (specs/measurements/h200-mosaic-call*.json, TFLOP/s at 16384 tokens):
+@functools.cache
+def routing_table() -> dict:
+    """``routing.toml``: ``default`` backend and the ``route`` rows that override it."""
+    return tomllib.loads(ROUTING_FILE.read_text())
 
-    ======================  =======================  ==============================
-    shape                   Mosaic vs Triton          auto
-    ======================  =======================  ==============================
-    d=128                   1.2-1.4x (all measured)   mosaic
-    d=256                   1.3-1.9x                  mosaic
-    d=64, non-causal        1.1x (n=1024, 4096)       mosaic
-    d=64, causal, n < 4096  0.92x (n=1024: 244/264)   triton
-    d=64, causal, n >= 4096 1.16x (387/334)           mosaic
-    ======================  =======================  ==============================
 
-    (Triton's figures are from call 1, Mosaic's from call 2, each beside cuDNN in its run.)
-    """
-    d, n = q_shape[-1], q_shape[1]
-    return not (d == 64 and causal and n < 4096)
+def routed_backend(q_shape, kv_shape, causal: bool) -> str:
+    """The backend the routing table names for a call both backends run: the first row
+    whose head dim bucket, mask and sequence range hold, else the table's default."""
+    del kv_shape  # no row depends on it yet
+    d = flash_mosaic.native_head_dim(q_shape[-1])
+    n = q_shape[1]
+    table = routing_table()
+    for row in table.get("route", ()):
+        if (
+            row["head_dim_min"] <= d <= row["head_dim_max"]
+            and row["causal"] == bool(causal)
+            and row.get("n_min", 0) <= n < row.get("n_below", float("inf"))
+        ):
+            return row["backend"]
+    return table["default"]
 
 
 def choose_backend(
@@ -75,16 +96,16 @@ def choose_backend(
     """
     if backend not in BACKENDS:
         raise ValueError(f"{backend=} unknown; choose one of {BACKENDS}")
-    triton_only = set(options) - set(flash_mosaic.MosaicConfig.__dataclass_fields__)
+    triton_only = set(options) - set(flash_mosaic.Config.__dataclass_fields__)
     if backend == "triton" or (backend == "auto" and triton_only):
         return "triton"
-    reason = flash_mosaic.unsupported_reason(q, k, v, causal=causal, interpret=interpret)
+    reason = flash_mosaic.supported(q, k, v, causal=causal, interpret=interpret)
     if backend == "mosaic":
         if reason:
             raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
         return "mosaic"
-    if reason is None and AUTO_PREFERS_MOSAIC(q.shape, k.shape, causal):
-        return "mosaic"
+    if reason is None:
+        return routed_backend(q.shape, k.shape, causal)
     return "triton"
 
 
@@ -101,10 +122,10 @@ def flash_attention_forward(
 ):
     """``(O, lse)``: the forward pass and the residual a backward pass needs.
 
-    ``options`` are the chosen backend's tuning knobs: triton takes ``block_q``,
-    ``block_k``, ``num_warps``, ``num_stages``; mosaic takes the fields of
-    ``flash_mosaic.MosaicConfig`` (``block_k``, ``num_stages``, ``overlap``,
-    ``ping_pong``, ``persistent``). An unknown knob is a TypeError.
+    ``options`` are the chosen backend's tuning knobs: the fields of its module's
+    ``Config`` (triton: ``block_q``, ``block_k``, ``num_warps``, ``num_stages``; mosaic:
+    ``block_k``, ``num_stages``, ``overlap``, ``persistent``). An unknown knob is a
+    TypeError.
     """
     chosen = choose_backend(
         q, k, v, causal=causal, backend=backend, interpret=interpret, options=options
@@ -113,9 +134,64 @@ def flash_attention_forward(
         return flash_mosaic.mosaic_flash_attention(
             q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True, **options
         )
-    return triton_flash_attention(
+    return flash_triton.triton_flash_attention(
         q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True, interpret=interpret, **options
     )
+
+
+# --- jax.custom_vjp ----------------------------------------------------------------------
+@dataclasses.dataclass(frozen=True)
+class _Static:
+    """The non-differentiable arguments of one call (hashable: jit and custom_vjp key)."""
+
+    causal: bool
+    sm_scale: float
+    interpret: bool
+    backward: flash_backward.Config
+    forward_options: tuple  # (name, value) pairs for ``flash_attention_forward``
+
+
+def _forward(static: _Static, q, k, v):
+    return flash_attention_forward(
+        q,
+        k,
+        v,
+        causal=static.causal,
+        sm_scale=static.sm_scale,
+        interpret=static.interpret,
+        **dict(static.forward_options),
+    )
+
+
+@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
+def _attention(static: _Static, q, k, v):
+    return _forward(static, q, k, v)
+
+
+def _attention_fwd(static: _Static, q, k, v):
+    o, lse = _forward(static, q, k, v)
+    return (o, lse), (q, k, v, o, lse)
+
+
+def _attention_bwd(static: _Static, residuals, cotangents):
+    q, k, v, o, lse = residuals
+    do, dlse = cotangents
+    return flash_backward.flash_attention_backward(
+        q,
+        k,
+        v,
+        o,
+        lse,
+        do.astype(q.dtype),
+        dlse,
+        causal=static.causal,
+        sm_scale=static.sm_scale,
+        config=static.backward,
+        interpret=static.interpret,
+    )
+
+
+_attention.defvjp(_attention_fwd, _attention_bwd)
 
 
 def flash_attention(
@@ -128,6 +204,7 @@ def flash_attention(
     backend: str = "auto",
     return_lse: bool = False,
     interpret: bool = False,
+    backward: flash_backward.Config | None = None,
     **options,
 ):
     """Attention ``softmax(sm_scale * q k^T) v`` without materialising the scores.
@@ -139,24 +216,21 @@ def flash_attention(
       backend: ``"auto"``, ``"triton"`` or ``"mosaic"`` (module docstring).
       return_lse: also return the log-sum-exp, float32 ``[batch, heads, n]``.
       interpret: run in the Pallas interpreter (Triton backend; works on CPU).
-      options: the backend's tuning knobs (``flash_attention_forward``).
+      backward: the backward kernels' ``flash_backward.Config`` (default:
+        ``flash_backward.heuristic_config(head_dim)``).
+      options: the forward backend's tuning knobs (``flash_attention_forward``).
 
     Returns:
       O with q's shape and dtype, and the log-sum-exp if ``return_lse``. ``jax.grad``
-      works through both outputs: dQ, dK, dV come from the Pallas backward kernels.
+      works through both outputs (the lse cotangent flows into dS).
     """
-    # Differentiable: a jax.custom_vjp whose forward is flash_attention_forward and whose
-    # backward runs the Pallas backward kernels (pallas_kernels/flash_backward.py).
-    from pallas_kernels.flash_backward import flash_attention_vjp
-
-    return flash_attention_vjp(
-        q,
-        k,
-        v,
-        causal=causal,
-        sm_scale=sm_scale,
-        return_lse=return_lse,
-        interpret=interpret,
-        backend=backend,
-        **options,
+    d = q.shape[-1]
+    static = _Static(
+        causal=bool(causal),
+        sm_scale=softmax_scale(d, sm_scale),
+        interpret=bool(interpret),
+        backward=backward or flash_backward.heuristic_config(d),
+        forward_options=tuple(sorted({**options, "backend": backend}.items())),
     )
+    o, lse = _attention(static, q, k, v)
+    return (o, lse) if return_lse else o

@@ -1,8 +1,9 @@
-"""Backward FlashAttention-2 in Pallas for NVIDIA GPUs (Triton lowering), and the
-``jax.custom_vjp`` that makes the flash forward differentiable.
+"""Backward FlashAttention-2 in Pallas for NVIDIA GPUs (Triton lowering): any GPU, and
+CPU through the Pallas interpreter. ``pallas_kernels.flash_attention`` wires it into the
+``jax.custom_vjp`` of the forward.
 
 FlashAttention-2 (Dao 2023), §3.2 and Algorithm 2. dQ is a sum over K blocks, which
-Algorithm 2's loop order cannot keep on chip; ``BackwardConfig.dq`` picks how it is
+Algorithm 2's loop order cannot keep on chip; ``Config.dq`` picks how it is
 summed (the two families of ``perfmodel/costs/backward.py``):
 
 * ``"two_pass"``: a separate dQ pass (the structure of Triton's fused-attention
@@ -29,13 +30,8 @@ The steps:
    recomputes S, P and dP and keeps dQ_i on chip: dQ_i += dS K_j.
 
 No n×m matrix touches HBM. Causal tiles wholly above the diagonal are skipped, and
-only tiles that cross it are masked. Layout ``[batch, seq, heads, head_dim]``.
-
->>> import jax, jax.numpy as jnp
->>> q = jnp.ones((1, 40, 2, 16), jnp.float32)
->>> loss = lambda q: flash_attention_vjp(q, q, q, causal=True, interpret=True).sum()
->>> jax.grad(loss)(q).shape
-(1, 40, 2, 16)
+only tiles that cross it are masked. Layout ``[batch, seq, heads, head_dim]``; a head dim
+that is not a power of two is zero-padded to one (as the Triton forward).
 """
 
 from __future__ import annotations
@@ -50,14 +46,15 @@ from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
 from pallas_kernels._common import LOG2_E, is_power_of_two, pad_seq, triton_compiler_params
+from pallas_kernels.flash_triton import native_head_dim
 
 #: How dQ is summed over K blocks (``perfmodel.costs.backward.DQ_FAMILIES``).
 DQ_FAMILIES = ("two_pass", "atomic")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class BackwardConfig:
-    """Tiles and launch parameters of the two main kernels.
+class Config:
+    """Tiles and launch parameters of the two main kernels, validated when made.
 
     ``block_q``/``block_k``: B_r/B_c of the dK/dV kernel (its K block is the one kept on
     chip); ``dq_block_q``/``dq_block_k`` the same for the dQ kernel (its Q block is kept).
@@ -86,7 +83,7 @@ class BackwardConfig:
             if getattr(self, name) is not None and getattr(self, name) < 1:
                 raise ValueError(f"{name}={getattr(self, name)} must be positive")
 
-    def fit(self, n: int, kv_len: int) -> BackwardConfig:
+    def fit(self, n: int, kv_len: int) -> Config:
         """Shrink tiles to the smallest power of two >= 16 covering a short sequence."""
         cover = lambda x, blk: min(blk, max(16, pl.next_power_of_2(x)))  # noqa: E731
         return dataclasses.replace(
@@ -98,7 +95,7 @@ class BackwardConfig:
         )
 
 
-def default_config(d: int) -> BackwardConfig:
+def heuristic_config(d: int) -> Config:
     """Per head dim: the two-pass family, 64×64 tiles, 4 warps (8 above d=128), 2 stages
     (1 at d=256).
 
@@ -107,7 +104,8 @@ def default_config(d: int) -> BackwardConfig:
     0.10-0.19 of cuDNN's speed (Pallas' Triton atomics are acquire-release read-modify-
     writes, one per element), the two-pass at 0.61-0.63 there (0.60-0.68 at n >= 4096).
     """
-    return BackwardConfig(num_warps=4 if d <= 128 else 8, num_stages=2 if d <= 128 else 1)
+    d = native_head_dim(d)
+    return Config(num_warps=4 if d <= 128 else 8, num_stages=2 if d <= 128 else 1)
 
 
 def _dot(a, b, *, trans_a=False, trans_b=False):
@@ -369,29 +367,41 @@ def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_of
 
 
 # --- the three kernels together --------------------------------------------------------
-@functools.partial(
-    jax.jit, static_argnames=("causal", "sm_scale", "config", "interpret", "diagonal_offset")
-)
 def flash_attention_backward(
-    q,
-    k,
-    v,
-    o,
-    lse,
-    do,
-    dlse=None,
-    *,
-    causal,
-    sm_scale,
-    config,
-    interpret=False,
-    diagonal_offset=0,
+    q, k, v, o, lse, do, dlse=None, *, causal, sm_scale, config, interpret=False, diagonal_offset=0
 ):
     """``(dQ, dK, dV)`` of attention from the forward's O and natural-log ``lse``.
 
     ``dlse`` is the cotangent of the log-sum-exp (None: zero). ``diagonal_offset``
-    shifts the causal diagonal as the forward's test hook does (tests only).
+    shifts the causal diagonal as the forward's test hook does (tests only). A head dim
+    that is not native (``flash_triton.native_head_dim``) is zero-padded, the
+    gradients sliced back.
     """
+    d = q.shape[-1]
+    d_pad = native_head_dim(d)
+    pad = ((0, 0), (0, 0), (0, 0), (0, d_pad - d))
+    q, k, v, o, do = (x if d_pad == d else jnp.pad(x, pad) for x in (q, k, v, o, do))
+    grads = _backward(
+        q,
+        k,
+        v,
+        o,
+        lse,
+        do,
+        dlse,
+        causal=causal,
+        sm_scale=sm_scale,
+        config=config,
+        interpret=interpret,
+        diagonal_offset=diagonal_offset,
+    )
+    return tuple(g[..., :d] for g in grads)
+
+
+@functools.partial(
+    jax.jit, static_argnames=("causal", "sm_scale", "config", "interpret", "diagonal_offset")
+)
+def _backward(q, k, v, o, lse, do, dlse, *, causal, sm_scale, config, interpret, diagonal_offset):
     n, kv_len = q.shape[1], k.shape[1]
     cfg = config.fit(n, kv_len)
     # powers of two: the larger tile is a multiple of the smaller, so pad to it
@@ -417,93 +427,3 @@ def flash_attention_backward(
     dk, dv = _dkdv(q_p, k_p, v_p, do_p, lse2, delta, **kw)
     dq = _dq(q_p, k_p, v_p, do_p, lse2, delta, **kw)
     return dq[:, :n], dk[:, :kv_len], dv[:, :kv_len]
-
-
-# --- jax.custom_vjp ----------------------------------------------------------------------
-@dataclasses.dataclass(frozen=True)
-class _Static:
-    """The non-differentiable arguments of one call (hashable: jit and custom_vjp key)."""
-
-    causal: bool
-    sm_scale: float
-    interpret: bool
-    backward: BackwardConfig
-    forward_options: tuple  # (name, value) pairs for ``flash_attention_forward``
-
-
-def _forward(static: _Static, q, k, v):
-    from pallas_kernels.flash_attention import flash_attention_forward
-
-    return flash_attention_forward(
-        q,
-        k,
-        v,
-        causal=static.causal,
-        sm_scale=static.sm_scale,
-        interpret=static.interpret,
-        **dict(static.forward_options),
-    )
-
-
-@functools.partial(jax.custom_vjp, nondiff_argnums=(0,))
-def _attention(static: _Static, q, k, v):
-    return _forward(static, q, k, v)
-
-
-def _attention_fwd(static: _Static, q, k, v):
-    o, lse = _forward(static, q, k, v)
-    return (o, lse), (q, k, v, o, lse)
-
-
-def _attention_bwd(static: _Static, residuals, cotangents):
-    q, k, v, o, lse = residuals
-    do, dlse = cotangents
-    return flash_attention_backward(
-        q,
-        k,
-        v,
-        o,
-        lse,
-        do.astype(q.dtype),
-        dlse,
-        causal=static.causal,
-        sm_scale=static.sm_scale,
-        config=static.backward,
-        interpret=static.interpret,
-    )
-
-
-_attention.defvjp(_attention_fwd, _attention_bwd)
-
-
-def flash_attention_vjp(
-    q,
-    k,
-    v,
-    *,
-    causal=False,
-    sm_scale=None,
-    return_lse=False,
-    interpret=False,
-    backward: BackwardConfig | None = None,
-    **forward_options,
-):
-    """Flash attention that ``jax.grad`` differentiates with the kernels above.
-
-    The forward is ``pallas_kernels.flash_attention.flash_attention_forward`` (its
-    ``forward_options``: backend and tiles); the backward runs ``backward`` (default:
-    ``default_config(head_dim)``). With ``return_lse`` the log-sum-exp is an output
-    too, and its cotangent flows into dS (D absorbs it).
-    """
-    from pallas_kernels._common import softmax_scale
-
-    d = q.shape[-1]
-    static = _Static(
-        causal=bool(causal),
-        sm_scale=softmax_scale(d, sm_scale),
-        interpret=bool(interpret),
-        backward=backward or default_config(d),
-        forward_options=tuple(sorted(forward_options.items())),
-    )
-    o, lse = _attention(static, q, k, v)
-    return (o, lse) if return_lse else o

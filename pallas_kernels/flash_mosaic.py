@@ -14,17 +14,16 @@ The kernel follows FlashAttention-3 (Shah et al. 2024), §3.1-3.2, on one H100/H
   and the producer waits on both before overwriting the stage. A consumer that needs
   fewer key tiles than its partner (causal) still waits and releases those stages,
   so every barrier phase stays paired across work units.
-* **Intra-warpgroup pipelining (§3.2), ``MosaicConfig.overlap``.** ``"pv"`` is
+* **Intra-warpgroup pipelining (§3.2), ``Config.overlap``.** ``"pv"`` is
   FA-3's Algorithm 2: issue S_{j+1} = Q K_{j+1}^T and O += P_j V_j back to back
   (asynchronous wgmma), wait only for S_{j+1}, run its softmax while P_j V_j still
   computes, then wait and rescale O. ``"qk"`` issues S_{j+1}, runs the softmax of
   S_j under it, then P_j V_j: the next QK^T is in flight before the current softmax
   finishes. ``"none"`` is the serial order.
-* **Ping-pong between the consumers (§3.1), ``MosaicConfig.ping_pong``.** A
-  two-party rendezvous barrier (``tensor_core_turn``) before and after each tile's
-  wgmma issue makes the consumers take turns on the tensor cores; consumer 1 starts
-  one rendezvous late. Measured slower than letting the two consumers run free (the
-  warp schedulers interleave them anyway), so it is off by default.
+* **No ping-pong.** FA-3's explicit turn-taking between the consumers (§3.1) was
+  tried (a two-party rendezvous barrier around each tile's wgmma issue) and measured
+  slower on every shape (0.66-0.86x cuDNN, ``specs/measurements/h200-mosaic-call*.json``):
+  the warp schedulers interleave the two consumers anyway. It was removed.
 * **Persistent grid.** One CTA per SM loops over work units; the producer runs
   ahead into the next unit's K/V while the consumers store the last unit's O. The
   stage of a key tile continues across units (``base``).
@@ -40,10 +39,18 @@ The kernel follows FlashAttention-3 (Shah et al. 2024), §3.1-3.2, on one H100/H
   adjacent row tiles of one head, which also share the K/V stream.
 
 Any n and kv_len: inputs are zero-padded to the tile (a copy, only when needed) and
-the keys past kv_len are masked. Head dims 64, 128, 256; float16 and bfloat16.
+the keys past kv_len are masked. Head dims: any multiple of 16 up to 256 runs as it is:
+shared memory is swizzled by 128 bytes where a row is a multiple of 64 elements (64,
+128, 192, 256), else by 64 (96, 160) or 32 bytes (80, 112, ...); any other head dim is
+zero-padded to the next multiple of 16 (a copy of Q, K and V; d=72 runs as 80). The
+tiles are those of the next multiple of 64 (``native_head_dim``); ``Config(
+pad_head_dim=True)`` pads to it instead (the first version: 4/3 of the work at d=96,
+measured 1.04-1.20x slower). float16 and bfloat16.
 
-Mosaic GPU is imported lazily: on a machine without it (CPU CI, jax 0.10 without
-absl) this module still imports and ``unsupported_reason`` says why it cannot run.
+Each backend module holds its launch (``Config``, frozen and validated), its default
+launch per shape (``heuristic_config``) and the check of what it runs (``supported``)
+beside the kernel. Mosaic GPU is imported lazily: on a machine without it (CPU CI, jax
+0.10 without absl) this module still imports and ``supported`` says why it cannot run.
 """
 
 from __future__ import annotations
@@ -60,12 +67,14 @@ from pallas_kernels._common import (
     LN_2,
     LOG2_E,
     check_qkv,
-    device_spec,
     is_hopper,
     softmax_scale,
 )
 
-SUPPORTED_HEAD_DIMS = (64, 128, 256)
+#: Head dims up to this run (padded to ``native_head_dim``).
+MAX_HEAD_DIM = 256
+#: A native head dim is a multiple of this: one 128-byte swizzled row of 16-bit values.
+HEAD_DIM_MULTIPLE = 64
 SUPPORTED_DTYPES = DTYPES_16BIT
 #: Rows of one consumer's query tile: the M of a Hopper wgmma (64 rows per warpgroup).
 ROWS_PER_CONSUMER = 64
@@ -77,24 +86,27 @@ CONSUMER_REGISTERS, PRODUCER_REGISTERS = 232, 40
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
-class MosaicConfig:
-    """Tiles, pipeline depth and schedule; defaults per head dim from ``default_config``.
+class Config:
+    """Tiles, pipeline depth and schedule; defaults per head dim from ``heuristic_config``.
 
     ``overlap``: what a consumer overlaps with its own softmax (FA-3 §3.2):
     ``"pv"`` issues S_{j+1} = Q K_{j+1}^T and P_j V_j back to back, then runs the
     softmax of S_{j+1} while P_j V_j computes (FA-3 Algorithm 2); ``"qk"`` issues
     S_{j+1} and runs the softmax of S_j while it computes, then P_j V_j; ``"none"``
-    runs QK^T, softmax and PV one after the other. ``ping_pong`` (§3.1) makes the two
-    consumers take turns on the tensor cores. ``persistent``: one CTA per SM loops
+    runs QK^T, softmax and PV one after the other. ``persistent``: one CTA per SM loops
     over the work units, so the producer loads the next unit's K/V while the
-    consumers finish the last one.
+    consumers finish the last one. ``pad_head_dim``: a head dim that is not a multiple
+    of 64 is zero-padded to one (True), or (False, the default) padded only to a multiple
+    of 16 (the wgmma K step) and run with the largest shared-memory swizzle a row divides
+    (64 bytes at d=96 and 160, 32 at d=80 and 112). On the H200 the second ran 1.04-1.20x
+    faster on all 12 shapes timed (specs/measurements/details/h200-shapes-2026-12-01.*).
     """
 
     block_k: int = 128
     num_stages: int = 2
     overlap: str = "pv"
-    ping_pong: bool = False
     persistent: bool = False
+    pad_head_dim: bool = False
 
     def __post_init__(self) -> None:
         if self.block_k not in (64, 128, 192, 256):
@@ -114,22 +126,50 @@ class MosaicConfig:
 OVERLAPS = ("pv", "qk", "none")
 
 
-def default_config(d: int, causal: bool = False) -> MosaicConfig:
-    """Tiles by head dim: d=64: 128-key tiles, 4 stages; d=128: 128, 2; d=256: 64, 2
-    (registers: O is 64 x d f32 per consumer, 128 registers per thread at d=256).
+def native_head_dim(d: int) -> int:
+    """The head dim the kernel runs for ``d``: the next multiple of 64."""
+    return -(-int(d) // HEAD_DIM_MULTIPLE) * HEAD_DIM_MULTIPLE
+
+
+def run_head_dim(d: int, config: Config) -> int:
+    """The head dim one call runs at: ``native_head_dim(d)`` with ``config.pad_head_dim``,
+    else the next multiple of 16 (the wgmma K step; d itself where it is one)."""
+    return native_head_dim(d) if config.pad_head_dim else -(-int(d) // 16) * 16
+
+
+def _smem_transforms(d: int, itemsize: int):
+    """Tiling and swizzle of a shared-memory row of ``d`` elements: the largest swizzle
+    (128, 64 or 32 bytes) the row's bytes divide."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    swizzle = next(b for b in (128, 64, 32) if d * itemsize % b == 0)
+    return plgpu.TilingTransform((8, swizzle // itemsize)), plgpu.SwizzleTransform(swizzle)
+
+
+#: (block_k, num_stages) per largest native head dim: O is 64 x d f32 per consumer, 128
+#: registers per thread at d=256, so the key tile shrinks to 64 above d=128; d=64 keeps
+#: four stages in flight (its tiles are small). specs/kernels/pallas-mosaic.toml states
+#: the same (tests/test_kernel_specs.py holds them equal).
+TILES: tuple[tuple[int, int, int], ...] = ((64, 128, 4), (128, 128, 2), (192, 64, 2), (256, 64, 2))
+
+
+def heuristic_config(d: int, causal: bool = False) -> Config:
+    """The default launch for head dim ``d`` (``TILES``) and the mask.
 
     Schedule, from the H200 variants (docs/perf-notes.md, "Mosaic GPU kernel: outcome"):
     persistent everywhere; non-causal with the FA-3 PV overlap (n=4096: 0.99 x cuDNN,
     0.91 not persistent; n=1024: 0.94 against 0.73), causal with the QK^T look-ahead
     (n=4096: 1.01-1.05 x cuDNN, 0.94-0.97 not persistent, 0.82-0.96 with the PV
-    overlap). Ping-pong lost wherever it was tried (0.66-0.86 x cuDNN).
+    overlap).
     """
-    tiles = {64: (128, 4), 128: (128, 2), 256: (64, 2)}[d if d in (64, 128, 256) else 128]
+    d_native = native_head_dim(min(max(int(d), 1), MAX_HEAD_DIM))
+    block_k, stages = next((bk, st) for d_max, bk, st in TILES if d_native <= d_max)
     overlap = "qk" if causal else "pv"
-    return MosaicConfig(*tiles, overlap=overlap, ping_pong=False, persistent=True)
+    return Config(block_k, stages, overlap=overlap, persistent=True)
 
 
-def _mosaic_gpu_import_error() -> str | None:
+def import_error() -> str | None:
+    """Why ``jax.experimental.pallas.mosaic_gpu`` does not import here (None when it does)."""
     try:
         import jax.experimental.pallas.mosaic_gpu  # noqa: F401
     except Exception as err:  # noqa: BLE001 - any import failure means "cannot run"
@@ -137,18 +177,18 @@ def _mosaic_gpu_import_error() -> str | None:
     return None
 
 
-def unsupported_reason(
-    q, k, v, *, causal: bool, interpret: bool = False, config: MosaicConfig | None = None
+def supported(
+    q, k, v, *, causal: bool = False, interpret: bool = False, config: Config | None = None
 ) -> str | None:
     """Why this kernel cannot run the call (None when it can)."""
     if interpret:
         return "Mosaic GPU kernels have no interpret mode (use backend='triton')"
     try:
-        check_qkv(q, k, v, head_dims=SUPPORTED_HEAD_DIMS, dtypes=SUPPORTED_DTYPES)
+        check_qkv(q, k, v, max_head_dim=MAX_HEAD_DIM, dtypes=SUPPORTED_DTYPES)
     except ValueError as err:
         return str(err)
-    d = q.shape[-1]
-    config = config or default_config(d, causal)
+    config = config or heuristic_config(q.shape[-1], causal)
+    d = run_head_dim(q.shape[-1], config)
     smem = config.smem_bytes(d, q.dtype.itemsize, return_lse=True)
     if smem > SMEM_LIMIT_BYTES:
         return (
@@ -157,7 +197,7 @@ def unsupported_reason(
         )
     if not is_hopper():
         return "needs a Hopper (sm_90) GPU"
-    return _mosaic_gpu_import_error()
+    return import_error()
 
 
 # ---------------------------------------------------------------- the static plan
@@ -188,7 +228,7 @@ class _Plan:
     scale_log2: float
     return_lse: bool
     diagonal_offset: int  # test hook: key j visible to row i iff j <= i + offset
-    config: MosaicConfig
+    config: Config
 
     @property
     def group(self) -> int:
@@ -203,10 +243,9 @@ class _Plan:
         return self.q_units * self.head_units * self.batch
 
 
-def _sm_count() -> int:
-    """The GPU's SM count; where the device has none (CPU interpret mode), the H200's
-    from its spec file, the device the kernel is written for."""
-    return int(getattr(jax.devices()[0], "core_count", 0) or device_spec()["sm_count"])
+def _sm_count() -> int | None:
+    """The GPU's SM count (None where the device has none: a CPU tracing the kernel)."""
+    return int(getattr(jax.devices()[0], "core_count", 0)) or None
 
 
 def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _Plan:
@@ -233,7 +272,7 @@ def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _
         heads_paired=heads_paired,
         q_units=q_units,
         head_units=head_units,
-        ctas=min(units, _sm_count()) if config.persistent else units,
+        ctas=min(units, _sm_count() or units) if config.persistent else units,
         scale_log2=sm_scale * LOG2_E,
         return_lse=return_lse,
         diagonal_offset=diagonal_offset,
@@ -342,10 +381,8 @@ def _rescale(o, alpha):
 def _consumer(plan: _Plan, refs, smem, barriers, wg):
     """One consumer warpgroup: its 64 query rows of each work unit of this CTA.
 
-    Per key tile, two rendezvous with the other consumer (``take_turn``, ping-pong):
-    one before and one after issuing the tile's wgmmas. ``base`` counts the key tiles
-    of the earlier units of this CTA, so that the stage of tile t is (base + t) mod
-    stages, in step with the producer.
+    ``base`` counts the key tiles of the earlier units of this CTA, so that the stage of
+    tile t is (base + t) mod stages, in step with the producer.
     """
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
@@ -353,17 +390,11 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
     cfg = plan.config
     q_ref, _, _, o_ref, lse_ref = refs
     q_o_smem, k_smem, v_smem, lse_smem = smem
-    q_ready, k_ready, v_ready, k_free, v_free, tensor_core_turn = barriers
+    q_ready, k_ready, v_ready, k_free, v_free = barriers
     dtype = q_o_smem.dtype
     rows, d, bk, stages = ROWS_PER_CONSUMER, plan.d, cfg.block_k, cfg.num_stages
     my_q_o = q_o_smem.at[wg]
     plgpu.set_max_registers(CONSUMER_REGISTERS, action="increase")
-
-    def take_turn():
-        """Rendezvous of the two consumers (FA-3 ping-pong)."""
-        if cfg.ping_pong:
-            plgpu.barrier_arrive(tensor_core_turn)
-            plgpu.barrier_wait(tensor_core_turn)
 
     def one_unit(unit, base):
         coords = _unit_coords(plan, unit)
@@ -391,9 +422,7 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             k_t = k_tile(tile)
 
             def body(s_acc):
-                take_turn()
                 plgpu.wgmma(s_acc, my_q_o, k_t)
-                take_turn()
                 return s_acc[...]
 
             s = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
@@ -405,16 +434,12 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
                 s = _mask(plan, s, tile, first_row)
             return _online_softmax(plan, s, row_max, row_sum, masked=masked, dtype=dtype)
 
-        def add_pv(tile, o, p, *, turns: bool):
+        def add_pv(tile, o, p):
             """O += P V_tile, waited for (O is the wgmma accumulator)."""
             v = v_tile(tile)
 
             def body(o_acc):
-                if turns:
-                    take_turn()
                 plgpu.wgmma(o_acc, p, v)
-                if turns:
-                    take_turn()
 
             o = pl.run_state(body)(plgpu.ACC.init(o))
             release(v_free, tile)
@@ -429,10 +454,8 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
 
             def body(s_acc, o_acc):
                 o_acc[...] = o
-                take_turn()
                 plgpu.wgmma(s_acc, my_q_o, k_t)
                 plgpu.wgmma(o_acc, p, v)
-                take_turn()
                 s = plgpu.wgmma_accumulator_load(s_acc, wait_n=1)  # S_{t+1} only
                 release(k_free, tile + 1)
                 p_next, new_max, new_sum, alpha = softmax(tile + 1, s, row_max, row_sum, masked)
@@ -449,11 +472,9 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             k_t = k_tile(tile + 1)
 
             def body(s_acc):
-                take_turn()
                 plgpu.wgmma(s_acc, my_q_o, k_t)
-                take_turn()
                 p, new_max, new_sum, alpha = softmax(tile, s, row_max, row_sum, masked)
-                o_new = add_pv(tile, _rescale(o, alpha), p, turns=False)
+                o_new = add_pv(tile, _rescale(o, alpha), p)
                 return s_acc[...], o_new, new_max, new_sum
 
             out = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
@@ -463,7 +484,7 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         def step_none(tile, carry, *, masked):
             s, o, row_max, row_sum = carry
             p, row_max, row_sum, alpha = softmax(tile, s, row_max, row_sum, masked)
-            o = add_pv(tile, _rescale(o, alpha), p, turns=False)
+            o = add_pv(tile, _rescale(o, alpha), p)
             return scores(tile + 1), o, row_max, row_sum
 
         reduced = plgpu.Layout.WGMMA.reduce(1)
@@ -497,16 +518,14 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             s, o, row_max, row_sum = carry
             p, row_max, row_sum, alpha = softmax(last, s, row_max, row_sum, tail_masked)
             o = _rescale(o, alpha)
-        o = add_pv(last, o, p, turns=True)
+        o = add_pv(last, o, p)
 
         # Tiles the other consumer needs and this one does not (causal): take their
-        # stages and turns in step, so barrier phases and rendezvous stay paired.
+        # stages in step, so barrier phases stay paired.
         @pl.loop(n_tiles, unit_tiles)
         def _(tile):
             plgpu.barrier_wait(k_ready.at[stage(tile)])
             release(k_free, tile)
-            take_turn()
-            take_turn()
             plgpu.barrier_wait(v_ready.at[stage(tile)])
             release(v_free, tile)
 
@@ -526,12 +545,8 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
         return base + unit_tiles
 
-    if cfg.ping_pong:
-        pl.when(wg == 1)(take_turn)  # consumer 1 runs one turn behind consumer 0
     _for_each_unit(plan, one_unit)
     plgpu.wait_smem_to_gmem(0)
-    if cfg.ping_pong:
-        pl.when(wg == 0)(take_turn)
 
 
 def _for_each_unit(plan: _Plan, one_unit):
@@ -556,7 +571,7 @@ def _producer(plan: _Plan, refs, smem, barriers):
     cfg = plan.config
     _, k_ref, v_ref, _, _ = refs
     _, k_smem, v_smem, _ = smem
-    _, k_ready, v_ready, k_free, v_free, _ = barriers
+    _, k_ready, v_ready, k_free, v_free = barriers
     bk, stages = cfg.block_k, cfg.num_stages
     plgpu.set_max_registers(PRODUCER_REGISTERS, action="decrease")
 
@@ -593,7 +608,7 @@ def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
 
     cfg = plan.config
     dtype = q_ref.dtype
-    swizzled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+    swizzled = _smem_transforms(plan.d, jnp.dtype(dtype).itemsize)
     rows, d, bk, stages = ROWS_PER_CONSUMER, plan.d, cfg.block_k, cfg.num_stages
     smem_types = (
         plgpu.SMEM((CONSUMERS, rows, d), dtype, transforms=swizzled),  # Q, then O
@@ -607,7 +622,6 @@ def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
         plgpu.Barrier(num_barriers=stages),  # v_ready
         plgpu.Barrier(num_barriers=CONSUMERS * stages),  # k_free[wg, stage]
         plgpu.Barrier(num_barriers=CONSUMERS * stages),  # v_free[wg, stage]
-        plgpu.Barrier(num_arrivals=CONSUMERS),  # tensor_core_turn
     )
     refs = (q_ref, k_ref, v_ref, o_ref, lse_ref)
 
@@ -675,57 +689,71 @@ def mosaic_flash_attention(
 ):
     """Attention on Hopper; arguments as ``pallas_kernels.flash_attention``.
 
-    ``options`` replace fields of ``default_config(head_dim)`` (``MosaicConfig``:
-    ``block_k``, ``num_stages``, ``overlap``, ``ping_pong``, ``persistent``); query
-    tiles are 64 rows per consumer warpgroup.
+    ``options`` replace fields of ``heuristic_config(head_dim, causal)`` (``Config``:
+    ``block_k``, ``num_stages``, ``overlap``, ``persistent``); query tiles are 64 rows
+    per consumer warpgroup.
     """
-    plan = _checked_plan(
-        q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse, options=options
-    )
-    o, lse = _jitted_forward(q, k, v, plan)
+    o, lse = _run(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse, **options)
     return (o, lse) if return_lse else o
 
 
-def _checked_plan(q, k, v, *, causal, sm_scale, return_lse, options, diagonal_offset=0) -> _Plan:
-    """The static plan of one call: ``options`` over the default config, refused (with
-    the reason) where the kernel does not run it."""
+def _run(q, k, v, *, causal, sm_scale, return_lse, diagonal_offset=0, **options):
+    """Plan (refusing what the kernel does not run), pad the head dim to the native one,
+    run, and slice O back."""
+    d = q.shape[-1]
     config = resolve_config(q, causal, options)
-    reason = unsupported_reason(q, k, v, causal=causal, config=config)
+    reason = supported(q, k, v, causal=causal, config=config)
     if reason:
         raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
-    return _plan(
+    d_pad = run_head_dim(d, config)
+    q, k, v = (_pad_head_dim(x, d_pad) for x in (q, k, v))
+    plan = _plan(
         q,
         k,
         causal=bool(causal),
-        sm_scale=softmax_scale(q.shape[-1], sm_scale),
+        sm_scale=softmax_scale(d, sm_scale),
         return_lse=bool(return_lse),
         config=config,
         diagonal_offset=diagonal_offset,
     )
+    o, lse = _jitted_forward(q, k, v, plan)
+    return o[..., :d], lse
 
 
-def resolve_config(q, causal: bool, options: dict) -> MosaicConfig:
-    unknown = set(options) - set(MosaicConfig.__dataclass_fields__)
+def _pad_head_dim(x, d_pad: int):
+    """Zero columns appended to the head dim (a copy; only where d is not native)."""
+    pad = d_pad - x.shape[-1]
+    return x if pad == 0 else jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, pad)))
+
+
+def resolve_config(q, causal: bool, options: dict) -> Config:
+    """``options`` over ``heuristic_config(head_dim, causal)``; an unknown one is a TypeError."""
+    unknown = set(options) - set(Config.__dataclass_fields__)
     if unknown:
-        raise TypeError(f"unknown Mosaic options {sorted(unknown)}; see MosaicConfig")
-    return dataclasses.replace(default_config(q.shape[-1], bool(causal)), **options)
+        raise TypeError(f"unknown Mosaic options {sorted(unknown)}; see flash_mosaic.Config")
+    return dataclasses.replace(heuristic_config(q.shape[-1], bool(causal)), **options)
 
 
 def forward_with_test_hooks(q, k, v, *, causal, sm_scale=None, diagonal_offset=0, **options):
     """Tests' entry point: (O, lse) with the causal diagonal shifted by ``diagonal_offset``
     (key j visible to row i iff ``j <= i + offset``; negative offsets leave rows with no
-    key). ``options`` replace fields of ``default_config``."""
-    plan = _checked_plan(
+    key). ``options`` replace fields of ``heuristic_config``."""
+    return _run(
         q,
         k,
         v,
         causal=causal,
         sm_scale=sm_scale,
         return_lse=True,
-        options=options,
         diagonal_offset=diagonal_offset,
+        **options,
     )
-    return _jitted_forward(q, k, v, plan)
 
 
-__all__ = ["MosaicConfig", "default_config", "mosaic_flash_attention", "unsupported_reason"]
+__all__ = [
+    "Config",
+    "heuristic_config",
+    "mosaic_flash_attention",
+    "native_head_dim",
+    "supported",
+]

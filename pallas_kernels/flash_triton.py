@@ -35,27 +35,77 @@ from pallas_kernels._common import (
     triton_compiler_params,
 )
 
-SUPPORTED_HEAD_DIMS = (16, 32, 64, 128, 256)
+#: Head dims up to this run; one that is not a power of two >= 16 is zero-padded to one
+#: (``native_head_dim``): Triton's block shapes are powers of two.
+MAX_HEAD_DIM = 256
 SUPPORTED_DTYPES = ("float32", "float16", "bfloat16")
 
 
+def native_head_dim(d: int) -> int:
+    """The head dim the kernel runs for ``d``: the next power of two, at least 16
+    (d=96 runs as 128: Q, K and V zero-padded, 4/3 of the FLOPs)."""
+    return max(16, 1 << (int(d) - 1).bit_length())
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
-class BlockSizes:
-    """Tile sizes: ``block_q`` query rows (B_r) and ``block_k`` key rows (B_c) per step."""
+class Config:
+    """One launch: ``block_q`` query rows (B_r), ``block_k`` key rows (B_c) per step, and
+    Triton's ``num_warps`` and ``num_stages``; validated when made."""
 
     block_q: int = 128
     block_k: int = 128
+    num_warps: int = 4
+    num_stages: int = 2
 
     def __post_init__(self) -> None:
         for name in ("block_q", "block_k"):
             value = getattr(self, name)
             if not is_power_of_two(value) or value < 16:
                 raise ValueError(f"{name}={value} must be a power of two >= 16")
+        if self.num_warps not in (1, 2, 4, 8, 16):
+            raise ValueError(f"num_warps={self.num_warps} must be one of 1, 2, 4, 8, 16")
+        if self.num_stages < 1:
+            raise ValueError(f"num_stages={self.num_stages} must be >= 1")
 
-    def fit(self, n: int, kv_len: int) -> BlockSizes:
+    def fit(self, n: int, kv_len: int) -> Config:
         """Shrink the blocks to the smallest power of two >= 16 that covers a short sequence."""
         cover = lambda m: max(16, pl.next_power_of_2(m))  # noqa: E731
-        return BlockSizes(min(self.block_q, cover(n)), min(self.block_k, cover(kv_len)))
+        return dataclasses.replace(
+            self, block_q=min(self.block_q, cover(n)), block_k=min(self.block_k, cover(kv_len))
+        )
+
+
+#: The launch per (largest head dim, causal): the winners of ``kernel_bench.bench --tune``
+#: on the H200 (docs/perf-notes.md: d=128 non-causal 128x64/4/2, causal 128x128/8/3, d=64
+#: 64x64/4/3); d=256: 64x32 with 8 warps and 1 stage, what the held-out run timed
+#: (``specs/measurements/h200-heldout-2026-11-30.json``). specs/kernels/
+#: pallas-triton.toml states the same tiles (tests/test_kernel_specs.py holds them equal).
+HEURISTICS: tuple[tuple[int, bool, Config], ...] = (
+    (64, False, Config(64, 64, 4, 3)),
+    (64, True, Config(64, 64, 4, 3)),
+    (128, False, Config(128, 64, 4, 2)),
+    (128, True, Config(128, 128, 8, 3)),
+    (256, False, Config(64, 32, 8, 1)),
+    (256, True, Config(64, 32, 8, 1)),
+)
+
+
+def heuristic_config(d: int, causal: bool) -> Config:
+    """The default launch for head dim ``d`` (the first ``HEURISTICS`` row that covers it)."""
+    for d_max, row_causal, config in HEURISTICS:
+        if native_head_dim(d) <= d_max and row_causal == bool(causal):
+            return config
+    raise ValueError(f"head_dim d={d} not supported: at most {MAX_HEAD_DIM}")
+
+
+def supported(q, k, v, *, causal: bool = False, interpret: bool = False) -> str | None:
+    """Why this kernel cannot run the call (None when it can): shapes, dtype, head dim."""
+    del causal, interpret  # every mask, and the interpreter, run
+    try:
+        check_qkv(q, k, v, max_head_dim=MAX_HEAD_DIM, dtypes=SUPPORTED_DTYPES)
+    except ValueError as err:
+        return str(err)
+    return None
 
 
 def _q_block_index(program, n_programs, causal):
@@ -151,9 +201,7 @@ def _flash_kernel(
         lse_refs[0][...] = m_i * LN_2 + jnp.log(l_i)
 
 
-def _pallas_forward(
-    q, k, v, *, causal, sm_scale, block_sizes, interpret, num_warps, num_stages, return_lse, hooks
-):
+def _pallas_forward(q, k, v, *, causal, sm_scale, config, interpret, return_lse, hooks):
     """The pallas_call; returns O and, if ``return_lse``, the log-sum-exp (else None).
 
     ``hooks`` is a ``_TestHooks`` (tests only; production passes the neutral one).
@@ -161,7 +209,7 @@ def _pallas_forward(
     b, n, h, d = q.shape
     kv_len, h_kv = k.shape[1], k.shape[2]
     group = h // h_kv
-    block_q, block_k = block_sizes.block_q, block_sizes.block_k
+    block_q, block_k = config.block_q, config.block_k
     q_p, k_p, v_p = pad_seq(q, block_q), pad_seq(k, block_k), pad_seq(v, block_k)
     n_pad, kv_pad = q_p.shape[1], k_p.shape[1]
 
@@ -200,7 +248,7 @@ def _pallas_forward(
         out_specs=out_specs,
         out_shape=out_shape,
         input_output_aliases={3 + i: i for i in range(len(poisoned))},
-        compiler_params=triton_compiler_params(num_warps, num_stages),
+        compiler_params=triton_compiler_params(config.num_warps, config.num_stages),
         interpret=interpret,
         name="flash_attention_fwd",
     )(q_p, k_p, v_p, *poisoned)
@@ -218,30 +266,50 @@ class _TestHooks:
     poison: bool = False
 
 
-_STATIC = (
-    "causal",
-    "sm_scale",
-    "block_sizes",
-    "interpret",
-    "num_warps",
-    "num_stages",
-    "return_lse",
-    "hooks",
-)
+_STATIC = ("causal", "sm_scale", "config", "interpret", "return_lse", "hooks")
 _jitted_forward = jax.jit(_pallas_forward, static_argnames=_STATIC)
 
 
-def _resolve(q, k, v, sm_scale, block_q, block_k, num_warps, num_stages) -> dict:
-    """Checked arguments and defaults: the static configuration of one call."""
-    sizes = BlockSizes(block_q, block_k)
-    check_qkv(q, k, v, head_dims=SUPPORTED_HEAD_DIMS, dtypes=SUPPORTED_DTYPES)
+def _resolve(q, k, v, sm_scale, options) -> dict:
+    """Checked arguments and defaults: the static configuration of one call.
+
+    ``options`` replace fields of ``heuristic_config(head_dim, causal)``."""
+    reason = supported(q, k, v)
+    if reason:
+        raise ValueError(reason)
+    causal = options.pop("causal")
+    unknown = set(options) - set(Config.__dataclass_fields__)
+    if unknown:
+        raise TypeError(f"unknown Triton options {sorted(unknown)}; see flash_triton.Config")
     d = q.shape[-1]
-    return dict(
-        sm_scale=softmax_scale(d, sm_scale),
-        block_sizes=sizes.fit(q.shape[1], k.shape[1]),
-        num_warps=int(num_warps if num_warps is not None else (4 if d <= 64 else 8)),
-        num_stages=int(num_stages if num_stages is not None else (3 if d <= 128 else 1)),
+    given = {key: value for key, value in options.items() if value is not None}
+    config = dataclasses.replace(heuristic_config(d, causal), **given)
+    return dict(sm_scale=softmax_scale(d, sm_scale), config=config.fit(q.shape[1], k.shape[1]))
+
+
+def _pad_head_dim(x, d_pad: int):
+    """Zero columns appended to the head dim (a copy; only where d is not native)."""
+    pad = d_pad - x.shape[-1]
+    return x if pad == 0 else jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, pad)))
+
+
+def _run(q, k, v, *, causal, sm_scale, config, interpret, return_lse, hooks):
+    """The jitted forward at the kernel's native head dim, O sliced back to ``d``."""
+    d = q.shape[-1]
+    d_pad = native_head_dim(d)
+    q, k, v = (_pad_head_dim(x, d_pad) for x in (q, k, v))
+    o, lse = _jitted_forward(
+        q,
+        k,
+        v,
+        causal=bool(causal),
+        sm_scale=sm_scale,
+        config=config,
+        interpret=bool(interpret),
+        return_lse=bool(return_lse),
+        hooks=hooks,
     )
+    return o[..., :d], lse
 
 
 def triton_flash_attention(
@@ -253,40 +321,35 @@ def triton_flash_attention(
     sm_scale: float | None = None,
     return_lse: bool = False,
     interpret: bool = False,
-    block_q: int = 128,
-    block_k: int = 128,
-    num_warps: int | None = None,
-    num_stages: int | None = None,
+    **options,
 ):
     """Attention ``softmax(sm_scale * q k^T) v`` without materialising the scores.
 
     Args:
       q: ``[batch, n, heads, head_dim]``; k, v: ``[batch, kv_len, kv_heads, head_dim]``
-        with ``heads`` a multiple of ``kv_heads``. float32, float16 or bfloat16.
+        with ``heads`` a multiple of ``kv_heads``; head_dim at most 256 (not a power of
+        two: zero-padded to one). float32, float16 or bfloat16.
       causal: query i sees keys ``j <= i`` (top-left aligned, as ``jax.nn``).
       sm_scale: score scale, ``1/sqrt(head_dim)`` when None.
       return_lse: also return the natural-log log-sum-exp, f32 ``[batch, heads, n]``.
       interpret: run the kernel in the Pallas interpreter (any backend, e.g. CPU).
-      block_q, block_k: tile sizes (powers of two >= 16); shrunk for short sequences.
-      num_warps, num_stages: Triton launch parameters; default 8 warps for d >= 128
-        (4 below) and 3 stages (1 for d = 256). On the H200 (docs/perf-notes.md) the
-        best d=128 configs were block_q=128, block_k=128, 8 warps, 3 stages (causal,
-        and non-causal at n >= 16384) and 128/64/4/2 (non-causal, n = 4096-8192);
-        d=64: 64/64/4/3. d=256 was checked on the GPU with 64/32 blocks only.
+      options: fields of ``Config`` (``block_q``, ``block_k``, ``num_warps``,
+        ``num_stages``) over ``heuristic_config(head_dim, causal)``; blocks are shrunk
+        for short sequences.
 
     Returns:
       O with q's shape and dtype, and the log-sum-exp if ``return_lse``.
     """
-    config = _resolve(q, k, v, sm_scale, block_q, block_k, num_warps, num_stages)
-    o, lse = _jitted_forward(
+    resolved = _resolve(q, k, v, sm_scale, {**options, "causal": causal})
+    o, lse = _run(
         q,
         k,
         v,
-        causal=bool(causal),
-        interpret=bool(interpret),
-        return_lse=bool(return_lse),
+        causal=causal,
+        interpret=interpret,
+        return_lse=return_lse,
         hooks=_TestHooks(),
-        **config,
+        **resolved,
     )
     return (o, lse) if return_lse else o
 
@@ -295,8 +358,9 @@ def forward_with_test_hooks(
     q, k, v, *, causal, block_q, block_k, sm_scale=None, interpret, diagonal_offset=0, poison=True
 ):
     """Tests' entry point: (O, lse) with the test hooks of ``_TestHooks``, 4 warps, 2 stages."""
-    config = _resolve(q, k, v, sm_scale, block_q, block_k, 4, 2)
+    options = dict(block_q=block_q, block_k=block_k, num_warps=4, num_stages=2, causal=causal)
+    resolved = _resolve(q, k, v, sm_scale, options)
     hooks = _TestHooks(diagonal_offset=diagonal_offset, poison=poison)
-    return _jitted_forward(
-        q, k, v, causal=causal, interpret=interpret, return_lse=True, hooks=hooks, **config
+    return _run(
+        q, k, v, causal=causal, interpret=interpret, return_lse=True, hooks=hooks, **resolved
     )

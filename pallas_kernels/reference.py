@@ -2,8 +2,9 @@
 
 ``reference_attention`` is plain JAX with float32 accumulation (XLA may fuse it as it
 likes); ``attention_float64`` is the same function in float64 numpy, the ground truth
-of the tests. Both take ``[batch, seq, heads, head_dim]`` and grouped-query K/V, and
-causal masking is top-left aligned (query i sees keys j <= i), as in ``jax.nn``.
+of the tests, and ``attention_grads_float64`` its gradients. All take
+``[batch, seq, heads, head_dim]`` and grouped-query K/V, and causal masking is top-left
+aligned (query i sees keys j <= i), as in ``jax.nn``.
 
 >>> import numpy as np
 >>> q = np.ones((1, 3, 2, 4))
@@ -47,6 +48,35 @@ def attention_float64(q, k, v, *, causal=False, sm_scale=None):
     with np.errstate(divide="ignore"):
         lse = (m_safe + np.log(l))[..., 0]
     return o, lse
+
+
+def attention_grads_float64(q, k, v, do, *, causal=False, sm_scale=None, offset=0, dlse=None):
+    """dQ, dK, dV of ``sum(O∘dO) + sum(lse∘dlse)`` in float64 numpy, from the formulas of
+    FlashAttention-2 §3.2 on materialised matrices; GQA K/V gradients summed per group.
+    ``offset`` shifts the causal diagonal (key j visible to row i iff j <= i + offset)."""
+    q, k, v, do = (np.asarray(x, np.float64) for x in (q, k, v, do))
+    group = q.shape[2] // k.shape[2]
+    kk, vv = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
+    scale = _scale(q.shape[-1], sm_scale)
+    s = np.einsum("bqhd,bkhd->bhqk", q, kk, optimize=True) * scale
+    if causal:
+        rows, cols = np.arange(q.shape[1])[:, None], np.arange(k.shape[1])[None, :]
+        s = np.where(cols <= rows + offset, s, -np.inf)
+    m = np.max(s, axis=-1, keepdims=True)
+    e = np.exp(s - np.where(np.isfinite(m), m, 0))
+    total = e.sum(-1, keepdims=True)
+    p = e / np.where(total == 0, 1, total)
+    o = np.einsum("bhqk,bkhd->bqhd", p, vv, optimize=True)
+    dv = np.einsum("bhqk,bqhd->bkhd", p, do, optimize=True)
+    dp = np.einsum("bqhd,bkhd->bhqk", do, vv, optimize=True)
+    delta = np.einsum("bqhd,bqhd->bhq", do, o, optimize=True)[..., None]
+    if dlse is not None:
+        delta = delta - np.asarray(dlse, np.float64)[..., None]
+    ds = p * (dp - delta) * scale
+    dq = np.einsum("bhqk,bkhd->bqhd", ds, kk, optimize=True)
+    dk = np.einsum("bhqk,bqhd->bkhd", ds, q, optimize=True)
+    fold = lambda x: x.reshape(*x.shape[:2], k.shape[2], group, x.shape[-1]).sum(3)  # noqa: E731
+    return dq, fold(dk), fold(dv)
 
 
 def reference_attention(q, k, v, *, causal=False, sm_scale=None):

@@ -27,6 +27,7 @@ import functools
 import math
 import numbers
 import os
+import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
@@ -292,18 +293,41 @@ def check_columns(**values: Any) -> dict[str, np.ndarray]:
 def output_folder(path: str | os.PathLike, name: str = "out") -> Path:
     """A folder that can be created (or written into), checked before any work; not created.
 
-    Refused: an existing file, a path under a file, a folder without write permission.
+    Refused: an existing file, a path under a file, a folder where a file cannot be
+    created (tried: a temporary file made and removed, since permission bits do not
+    tell for ``/sys`` or ``/proc``).
     """
-    out = Path(path)
+    return _writable_folder(Path(path), name, os.fspath(path))
+
+
+def output_file(path: str | os.PathLike, name: str = "out", suffixes: Collection[str] = ()) -> Path:
+    """A file that can be written (its folder checked as :func:`output_folder`), checked
+    before any work: not a folder, not a name ending in ``/``, one of ``suffixes`` if given."""
+    text = os.fspath(path)
+    if not text.strip() or text.endswith(("/", os.sep)) or Path(text).is_dir():
+        raise fail(name, text, "names a folder; give a file name")
+    out = Path(text)
+    if suffixes and out.suffix.lower().lstrip(".") not in suffixes:
+        raise fail(name, text, f"must end in one of {', '.join('.' + s for s in sorted(suffixes))}")
+    _writable_folder(out.parent, name, text)
+    return out
+
+
+def _writable_folder(out: Path, name: str, shown: str) -> Path:
     if out.exists() and not out.is_dir():
-        raise fail(name, str(path), "is a file, not a folder")
+        raise fail(name, shown, f"cannot be written: {str(out)!r} is a file, not a folder")
     parent = out
     while not parent.exists():
         parent = parent.parent
     if not parent.is_dir():
-        raise fail(name, str(path), f"cannot be created: {str(parent)!r} is a file")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise fail(name, str(path), f"cannot be written: {str(parent)!r} is not writable")
+        raise fail(name, shown, f"cannot be created: {str(parent)!r} is a file")
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".perfmodel-write-test-", dir=parent)
+    except OSError as e:
+        why = e.strerror or type(e).__name__
+        raise fail(name, shown, f"cannot be written: {str(parent)!r}: {why}") from None
+    os.close(fd)
+    os.unlink(tmp)
     return out
 
 

@@ -10,25 +10,38 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 
 def write_text(path: str | Path, text: str) -> None:
     """Replace ``path`` with ``text``, atomically."""
+    write_with(path, lambda f: f.write(text.encode()))
+
+
+def write_with(path: str | Path, write: Callable[[BinaryIO], Any]) -> None:
+    """Replace ``path`` with what ``write(f)`` puts in the binary file ``f``, atomically
+    (``write_with(path, lambda f: fig.savefig(f, format="png"))`` for a figure)."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         os.chmod(tmp, 0o666 & ~_umask())  # as open() would create it, not mkstemp's 0600
-        with os.fdopen(fd, "w") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            write(f)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def save_figure(fig: Any, path: str | Path, **savefig: Any) -> None:
+    """A matplotlib figure to ``path``, atomically, in the format its suffix names."""
+    fmt = Path(path).suffix.lstrip(".").lower() or None
+    write_with(path, lambda f: fig.savefig(f, format=fmt, **savefig))
 
 
 def _umask() -> int:

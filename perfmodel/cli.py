@@ -1,9 +1,10 @@
-"""The ``perfmodel`` command line: a thin dispatcher over ``perfmodel.commands.*``.
+"""The ``perfmodel`` command line: one subcommand per module under ``perfmodel.commands``.
 
-Each subcommand is one module with ``register(subparsers)``; it sets ``func`` on its
-parser. Bad input prints one line on stderr and exits 2, never a traceback; Ctrl-C prints
-one line and exits 130. Arguments are checked by ``perfmodel.arguments`` (the API's own
-checks), and output folders before any long work.
+Each subcommand module has ``register(subparsers)`` and sets ``func`` on its parser.
+Bad input prints one line on stderr and exits 2, never a traceback; Ctrl-C prints one
+line and exits 130. Arguments are checked by ``perfmodel.arguments`` (the API's own
+checks), and output paths before any long work. ``--help`` shows each option's default
+and, for names, the known ones (read from the shipped data when help is printed).
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ COMMANDS = (
     "hw",
     "kernels",
     "validate",
+    "calibrate",
     "report",
     "explore",
     "diagnose",
@@ -29,7 +31,52 @@ COMMANDS = (
 )
 
 
+DESCRIPTION = (
+    "Roofline performance model of attention: naive against flash attention on a device, "
+    "whole-model serving estimates, and checks against measured points."
+)
+EPILOG = (
+    "start with: perfmodel predict --n 4096 --hw h200 (perfmodel hw list: the devices); "
+    "perfmodel COMMAND --help shows each command's options and defaults"
+)
+
+
+def _known(kind: str) -> list[str]:
+    """The names a ``{known:KIND}`` placeholder in a help text stands for."""
+    if kind == "dtypes":
+        from perfmodel.vocabulary import BYTES_PER_ELEMENT
+
+        return list(BYTES_PER_ELEMENT)
+    module, function = {
+        "devices": ("perfmodel.catalog.hardware", "known_names"),
+        "kernels": ("perfmodel.catalog.kernels", "known_kernels"),
+        "models": ("perfmodel.catalog.models", "known_models"),
+        "calibrations": ("perfmodel.catalog.calibration", "known_calibrations"),
+        "workloads": ("perfmodel.catalog.workloads", "known_workloads"),
+    }[kind]
+    return list(getattr(importlib.import_module(module), function)())
+
+
+class _Help(argparse.HelpFormatter):
+    """Help with each option's default (where it has one) and ``{known:KIND}`` filled in
+    with the known names, read only when help is printed."""
+
+    def _get_help_string(self, action: argparse.Action) -> str:
+        text = action.help or ""
+        for kind in ("dtypes", "devices", "kernels", "models", "calibrations", "workloads"):
+            if f"{{known:{kind}}}" in text:
+                text = text.replace(f"{{known:{kind}}}", ", ".join(_known(kind)))
+        shown = action.default not in (None, False, [], argparse.SUPPRESS)
+        if shown and action.option_strings and "default" not in text:
+            text += " (default: %(default)s)"
+        return text
+
+
 class _Parser(argparse.ArgumentParser):
+    def __init__(self, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("formatter_class", _Help)
+        super().__init__(*args, **kwargs)  # type: ignore[arg-type]
+
     def error(self, message: str) -> NoReturn:  # one line, exit 2, no usage dump
         self.exit(2, f"perfmodel: error: {message}\n")
 
@@ -37,16 +84,23 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     from perfmodel import __version__
 
-    parser = _Parser(prog="perfmodel", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="perfmodel", description=DESCRIPTION, epilog=EPILOG)
     parser.add_argument("--version", action="version", version=f"perfmodel {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
+    sub = parser.add_subparsers(
+        dest="command", parser_class=_Parser, title="commands", metavar="COMMAND"
+    )
     for name in COMMANDS:
         importlib.import_module(f"perfmodel.commands.{name}").register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:  # `perfmodel` alone: the commands, then one line saying so
+        parser.print_help()
+        print("perfmodel: error: give a command (listed above)", file=sys.stderr)
+        return 2
     try:
         return int(args.func(args) or 0)
     except PerfmodelError as e:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from perfmodel.atomic import save_figure
+
 
 def plot_sweep(rows: list[dict], over: str, path: str | Path) -> None:
     """Two panels, naive against flash: prefill tokens/s against the swept value, and
@@ -61,6 +63,5 @@ def plot_sweep(rows: list[dict], over: str, path: str | Path) -> None:
         ax.grid(alpha=0.3)
         ax.legend()
     fig.tight_layout()
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)

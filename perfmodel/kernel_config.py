@@ -54,23 +54,26 @@ class KernelConfig:
 
 
 def default_tiles(family: KernelFamily, d: Any, causal: Any, arch: str | None):
-    """The family's (block_q, block_k, warps) for each head dim and causal flag."""
+    """The family's (block_q, block_k, warps, kv_stages) for each head dim and causal flag
+    (a tile's own ``kv_stages`` where it states one, else the family's)."""
     if is_scalar(d, causal):
-        t = family.tile_for(int(d), causal=bool(causal), arch=arch)
-        return t.block_q, t.block_k, t.warps
+        return _tile_tuple(family, family.tile_for(int(d), causal=bool(causal), arch=arch))
     d_arr, c_arr = np.broadcast_arrays(np.asarray(d), np.asarray(causal, dtype=bool))
     # one int key per (d, causal): a 1-D unique is far faster than np.unique(axis=0)
     keys = d_arr.ravel().astype(np.int64) * 2 + c_arr.ravel()
     uniq, inverse = np.unique(keys, return_inverse=True)
     table = np.array(
-        [_tile_tuple(family.tile_for(int(k // 2), causal=bool(k % 2), arch=arch)) for k in uniq]
+        [
+            _tile_tuple(family, family.tile_for(int(k // 2), causal=bool(k % 2), arch=arch))
+            for k in uniq
+        ]
     )
     picked = table[inverse.ravel()]
-    return tuple(picked[:, i].reshape(d_arr.shape) for i in range(3))
+    return tuple(picked[:, i].reshape(d_arr.shape) for i in range(4))
 
 
-def _tile_tuple(t: Any) -> tuple[int, int, int]:
-    return (t.block_q, t.block_k, t.warps)
+def _tile_tuple(family: KernelFamily, t: Any) -> tuple[int, int, int, int]:
+    return (t.block_q, t.block_k, t.warps, t.kv_stages or family.kv_stages)
 
 
 def check_tile(name: str, value: Any, multiple: int) -> None:
@@ -228,7 +231,7 @@ def _block(
     """The tile (the family's unless named), its on-chip footprint and fit, and the K/V
     bytes a block keeps in flight."""
     named = block_q is not None or block_k is not None
-    bq_d, bk_d, w_d = default_tiles(family, d, causal, hw.arch)
+    bq_d, bk_d, w_d, stages = default_tiles(family, d, causal, hw.arch)
     bq = bq_d if block_q is None else block_q
     bk = bk_d if block_k is None else block_k
     w = w_d if warps is None else warps
@@ -239,13 +242,13 @@ def _block(
         block_k=bk,
         d=d,
         s=s,
-        kv_stages=family.kv_stages,
+        kv_stages=stages,
         warps=w,
         producer_warps=family.producer_warps,
     )
     onchip.check_fits(hw, fp, what=lambda: _what(bq, bk, d, None if named else family.name))
     cap = onchip.capacity(hw, fp)
-    in_flight = 2 * bk * d * s * (family.kv_stages if family.producer_warps else 1)
+    in_flight = 2 * bk * d * s * (stages if family.producer_warps else 1)
     return _Block(bq, bk, w, fp, cap, in_flight)
 
 

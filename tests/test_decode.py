@@ -113,8 +113,8 @@ def test_lambdified_equals_subs():
 
 
 def test_bench_formula_matches_the_model():
-    """pallas_kernels.bench_decode (no pydantic on the GPU) computes the same bytes."""
-    bench = pytest.importorskip("pallas_kernels.bench_decode")
+    """kernel_bench.bench_decode (no pydantic on the GPU) computes the same bytes."""
+    bench = pytest.importorskip("kernel_bench.bench_decode")
     for split in (1, 8):
         v = dict(b=4, q_len=1, h=32, h_kv=8, d=128, m=8192, s=2, page=64, splits=split)
         model = decode.build(paged=True, split=split > 1)

@@ -5,7 +5,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from pallas_kernels._timing import measure_all, plan
+from kernel_bench.timing import measure_all, plan
 from pallas_kernels.naive import naive_attention_jit
 from pallas_kernels.paged_decode import default_splits
 from pallas_kernels.reference import attention_float64
@@ -49,7 +49,7 @@ def test_naive_jit_rejects_bad_heads():
 def test_decode_split_rule_is_the_models():
     """The kernel's default split equals perfmodel.costs.decode.auto_splits at
     8 programs per SM and at least 4 pages per chunk (what bench_decode records)."""
-    bench = pytest.importorskip("pallas_kernels.bench_decode")
+    bench = pytest.importorskip("kernel_bench.bench_decode")
     for batch, h_kv, pages in [(1, 8, 2048), (4, 8, 512), (16, 8, 64), (64, 8, 32), (1, 1, 3)]:
         assert bench.auto_splits(batch, h_kv, pages, 132) == default_splits(batch, h_kv, pages, 132)
     assert default_splits(1, 8, 2048, 132) == 132  # 8 programs per SM, not one
@@ -57,6 +57,6 @@ def test_decode_split_rule_is_the_models():
 
 
 def test_device_spec_reads_the_toml():
-    bench = pytest.importorskip("pallas_kernels.bench_decode")
+    bench = pytest.importorskip("kernel_bench.bench_decode")
     spec = bench.device_spec()
     assert spec == {"sm_count": 132, "l2_bytes": 62_914_560}

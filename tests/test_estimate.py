@@ -76,9 +76,9 @@ def test_70b_does_not_fit_one_h100_and_says_by_how_much():
         (dict(prompt=131072, output=1), "max_context_tokens"),
         (dict(context=200_000), "max_context_tokens"),
         (dict(batch=0), "batch=0"),
-        (dict(attention="sparse"), "unknown attention"),
+        (dict(attention="sparse"), "attention=.sparse. is not one of"),
         (dict(attention="naive", kernel="cudnn"), "implements flash"),
-        (dict(kv="ring"), "unknown kv"),
+        (dict(kv="ring"), "kv=.ring. is not one of"),
         (dict(batch=4096, prompt=32768, output=1), "does not fit"),
     ],
 )

@@ -17,12 +17,9 @@ import pytest
 from jax.test_util import check_grads
 
 from pallas_kernels import flash_attention
-from pallas_kernels.flash_backward import (
-    BackwardConfig,
-    default_config,
-    flash_attention_backward,
-    flash_attention_vjp,
-)
+from pallas_kernels.flash_backward import Config as BackwardConfig
+from pallas_kernels.flash_backward import flash_attention_backward, heuristic_config
+from pallas_kernels.reference import attention_grads_float64 as grads_float64
 from pallas_kernels.reference import reference_attention
 
 ON_GPU = jax.default_backend() == "gpu"
@@ -34,34 +31,6 @@ TINY = BackwardConfig(block_q=16, block_k=32, dq_block_q=32, dq_block_k=16)
 #: FlashAttention-2's own structure: dQ added with float32 atomics inside the dK/dV kernel.
 TINY_ATOMIC = BackwardConfig(block_q=16, block_k=32, dq="atomic")
 FAMILIES = pytest.mark.parametrize("config", [TINY, TINY_ATOMIC], ids=["two_pass", "atomic"])
-
-
-def grads_float64(q, k, v, do, *, causal, sm_scale=None, offset=0, dlse=None):
-    """dQ, dK, dV of ``sum(O∘dO) + sum(lse∘dlse)`` in float64 numpy, from the formulas of
-    FlashAttention-2 §3.2 on materialised matrices; GQA K/V gradients summed per group."""
-    q, k, v, do = (np.asarray(x, np.float64) for x in (q, k, v, do))
-    group = q.shape[2] // k.shape[2]
-    kk, vv = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
-    scale = 1 / np.sqrt(q.shape[-1]) if sm_scale is None else sm_scale
-    s = np.einsum("bqhd,bkhd->bhqk", q, kk, optimize=True) * scale
-    if causal:
-        rows, cols = np.arange(q.shape[1])[:, None], np.arange(k.shape[1])[None, :]
-        s = np.where(cols <= rows + offset, s, -np.inf)
-    m = np.max(s, axis=-1, keepdims=True)
-    e = np.exp(s - np.where(np.isfinite(m), m, 0))
-    total = e.sum(-1, keepdims=True)
-    p = e / np.where(total == 0, 1, total)
-    o = np.einsum("bhqk,bkhd->bqhd", p, vv, optimize=True)
-    dv = np.einsum("bhqk,bqhd->bkhd", p, do, optimize=True)
-    dp = np.einsum("bqhd,bkhd->bhqk", do, vv, optimize=True)
-    delta = np.einsum("bqhd,bqhd->bhq", do, o, optimize=True)[..., None]
-    if dlse is not None:
-        delta = delta - np.asarray(dlse, np.float64)[..., None]
-    ds = p * (dp - delta) * scale
-    dq = np.einsum("bhqk,bkhd->bqhd", ds, kk, optimize=True)
-    dk = np.einsum("bhqk,bqhd->bkhd", ds, q, optimize=True)
-    fold = lambda x: x.reshape(*x.shape[:2], k.shape[2], group, x.shape[-1]).sum(3)  # noqa: E731
-    return dq, fold(dk), fold(dv)
 
 
 def rel_err(out, ref) -> float:
@@ -92,7 +61,7 @@ def test_grad_causal_gqa_odd_n_with_lse_cotangent_matches_float64(config):
     )
 
     def loss(q, k, v):
-        o, lse = flash_attention_vjp(
+        o, lse = flash_attention(
             q,
             k,
             v,
@@ -120,7 +89,7 @@ def test_grad_matches_autodiff_of_the_reference_bf16_cross_attention():
     def loss(f):
         return lambda q, k, v: jnp.sum(f(q, k, v).astype(jnp.float32) * do.astype(jnp.float32))
 
-    ours = loss(lambda q, k, v: flash_attention_vjp(q, k, v, interpret=INTERPRET, backward=TINY))
+    ours = loss(lambda q, k, v: flash_attention(q, k, v, interpret=INTERPRET, backward=TINY))
     grads = jax.grad(ours, argnums=(0, 1, 2))(q, k, v)
     check(grads, grads_float64(q, k, v, do, causal=False), "bfloat16")
     ref = jax.grad(loss(reference_attention), argnums=(0, 1, 2))(q, k, v)
@@ -188,11 +157,11 @@ def test_bad_tile_is_a_clear_error():
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize(("dtype", "d", "h_kv"), [("float16", 64, 16), ("bfloat16", 128, 2)])
 def test_gpu_shapes(dq, causal, dtype, d, h_kv):
-    config = dataclasses.replace(default_config(d), dq=dq)
+    config = dataclasses.replace(heuristic_config(d), dq=dq)
     q, k, v, do, ref = _gpu_case(causal, dtype, d, h_kv)
 
     def loss(q, k, v):
-        o = flash_attention_vjp(q, k, v, causal=causal, backward=config)
+        o = flash_attention(q, k, v, causal=causal, backward=config)
         return jnp.sum(o.astype(jnp.float32) * do.astype(jnp.float32))
 
     grads = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))(q, k, v)

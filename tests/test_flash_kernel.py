@@ -1,21 +1,28 @@
 """The Triton flash kernel and the entry point's dispatch, against the float64 reference.
 
-On CPU the kernel runs in the Pallas interpreter; on a GPU (``jax.default_backend()
-== "gpu"``) the same tests run the compiled Triton kernel, and a few GPU-only tests
-run larger shapes. Every run starts from NaN-poisoned output buffers (the test entry
-point ``flash_triton.forward_with_test_hooks``). The Mosaic kernel: tests/test_flash_mosaic.py.
+``TestTritonBackend`` runs the contract every backend keeps (tests/backend_base.py); the
+rest is Triton's own: a property sweep over tiles and shapes, its launch table, the
+entry point's dispatch and its errors. On CPU the kernel runs in the Pallas interpreter;
+on a GPU (``jax.default_backend() == "gpu"``) the same tests run the compiled Triton
+kernel, and a few GPU-only tests run larger shapes. Every run starts from NaN-poisoned
+output buffers (the test entry point ``flash_triton.forward_with_test_hooks``). The
+Mosaic kernel: tests/test_flash_mosaic.py.
 """
 
 from __future__ import annotations
+
+import importlib
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+from backend_base import TOLERANCE, BackendContract, rel_err
+from backend_base import random_inputs as inputs
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pallas_kernels import flash_attention, flash_attention_forward
+from pallas_kernels import flash_attention, flash_attention_forward, flash_triton
 from pallas_kernels.flash_attention import choose_backend
 from pallas_kernels.flash_triton import forward_with_test_hooks
 from pallas_kernels.reference import attention_float64
@@ -26,22 +33,16 @@ needs_gpu = pytest.mark.skipif(
     not ON_GPU, reason="needs a GPU: compiles the Triton kernel (CPU runs interpret mode)"
 )
 
-#: ‖out − ref‖ / ‖ref‖ allowed per input dtype (float32 allows the GPU's tf32 dots).
-TOLERANCE = {"float32": 2e-3, "float16": 4e-3, "bfloat16": 2e-2}
-DTYPES = {"float32": jnp.float32, "float16": jnp.float16, "bfloat16": jnp.bfloat16}
 
+class TestTritonBackend(BackendContract):
+    backend = "triton"
+    interpret = INTERPRET
+    wide_dtype = "float32"
 
-def rel_err(out, ref) -> float:
-    out = np.asarray(out, np.float64)
-    return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
-
-
-def inputs(seed, b, n, kv_len, h, h_kv, d, dtype, scale=1.0):
-    rng = np.random.default_rng(seed)
-    q = rng.standard_normal((b, n, h, d)) * scale
-    k = rng.standard_normal((b, kv_len, h_kv, d))
-    v = rng.standard_normal((b, kv_len, h_kv, d))
-    return tuple(jnp.asarray(x, DTYPES[dtype]) for x in (q, k, v))
+    def forward(self, q, k, v, *, causal, diagonal_offset=0):
+        return run_poisoned(
+            q, k, v, causal=causal, block_q=32, block_k=32, diagonal_offset=diagonal_offset
+        )
 
 
 def run_poisoned(q, k, v, *, causal, block_q, block_k, sm_scale=None, diagonal_offset=0):
@@ -135,7 +136,7 @@ def test_auto_backend_is_triton_off_hopper_and_in_interpret_mode():
     ("shape", "dtype", "interpret", "match"),
     [
         ((1, 8, 2, 64), jnp.bfloat16, True, "interpret"),
-        ((1, 8, 2, 32), jnp.bfloat16, False, "d=32"),
+        ((1, 8, 2, 320), jnp.bfloat16, False, "d=320"),
         ((1, 8, 2, 64), jnp.float32, False, "float32"),
     ],
 )
@@ -145,35 +146,19 @@ def test_forced_mosaic_names_the_limit(shape, dtype, interpret, match):
         flash_attention(q, q, q, backend="mosaic", interpret=interpret)
 
 
-@pytest.mark.parametrize("causal", [False, True])
-def test_large_logits_stay_finite(causal):
-    # scores of order 1e4: exp would overflow without the running max m_i
-    q, k, v = inputs(5, 1, 40, 40, 2, 2, 32, "float32", scale=1000.0)
-    o, lse = run_poisoned(q, k, v, causal=causal, block_q=16, block_k=16)
-    assert np.isfinite(np.asarray(o)).all() and np.isfinite(np.asarray(lse)).all()
-    ref_o, ref_lse = attention_float64(q, k, v, causal=causal)
-    assert np.abs(ref_lse).max() > 1e3
-    assert rel_err(o, ref_o) < TOLERANCE["float32"]
-    np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-4)
-
-
-def test_fully_masked_rows_give_zero_and_no_nan():
-    # diagonal shifted down by 5: rows 0..4 see no key at all; rows past n are padding
-    q, k, v = inputs(6, 1, 40, 40, 2, 1, 16, "bfloat16")
-    o, lse = run_poisoned(q, k, v, causal=True, block_q=16, block_k=16, diagonal_offset=-5)
-    o, lse = np.asarray(o, np.float32), np.asarray(lse)
-    assert not np.isnan(o).any() and not np.isnan(lse).any()
-    assert (o[:, :5] == 0).all() and (lse[:, :, :5] == -np.inf).all()
-    # the rest equals attention over keys j <= i - 5
-    ref_o, ref_lse = attention_float64(q[:, 5:], k[:, :35], v[:, :35], causal=True)
-    assert rel_err(o[:, 5:], ref_o) < TOLERANCE["bfloat16"]
-    np.testing.assert_allclose(lse[:, :, 5:], ref_lse, rtol=1e-3, atol=1e-2)
+def test_heuristic_config_is_the_tuned_table():
+    assert flash_triton.heuristic_config(128, True) == flash_triton.Config(128, 128, 8, 3)
+    assert flash_triton.heuristic_config(96, False) == flash_triton.Config(128, 64, 4, 2)
+    assert flash_triton.heuristic_config(40, False) == flash_triton.Config(64, 64, 4, 3)
+    assert flash_triton.native_head_dim(96) == 128 and flash_triton.native_head_dim(8) == 16
+    with pytest.raises(ValueError, match="num_warps=3"):
+        flash_triton.Config(num_warps=3)
 
 
 @pytest.mark.parametrize(
     ("kwargs", "shapes", "match"),
     [
-        ({}, ((1, 8, 2, 48), (1, 8, 2, 48)), "head_dim"),
+        ({}, ((1, 8, 2, 264), (1, 8, 2, 264)), "head_dim"),
         ({}, ((1, 8, 3, 16), (1, 8, 2, 16)), "h=3"),
         ({"block_q": 48}, ((1, 8, 2, 16), (1, 8, 2, 16)), "block_q=48"),
         ({"block_k": 8}, ((1, 8, 2, 16), (1, 8, 2, 16)), "block_k=8"),
@@ -215,3 +200,36 @@ def test_non_positive_scale_is_rejected():
     x = jnp.zeros((1, 8, 2, 16), jnp.float32)
     with pytest.raises(ValueError, match="sm_scale=-1.0"):
         flash_attention(x, x, x, sm_scale=-1.0, interpret=True)
+
+
+def test_routing_rows_send_their_shapes_to_their_backend(monkeypatch):
+    api = importlib.import_module("pallas_kernels.flash_attention")
+
+    row = dict(head_dim_min=64, head_dim_max=64, causal=True, n_below=4096, backend="triton")
+    monkeypatch.setattr(api, "routing_table", lambda: {"default": "mosaic", "route": [row]})
+    assert api.routed_backend((1, 1024, 8, 64), (1, 1024, 8, 64), True) == "triton"
+    assert api.routed_backend((1, 4096, 8, 64), (1, 4096, 8, 64), True) == "mosaic"
+    assert api.routed_backend((1, 1024, 8, 64), (1, 1024, 8, 64), False) == "mosaic"
+    assert api.routed_backend((1, 1024, 8, 48), (1, 1024, 8, 48), True) == "triton"  # d -> 64
+
+
+def test_the_committed_routing_table_reads():
+    api = importlib.import_module("pallas_kernels.flash_attention")
+
+    table = api.routing_table()
+    assert table["default"] in ("mosaic", "triton") and table["sources"]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+def test_auto_runs_every_head_dim_cudnn_accepts(dtype):
+    """cuDNN takes head dims that are multiples of 8 up to 256: auto has a backend for
+    each (Triton pads to a power of two; Mosaic, on Hopper, to a multiple of 16)."""
+    for d in range(8, 257, 8):
+        q = jax.ShapeDtypeStruct((1, 8, 2, d), getattr(jnp, dtype))
+        backend = choose_backend(q, q, q, causal=True)
+        module = (
+            flash_triton
+            if backend == "triton"
+            else importlib.import_module("pallas_kernels.flash_mosaic")
+        )
+        assert module.supported(q, q, q, causal=True) is None, (d, backend)

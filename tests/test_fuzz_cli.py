@@ -1,9 +1,13 @@
 """Bad command lines, table-driven: each gets one line on stderr, exit 2, no traceback.
 
-Every case runs the CLI in-process (``perfmodel.cli.main``) under a wall-clock guard,
-except the ones that could grow without bound: those run in a subprocess under an
-address-space limit (``resource.setrlimit``), so a missing size guard fails the test
-instead of the machine. Files of every kind of wrongness are built once per session:
+Every case runs the CLI in-process (``perfmodel.cli.main``) under a wall-clock guard and
+an address-space limit (``contract_guard.limits``); the ones that could grow without
+bound also run as ``python -m perfmodel.cli`` in a subprocess that sets its own limit
+first (no ``preexec_fn``: a fork of a threaded process), so a missing size guard fails
+the test instead of the machine. Data files of every kind (device, calibration, kernel
+family, model, workload, measurement) are edited one figure at a time and given by
+path to every command that reads that kind; the one stderr line must name the file and
+the field. Files of every kind of wrongness are built once per session:
 not UTF-8, empty, truncated, a folder, the wrong kind of file, a schema violation, NaN
 and negative times. Unwritable outputs are paths *under a regular file*, which no user,
 root included, can create.
@@ -15,16 +19,19 @@ import contextlib
 import io
 import json
 import os
-import resource
+import re
 import shlex
-import signal
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from contract_guard import TooSlow, limits
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import perfmodel
+import perfmodel.cli
 from perfmodel.cli import main
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -226,6 +233,54 @@ CASES: list[tuple[str, str]] = [
         "advise-weights-do-not-fit",
         "advise --workload contract-review --hw l4 --model llama-3.1-70b",
     ),
+    # issue 23: the newer surfaces
+    (
+        "estimate-sweep-kernel-unknown",
+        "estimate --model llama-3.1-8b --hw h200 --sweep prompt=512 --kernel bogus",
+    ),
+    (
+        "estimate-sweep-attention-ignored",
+        "estimate --model llama-3.1-8b --hw h200 --sweep prompt=512 --attention bogus",
+    ),
+    (
+        "estimate-sweep-attention-given",
+        "estimate --model llama-3.1-8b --hw h200 --sweep prompt=512 --attention naive",
+    ),
+    (
+        "estimate-plot-unknown-suffix",
+        "estimate --model llama-3.1-8b --hw h200 --sweep prompt=512,1024 --plot '{new}.xyz'",
+    ),
+    (
+        "estimate-plot-folder",
+        "estimate --model llama-3.1-8b --hw h200 --sweep prompt=512,1024 --plot '{folder}'",
+    ),
+    (
+        "estimate-plot-proc",
+        "estimate --model llama-3.1-8b --hw h200 --sweep prompt=512,1024 --plot /proc/x.png",
+    ),
+    ("estimate-attention-list", "estimate --model llama-3.1-8b --hw h200 --attention ''"),
+    ("estimate-tp-not-dividing", "estimate --model llama-3.1-70b --hw h200 --tp 3"),
+    ("estimate-70b-one-h200", "estimate --model llama-3.1-70b --hw h200"),
+    ("estimate-kv-unknown", "estimate --model llama-3.1-8b --hw h200 --kv ring"),
+    ("estimate-context-zero", "estimate --model llama-3.1-8b --hw h200 --context 0"),
+    ("validate-holdout-text-bound", "validate '$MEASURED' --holdout 'd>=abc'"),
+    ("validate-holdout-two-bounds", "validate '$MEASURED' --holdout 'd>=64|128'"),
+    ("validate-holdout-unknown-key", "validate '$MEASURED' --holdout 'bogus=1'"),
+    ("validate-holdout-empty", "validate '$MEASURED' --holdout ','"),
+    ("validate-plot-proc", "validate '$MEASURED' --plot /proc/nope"),
+    ("validate-save-proc", "validate '$MEASURED' --save-calibration /proc/nope"),
+    ("report-out-proc", "report --hw h200 --out /proc/r"),
+    ("explore-out-proc", "explore --out /proc/x.html"),
+    ("explore-out-trailing-slash", "explore --out '{regular-file}/'"),
+    ("explore-out-folder", "explore --out '{folder}'"),
+    ("explore-out-under-file", "explore --out '{under-file}'"),
+    ("explore-measurements-missing", "explore --out '{new}' --measurements '{missing.json}'"),
+    ("explore-measurements-binary", "explore --out '{new}' --measurements '{binary.json}'"),
+    ("predict-dtype-tpu-fp16", "predict --n 1024 --hw tpu-v6e --dtype fp16"),
+    ("predict-hw-close-match", "predict --n 1024 --hw h20"),
+    ("kernels-show-unknown", "kernels show fa-2"),
+    ("kernels-no-verb", "kernels"),
+    ("diagnose-algorithm-unknown", "diagnose --hbm-util 0.5 --sm-util 0.3 --algorithm xla"),
 ]
 
 #: Cases that can allocate without bound: run in a subprocess under MEMORY_LIMIT.
@@ -234,10 +289,6 @@ MEMORY_CASES: list[tuple[str, str]] = [
     ("report-n-1e8", "report --hw h200 --out '{new}' --n 100000000"),
     ("report-n-1e8-tokens", "report --hw h200 --out '{new}' --n 100000000 --tokens 1"),
 ]
-
-
-class _TooSlow(Exception):
-    pass
 
 
 def _argv(command: str, bad: dict[str, str], new: Path) -> list[str]:
@@ -254,31 +305,23 @@ def _argv(command: str, bad: dict[str, str], new: Path) -> list[str]:
 
 
 def run_cli(argv: list[str], limit_s: float = LIMIT_S) -> tuple[int, str, str]:
-    """(exit code, stdout, stderr) of ``perfmodel ARGV`` in this process, under a time limit.
+    """(exit code, stdout, stderr) of ``perfmodel ARGV`` in this process, under a time
+    and a memory limit (``contract_guard.limits``).
 
     An exception escaping ``main`` would be a traceback for a user: it is reported as
     exit code -1 with the exception on the stderr text, so the assertion shows it.
     """
-
-    def alarm(signum: int, frame: object) -> None:
-        raise _TooSlow(f"still running after {limit_s} s")
-
     out, err = io.StringIO(), io.StringIO()
-    old = signal.signal(signal.SIGALRM, alarm)
-    signal.setitimer(signal.ITIMER_REAL, limit_s)
     try:
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        with limits(limit_s), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
             try:
                 code = main(argv)
             except SystemExit as e:  # argparse
                 code = e.code if isinstance(e.code, int) else 1
-    except _TooSlow as e:
+    except TooSlow as e:
         return -2, out.getvalue(), f"{err.getvalue()}TIMEOUT: {e}"
     except BaseException as e:  # noqa: BLE001 - a traceback for a user, shown in the report
         return -1, out.getvalue(), f"{err.getvalue()}Traceback: {type(e).__name__}: {e}"
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old)
     return code, out.getvalue(), err.getvalue()
 
 
@@ -297,21 +340,26 @@ def test_bad_command_line(command: str, bad: dict[str, str], tmp_path: Path) -> 
     assert not (tmp_path / "new").exists(), "a refused command left a folder behind"
 
 
-def _limit_memory() -> None:
-    resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
+#: ``python -m perfmodel.cli`` that lowers its own address-space limit first.
+_LIMITED = (
+    "import resource, runpy, sys; "
+    "resource.setrlimit(resource.RLIMIT_AS, ({limit}, {limit})); "
+    "sys.argv[0] = 'perfmodel'; runpy.run_module('perfmodel.cli', run_name='__main__')"
+)
 
 
+@pytest.mark.filterwarnings("error")  # a fork of this threaded process warns: an error here
 @pytest.mark.parametrize("command", [c[1] for c in MEMORY_CASES], ids=[c[0] for c in MEMORY_CASES])
 def test_huge_sizes_refused_under_memory_limit(
     command: str, bad: dict[str, str], tmp_path: Path
 ) -> None:
     env = {**os.environ, "OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MPLBACKEND": "Agg"}
+    code = _LIMITED.format(limit=MEMORY_LIMIT)
     proc = subprocess.run(
-        [sys.executable, "-m", "perfmodel.cli", *_argv(command, bad, tmp_path / "new")],
+        [sys.executable, "-c", code, *_argv(command, bad, tmp_path / "new")],
         capture_output=True,
         text=True,
         timeout=60,
-        preexec_fn=_limit_memory,
         env=env,
     )
     assert_one_line_exit_2(proc.returncode, proc.stderr)
@@ -386,3 +434,111 @@ def test_written_files_have_the_mode_open_gives(tmp_path: Path) -> None:
     (tmp_path / "plain.md").write_text("x")
     modes = {p.name: p.stat().st_mode & 0o777 for p in tmp_path.iterdir()}
     assert modes["atomic.md"] == modes["plain.md"], modes
+
+
+# --- issue 23: what a first-time user reads ----------------------------------------------
+def test_no_command_lists_the_commands() -> None:
+    code, out, err = run_cli([])
+    assert_one_line_exit_2(code, err)
+    for name in perfmodel.cli.COMMANDS:
+        assert name in out, out
+
+
+def test_top_level_help_is_for_users() -> None:
+    code, out, _ = run_cli(["--help"])
+    assert code == 0
+    assert "dispatcher" not in out and "perfmodel.commands" not in out, out
+    assert "perfmodel predict --n 4096 --hw h200" in out
+
+
+@pytest.mark.parametrize(
+    ("command", "shown"),
+    [
+        ("predict", ["(default: 128)", "(default: 1)", "fp16", "bf16", "fa2", "fa3", "default"]),
+        ("predict", ["h200-pallas_flash", "H200 SXM", "TPU v6e"]),
+        ("estimate", ["Llama-3.1-8B", "(default: 2048)", "(default: 16)", "(default: bf16)"]),
+        ("diagnose", ["(default: 128)", "(default: fp16)", "fp8"]),
+        ("advise", ["contract-review", "Llama-3.1-70B"]),
+        ("report", ["(default: 1.5)", "ring (default)", "(default: 128)"]),
+    ],
+)
+def test_help_shows_defaults_and_choices(command: str, shown: list[str]) -> None:
+    code, out, _ = run_cli([command, "--help"])
+    assert code == 0
+    flat = "".join(out.split())  # argparse wraps lines, at spaces and hyphens
+    for text in shown:
+        assert "".join(text.split()) in flat, f"{text!r} not in {command} --help"
+
+
+def test_unknown_device_names_close_matches_and_the_list() -> None:
+    code, _, err = run_cli(["predict", "--n", "1024", "--hw", "h20"])
+    assert_one_line_exit_2(code, err)
+    assert "did you mean 'H200 SXM'" in err and "perfmodel hw list" in err, err
+    assert "aliases:" not in err and len(err) < 400, err
+
+
+def test_hw_list_columns_line_up() -> None:
+    code, out, _ = run_cli(["hw", "list"])
+    assert code == 0
+    lines = out.splitlines()
+    ends = {len(line.rstrip()) for line in lines}  # right-aligned figures: one right edge
+    starts = {line.index("TB/s" if "TB/s" in line else "GB/s") for line in lines[1:]}
+    assert len(lines) > 10 and len(ends) == 1 and len(starts) == 1, out
+
+
+def test_hw_show_units_as_the_sources_state_them() -> None:
+    code, out, _ = run_cli(["hw", "show", "h200"])
+    assert code == 0
+    sram = next(line for line in out.splitlines() if "sram_per_sm_bytes" in line)
+    assert "228 KiB" in sram and "228 KB" in sram, sram  # the source says 228 KB (KiB)
+    assert "141 GB" in out  # HBM capacity: a decimal figure, shown as one
+    assert "{" not in out, "links printed as a raw dict"
+    assert "links.nvlink_bytes_per_s" in out and "450 GB/s" in out
+
+
+def test_predict_on_a_tpu_takes_its_own_dtype() -> None:
+    code, out, err = run_cli(["predict", "--n", "1024", "--hw", "tpu-v6e"])
+    assert code == 0, err
+    assert "bf16" in out.splitlines()[0], out
+
+
+def test_diagnose_of_a_flash_run_does_not_recommend_flash() -> None:
+    argv = ["diagnose", "--hbm-util", "0.9", "--sm-util", "0.3", "--algorithm", "flash"]
+    code, out, _ = run_cli(argv)
+    assert code == 0
+    assert "flash attention helps" not in out and "already" in out, out
+
+
+def test_holdout_on_a_field_some_points_lack() -> None:
+    code, out, err = run_cli(["validate", str(MEASURED), "--holdout", "block_q>=64"])
+    assert code == 0, err
+    assert "pallas_flash" in out
+
+
+def test_out_of_memory_names_a_split_that_is_accepted() -> None:
+    code, _, err = run_cli(["estimate", "--model", "llama-3.1-70b", "--hw", "h200"])
+    assert_one_line_exit_2(code, err)
+    tp = re.search(r"try tp=(\d+)", err)
+    assert tp, err
+    argv = ["estimate", "--model", "llama-3.1-70b", "--hw", "h200", "--tp", tp.group(1)]
+    code, _, err = run_cli(argv)
+    assert code == 0, err
+
+
+@settings(max_examples=40)
+@given(
+    option=st.sampled_from(["--n", "--d", "--h", "--batch", "--kv-len", "--cp", "--tp"]),
+    value=st.one_of(
+        st.sampled_from(["0", "-1", "1e3", "nan", "inf", "", "0x10", "1_000", str(10**30)]),
+        st.text(max_size=8),
+        st.integers(min_value=-(2**70), max_value=2**70).map(str),
+    ),
+)
+def test_predict_any_option_value(option: str, value: str) -> None:
+    """Any text for an integer option: a prediction (exit 0), or exit 2 in one line."""
+    argv = ["predict", "--n", "1024", "--hw", "h200", "--h", "8", option, value]
+    code, out, err = run_cli(argv)
+    if code == 0:
+        assert err == "" and "nan" not in out and "inf " not in out, out
+    else:
+        assert_one_line_exit_2(code, err)

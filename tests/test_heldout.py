@@ -36,7 +36,9 @@ def test_forward_held_out_figures():
     # recorded in docs/validation/heldout.txt: (default median, default max)
     recorded = {
         "cudnn": (0.241, 0.506),
-        "pallas_flash": (0.268, 0.627),
+        # max 0.627 -> 0.751 since pallas-triton.toml states the d=256 launch as it runs
+        # (one stage, kv_stages = 1, was 2): the model is 75 % fast there (issue 21)
+        "pallas_flash": (0.268, 0.751),
         "naive_jit": (0.333, 0.590),
         "mgpu_attention": (0.171, 0.484),
     }

@@ -21,6 +21,7 @@ The rules, checked in this order:
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,12 +48,19 @@ class Diagnosis:
     sm_util: float
     explanation: str
     source: str = "given utilisations"
+    #: Which implementation was measured: for a flash run, switching to flash is moot.
+    algorithm: str = "naive"
 
     def __str__(self) -> str:
         helps = {True: "yes", False: "not much", None: "unclear"}[self.flash_helps]
+        helps_line = (
+            "flash attention: already in use (the run measured is flash)"
+            if self.algorithm == "flash"
+            else f"flash attention helps: {helps}"
+        )
         return (
             f"verdict: {self.verdict} (HBM {self.hbm_util:.0%}, SM {self.sm_util:.0%}; "
-            f"{self.source})\nflash attention helps: {helps}\n{self.explanation}"
+            f"{self.source})\n{helps_line}\n{self.explanation}"
         )
 
 
@@ -62,15 +70,38 @@ def diagnose(
     *,
     source: str = "given utilisations",
     attention_only: bool = False,
+    algorithm: str = "naive",
 ) -> Diagnosis:
     """The verdict from HBM and SM utilisation (fractions of peak, 0..1).
 
     ``attention_only``: the utilisations cover the attention kernels alone (a timed
     kernel, not a whole step), so "both low" cannot point outside attention: the kernels
     themselves wait (launch gaps, small grids, latency) — verdict "latency-bound".
+    ``algorithm``: what was measured; for "flash", ``flash_helps`` is None (moot) and the
+    explanation says what is left instead.
     """
-    args = check(hbm_util=hbm_util, sm_util=sm_util, attention_only=attention_only)
+    args = check(
+        hbm_util=hbm_util, sm_util=sm_util, attention_only=attention_only, algorithm=algorithm
+    )
     hbm, sm, attention_only = args["hbm_util"], args["sm_util"], args["attention_only"]
+    verdict = _verdict(hbm, sm, attention_only, source)
+    if args["algorithm"] != "flash":
+        return verdict
+    left = {
+        "bandwidth-bound": "The run is already flash attention: the bytes left are its own "
+        "Q/K/V/O traffic and K/V re-reads (larger query tiles or GQA packing cut those).",
+        "compute-bound": "The run is already flash attention, and its matmuls are the limit.",
+    }.get(verdict.verdict, "The run is already flash attention.")
+    text = verdict.explanation.replace(", so it helps here.", ".").replace(
+        ", so flash will not help much.", "."
+    )
+    return dataclasses.replace(
+        verdict, flash_helps=None, explanation=f"{text} {left}", algorithm="flash"
+    )
+
+
+def _verdict(hbm: float, sm: float, attention_only: bool, source: str) -> Diagnosis:
+    """The verdict for a run that is not flash attention."""
     pct = f"HBM bandwidth is at {hbm:.0%} of peak and the SMs at {sm:.0%}"
     if hbm >= HBM_HIGH:
         return Diagnosis(
@@ -233,4 +264,4 @@ def diagnose_time(
                 f"{name}={rate!r} is below the rate this time implies ({util:.2f}x it): "
                 "the measured ceiling is too low for this kernel"
             )
-    return diagnose(hbm, sm, source=source, attention_only=True)
+    return diagnose(hbm, sm, source=source, attention_only=True, algorithm=algorithm)

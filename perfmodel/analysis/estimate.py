@@ -34,11 +34,11 @@ from __future__ import annotations
 
 import html
 import math
-import operator
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from perfmodel import roofline
+from perfmodel.arguments import MAX_TOKENS, PARAMETERS, Choice, Flag, Param, PositiveInt
 from perfmodel.catalog.calibration import Calibration, known_calibrations, load_calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.models import ModelSpec, load_model
@@ -49,7 +49,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.results import html_table, markdown_table
 from perfmodel.units import si
-from perfmodel.vocabulary import ROOFS, Roof, bytes_per_element, symbol_values
+from perfmodel.vocabulary import ROOFS, Roof, symbol_values
 
 #: Attention algorithms: naive (S and P through HBM) and FlashAttention-2.
 ATTENTION = {"naive": "naive", "flash": "flash", "fa2": "flash", "flash2": "flash"}
@@ -219,26 +219,32 @@ class Estimate:
 
 
 # --- input checks -----------------------------------------------------------------
-def _positive_int(name: str, value: object) -> int:
-    """``value`` as an int (numpy integers too); bools, floats and non-positives refused."""
-    try:
-        number = operator.index(value)  # type: ignore[call-overload]
-    except TypeError:
-        number = None
-    if isinstance(value, bool) or number is None or number <= 0:
-        raise PerfmodelError(f"{name}={value!r} must be a positive integer")
-    return number
+#: estimate's arguments, in perfmodel.arguments' kinds (the shared ones from PARAMETERS).
+ARGUMENTS: dict[str, Param] = {
+    "prompt": PositiveInt("prompt tokens per request", limit=MAX_TOKENS),
+    "output": PositiveInt("generated tokens per request", limit=MAX_TOKENS),
+    "context": PositiveInt("KV length of the TPOT step", optional=True, limit=MAX_TOKENS),
+    "page_tokens": PositiveInt("tokens per KV page", limit=MAX_TOKENS),
+    "batch": PARAMETERS["batch"],
+    "tp": PARAMETERS["tp"],
+    "dtype": PARAMETERS["dtype"],
+    "attention": Choice(known=ATTENTION),
+    "kernel": Choice(known=KERNELS, optional=True),
+    "kv": Choice(known=KV_LAYOUTS),
+    "check_memory": Flag(),
+}
+
+
+def check_arguments(**values: object) -> dict:
+    """Each of estimate's arguments checked as :data:`ARGUMENTS` declares; returns them."""
+    return {k: ARGUMENTS[k].scalar(k, v) for k, v in values.items()}
 
 
 def _attention_choice(attention: str, kernel: str | None) -> tuple[str, str | None, str]:
     """(algorithm, profile implementation or None, naive variant)."""
-    if attention not in ATTENTION:
-        raise PerfmodelError(f"unknown attention={attention!r}; known: {sorted(ATTENTION)}")
     algorithm = ATTENTION[attention]
     if kernel is None:
         return algorithm, None, "minimal"
-    if kernel not in KERNELS:
-        raise PerfmodelError(f"unknown kernel={kernel!r}; known: {sorted(KERNELS)}")
     family, impl, variant = KERNELS[kernel]
     if family != algorithm:
         raise PerfmodelError(f"kernel={kernel!r} implements {family} attention, not {attention!r}")
@@ -447,7 +453,7 @@ def tensor_parallel_shard(spec: ModelSpec, device: HardwareSpec, tp: int) -> Mod
     """What one of ``tp`` devices holds of ``spec`` under Megatron-style tensor parallelism:
     ``h/tp`` query heads, ``h_kv/tp`` K/V heads (one replicated when ``tp > h_kv``),
     ``inter/tp`` MLP columns, ``vocab/tp`` embedding and LM-head rows; norms replicated."""
-    _positive_int("tp", tp)
+    tp = check_arguments(tp=tp)["tp"]
     if tp == 1:
         return spec
     links = device.links
@@ -460,12 +466,10 @@ def tensor_parallel_shard(spec: ModelSpec, device: HardwareSpec, tp: int) -> Mod
             f"tp={tp} exceeds the {links.devices_per_node} devices one {device.name} node joins;"
             " tensor parallelism across nodes is not modelled"
         )
-    widths = (("heads", spec.heads), ("intermediate", spec.intermediate))
-    for name, value in (*widths, ("moe_intermediate", spec.moe_intermediate or tp)):
-        if value % tp:
-            raise PerfmodelError(f"tp={tp} does not divide {spec.name}'s {name}={value}")
-    if spec.kv_heads % tp and tp % spec.kv_heads:
-        raise PerfmodelError(f"tp={tp} and kv_heads={spec.kv_heads}: neither divides the other")
+    problem = _split_problem(spec, tp)
+    if problem is not None:
+        valid = ", ".join(map(str, valid_splits(spec, device)))
+        raise PerfmodelError(f"{problem}; tp can be {valid} on {device.name}")
     shard = spec.model_copy(
         update=dict(
             name=f"{spec.name} (1/{tp})",
@@ -541,7 +545,7 @@ def memory_budget(
     )
 
 
-def _does_not_fit(e: Estimate) -> str:
+def _does_not_fit(e: Estimate, spec: ModelSpec, device: HardwareSpec) -> str:
     m = e.memory
     parts = (
         f"weights {si(m.weights_bytes, 'B')} + KV cache {si(m.kv_cache_bytes, 'B')} + "
@@ -550,12 +554,43 @@ def _does_not_fit(e: Estimate) -> str:
     )
     where = f"one {e.hardware}" if e.tp == 1 else f"{e.tp} x {e.hardware} (tp={e.tp}, per device)"
     need = math.ceil(e.tp * m.total_bytes / m.capacity_bytes)
+    hint = _split_hint(e, need, spec, device)
     return (
         f"{e.model} with batch={e.batch}, prompt={e.prompt}, output={e.output} "
         f"({e.attention} attention) does not fit on {where}: {parts} = "
         f"{si(m.total_bytes, 'B')} > {si(m.capacity_bytes, 'B')}, short by "
-        f"{si(m.shortfall_bytes, 'B')} (at least {need} devices' memory)"
+        f"{si(m.shortfall_bytes, 'B')} (at least {need} devices' memory; {hint})"
     )
+
+
+def _split_hint(e: Estimate, need: int, spec: ModelSpec, device: HardwareSpec) -> str:
+    """The smallest tensor-parallel split from ``need`` devices up that the model and one
+    node of the device allow (what tensor_parallel_shard accepts), or why there is none."""
+    if device.links is None or _link_bytes_per_s(device) is None:
+        return f"{device.name} gives no link bandwidth, so no tp split is modelled"
+    splits = [t for t in valid_splits(spec, device) if t >= max(need, e.tp + 1)]
+    if splits:
+        return f"try tp={splits[0]}, the smallest split {e.model} allows from there"
+    return f"no tensor-parallel split of one {device.name} node gives that"
+
+
+def valid_splits(spec: ModelSpec, device: HardwareSpec) -> list[int]:
+    """The tp values :func:`tensor_parallel_shard` accepts for ``spec`` on one node of
+    ``device`` (up to 64 devices where the spec gives no node size)."""
+    links = device.links
+    most = links.devices_per_node if links is not None and links.devices_per_node else 64
+    return [t for t in range(1, most + 1) if _split_problem(spec, t) is None]
+
+
+def _split_problem(spec: ModelSpec, tp: int) -> str | None:
+    """Why ``spec`` cannot be split ``tp`` ways by heads and MLP columns, or None."""
+    widths = (("heads", spec.heads), ("intermediate", spec.intermediate))
+    for name, value in (*widths, ("moe_intermediate", spec.moe_intermediate or tp)):
+        if value % tp:
+            return f"tp={tp} does not divide {spec.name}'s {name}={value}"
+    if spec.kv_heads % tp and tp % spec.kv_heads:
+        return f"tp={tp} and kv_heads={spec.kv_heads}: neither divides the other"
+    return None
 
 
 def estimate(
@@ -584,21 +619,30 @@ def estimate(
     per device, plus two all-reduces per layer over the device's link).
     ``check_memory=False`` returns an estimate that does not fit instead of raising.
     """
+    args = check_arguments(
+        prompt=prompt,
+        output=output,
+        batch=batch,
+        page_tokens=page_tokens,
+        context=context,
+        tp=tp,
+        dtype=dtype,
+        attention=attention,
+        kernel=kernel,
+        kv=kv,
+        check_memory=check_memory,
+    )
+    prompt, output, batch, page_tokens, tp = (
+        args[k] for k in ("prompt", "output", "batch", "page_tokens", "tp")
+    )
     full, device = load_model(model), load_hardware(hw)
     spec = tensor_parallel_shard(full, device, tp)
-    for name, value in dict(
-        prompt=prompt, output=output, batch=batch, page_tokens=page_tokens
-    ).items():
-        _positive_int(name, value)
-    bytes_per_element(dtype)  # the one dtype check: an unknown name raises, naming it
-    if kv not in KV_LAYOUTS:
-        raise PerfmodelError(f"unknown kv={kv!r}; known: {KV_LAYOUTS}")
     if prompt + output > spec.max_context_tokens:
         raise PerfmodelError(
             f"prompt + output = {prompt + output} tokens exceeds {full.name}'s "
             f"max_context_tokens={spec.max_context_tokens}"
         )
-    context = prompt + output // 2 if context is None else _positive_int("context", context)
+    context = prompt + output // 2 if context is None else args["context"]
     if context > spec.max_context_tokens:
         raise PerfmodelError(
             f"context={context} exceeds {full.name}'s max_context_tokens={spec.max_context_tokens}"
@@ -650,8 +694,8 @@ def estimate(
         memory=memory,
         tp=tp,
     )
-    if check_memory and not memory.fits:
-        raise PerfmodelError(_does_not_fit(result))
+    if args["check_memory"] and not memory.fits:
+        raise PerfmodelError(_does_not_fit(result, full, device))
     return result
 
 
@@ -784,6 +828,10 @@ def estimate_sweep(model, hw, *, prompt, batch, kernel=None, **kwargs) -> list[d
     """
     prompts = prompt if isinstance(prompt, list | tuple) else [prompt]
     batches = batch if isinstance(batch, list | tuple) else [batch]
+    for name, values in (("prompt", prompts), ("batch", batches)):
+        if not values:
+            raise PerfmodelError(f"{name}={values!r} must be a non-empty list of positive integers")
+    check_arguments(kernel=kernel)
     rows = []
     for n in prompts:
         for b in batches:

@@ -13,15 +13,14 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, NonNegativeFloat
+from pydantic import BaseModel, ConfigDict
 
 from perfmodel.catalog.data import data_dir
+from perfmodel.catalog.fields import Fraction, Overhead, PositiveFraction, Ratio
 from perfmodel.catalog.registry import read_toml
 from perfmodel.errors import PerfmodelError
-
-Fraction = Annotated[float, Field(gt=0, le=1)]
 
 
 class Calibration(BaseModel):
@@ -36,21 +35,22 @@ class Calibration(BaseModel):
     #: The kernel family (``specs/kernels``) a fitted profile refines.
     kernel: str | None = None
     algorithm: Literal["naive", "flash"] | None = None
-    matmul_efficiency: Fraction = 1.0
-    vector_efficiency: Fraction = 1.0
-    exp_efficiency: Fraction = 1.0
-    hbm_efficiency: Fraction = 1.0
-    l2_efficiency: Fraction = 1.0
-    launch_overhead_s: NonNegativeFloat | None = None
+    matmul_efficiency: PositiveFraction = 1.0
+    vector_efficiency: PositiveFraction = 1.0
+    exp_efficiency: PositiveFraction = 1.0
+    hbm_efficiency: PositiveFraction = 1.0
+    l2_efficiency: PositiveFraction = 1.0
+    launch_overhead_s: Overhead | None = None
     #: Host time to issue one kernel and wait for it, fitted on synchronous single-call
     #: timings; it enters ``call_latency_s`` only, never the device time ``time_s``.
-    dispatch_overhead_s: NonNegativeFloat = 0.0
+    dispatch_overhead_s: Overhead = 0.0
     #: How far the compute roofs of one kernel overlap: 1 = perfectly (the roofline's max),
     #: 0 = not at all (matmul, exp and vector work add up, as in one warp's FA-2 loop).
-    compute_overlap: Annotated[float, Field(ge=0, le=1)] = 1.0
+    compute_overlap: Fraction = 1.0
     #: Fixed cost of each thread block of a tiled kernel (loading Q, filling the K/V
     #: pipeline, writing O), in units of one inner-loop step.
-    block_overhead_tiles: NonNegativeFloat = 0.0
+    block_overhead_tiles: Ratio = 0.0
+    #: Fit statistics, shown and never computed with (NaN: a stderr the fit cannot give).
     fit: dict[str, int | float | str] = {}
     sources: dict[str, str] = {}
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import functools
 
-from pydantic import BaseModel, ConfigDict, PositiveFloat, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.fields import Latency
 
 
 class Framework(BaseModel):
@@ -25,7 +26,7 @@ class Framework(BaseModel):
     name: str
     aliases: tuple[str, ...] = ()
     description: str = ""
-    call_latency_s: PositiveFloat | None = None
+    call_latency_s: Latency | None = None
     sources: dict[str, str]
 
     @model_validator(mode="after")

@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    Field,
-    NonNegativeFloat,
-    PositiveFloat,
-    PositiveInt,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.fields import (
+    ByteCount,
+    BytesPerSecond,
+    Count,
+    FlopsPerSecond,
+    Latency,
+    Overhead,
+    PositiveFraction,
+)
 from perfmodel.errors import PerfmodelError
 from perfmodel.vocabulary import BYTES_PER_ELEMENT
 from perfmodel.vocabulary import dtype as check_dtype
@@ -43,11 +44,11 @@ class PeakFlops(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    fp32: PositiveFloat | None = None
-    tf32: PositiveFloat | None = None
-    fp16: PositiveFloat | None = None
-    bf16: PositiveFloat | None = None
-    fp8: PositiveFloat | None = None
+    fp32: FlopsPerSecond | None = None
+    tf32: FlopsPerSecond | None = None
+    fp16: FlopsPerSecond | None = None
+    bf16: FlopsPerSecond | None = None
+    fp8: FlopsPerSecond | None = None
 
 
 class Links(BaseModel):
@@ -61,18 +62,18 @@ class Links(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    nvlink_generation: PositiveInt | None = None
-    nvlink_bytes_per_s: PositiveFloat | None = None
-    pcie_generation: PositiveInt | None = None
-    pcie_bytes_per_s: PositiveFloat | None = None
-    infinity_fabric_bytes_per_s: PositiveFloat | None = None
+    nvlink_generation: Count | None = None
+    nvlink_bytes_per_s: BytesPerSecond | None = None
+    pcie_generation: Count | None = None
+    pcie_bytes_per_s: BytesPerSecond | None = None
+    infinity_fabric_bytes_per_s: BytesPerSecond | None = None
     ici_topology: str | None = None
-    ici_bytes_per_s: PositiveFloat | None = None
-    devices_per_node: PositiveInt | None = None
+    ici_bytes_per_s: BytesPerSecond | None = None
+    devices_per_node: Count | None = None
     network: str | None = None
-    network_bytes_per_s: PositiveFloat | None = None
-    link_latency_s: NonNegativeFloat | None = None
-    measured: dict[str, PositiveFloat] = {}
+    network_bytes_per_s: BytesPerSecond | None = None
+    link_latency_s: Overhead | None = None
+    measured: dict[str, BytesPerSecond] = {}
 
     def figures(self) -> list[str]:
         """Dotted names of the figures given (each needs a source)."""
@@ -90,29 +91,29 @@ class HardwareSpec(BaseModel):
     vendor: str
     kind: Literal["gpu", "tpu"]
     peak_flops_per_s: PeakFlops
-    vector_fp32_flops_per_s: PositiveFloat
-    exp_per_s: PositiveFloat | None = None
-    hbm_capacity_bytes: PositiveInt
-    hbm_bandwidth_bytes_per_s: PositiveFloat
-    sm_count: PositiveInt
-    sram_per_sm_bytes: PositiveInt
+    vector_fp32_flops_per_s: FlopsPerSecond
+    exp_per_s: FlopsPerSecond | None = None
+    hbm_capacity_bytes: ByteCount
+    hbm_bandwidth_bytes_per_s: BytesPerSecond
+    sm_count: Count
+    sram_per_sm_bytes: ByteCount
     #: Compute capability as the kernel sources spell it ("sm80", "sm90"): some kernel
     #: families pick their tiles per architecture.
     arch: str | None = None
     #: On-chip capacity of one SM and one block (``perfmodel.onchip``).
-    smem_per_block_bytes: PositiveInt | None = None
-    registers_per_sm: PositiveInt | None = None
-    max_registers_per_thread: PositiveInt | None = None
-    max_threads_per_sm: PositiveInt | None = None
-    max_blocks_per_sm: PositiveInt | None = None
+    smem_per_block_bytes: ByteCount | None = None
+    registers_per_sm: Count | None = None
+    max_registers_per_thread: Count | None = None
+    max_threads_per_sm: Count | None = None
+    max_blocks_per_sm: Count | None = None
     #: Share of the dense matrix peak reachable with warp-level ``mma.sync`` where the
     #: device's full rate needs another instruction (Hopper's ``wgmma``).
-    warp_mma_fraction: Annotated[float, Field(gt=0, le=1)] | None = None
+    warp_mma_fraction: PositiveFraction | None = None
     #: Loaded memory latency: bytes in flight over bandwidth (Little's law), measured.
-    memory_latency_s: PositiveFloat | None = None
-    l2_bytes: PositiveInt | None = None
-    l2_bandwidth_bytes_per_s: PositiveFloat | None = None
-    launch_overhead_s: NonNegativeFloat
+    memory_latency_s: Latency | None = None
+    l2_bytes: ByteCount | None = None
+    l2_bandwidth_bytes_per_s: BytesPerSecond | None = None
+    launch_overhead_s: Overhead
     links: Links | None = None
     sources: dict[str, str]
     notes: str = ""
@@ -156,8 +157,20 @@ class HardwareSpec(BaseModel):
         value = getattr(self.peak_flops_per_s, check_dtype(dtype))
         if value is None:
             given = sorted(self.peak_flops_per_s.model_dump(exclude_none=True))
-            raise PerfmodelError(f"{self.name} has no {dtype} matrix peak; it has {given}")
+            raise PerfmodelError(
+                f"{self.name} has no {dtype} matrix peak; it has {', '.join(given)}: give "
+                f"dtype={self.default_dtype()!r} (--dtype {self.default_dtype()})"
+            )
         return float(value)
+
+    def default_dtype(self, preferred: str = "fp16") -> str:
+        """``preferred`` where the device has a matrix peak for it, else its own 16-bit
+        type (bf16 on a TPU), else the first type it has a peak for."""
+        given = self.peak_flops_per_s.model_dump(exclude_none=True)
+        for name in (preferred, "bf16", "fp16", *given):
+            if name in given:
+                return name
+        raise PerfmodelError(f"{self.name} gives no matrix peak")  # the schema refuses this
 
     def ridge_point(self, dtype: str) -> float:
         """FLOP per HBM byte at which the matrix roof meets the bandwidth slope."""

@@ -23,12 +23,15 @@ import math
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.fields import Count, Flag, count_between
 from perfmodel.errors import PerfmodelError
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
+#: Warps of a block that only load (FA-3's producer warpgroup: 4): 0 to 32.
+ProducerWarps = count_between(0, 32)
 #: Fields that name or describe a family rather than state a fact about it.
 _LABELS = {"name", "aliases", "description", "algorithm", "sources", "assumed"}
 
@@ -53,12 +56,14 @@ class Tile(BaseModel):
 
     model_config = _frozen
 
-    d_max: PositiveInt
-    block_q: PositiveInt
-    block_k: PositiveInt
-    warps: PositiveInt
+    d_max: Count
+    block_q: Count
+    block_k: Count
+    warps: Count
+    #: K/V shared-memory stages of this launch where they differ from the family's
+    kv_stages: Count | None = None
     arch: str | None = None
-    causal: bool | None = None
+    causal: Flag | None = None
 
     def matches(self, d: int, causal: bool, arch: str | None) -> bool:
         return (
@@ -106,14 +111,14 @@ class KernelFamily(BaseModel):
     framework: str
     matmul: MatmulUnit
     softmax: Softmax
-    producer_warps: int = 0
-    kv_stages: PositiveInt
+    producer_warps: ProducerWarps = 0
+    kv_stages: Count
     gqa_packing: GqaPacking
     split_kv: SplitRule
-    split_sm_factor: PositiveInt = 1
-    max_splits: PositiveInt = 1
-    split_block_q: PositiveInt | None = None
-    split_block_k: dict[int, PositiveInt] = {}
+    split_sm_factor: Count = 1
+    max_splits: Count = 1
+    split_block_q: Count | None = None
+    split_block_k: dict[int, Count] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
     tiles: tuple[Tile, ...] = ()
     #: FP8 attention as the family runs it; None: the family has no FP8 kernel.

@@ -16,13 +16,16 @@ from __future__ import annotations
 import functools
 from pathlib import Path
 
-from pydantic import BaseModel, ConfigDict, NonNegativeInt, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.fields import Count, Flag, NonNegativeCount, count_between
 from perfmodel.vocabulary import bytes_per_element
 
 #: Largest relative gap allowed between the stated and the counted parameter number.
 PARAMS_TOLERANCE = 0.01
+#: Parameters of one model: 1 to 10^15.
+Params = count_between(1, 10**15)
 
 
 class LatentAttention(BaseModel):
@@ -33,11 +36,11 @@ class LatentAttention(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    q_lora_rank: PositiveInt
-    kv_lora_rank: PositiveInt
-    qk_nope_head_dim: PositiveInt
-    qk_rope_head_dim: PositiveInt
-    v_head_dim: PositiveInt
+    q_lora_rank: Count
+    kv_lora_rank: Count
+    qk_nope_head_dim: Count
+    qk_rope_head_dim: Count
+    v_head_dim: Count
 
     @property
     def qk_head_dim(self) -> int:
@@ -63,32 +66,32 @@ class ModelSpec(BaseModel):
 
     name: str
     aliases: tuple[str, ...] = ()
-    layers: PositiveInt
-    hidden: PositiveInt
-    heads: PositiveInt
-    kv_heads: PositiveInt
-    head_dim: PositiveInt
-    intermediate: PositiveInt
-    vocab: PositiveInt
-    tie_embeddings: bool
-    qkv_bias: bool = False
+    layers: Count
+    hidden: Count
+    heads: Count
+    kv_heads: Count
+    head_dim: Count
+    intermediate: Count
+    vocab: Count
+    tie_embeddings: Flag
+    qkv_bias: Flag = False
     #: Mixture of experts: MLPs per layer, and how many each token runs (1 and 1: dense).
-    experts: PositiveInt = 1
-    experts_per_token: PositiveInt = 1
+    experts: Count = 1
+    experts_per_token: Count = 1
     #: DeepSeek-style MoE: experts every token runs besides the routed ones, the routed
     #: experts' width, and the first layers that keep a dense MLP of ``intermediate``.
-    shared_experts: NonNegativeInt = 0
-    moe_intermediate: PositiveInt | None = None
-    dense_layers: NonNegativeInt = 0
+    shared_experts: NonNegativeCount = 0
+    moe_intermediate: Count | None = None
+    dense_layers: NonNegativeCount = 0
     #: Local attention: keys a query sees, itself included (Hugging Face's
     #: ``sliding_window``); ``global_every = k``: every k-th layer (1-based) is global
     #: (Gemma 2: 2, Gemma 3: 6), None: every layer is local.
-    sliding_window: PositiveInt | None = None
-    global_every: PositiveInt | None = None
+    sliding_window: Count | None = None
+    global_every: Count | None = None
     #: Multi-head latent attention (DeepSeek-V2/V3); None: standard (GQA) attention.
     mla: LatentAttention | None = None
-    max_context_tokens: PositiveInt
-    params: PositiveInt
+    max_context_tokens: Count
+    params: Params
     sources: dict[str, str]
 
     @model_validator(mode="after")

@@ -14,11 +14,16 @@ from pathlib import Path
 from typing import Literal
 
 import numpy as np
-from pydantic import BaseModel, ConfigDict, PositiveFloat, PositiveInt, model_validator
+from pydantic import BaseModel, ConfigDict, model_validator
 
 from perfmodel.catalog import registry as _registry
+from perfmodel.catalog.fields import Count, between
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
+#: A length quantile: above 0, at most 2^40 tokens or characters.
+Length = between(0.0, 2.0**40, open_low=True)
+#: Characters per token of a tokenizer: above 0, at most 1000.
+CharsPerToken = between(0.0, 1e3, open_low=True)
 _QUANTILE = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
 
 
@@ -28,7 +33,7 @@ class LengthDistribution(BaseModel):
     model_config = _frozen
 
     unit: Literal["tokens", "characters"]
-    quantiles: dict[str, PositiveFloat]
+    quantiles: dict[str, Length]
 
     @model_validator(mode="after")
     def _ordered(self) -> LengthDistribution:
@@ -54,9 +59,9 @@ class Workload(BaseModel):
     description: str = ""
     model: str
     dtype: str = "bf16"
-    concurrency: PositiveInt
-    max_len_tokens: PositiveInt
-    chars_per_token: PositiveFloat | None = None
+    concurrency: Count
+    max_len_tokens: Count
+    chars_per_token: CharsPerToken | None = None
     prompt: LengthDistribution
     response: LengthDistribution
     sources: dict[str, str]
@@ -104,6 +109,11 @@ class Workload(BaseModel):
 @functools.cache
 def workload_registry() -> dict[str, Workload]:
     return _registry.build("workloads", Workload, "workload")
+
+
+def known_workloads() -> list[str]:
+    """Canonical names of the shipped workloads."""
+    return _registry.names(workload_registry())
 
 
 def load_workload(workload: str | Path | Workload) -> Workload:

@@ -12,11 +12,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--workload",
         action="append",
         required=True,
-        help="workload name or .toml path (repeat for several)",
+        help="workload name or .toml path, repeatable: {known:workloads}",
     )
-    p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
-    p.add_argument("--model", default=None, help="model name or .toml (default: the workload's)")
-    p.add_argument("--dtype", default=None, help="weights and KV dtype (default: the workload's)")
+    p.add_argument(
+        "--hw", required=True, help="device name, alias or spec .toml path (perfmodel hw list)"
+    )
+    p.add_argument(
+        "--model", default=None, help="{known:models}, or a .toml (default: the workload's)"
+    )
+    p.add_argument(
+        "--dtype",
+        default=None,
+        help="weights and KV dtype: {known:dtypes} (default: the workload's)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 

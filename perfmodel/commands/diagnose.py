@@ -18,7 +18,7 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sm-util", type=float, help="SM (tensor-core) utilisation, 0..1")
     p.add_argument("--time-s", type=float, help="a measured attention time, seconds")
     p.add_argument("--n", type=int, help="query length of the measured shape")
-    p.add_argument("--hw", help="device name, alias or spec .toml path")
+    p.add_argument("--hw", help="device name, alias or spec .toml path (perfmodel hw list)")
     p.add_argument(
         "--algorithm",
         default="naive",
@@ -42,12 +42,12 @@ def register(sub: argparse._SubParsersAction) -> None:
         action="store_true",
         help="--hbm-util/--sm-util cover attention kernels alone, not a whole step",
     )
-    p.add_argument("--d", type=int, default=128)
-    p.add_argument("--h", type=int, default=1)
-    p.add_argument("--h-kv", type=int, default=None)
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--dtype", default="fp16")
-    p.add_argument("--causal", action="store_true")
+    p.add_argument("--d", type=int, default=128, help="head dimension of the measured shape")
+    p.add_argument("--h", type=int, default=1, help="query heads")
+    p.add_argument("--h-kv", type=int, default=None, help="key/value heads (default --h)")
+    p.add_argument("--batch", type=int, default=1, help="sequences")
+    p.add_argument("--dtype", default="fp16", help="element type: {known:dtypes}")
+    p.add_argument("--causal", action="store_true", help="the measured run was causal")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -79,6 +79,11 @@ def run(args: argparse.Namespace) -> int:
     elif None in utils:
         raise PerfmodelError("give both --hbm-util and --sm-util, or --time-s with --n and --hw")
     else:
-        result = diagnose(args.hbm_util, args.sm_util, attention_only=args.attention_only)
+        result = diagnose(
+            args.hbm_util,
+            args.sm_util,
+            attention_only=args.attention_only,
+            algorithm=args.algorithm,
+        )
     print(json.dumps(dataclasses.asdict(result), indent=2) if args.json else result)
     return 0

@@ -28,14 +28,11 @@ def register(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from perfmodel.arguments import output_folder
+    from perfmodel.arguments import output_file
     from perfmodel.errors import PerfmodelError
     from perfmodel.report.explore import write_page
 
-    out = Path(args.out)
-    output_folder(out.parent if str(out.parent) else ".", "--out")
-    if out.is_dir():
-        raise PerfmodelError(f"--out={args.out!r} is a folder; give a file name")
+    out = output_file(args.out, "--out")
     for m in args.measurements:
         if not Path(m).is_file():
             raise PerfmodelError(f"--measurements {m!r}: no such file")

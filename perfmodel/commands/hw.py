@@ -27,15 +27,25 @@ def run_list(args: argparse.Namespace) -> int:
         specs = [load_hardware(name).model_dump(mode="json") for name in known_names()]
         print(json.dumps(specs, indent=2))
         return 0
-    print(f"{'name':<18} {'aliases':<28} {'bf16':>12} {'HBM BW':>11} {'ridge':>6}")
-    for name in known_names():
-        spec = load_hardware(name)
-        bf16 = spec.peak_flops_per_s.bf16
-        ridge = f"{spec.ridge_point('bf16'):.0f}" if bf16 else "-"
-        print(
-            f"{spec.name:<18} {', '.join(spec.aliases):<28} {si(bf16, 'FLOP/s'):>12} "
-            f"{si(spec.hbm_bandwidth_bytes_per_s, 'B/s'):>11} {ridge:>6}"
+    specs = [load_hardware(name) for name in known_names()]
+    rows = [
+        (
+            spec.name,
+            ", ".join(spec.aliases),
+            si(spec.peak_flops_per_s.bf16, "FLOP/s") if spec.peak_flops_per_s.bf16 else "-",
+            si(spec.hbm_bandwidth_bytes_per_s, "B/s"),
+            f"{spec.ridge_point('bf16'):.0f}" if spec.peak_flops_per_s.bf16 else "-",
         )
+        for spec in specs
+    ]
+    header = ("name", "aliases", "bf16", "HBM BW", "ridge")
+    widths = [max(len(r[i]) for r in (header, *rows)) for i in range(len(header))]
+    for row in (header, *rows):  # names and aliases left, figures right, as wide as needed
+        cells = [
+            c.ljust(w) if i < 2 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(row, widths, strict=True))
+        ]
+        print("  ".join(cells).rstrip())
     return 0
 
 
@@ -54,18 +64,46 @@ def run_show(args: argparse.Namespace) -> int:
             src = spec.sources.get(
                 f"peak_flops_per_s.{dtype}", spec.sources.get("peak_flops_per_s")
             )
-            print(f"  peak_flops_per_s.{dtype:<6} {si(value, 'FLOP/s'):>14}   [{src}]")
-    for key, value in data.items():
-        if key in {"name", "aliases", "vendor", "kind"} or value is None:
-            continue
-        print(f"  {key:<24} {_show(key, value):>14}   [{spec.sources.get(key, '')}]")
+            print(f"  {'peak_flops_per_s.' + dtype:<38} {si(value, 'FLOP/s'):>14}   [{src}]")
+    links = data.pop("links", None) or {}
+    measured = links.pop("measured", {}) or {}
+    rows = [(k, v) for k, v in data.items() if k not in {"name", "aliases", "vendor", "kind"}]
+    rows += [(f"links.{k}", v) for k, v in links.items()]
+    rows += [(f"links.measured.{k}", v) for k, v in measured.items()]
+    for key, value in rows:
+        if value is not None:
+            source = spec.sources.get(key)
+            print(f"  {key:<38} {_show(key, value):>14}" + (f"   [{source}]" if source else ""))
     if spec.notes:
         print(f"  notes: {spec.notes}")
+    from perfmodel.catalog.ceilings import load_ceilings
+
+    measured = load_ceilings(spec)
+    if measured is not None:
+        print_measured(measured, spec, title="measured ceilings")
     return 0
 
 
+def print_measured(c, spec, *, title: str) -> None:
+    """Measured ceilings (``perfmodel.catalog.ceilings``) beside the datasheet's figures."""
+    from perfmodel.catalog.ceilings import beside_datasheet
+
+    print(f"{title} ({c.date}, jax {c.jax_version}, {c.device_kind}; `{c.command}`):")
+    print(f"  {'':<32} {'measured':>14} {'datasheet':>14} {'ratio':>6}")
+    for name, m, sheet in beside_datasheet(c, spec):
+        ratio = f"{m.value / sheet:6.2f}" if sheet else ""
+        shown = _show(name, sheet) if sheet else ""
+        print(f"  {name:<32} {_show(name, m.value):>14} {shown:>14} {ratio}   [{m.size}]")
+
+
 def _show(key: str, value: object) -> str:
-    """A figure in readable units, read off the unit suffix of its name."""
+    """A figure in readable units, read off the unit suffix of its name. Sizes that are
+    a whole number of KiB, MiB or GiB (SRAM, caches: how their sources state them) show
+    in those binary units; the rest in SI units (HBM capacity: 141 GB)."""
+    if key.endswith("_bytes") and isinstance(value, int) and not key.startswith("hbm_"):
+        for power, unit in ((3, "GiB"), (2, "MiB"), (1, "KiB")):
+            if value >= 1024**power and value % 1024**power == 0:
+                return f"{value // 1024**power} {unit}"
     for suffix, unit in (
         ("_flops_per_s", "FLOP/s"),
         ("_bytes_per_s", "B/s"),

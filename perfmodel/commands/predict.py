@@ -8,21 +8,37 @@ import json
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("predict", help="naive vs flash attention on one device")
-    p.add_argument("--n", type=int, required=True, help="query length")
-    p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
+    p.add_argument("--n", type=int, required=True, help="query length, tokens")
+    p.add_argument(
+        "--hw", required=True, help="device name, alias or spec .toml path: {known:devices}"
+    )
     p.add_argument("--d", type=int, default=128, help="head dimension")
     p.add_argument("--h", type=int, default=1, help="query heads")
-    p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA)")
-    p.add_argument("--batch", type=int, default=1)
-    p.add_argument("--dtype", default="fp16")
+    p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA; default --h)")
+    p.add_argument("--batch", type=int, default=1, help="sequences")
+    p.add_argument(
+        "--dtype",
+        default=None,
+        help="element type: {known:dtypes} (default fp16, or the device's own 16-bit "
+        "matrix type where it has no fp16 peak: bf16 on TPUs)",
+    )
     p.add_argument("--kv-len", type=int, default=None, help="key length (default n)")
-    p.add_argument("--causal", action="store_true")
+    p.add_argument("--causal", action="store_true", help="causal mask (default: none)")
     p.add_argument("--block-q", type=int, default=None, help="B_r (default: the family's)")
     p.add_argument("--block-k", type=int, default=None, help="B_c (default: the family's)")
     p.add_argument(
-        "--kernel", default=None, help="kernel family of the fused side (perfmodel kernels list)"
+        "--kernel",
+        default=None,
+        help="kernel family of the fused side: {known:kernels}, or a .toml path "
+        "(default fa2, or the family a --calibration refines)",
     )
-    p.add_argument("--calibration", action="append", default=None, help="profile name or path")
+    p.add_argument(
+        "--calibration",
+        action="append",
+        default=None,
+        help="profile name or .toml path, repeatable: {known:calibrations} "
+        "(default: datasheet deratings)",
+    )
     p.add_argument(
         "--mode",
         default="forward",
@@ -36,16 +52,18 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from perfmodel.catalog.hardware import load_hardware
     from perfmodel.prediction import predict
 
+    spec = load_hardware(args.hw)
     pred = predict(
         n=args.n,
-        hw=args.hw,
+        hw=spec,
         d=args.d,
         h=args.h,
         h_kv=args.h_kv,
         batch=args.batch,
-        dtype=args.dtype,
+        dtype=spec.default_dtype() if args.dtype is None else args.dtype,
         causal=args.causal,
         block_q=args.block_q,
         block_k=args.block_k,

@@ -10,7 +10,9 @@ import sys
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="sweep n: conclusions, misconceptions, figures")
-    p.add_argument("--hw", required=True, help="device name, alias or spec .toml path")
+    p.add_argument(
+        "--hw", required=True, help="device name, alias or spec .toml path (perfmodel hw list)"
+    )
     p.add_argument("--out", required=True, help="folder for report.md and the PNGs")
     p.add_argument(
         "--measurements",
@@ -25,7 +27,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "--h", type=int, default=None, help="query heads (default 1, or the measurements' own)"
     )
     p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA)")
-    p.add_argument("--batch", type=int, default=1)
+    p.add_argument("--batch", type=int, default=1, help="sequences")
     p.add_argument(
         "--tokens",
         type=int,
@@ -33,11 +35,19 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="instead of --batch: batch = max(1, TOKENS // n) at each n "
         "(default: the measurements' own, when they keep b·n fixed)",
     )
-    p.add_argument("--dtype", default=None, help="default fp16, or the measurements' own")
-    p.add_argument("--causal", action="store_true")
+    p.add_argument(
+        "--dtype", default=None, help="{known:dtypes} (default fp16, or the measurements' own)"
+    )
+    p.add_argument("--causal", action="store_true", help="causal mask (default: none)")
     p.add_argument("--block-q", type=int, default=128, help="B_r")
     p.add_argument("--block-k", type=int, default=128, help="B_c")
-    p.add_argument("--n", type=int, nargs="+", default=None, help="the n values of the sweep")
+    p.add_argument(
+        "--n",
+        type=int,
+        nargs="+",
+        default=None,
+        help="the n values of the sweep (default: powers of two, 128 to 128K)",
+    )
     p.add_argument("--cp", type=int, default=1, help="also: the sequence split over CP devices")
     p.add_argument("--cp-scheme", default="ring", help="ring (default), allgather or ulysses")
     p.add_argument("--tp", type=int, default=1, help="also: the heads split over TP devices")

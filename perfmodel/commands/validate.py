@@ -14,7 +14,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "files", nargs="+", help="measurement JSON files (perfmodel.validation.measured)"
     )
-    p.add_argument("--hw", default=None, help="device (default: each run's device name)")
+    p.add_argument(
+        "--hw", default=None, help="device name or .toml path (default: each run's device name)"
+    )
     p.add_argument("--fit", action="store_true", help="fit calibration profiles, report LOO error")
     p.add_argument(
         "--save-calibration",
@@ -37,7 +39,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         "d>=256,causal=true (perfmodel.validation.holdout); --published adds the papers' tables",
     )
     p.add_argument("--published", action="store_true", help="with --holdout: published tables too")
-    p.add_argument("--json", action="store_true")
+    p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
 

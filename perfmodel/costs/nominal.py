@@ -9,7 +9,7 @@ five such products (S recomputed, dV, dP, dQ, dK: FlashAttention-2 §3.2), 2.5×
 forward; a training step both.
 
 Plain numbers in, a float out, and no pydantic or jax on the way: the GPU benchmarks
-(``pallas_kernels/bench*.py``) import it, and so does ``Point.nominal_flops`` in
+(``kernel_bench/bench*.py``) import it, and so does ``Point.nominal_flops`` in
 ``perfmodel.validation.measured``.
 
 >>> nominal_flops(batch=1, h=1, n=1024, kv_len=1024, d=128)  # 4·1024²·128

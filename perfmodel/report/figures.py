@@ -24,6 +24,7 @@ from perfmodel.analysis.asymptotics import (
     crossover_n,
     naive_oom_n,
 )
+from perfmodel.atomic import save_figure
 from perfmodel.catalog.hardware import load_hardware
 from perfmodel.report.measured import measured_pairs
 from perfmodel.roofline import attainable_flops_per_s
@@ -48,8 +49,7 @@ def _figure(ncols: int = 1, width: float = 8.0):
 
 def _save(fig: Any, path: str | Path) -> Path:
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path)
+    save_figure(fig, path)
     return path
 
 

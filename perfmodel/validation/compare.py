@@ -100,10 +100,12 @@ class Row:
 
 @dataclass
 class ImplementationSummary:
-    implementation: str
+    implementation: str  #: the group's label (:func:`group_of`)
     count: int
     median_abs_error: float
     max_abs_error: float
+    #: signed: below 0 the model is too fast (optimistic)
+    median_error: float
     violations: list[Row]
     worst: list[Row]
     loo_median_abs_error: float | None = None
@@ -147,7 +149,11 @@ def _launch(p: Point, tiles: tuple[int | None, int | None] | None = None) -> Sha
 
 def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict:
     """``predict`` arguments for a point (:func:`_launch`), and how its naive side compiles."""
-    out = {**_launch(p, tiles).kwargs(), "naive": NAIVE_OF.get(p.implementation, "minimal")}
+    out = {
+        **_launch(p, tiles).kwargs(),
+        "naive": NAIVE_OF.get(p.implementation, "minimal"),
+        "mode": p.phase or "forward",
+    }
     if algorithm_of(p) != "flash":
         del out["kernel"]  # the fused side is not what was timed
         return out
@@ -172,6 +178,8 @@ def _floor(p: Point, hw: HardwareSpec) -> float:
 def _config_key(p: Point) -> tuple:
     return (
         p.implementation,
+        p.family,
+        p.phase,
         p.n,
         p.kv_len,
         p.d,
@@ -436,18 +444,37 @@ def default_profile(p: Point, hw: HardwareSpec) -> Calibration | None:
 
 
 # --- the report -----------------------------------------------------------------
+#: A call of at most this many query rows against a longer KV cache is a decode step.
+DECODE_ROWS = 16
+
+
+def group_of(p: Point) -> str:
+    """A summary's label: the implementation, its family where that is not the one the
+    implementation implies, and the mode where it is not the forward: the phase
+    (``pallas_flash [pallas-mosaic] (train)``), or ``(decode)``."""
+    label = p.implementation
+    if p.family is not None and p.family != FAMILY_OF.get(p.implementation, p.family):
+        label += f" [{p.family}]"
+    if p.phase not in (None, "forward"):
+        label += f" ({p.phase})"
+    elif p.n <= DECODE_ROWS < p.kv_len and p.implementation != "paged_decode":
+        label += " (decode)"
+    return label
+
+
 def summarise(rows: Sequence[Row], worst: int = 3) -> dict[str, ImplementationSummary]:
     out: dict[str, ImplementationSummary] = {}
-    for impl in sorted({r.point.implementation for r in rows}):
-        mine = [r for r in rows if r.point.implementation == impl]
+    for label in sorted({group_of(r.point) for r in rows}):
+        mine = [r for r in rows if group_of(r.point) == label]
         errors = [abs(r.error) for r in mine]
-        out[impl] = ImplementationSummary(
-            implementation=impl,
+        out[label] = ImplementationSummary(
+            implementation=label,
             count=len(mine),
             median_abs_error=statistics.median(errors),
             max_abs_error=max(errors),
             violations=[r for r in mine if r.violates_lower_bound],
             worst=sorted(mine, key=lambda r: -abs(r.error))[:worst],
+            median_error=statistics.median(r.error for r in mine),
         )
     return out
 
@@ -472,7 +499,7 @@ def validate(
     summary = summarise(rows)
     if fit_profiles:
         for impl, s in summary.items():
-            mine = [r for r in rows if r.point.implementation == impl]
+            mine = [r for r in rows if group_of(r.point) == impl]
             if len(mine) <= len(PARAMETERS):  # too few points to fit: report unfitted
                 continue
             slug = mine[0].hw.aliases[0] if mine[0].hw.aliases else "device"

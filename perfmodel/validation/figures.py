@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from perfmodel.atomic import save_figure
 from perfmodel.validation.compare import Row
 
 _COLOURS = {
@@ -73,7 +74,7 @@ def parity_plot(rows: Sequence[Row], path: Path, loo: dict[str, list[float]] | N
         ax.legend(loc="upper left", fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
     plt.close(fig)
     return path
 
@@ -115,6 +116,6 @@ def time_vs_n_plot(rows: Sequence[Row], path: Path, label: str = "model") -> Pat
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=7)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_figure(fig, path, dpi=110)
     plt.close(fig)
     return path

@@ -54,12 +54,14 @@ def _term(text: str) -> Callable[[Run, Point], bool]:
     if key == "run":
         return lambda run, p: run.run_id.startswith(tuple(value.split("|")))
 
+    if key != "family" and key not in Point.model_fields:
+        known = ", ".join(dict.fromkeys(["run", "family", *Point.model_fields]))
+        raise PerfmodelError(
+            f"holdout key {key!r} is not a field of a measured point; known: {known}"
+        )
+
     def field(run: Run, p: Point) -> Any:
-        if key == "family":
-            return family_of(p)
-        if not hasattr(p, key):
-            raise PerfmodelError(f"holdout key {key!r} is not a field of a measured point")
-        return getattr(p, key)
+        return family_of(p) if key == "family" else getattr(p, key)
 
     def parse(v: str) -> Any:
         if v in ("true", "false"):
@@ -72,7 +74,11 @@ def _term(text: str) -> Callable[[Run, Point], bool]:
     options = [parse(v) for v in value.split("|")]
     if op is operator.eq:
         return lambda run, p: any(field(run, p) == o for o in options)
-    return lambda run, p: op(field(run, p), options[0])
+    bound = options[0]
+    if isinstance(bound, bool) or not isinstance(bound, float) or len(options) > 1:
+        raise PerfmodelError(f"holdout term {text!r}: {value!r} must be one number")
+    # a point that does not record the field (block_q of a naive point) is not held out
+    return lambda run, p: isinstance(v := field(run, p), int | float) and op(v, bound)
 
 
 def select_test(spec: str) -> Callable[[Run, Point], bool]:

@@ -2,7 +2,7 @@
 
 A measurement file (``specs/measurements/*.json``) holds runs; each run is one
 benchmark process on one device, with the ceilings it measured and one point per
-(implementation, shape) it timed. The GPU benchmark (``pallas_kernels/bench.py``)
+(implementation, shape) it timed. The GPU benchmark (``kernel_bench/bench.py``)
 writes the same field names with plain ``json`` (its image has no pydantic); this
 module validates them. It never imports jax. Units are SI: seconds, bytes, FLOP/s.
 
@@ -13,37 +13,50 @@ True
 
 from __future__ import annotations
 
+import functools
 import json
+import math
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Literal
 
-from pydantic import (
-    BaseModel,
-    ConfigDict,
-    NonNegativeFloat,
-    NonNegativeInt,
-    PositiveFloat,
-    PositiveInt,
-    ValidationError,
-    model_validator,
-)
+from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from perfmodel.atomic import write_json
-from perfmodel.catalog.registry import parse_model, read_text
+from perfmodel.catalog.fields import (
+    ByteCount,
+    BytesPerSecond,
+    Count,
+    Flag,
+    FlopsPerSecond,
+    Fraction,
+    NonNegativeCount,
+    Overhead,
+    Ratio,
+    Seconds,
+    between,
+)
+from perfmodel.catalog.registry import parse, parse_model, read_text
 from perfmodel.costs import nominal
 from perfmodel.errors import PerfmodelError
 from perfmodel.shape import Shape
 from perfmodel.vocabulary import Implementation, dtype
 
 Status = Literal["ok", "oom", "error"]
-#: How ``device_time_s`` was measured (pallas_kernels/_timing.py): CUPTI's summed kernel
+Phase = Literal["forward", "backward", "train"]
+#: How ``device_time_s`` was measured (kernel_bench/timing.py): CUPTI's summed kernel
 #: durations per call; wall time of calls queued back to back; or (naive, one early run)
 #: CUPTI over the three steps compiled as one program with optimisation barriers.
 DeviceTimeMethod = Literal["cupti_kernel_sum", "queued_calls", "cupti_one_program_barriers"]
 #: What ``median_s`` is: device time, or (files before 2026-11-30, no field) wall time
 #: per call with up to 50 calls queued per synchronised sample, host dispatch included.
 TimeBasis = Literal["device", "legacy_queued"]
+
+
+#: A clock rate: 1 MHz to 100 GHz.
+Hertz = between(1e6, 1e11, unit=" Hz")
+#: Tokens per second: above 0, at most 10^15.
+TokenRate = between(0.0, 1e15, open_low=True, unit=" tokens/s")
 
 
 class _Frozen(BaseModel):
@@ -53,63 +66,66 @@ class _Frozen(BaseModel):
 class Ceilings(_Frozen):
     """Rates measured on the device in the same run as the points."""
 
-    matmul_bf16_flops_per_s: PositiveFloat
-    copy_bytes_per_s: PositiveFloat  #: bytes read + bytes written, per second
-    l2_read_bytes_per_s: PositiveFloat | None = None
-    launch_overhead_s: PositiveFloat | None = None
-    l2_bytes: PositiveInt | None = None
-    sm_count: PositiveInt | None = None
-    clock_hz: PositiveFloat | None = None
+    matmul_bf16_flops_per_s: FlopsPerSecond
+    copy_bytes_per_s: BytesPerSecond  #: bytes read + bytes written, per second
+    l2_read_bytes_per_s: BytesPerSecond | None = None
+    launch_overhead_s: Overhead | None = None
+    l2_bytes: ByteCount | None = None
+    sm_count: Count | None = None
+    clock_hz: Hertz | None = None
 
 
 class Point(_Frozen):
     """One implementation timed at one shape; times are over ``runs`` timed calls."""
 
     implementation: Implementation
-    n: PositiveInt  #: query length
-    kv_len: PositiveInt
-    d: PositiveInt
-    h: PositiveInt
-    h_kv: PositiveInt
-    batch: PositiveInt
+    n: Count  #: query length
+    kv_len: Count
+    d: Count
+    h: Count
+    h_kv: Count
+    batch: Count
     dtype: str
-    causal: bool
-    block_q: PositiveInt | None = None
-    block_k: PositiveInt | None = None
+    causal: Flag
+    block_q: Count | None = None
+    block_k: Count | None = None
     #: Paged decode only: tokens per KV page, and KV chunks per sequence (split-KV).
-    page_size: PositiveInt | None = None
-    splits: PositiveInt | None = None
-    num_warps: PositiveInt | None = None
-    num_stages: PositiveInt | None = None
+    page_size: Count | None = None
+    splits: Count | None = None
+    num_warps: Count | None = None
+    num_stages: Count | None = None
     status: Status
     error: str | None = None
-    median_s: PositiveFloat | None = None
-    p10_s: PositiveFloat | None = None
-    p90_s: PositiveFloat | None = None
-    min_s: PositiveFloat | None = None
-    runs: NonNegativeInt = 0
+    median_s: Seconds | None = None
+    p10_s: Seconds | None = None
+    p90_s: Seconds | None = None
+    min_s: Seconds | None = None
+    runs: NonNegativeCount = 0
     #: nominal FLOPs (``perfmodel.costs.nominal``: 4·b·h·n·kv_len·d, halved when causal)
     #: over ``median_s``
-    tflops: PositiveFloat | None = None
-    tokens_per_s: PositiveFloat | None = None  #: batch * n / median_s
-    peak_memory_bytes: NonNegativeInt | None = None
+    tflops: Ratio | None = None
+    tokens_per_s: TokenRate | None = None  #: batch * n / median_s
+    peak_memory_bytes: NonNegativeCount | None = None
     #: Kernel family of the implementation (specs/kernels/*.toml), when recorded.
     family: str | None = None
+    #: What one call timed: the forward (absent in older files), the backward alone, or a
+    #: training step (forward and backward in one call); ``predict``'s ``mode``.
+    phase: Phase | None = None
     #: Absent in older files: read as "legacy_queued" (:meth:`basis`).
     time_basis: TimeBasis | None = None
     #: Device time per call, the quantity the model's ``time_s`` predicts.
-    device_time_s: PositiveFloat | None = None
+    device_time_s: Seconds | None = None
     device_time_method: DeviceTimeMethod | None = None
-    kernels_per_call: PositiveInt | None = None  #: kernels CUPTI saw per call
+    kernels_per_call: Count | None = None  #: kernels CUPTI saw per call
     #: Wall time per call with calls queued back to back, and the share of a sample the
     #: host spent issuing them (near 1: host-bound, the number is dispatch).
-    queued_time_s: PositiveFloat | None = None
-    queued_host_share: NonNegativeFloat | None = None
-    queued_calls_per_sample: PositiveInt | None = None
+    queued_time_s: Seconds | None = None
+    queued_host_share: Fraction | None = None
+    queued_calls_per_sample: Count | None = None
     #: One synchronous call as a user's script sees it: dispatch, kernels, sync.
-    call_latency_s: PositiveFloat | None = None
-    call_latency_p10_s: PositiveFloat | None = None
-    call_latency_samples: PositiveInt | None = None
+    call_latency_s: Seconds | None = None
+    call_latency_p10_s: Seconds | None = None
+    call_latency_samples: Count | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Point:
@@ -182,11 +198,18 @@ class MeasurementFile(_Frozen):
 
 def read_measurement_file(path: str | Path) -> MeasurementFile:
     """Parse and validate one file; raises PerfmodelError naming the file and the problem."""
-    try:
-        raw = json.loads(read_text(path, "measurement"), parse_constant=_no_constant)
-    except ValueError as err:  # not JSON, or NaN/Infinity in it
-        raise PerfmodelError(f"measurement file {str(path)!r} is not JSON: {err}") from None
+    loads = functools.partial(json.loads, parse_constant=_no_constant, parse_float=_finite)
+    raw = parse(read_text(path, "measurement"), path, "measurement", loads)
     return parse_model(MeasurementFile, raw, path, "measurement")
+
+
+def _finite(text: str) -> float:
+    """A JSON number as a float; one too large for a float (``1e999``) is refused, not
+    read as infinity."""
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is too large for a number")
+    return value
 
 
 def _no_constant(name: str) -> float:

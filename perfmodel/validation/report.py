@@ -14,14 +14,16 @@ def _pct(x: float | None) -> str:
 
 
 def report_text(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) -> str:
+    w = max([14, *(len(s.implementation) for s in summary.values())])
     lines = [
         f"{len(rows)} measured points; error = predicted / measured - 1",
-        f"{'implementation':<14} {'points':>6} {'median|err|':>12} {'max|err|':>9} "
-        f"{'LOO median':>11} {'LOO max':>8} {'below floor':>11}",
+        f"{'implementation':<{w}} {'points':>6} {'median err':>10} {'median|err|':>12} "
+        f"{'max|err|':>9} {'LOO median':>11} {'LOO max':>8} {'below floor':>11}",
     ]
     for s in summary.values():
         lines.append(
-            f"{s.implementation:<14} {s.count:>6} {_pct(s.median_abs_error):>12} "
+            f"{s.implementation:<{w}} {s.count:>6} {s.median_error:>+10.1%} "
+            f"{_pct(s.median_abs_error):>12} "
             f"{_pct(s.max_abs_error):>9} {_pct(s.loo_median_abs_error):>11} "
             f"{_pct(s.loo_max_abs_error):>8} {len(s.violations):>11}"
         )
@@ -84,6 +86,7 @@ def report_json(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) 
         "summary": {
             k: {
                 "points": s.count,
+                "median_error": s.median_error,
                 "median_abs_error": s.median_abs_error,
                 "max_abs_error": s.max_abs_error,
                 "loo_median_abs_error": s.loo_median_abs_error,

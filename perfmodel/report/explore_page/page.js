@@ -115,7 +115,8 @@ function launchTiles(st, dev, fam) {
   checkTile("block_q", bq, 16);
   checkTile("block_k", bk, 8);
   const s = dev.bytes[st.dtype];
-  const smem = (bq + fam.kv_stages * 2 * bk) * st.d * s;
+  const stages = tile.kv_stages === null ? fam.kv_stages : tile.kv_stages;
+  const smem = (bq + stages * 2 * bk) * st.d * s;
   const threads = 32 * warps, producers = 32 * fam.producer_warps;
   const regs = (bq * bk + bq * st.d + 2 * bq) / threads;
   const limit = dev.smem_per_block_bytes || dev.sram_per_sm_bytes;
@@ -137,7 +138,7 @@ function launchTiles(st, dev, fam) {
     onchip: {
       blocks_per_sm: Math.max(blocks, 1),
       spill_bytes_per_tile: 2 * 4 * spilled * threads,
-      bytes_in_flight: 2 * bk * st.d * s * (fam.producer_warps ? fam.kv_stages : 1),
+      bytes_in_flight: 2 * bk * st.d * s * (fam.producer_warps ? stages : 1),
     },
   };
 }

@@ -3,11 +3,11 @@
 Two modes, each appending one run to ``--out`` (plain JSON, the field names of
 ``perfmodel.validation.measured``; the GPU image has no pydantic)::
 
-    python -m pallas_kernels.bench_heldout remeasure --out FILE --budget-s 150
-    python -m pallas_kernels.bench_heldout heldout --out FILE --budget-s 150
-    python -m pallas_kernels.bench_heldout remeasure heldout --out A B --budget-s 110 100
-    python -m pallas_kernels.bench_heldout remeasure --skip-done A --out C   # the rest
-    python -m pallas_kernels.bench_heldout remeasure --skip-done A --min-n 16384 --out C
+    python -m kernel_bench.bench_heldout remeasure --out FILE --budget-s 150
+    python -m kernel_bench.bench_heldout heldout --out FILE --budget-s 150
+    python -m kernel_bench.bench_heldout remeasure heldout --out A B --budget-s 110 100
+    python -m kernel_bench.bench_heldout remeasure --skip-done A --out C   # the rest
+    python -m kernel_bench.bench_heldout remeasure --skip-done A --min-n 16384 --out C
 
 ``mgpu`` times float16 held-out shapes that JAX's Mosaic-GPU attention accepts
 (``MGPU``), beside ours and cuDNN.
@@ -26,7 +26,7 @@ peer with TMA, wgmma and warp specialisation), all in the same run.
 
 Every point records device time (``device_time_s``: CUPTI kernel time, else calls
 queued back to back), ``queued_time_s`` and ``call_latency_s`` (one synchronous call);
-``median_s`` is the device time. See ``pallas_kernels/_timing.py``. A point that
+``median_s`` is the device time. See ``kernel_bench/timing.py``. A point that
 fails (unsupported shape, out of memory) is recorded with its error; the run file is
 rewritten atomically after every point, and no point starts after ``--budget-s``.
 """
@@ -77,16 +77,6 @@ MGPU = [
     (1, 16384, 32, 8, 128, True, "float16"),
     (4, 8192, 16, 16, 64, False, "float16"),
 ]
-#: Kernel family of each implementation (specs/kernels/*.toml); mgpu_attention is
-#: JAX's own Mosaic-GPU kernel, an FA-3-style design (TMA, wgmma, two compute warpgroups).
-FAMILY = {
-    "pallas_flash": "pallas-triton",
-    "cudnn": "cudnn",
-    "xla": "xla-naive",
-    "naive": "xla-naive",
-    "naive_jit": "xla-naive",
-    "mgpu_attention": "pallas-mosaic",
-}
 #: Skip naive (S and P in HBM) above this many score bytes per call: seconds per call.
 NAIVE_MAX_SCORE_BYTES = 6e9
 
@@ -109,11 +99,9 @@ def candidates(impl: str, d: int, causal: bool, cfg: dict | None) -> list[dict |
     if impl == "pallas_flash":
         if cfg:
             return [cfg]
-        if d == 256:
-            return [{"block_q": 64, "block_k": 32}]
-        from pallas_kernels.bench import tuned_config
+        from kernel_bench.bench import tuned_config
 
-        return [tuned_config(d, causal)] if d in (64, 128) else [None]
+        return [tuned_config(d, causal)]
     if impl == "mgpu_attention":
         return [{"block_q": 64, "block_k": bk, "num_stages": 2} for bk in (128, 64)]
     return [None]
@@ -129,12 +117,12 @@ def make_fns(impl: str, causal: bool, cfg: dict | None):
         f = jax.jit(lambda q, k, v: naive_attention_jit(q, k, v, causal=causal))
         return f, None
     if impl == "naive":
-        from pallas_kernels.bench import impl_fn
+        from kernel_bench.bench import impl_fn
 
         return impl_fn("naive", causal=causal, cfg=None), None
     if impl == "mgpu_attention":
         return _mgpu_fn(causal, cfg["block_q"], cfg["block_k"], cfg["num_stages"]), None
-    from pallas_kernels.bench import impl_fn
+    from kernel_bench.bench import impl_fn
 
     return impl_fn(impl, causal=causal, cfg=cfg), None
 
@@ -156,7 +144,7 @@ def _shape(batch, n, h, h_kv, d, causal, dtype) -> dict:
 
 
 def _empty_point(impl: str, shape: dict) -> dict:
-    from pallas_kernels.bench import empty_point
+    from kernel_bench.bench import empty_point
 
     return empty_point(impl, shape)
 
@@ -165,8 +153,8 @@ def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float 
     """One implementation at one shape, device time and latency; never raises."""
     import jax
 
-    from pallas_kernels._timing import measure_all
-    from pallas_kernels.bench import make_inputs, record_failure, timed_fields
+    from kernel_bench.bench import make_inputs, record_failure, timed_fields
+    from kernel_bench.timing import measure_all
     from perfmodel.costs.nominal import nominal_flops
 
     point = _empty_point(impl, shape)
@@ -204,10 +192,10 @@ def time_point(impl: str, shape: dict, cfg: dict | None = None, budget_s: float 
 
 
 def remeasure_jobs() -> list[tuple]:
-    from pallas_kernels.bench import tuned_config
+    from kernel_bench.bench import tuned_config
 
     jobs = []
-    for n in ONE_HEAD_NS:  # the one-head series, as pallas_kernels.recheck timed it
+    for n in ONE_HEAD_NS:  # the one-head series, as kernel_bench.recheck timed it
         shape = _shape(1, n, 1, 1, 128, False, "bfloat16")
         ours = dict(zip(_CFG, (128, 128, 8, 3), strict=True))
         jobs += [("naive", shape, None), ("pallas_flash", shape, ours), ("cudnn", shape, None)]
@@ -263,7 +251,7 @@ def heldout_jobs(shapes=None, impls=HELDOUT_IMPLS) -> list[tuple]:
 
 
 def run(mode: str, out: Path, budget_s: float, ceilings=None, skip_done=None, min_n=0) -> dict:
-    from pallas_kernels.bench import RunWriter, new_run
+    from kernel_bench.bench import RunWriter, new_run
 
     deadline = time.monotonic() + budget_s
     if mode == "remeasure":

@@ -6,7 +6,7 @@ three jitted steps on its own (median of ``--samples`` synchronised samples afte
 warm-up), reads XLA's ``bytes accessed`` from the compiled step, and counts the
 kernels (fusions and library calls) in its optimised HLO. Plain JSON out; no pydantic.
 
-    python -m pallas_kernels.naive_breakdown --out FILE
+    python -m kernel_bench.naive_breakdown --out FILE
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import statistics
 import jax
 import jax.numpy as jnp
 
-from pallas_kernels._ceilings import median_time
-from pallas_kernels.bench import atomic_write_json, git_commit
+from kernel_bench.bench import atomic_write_json, git_commit
+from kernel_bench.probes import median_time
 from pallas_kernels.naive import pv_step, scores_step, softmax_step
 
 SHAPES = [  # (n, d, causal); batch = 16384 // n tokens, h = 16 as in the sweep

@@ -4,7 +4,7 @@ Reads measurement files as plain JSON (old points and new device-time points ali
 every point of every run, not the newest per configuration) and lists each point whose
 fastest time lies below the floor of a public path::
 
-    python -m pallas_kernels.floor_check specs/measurements/*.json
+    python -m kernel_bench.floor_check specs/measurements/*.json
 
 Paths: forward points against ``predict(...).flash.t_lower_s`` (fused kernels: ours,
 cuDNN, JAX's Mosaic attention; the lowest over the tiles a peer may use) or

@@ -6,16 +6,16 @@ pydantic on the GPU image), rewritten after every item:
 1. **Correctness** against the float64 reference (``reference.attention_float64``) on
    odd lengths, GQA, causal, fully masked rows (the test hook ``diagonal_offset``),
    large logits, head dims 64/128/256, float16 and bfloat16, and each schedule
-   variant (``overlap_qk``, ``ping_pong`` off).
+   schedule variant (``overlap``: pv, qk, none; ``persistent``).
 2. **Speed** per shape of every backend in the same run: ours (Mosaic, and its
    variants at one shape), our Triton kernel, cuDNN
    (``jax.nn.dot_product_attention(implementation="cudnn")``) and JAX's own Mosaic GPU
    attention (``jax.experimental.pallas.ops.gpu.attention_mgpu``, float16 only: its
    shared-memory buffers are float16). Device time is CUPTI kernel time
-   (``pallas_kernels._timing.kernel_time``), with calls queued back to back as a
+   (``kernel_bench.timing.kernel_time``), with calls queued back to back as a
    second measure; TFLOP/s are nominal (``perfmodel.costs.nominal``).
 
-    PYTHONPATH=. python -m pallas_kernels.mosaic_check --out $OUT/mosaic_check.json
+    PYTHONPATH=. python -m kernel_bench.mosaic_check --out $OUT/mosaic_check.json
 """
 
 from __future__ import annotations
@@ -44,13 +44,20 @@ CORRECTNESS = [
     (1, 384, 384, 4, 2, 256, True, "float16", {}),
     (1, 1, 1, 2, 2, 128, True, "bfloat16", {}),
     (1, 640, 640, 4, 4, 128, True, "bfloat16", {"overlap": "qk"}),
-    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"overlap": "none", "ping_pong": True}),
-    (1, 640, 640, 4, 1, 128, False, "bfloat16", {"overlap": "qk", "ping_pong": True}),
-    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"ping_pong": True}),
+    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"overlap": "none"}),
+    (1, 640, 640, 4, 1, 128, False, "bfloat16", {"overlap": "qk"}),
+    (1, 640, 640, 4, 4, 128, True, "bfloat16", {"persistent": False}),
     (2, 1000, 1000, 8, 2, 128, True, "bfloat16", {"persistent": True}),
-    (3, 700, 700, 3, 3, 64, False, "float16", {"persistent": True, "ping_pong": True}),
+    (3, 700, 700, 3, 3, 64, False, "float16", {"persistent": True}),
     (2, 520, 520, 4, 2, 256, True, "bfloat16", {"persistent": True}),
     (1, 640, 640, 2, 2, 64, True, "float16", {"block_k": 64, "num_stages": 3}),
+    # head dims not a multiple of 64 (zero-padded) and 192 (native)
+    (1, 300, 300, 4, 2, 96, True, "bfloat16", {}),
+    (1, 257, 257, 2, 1, 80, False, "float16", {}),
+    (2, 200, 333, 4, 4, 112, False, "bfloat16", {}),
+    (1, 300, 300, 6, 2, 160, True, "float16", {}),
+    (1, 384, 384, 4, 2, 192, True, "bfloat16", {}),
+    (1, 200, 200, 2, 2, 192, False, "float16", {}),
 ]
 TOLERANCE = {"float16": 4e-3, "bfloat16": 2e-2}
 #: Schedule variants timed beside the default at n=4096, d=128, bfloat16.
@@ -154,11 +161,9 @@ def _fn(impl: str, *, causal: bool, d: int, options: dict):
             lambda q, k, v: flash_attention(q, k, v, causal=causal, backend="mosaic", **options)
         )
     if impl == "triton":
-        cfg = {"block_q": 64, "block_k": 32, "num_warps": 4, "num_stages": 2} if d == 256 else {}
-        if d != 256:
-            from pallas_kernels.bench import tuned_config
+        from kernel_bench.bench import tuned_config
 
-            cfg = tuned_config(d, causal)
+        cfg = tuned_config(d, causal)
         return jax.jit(
             lambda q, k, v: flash_attention(q, k, v, causal=causal, backend="triton", **cfg)
         )
@@ -181,7 +186,7 @@ def _fn(impl: str, *, causal: bool, d: int, options: dict):
 def time_one(impl, shape, options) -> dict:
     import jax
 
-    from pallas_kernels._timing import kernel_time, queued_time, spin_up
+    from kernel_bench.timing import kernel_time, queued_time, spin_up
     from perfmodel.costs.nominal import nominal_flops
 
     b, n, h, h_kv, d, causal, dtype = shape

@@ -8,7 +8,7 @@ whose backward is ``pallas_kernels.flash_backward``), cuDNN (``jax.grad`` of
 * ``forward``: the jitted forward; ``backward``: the jitted VJP function alone, applied
   to residuals computed once beforehand (``jax.vjp``); ``train`` = forward + backward.
 * device time (CUPTI kernel time where available, else calls queued back to back),
-  queued time and single-call latency, labelled apart (``pallas_kernels._timing``);
+  queued time and single-call latency, labelled apart (``kernel_bench.timing``);
 * peak memory of a training step from XLA's memory analysis of the compiled backward
   (its arguments are the forward's residuals: what training keeps between the passes)
   and ``residual_bytes``, the size of those residuals.
@@ -17,10 +17,10 @@ TFLOP/s are nominal (``perfmodel.costs.nominal``: forward 4·b·h·n²·d, backw
 that, FlashAttention-2 §3.2; halved when causal). The GPU image has no pydantic: plain
 JSON, written atomically after every point::
 
-    python -m pallas_kernels.bench_backward --out specs/measurements/h200-backward.json
-    python -m pallas_kernels.bench_backward --table specs/measurements/h200-backward.json
-    python -m pallas_kernels.bench_backward --variants --out FILE --budget-s 60
-    python -m pallas_kernels.bench_backward --variants --table FILE
+    python -m kernel_bench.bench_backward --out specs/measurements/h200-backward.json
+    python -m kernel_bench.bench_backward --table specs/measurements/h200-backward.json
+    python -m kernel_bench.bench_backward --variants --out FILE --budget-s 60
+    python -m kernel_bench.bench_backward --variants --table FILE
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ CANDIDATES = (
     (64, 128, 128, 64, 8, 2),
     (32, 128, 128, 32, 4, 3),
 )
-#: ``--variants``: backward configurations (``BackwardConfig`` keywords) raced at n=8192,
+#: ``--variants``: backward configurations (``flash_backward.Config`` keywords) raced at n=8192,
 #: d=128, causal and not, against cuDNN in the same run; the fastest (summed time) then
 #: runs the other d=128 shapes beside the two-pass default and cuDNN.
 VARIANTS = {
@@ -167,7 +167,7 @@ def time_point(
     no memory analysis); errors become points."""
     import jax
 
-    from pallas_kernels._timing import measure_all
+    from kernel_bench.timing import measure_all
 
     base = {"implementation": impl, **shape, "status": "ok", "error": None}
     if impl == "pallas_flash" and backward_cfg is not None:
@@ -252,7 +252,7 @@ def jobs() -> list:
 
 def pick_backward_config(writer, budget_s: float):
     """Time CANDIDATES' backward at n=8192, d=128 (not causal); return the fastest."""
-    from pallas_kernels.flash_backward import BackwardConfig
+    from pallas_kernels.flash_backward import Config as BackwardConfig
 
     best, best_t = None, math.inf
     for values in CANDIDATES:
@@ -315,7 +315,7 @@ def _variant_point(writer, name, impl, shape, cfg, point_budget_s) -> float:
 def run_variants(path: Path, budget_s: float, point_budget_s: float) -> None:
     """Race ``VARIANTS`` at n=8192, d=128 (causal and not), then time the winner, the
     two-pass baseline and cuDNN at ``VARIANT_SHAPES`` until ``budget_s``."""
-    from pallas_kernels.flash_backward import BackwardConfig
+    from pallas_kernels.flash_backward import Config as BackwardConfig
 
     deadline = time.monotonic() + budget_s
     writer = Writer(path, new_run())

@@ -3,9 +3,9 @@
 Times one decode step (``q_len = 1``) over KV lengths ``m`` of 2K-128K and batch sizes
 1-64, GQA 32:8 (Llama-3.1-8B-shaped, d = 128, bf16) and 64:8 (70B-shaped)::
 
-    python -m pallas_kernels.bench_decode --out specs/measurements/FILE.json \
+    python -m kernel_bench.bench_decode --out specs/measurements/FILE.json \
         --details specs/measurements/details/FILE.json --git-commit SHA --budget-s 120
-    python -m pallas_kernels.bench_decode --table specs/measurements/details/FILE.json  # CPU
+    python -m kernel_bench.bench_decode --table specs/measurements/details/FILE.json  # CPU
 
 Implementations per shape: the paged kernel (``paged_decode``: shuffled block table,
 page size 64) with the split rule's count, ``jax.nn.dot_product_attention`` with
@@ -16,11 +16,11 @@ at a few shapes the paged kernel with other split counts (1, the old one-wave ru
 Split rule: ``perfmodel.costs.decode.paged_splits`` (``auto_splits`` with at least
 ``MIN_PAGES_PER_SPLIT`` pages per chunk) with ``resident_ctas = PROGRAMS_PER_SM x SMs``,
 the same count as the kernel's own ``paged_decode.default_splits``. SM count and L2
-size come from the device spec file (``--hw-spec``, ``pallas_kernels._common.device_spec``:
+size come from the device spec file (``--hw-spec``, ``kernel_bench.device.device_spec``:
 ``tomllib``, since the GPU image has no pydantic). Bytes come from
 ``perfmodel.costs.decode``, nominal FLOPs from ``perfmodel.costs.nominal``.
 
-Timing (``pallas_kernels/_timing.py``): one jitted function calls the implementation
+Timing (``kernel_bench/timing.py``): one jitted function calls the implementation
 once on each of ``copies`` input sets, so that the K/V read is not served by L2
 (sets together at least 3x L2); ``device_time_s`` is CUPTI kernel time per call
 (``copies`` calls per measured function, divided), ``queued_time_s`` the same from
@@ -45,8 +45,8 @@ import jax.numpy as jnp
 import numpy as np
 import sympy as sp
 
-from pallas_kernels._common import DEVICE_SPEC, device_spec
-from pallas_kernels._timing import measure_all
+from kernel_bench.device import DEVICE_SPEC, device_spec
+from kernel_bench.timing import measure_all
 from pallas_kernels.paged_decode import (
     MIN_PAGES_PER_SPLIT,
     PROGRAMS_PER_SM,
@@ -429,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         ceilings = {"matmul_bf16_flops_per_s": 1.0, "copy_bytes_per_s": 1.0}
     else:
-        from pallas_kernels._ceilings import copy_bytes_per_s, matmul_flops_per_s
+        from kernel_bench.probes import copy_bytes_per_s, matmul_flops_per_s
 
         ceilings = {
             "matmul_bf16_flops_per_s": matmul_flops_per_s(),

@@ -15,13 +15,14 @@ import jax.numpy as jnp
 from jax import lax
 from jax.experimental import pallas as pl
 
-from pallas_kernels._common import device_spec, triton_compiler_params
-from pallas_kernels._timing import queued_samples
+from kernel_bench.device import device_spec
+from kernel_bench.timing import queued_samples
+from pallas_kernels._common import triton_compiler_params
 
 
 def median_time(fn, args_sets, *, samples: int = 20, calls_per_sample: int = 1) -> list[float]:
     """Per-call seconds of ``samples`` timed samples, ``calls_per_sample`` calls queued
-    back to back in each (``_timing.queued_samples``)."""
+    back to back in each (``kernel_bench.timing.queued_samples``)."""
     return queued_samples(fn, args_sets, samples=samples, calls=calls_per_sample)[0]
 
 
@@ -98,7 +99,7 @@ L2_READ_PROGRAMS_PER_SM = 8
 def l2_read_bytes_per_s(buffer_bytes: int = 16 << 20, programs: int | None = None) -> float:
     """Bytes/s when ``programs`` Pallas programs each read a ``buffer_bytes`` buffer (in L2);
     by default ``L2_READ_PROGRAMS_PER_SM`` per SM of the device spec file
-    (``_common.device_spec``)."""
+    (``kernel_bench.device.device_spec``)."""
     if programs is None:
         programs = L2_READ_PROGRAMS_PER_SM * device_spec()["sm_count"]
     cols, rows_per_tile = 1024, 8

@@ -1,7 +1,7 @@
 """Context-parallel attention on all local GPUs: link ceilings, then each scheme against
 one GPU at the same total n.
 
-    PYTHONPATH=. python3 -m pallas_kernels.bench_parallel --out $OUT/parallel.json
+    PYTHONPATH=. python3 -m kernel_bench.bench_parallel --out $OUT/parallel.json
 
 Link ceilings: ``lax.ppermute`` (each device sends its buffer to the next), ``all_gather``,
 ``psum`` (all-reduce) and ``all_to_all`` on buffers of 1 MiB to 1 GiB per device, as
@@ -45,7 +45,7 @@ def _mesh():
 
 
 def _queued(fn, args, *, calls: int, samples: int) -> dict:
-    from pallas_kernels._timing import queued_time
+    from kernel_bench.timing import queued_time
 
     return queued_time(fn, [args], samples=samples, calls=calls)
 

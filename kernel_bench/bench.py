@@ -3,16 +3,16 @@
 Sweep mode (default) times, in one process, every (n, d, causal) of the sweep for
 four implementations and measures the device ceilings first::
 
-    python -m pallas_kernels.bench --out specs/measurements/h200.json
-    python -m pallas_kernels.bench --out FILE --tune        # block/warp/stage sweep
-    python -m pallas_kernels.bench --out FILE --backend mosaic  # ours on Mosaic GPU
-    python -m pallas_kernels.bench --table FILE             # markdown table, no GPU
+    python -m kernel_bench.bench --out specs/measurements/h200.json
+    python -m kernel_bench.bench --out FILE --tune        # block/warp/stage sweep
+    python -m kernel_bench.bench --out FILE --backend mosaic  # ours on Mosaic GPU
+    python -m kernel_bench.bench --table FILE             # markdown table, no GPU
 
 Shapes: h = h_kv = 16 heads and ``batch = max(1, 16384 // n)``, so each point covers
 16384 tokens (32768 at n = 32768). Each point: warm-up (compiles), then device time
 (CUPTI kernel durations per call: ``median_s``), calls queued back to back rotating over
 two input sets (``queued_time_s``) and one synchronous call (``call_latency_s``); see
-``pallas_kernels/_timing.py``. Runs before 2026-11-30 recorded queued wall time only.
+``kernel_bench/timing.py``. Runs before 2026-11-30 recorded queued wall time only.
 FLOPs are nominal (``perfmodel.costs.nominal``). ``peak_memory_bytes``
 comes from XLA's compiled memory analysis (inputs, outputs and temporaries live at the
 worst step), since jax cannot reset the device's peak-memory counter between points.
@@ -58,24 +58,23 @@ SHORTLIST = [
     (128, 128, 8, 4),
     (256, 64, 8, 2),
 ]
-# Kernel config per (d, causal) used by the sweep: the winners of --tune on the H200
-# (docs/perf-notes.md); --autotune replaces them with the short list's winners.
 _CFG = ("block_q", "block_k", "num_warps", "num_stages")
-TUNED: dict[tuple[int, bool], dict] = {
-    (128, False): dict(zip(_CFG, (128, 64, 4, 2), strict=True)),
-    (128, True): dict(zip(_CFG, (128, 128, 8, 3), strict=True)),
-    (64, False): dict(zip(_CFG, (64, 64, 4, 3), strict=True)),
-    (64, True): dict(zip(_CFG, (64, 64, 4, 3), strict=True)),
-}
+#: --autotune's winners per (d, causal); elsewhere the kernel's own launch
+#: (``flash_triton.heuristic_config``, the winners of --tune on the H200).
+AUTOTUNED: dict[tuple[int, bool], dict] = {}
 
 
 def tuned_config(d: int, causal: bool) -> dict:
-    default = dict(zip(_CFG, (128, 128, 4 if d <= 64 else 8, 3), strict=True))
-    return TUNED.get((d, causal), default)
+    """The Triton knobs the sweep runs at (d, causal), as a dict."""
+    import dataclasses
+
+    from pallas_kernels.flash_triton import heuristic_config
+
+    return AUTOTUNED.get((d, causal)) or dataclasses.asdict(heuristic_config(d, causal))
 
 
 def autotune_shortlist(path: Path, ceilings: dict, ds, *, samples: int) -> None:
-    """Time SHORTLIST at n = 8192 for each (d, causal); store the winners in TUNED."""
+    """Time SHORTLIST at n = 8192 for each (d, causal); store the winners in AUTOTUNED."""
     writer = RunWriter(path, new_run("tune", ceilings=ceilings))
     for d in ds:
         for causal in (False, True):
@@ -88,9 +87,9 @@ def autotune_shortlist(path: Path, ceilings: dict, ds, *, samples: int) -> None:
                 if p["status"] == "ok" and (best is None or p["tflops"] > best["tflops"]):
                     best = p
             if best is not None:
-                TUNED[(d, causal)] = {x: best[x] for x in _CFG}
+                AUTOTUNED[(d, causal)] = {x: best[x] for x in _CFG}
                 print(
-                    f"autotune d={d} causal={causal}: {TUNED[(d, causal)]} "
+                    f"autotune d={d} causal={causal}: {AUTOTUNED[(d, causal)]} "
                     f"{best['tflops']:.0f} TFLOP/s",
                     flush=True,
                 )
@@ -130,6 +129,16 @@ def git_commit() -> str:
 # ---------------------------------------------------------------- implementations
 
 
+#: Kernel family of each implementation (specs/kernels/*.toml); mgpu_attention is
+#: JAX's own Mosaic-GPU kernel, an FA-3-style design (TMA, wgmma, two compute warpgroups).
+FAMILY = {
+    "pallas_flash": "pallas-triton",
+    "cudnn": "cudnn",
+    "xla": "xla-naive",
+    "naive": "xla-naive",
+    "naive_jit": "xla-naive",
+    "mgpu_attention": "pallas-mosaic",
+}
 #: Kernel family (specs/kernels/*.toml) of each backend of ``pallas_flash``.
 BACKEND_FAMILY = {"triton": "pallas-triton", "mosaic": "pallas-mosaic"}
 
@@ -200,8 +209,8 @@ def jax_shape_like_scores(q, k):
 
 
 def timed_fields(timed: dict, *, flops: float, tokens: int) -> dict:
-    """A point's timing fields from ``_timing.measure_all``: ``median_s`` and its quantiles
-    are device time; TFLOP/s and tokens/s are over it."""
+    """A point's timing fields from ``kernel_bench.timing.measure_all``: ``median_s`` and
+    its quantiles are device time; TFLOP/s and tokens/s are over it."""
     dev = timed["device_time_s"]
     quantiles = ("device_p10_s", "device_p90_s", "device_samples")
     return {
@@ -250,8 +259,6 @@ def make_inputs(key, b, n, kv_len, h, h_kv, d, dtype, sets=2):
 
 def empty_point(impl: str, shape: dict) -> dict:
     """A measured point before timing: the shape, no tile configuration, no times yet."""
-    from pallas_kernels.bench_heldout import FAMILY
-
     return {
         "implementation": impl,
         **shape,
@@ -277,13 +284,13 @@ def empty_point(impl: str, shape: dict) -> dict:
 def time_point(impl, shape, *, cfg=None, samples=20, backend="triton") -> dict:
     """Measure one implementation at one shape; never raises (errors become points).
 
-    Device time (CUPTI kernel sum, ``pallas_kernels/_timing.py``) is ``median_s``;
+    Device time (CUPTI kernel sum, ``kernel_bench/timing.py``) is ``median_s``;
     queued wall time and one synchronous call's latency are recorded beside it.
     ``samples`` sets the timing budget (about 7.5 ms of timed calls per sample).
     """
     import jax
 
-    from pallas_kernels._timing import measure_all
+    from kernel_bench.timing import measure_all
     from perfmodel.costs.nominal import nominal_flops
 
     b, n, kv_len, h, h_kv, d, dtype, causal = (
@@ -335,7 +342,7 @@ def shape_of(n, d, causal, dtype="bfloat16", heads=HEADS, h_kv=None, tokens=TOKE
 def new_run(kind: str, ceilings: dict | None = None) -> dict:
     import jax
 
-    from pallas_kernels._ceilings import measure_ceilings
+    from kernel_bench.probes import measure_ceilings
 
     stamp = dt.datetime.now(dt.UTC).replace(microsecond=0)
     if ceilings is None:

@@ -6,7 +6,7 @@
 2. Writes the optimised HLO of the naive steps (causal and not; a short and a long
    softmax row) to ``--hlo``, to read what XLA does with S and P.
 
-    python -m pallas_kernels.recheck --out FILE --hlo FILE
+    python -m kernel_bench.recheck --out FILE --hlo FILE
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ _CFG = ("block_q", "block_k", "num_warps", "num_stages")
 
 
 def time_configs(out: Path, samples: int) -> None:
-    from pallas_kernels.bench import RunWriter, new_run, shape_of, time_point
+    from kernel_bench.bench import RunWriter, new_run, shape_of, time_point
 
     writer = RunWriter(out, new_run("recheck"))
     for (d, causal), configs in CONFIGS.items():
@@ -52,7 +52,7 @@ ONE_HEAD_NS = (1024, 2048, 4096, 8192, 16384, 32768)
 def time_one_head(out: Path, samples: int) -> None:
     """One head and batch 1 at d=128 (the README's worked numbers; here bf16): naive, ours and
     cuDNN, to check what the model says about a grid of n/128 blocks on 132 SMs."""
-    from pallas_kernels.bench import RunWriter, new_run, shape_of, time_point
+    from kernel_bench.bench import RunWriter, new_run, shape_of, time_point
 
     writer = RunWriter(out, new_run("onehead"))
     for n in ONE_HEAD_NS:

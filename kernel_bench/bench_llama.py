@@ -1,7 +1,7 @@
 """Whole-model benchmark on a GPU: a Llama-shaped network, prefill and decode (a scaling
 study: fixed model, batch, dtype and device; the sequence length swept).
 
-    python -m pallas_kernels.bench_llama --model llama-3.1-8b --out DIR/llama.json \
+    python -m kernel_bench.bench_llama --model llama-3.1-8b --out DIR/llama.json \
         --budget-s 75 --git-commit SHA
 
 Full depth, random bf16 weights (``pallas_kernels.llama``), layers run in chunks of
@@ -44,7 +44,7 @@ import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
-from pallas_kernels._common import device_spec  # noqa: E402
+from kernel_bench.device import device_spec  # noqa: E402
 from pallas_kernels.llama import (  # noqa: E402
     LlamaConfig,
     LlamaModel,

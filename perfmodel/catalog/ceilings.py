@@ -1,0 +1,291 @@
+"""Measured device ceilings: the schema and loader of ``specs/devices/<device>.ceilings.toml``.
+
+A ceilings file is what ``python -m pallas_kernels.ceilings`` (or ``perfmodel
+calibrate``) wrote after timing microbenchmarks that are not attention on one GPU
+(issue 21): the roofs an attention kernel runs against, each with its method, sizes and
+the SM clock NVML read while it was timed. The datasheet spec of the same device
+(``specs/devices/<device>.toml``, :mod:`perfmodel.catalog.hardware`) stays as it is;
+a ceilings file sits beside it, names it in ``device``, and is found by
+:func:`load_ceilings` from the device's name or read from any path.
+
+Fields (``Ceilings``):
+
+``ceilings`` (:class:`CeilingValues`), each a :class:`Measured` (``value``, ``unit``,
+``method``, ``size``, ``clock_sm_hz``) or absent when the run did not measure it:
+
+============================== ======================================================
+``wgmma_{bf16,fp16}_flops_per_s``  best Mosaic GPU wgmma tile, operands in shared memory
+``mma_sync_{bf16,fp16}_...``       best Triton tile compiled with mma.sync (Triton's
+                                   ``DISABLE_MMA_V3``; see ``lowering_confirmed`` rows)
+``triton_default_{bf16,fp16}_...`` best Triton tile as Triton lowers it (wgmma on sm_90)
+``gemm_bf16_flops_per_s``          cuBLAS 8192³ on random data (``..._zeros_...``: zeros)
+``exp_per_s``                      exp2 per second in registers (MUFU)
+``vector_fp32_flops_per_s``        FP32 FMA FLOP/s in registers (``fma.rn.f32``, inline PTX)
+``vector_fp32_mul_add_...``        the same ``x * a + b`` as Triton compiles it
+``hbm_{read,write,copy}_bytes_per_s`` streaming kernels at the largest size (copy: bytes
+                                   read + written)
+``l2_read_bytes_per_s``            re-reads of an L2-resident working set (best <= 32 MiB)
+``launch_latency_s``               one synchronous call of a trivial jitted op
+``dispatch_interval_s``            per call, trivial calls queued back to back (host)
+``kernel_min_s``                   device time of a one-program kernel
+``block_cost_s``                   seconds an SM spends per (nearly empty) thread block
+``wave_cost_s``                    fixed cost of one wave of (nearly empty) blocks
+============================== ======================================================
+
+Tables, each row one timed kernel: ``tensor_core`` (:class:`TensorCoreRate`: the
+instruction, lowering, dtype, M×N×K, warps, operands "smem" or "streamed"), ``hbm``
+(:class:`HbmRate`: op and size), ``l2`` (:class:`L2Rate`: working set), ``grid``
+(:class:`GridTime`: device time against programs). Header: ``device``, ``date``,
+``jax_version``, ``git_commit``, ``command``, ``clocks`` (NVML summary) and ``failed``
+(what did not run, and why).
+
+A missing, non-finite or non-positive value is refused with one line naming the file and
+the field (``PerfmodelError``), as every data file of the catalog is.
+
+>>> c = load_ceilings("h200")
+>>> c is None or c.ceilings.hbm_read_bytes_per_s.value > 1e12
+True
+"""
+
+from __future__ import annotations
+
+import functools
+from pathlib import Path
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from perfmodel.catalog import registry
+from perfmodel.catalog.data import data_dir
+from perfmodel.catalog.fields import Flag
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
+
+__all__ = [
+    "DATASHEET_FIELD",
+    "CeilingValues",
+    "Ceilings",
+    "Measured",
+    "beside_datasheet",
+    "ceilings_files",
+    "load_ceilings",
+    "read_ceilings",
+]
+
+#: A measured figure: a finite number above zero (TOML's inf and nan are refused; so
+#: are booleans, which pydantic would otherwise read as 1; flags are real booleans).
+Positive = Annotated[float, Field(gt=0, allow_inf_nan=False, strict=True)]
+Count = Annotated[int, Field(gt=0, strict=True)]
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class Measured(_Frozen):
+    """One ceiling: its value in SI units, how it was measured, at what size."""
+
+    value: Positive
+    unit: str
+    method: str
+    size: str | None = None
+    clock_sm_hz: Positive | None = None  #: median SM clock while it was timed (NVML)
+
+
+class CeilingValues(_Frozen):
+    """The headline figures (module docstring); each absent where not measured."""
+
+    wgmma_bf16_flops_per_s: Measured | None = None
+    wgmma_fp16_flops_per_s: Measured | None = None
+    mma_sync_bf16_flops_per_s: Measured | None = None
+    mma_sync_fp16_flops_per_s: Measured | None = None
+    triton_default_bf16_flops_per_s: Measured | None = None
+    triton_default_fp16_flops_per_s: Measured | None = None
+    gemm_bf16_flops_per_s: Measured | None = None
+    gemm_bf16_zeros_flops_per_s: Measured | None = None
+    exp_per_s: Measured | None = None
+    vector_fp32_flops_per_s: Measured | None = None
+    vector_fp32_mul_add_flops_per_s: Measured | None = None
+    hbm_read_bytes_per_s: Measured | None = None
+    hbm_write_bytes_per_s: Measured | None = None
+    hbm_copy_bytes_per_s: Measured | None = None
+    l2_read_bytes_per_s: Measured | None = None
+    launch_latency_s: Measured | None = None
+    dispatch_interval_s: Measured | None = None
+    kernel_min_s: Measured | None = None
+    block_cost_s: Measured | None = None
+    wave_cost_s: Measured | None = None
+
+
+class TensorCoreRate(_Frozen):
+    """One tile kernel: ``iters`` products of M×N×K (K = head dim) per program."""
+
+    instruction: Literal["wgmma", "mma.sync", "triton_default"]
+    lowering: Literal["mosaic", "triton"]
+    dtype: Literal["bf16", "fp16"]
+    m: Count
+    n: Count
+    k: Count
+    warps: Count
+    operands: Literal["smem", "streamed"]
+    flops_per_s: Positive
+    device_s: Positive
+    timing: str
+    #: False: above the datasheet, the compiler must have hoisted the product
+    valid: Flag
+    #: mma.sync rows: False when DISABLE_MMA_V3 left the shared tile's rate unchanged
+    lowering_confirmed: Flag | None = None
+    programs: Count | None = None
+    ctas: Count | None = None
+    warpgroups: Count | None = None
+    iters: Count | None = None
+    clock_sm_hz: Positive | None = None
+    power_w: Positive | None = None
+
+
+class HbmRate(_Frozen):
+    op: Literal["read", "write", "copy"]
+    bytes: Count  #: buffer size
+    bytes_moved: Count  #: per call (copy: read + written)
+    bytes_per_s: Positive
+    device_s: Positive
+    buffers: Count  #: input sets rotated between calls (so no call hits L2)
+    timing: str
+    clock_sm_hz: Positive | None = None
+    clock_mem_hz: Positive | None = None
+
+
+class L2Rate(_Frozen):
+    working_set_bytes: Count
+    bytes_read: Count
+    bytes_per_s: Positive
+    device_s: Positive
+    timing: str
+    clock_sm_hz: Positive | None = None
+
+
+class GridTime(_Frozen):
+    programs: Count
+    warps: Count
+    device_s: Positive
+    timing: str
+
+
+class Clocks(_Frozen):
+    sm_max_hz: Positive | None = None
+    mem_max_hz: Positive | None = None
+    sm_median_hz_under_load: Positive | None = None
+    sm_min_hz_under_load: Positive | None = None
+    mem_median_hz: Positive | None = None
+    power_median_w_under_load: Positive | None = None
+    power_max_w: Positive | None = None
+    temperature_max_c: Positive | None = None
+    samples: Count | None = None
+    source: str | None = None
+
+
+class Ceilings(_Frozen):
+    """A whole ceilings file (module docstring)."""
+
+    schema_: Literal["perfmodel-ceilings/1"] = Field(alias="schema")
+    device: str  #: the device spec it refines (a name or alias of specs/devices)
+    device_kind: str  #: what jax called the GPU
+    date: str
+    jax_version: str
+    git_commit: str
+    command: str
+    duration_s: Positive
+    sm_count: Count
+    interpret: Flag = False  #: True: the Pallas interpreter on a CPU, nothing real
+    clocks: Clocks = Clocks()
+    ceilings: CeilingValues
+    failed: list[str] = []
+    previous: dict[str, str | float | int | list[str]] | None = None
+    tensor_core: list[TensorCoreRate] = []
+    hbm: list[HbmRate] = []
+    l2: list[L2Rate] = []
+    grid: list[GridTime] = []
+
+    def value(self, name: str) -> float | None:
+        """A headline figure by its field name, None where it was not measured."""
+        entry = getattr(self.ceilings, name)
+        return None if entry is None else entry.value
+
+    def tensor(self, instruction: str, dtype: str, operands: str = "smem") -> list[TensorCoreRate]:
+        """The valid tile rows of one instruction and dtype, fastest first."""
+        rows = [
+            r
+            for r in self.tensor_core
+            if (r.instruction, r.dtype, r.operands) == (instruction, dtype, operands) and r.valid
+        ]
+        return sorted(rows, key=lambda r: -r.flops_per_s)
+
+
+def read_ceilings(path: str | Path) -> Ceilings:
+    """One ceilings file; a bad one raises PerfmodelError naming the file and field."""
+    return registry.read_toml(Path(path), Ceilings, "ceilings")
+
+
+def ceilings_files() -> list[Path]:
+    """The shipped ceilings files (``specs/devices/*.ceilings.toml``)."""
+    return sorted(data_dir("devices").glob(f"*{registry.CEILINGS_SUFFIX}"))
+
+
+@functools.cache
+def _shipped() -> dict[str, Path]:
+    """Device spec name -> its shipped ceilings file."""
+    return {load_hardware(read_ceilings(p).device).name: p for p in ceilings_files()}
+
+
+def load_ceilings(device: str | Path | HardwareSpec) -> Ceilings | None:
+    """The measured ceilings of a device: from a path to a ceilings file, or (a device
+    name, alias or spec) the shipped file that names that device; None when it has none."""
+    if isinstance(device, Path) or (
+        isinstance(device, str) and (device.endswith(".toml") or "/" in device)
+    ):
+        return read_ceilings(device)
+    spec = load_hardware(device)
+    path = _shipped().get(spec.name)
+    return None if path is None else read_ceilings(path)
+
+
+#: The datasheet figure each headline sits beside (``perfmodel hw show``): a field of
+#: ``HardwareSpec`` or ``peak_flops_per_s.<dtype>``.
+DATASHEET_FIELD = {
+    "wgmma_bf16_flops_per_s": "peak_flops_per_s.bf16",
+    "wgmma_fp16_flops_per_s": "peak_flops_per_s.fp16",
+    "mma_sync_bf16_flops_per_s": "peak_flops_per_s.bf16",
+    "mma_sync_fp16_flops_per_s": "peak_flops_per_s.fp16",
+    "triton_default_bf16_flops_per_s": "peak_flops_per_s.bf16",
+    "triton_default_fp16_flops_per_s": "peak_flops_per_s.fp16",
+    "gemm_bf16_flops_per_s": "peak_flops_per_s.bf16",
+    "gemm_bf16_zeros_flops_per_s": "peak_flops_per_s.bf16",
+    "exp_per_s": "exp_per_s",
+    "vector_fp32_flops_per_s": "vector_fp32_flops_per_s",
+    "vector_fp32_mul_add_flops_per_s": "vector_fp32_flops_per_s",
+    "hbm_read_bytes_per_s": "hbm_bandwidth_bytes_per_s",
+    "hbm_write_bytes_per_s": "hbm_bandwidth_bytes_per_s",
+    "hbm_copy_bytes_per_s": "hbm_bandwidth_bytes_per_s",
+    "l2_read_bytes_per_s": "l2_bandwidth_bytes_per_s",
+    "launch_latency_s": "launch_overhead_s",
+    "dispatch_interval_s": "launch_overhead_s",
+    "kernel_min_s": "launch_overhead_s",
+}
+
+
+def _datasheet(spec: HardwareSpec, field: str | None) -> float | None:
+    if field is None:
+        return None
+    obj: object = spec
+    for part in field.split("."):
+        obj = getattr(obj, part, None)
+    return obj if isinstance(obj, int | float) else None
+
+
+def beside_datasheet(c: Ceilings, spec: HardwareSpec) -> list[tuple[str, Measured, float | None]]:
+    """(name, measured, datasheet figure or None) for every headline the file has."""
+    rows = []
+    for name in CeilingValues.model_fields:
+        entry = getattr(c.ceilings, name)
+        if entry is not None:
+            rows.append((name, entry, _datasheet(spec, DATASHEET_FIELD.get(name))))
+    return rows

@@ -1,0 +1,117 @@
+"""Measured ceilings files (perfmodel.catalog.ceilings): the shipped H200 file, lookup by
+device and by path, and one-line refusals of bad values."""
+
+from __future__ import annotations
+
+import math
+import re
+
+import pytest
+
+from perfmodel.catalog.ceilings import (
+    DATASHEET_FIELD,
+    CeilingValues,
+    beside_datasheet,
+    ceilings_files,
+    load_ceilings,
+    read_ceilings,
+)
+from perfmodel.catalog.hardware import load_hardware
+from perfmodel.cli import main
+from perfmodel.errors import PerfmodelError
+
+SHIPPED = ceilings_files()
+
+
+def test_the_h200_ships_a_ceilings_file_found_by_its_names():
+    assert [p.name for p in SHIPPED] == ["h200-sxm.ceilings.toml"]
+    for name in ("h200", "H200 SXM", "NVIDIA H200", load_hardware("h200")):
+        c = load_ceilings(name)
+        assert c is not None and load_hardware(c.device).name == "H200 SXM"
+    assert load_ceilings("h100") is None  # no measurement: the datasheet alone
+    assert load_ceilings(SHIPPED[0]) == load_ceilings(str(SHIPPED[0]))
+
+
+def test_the_shipped_file_is_a_real_gpu_run_with_every_section():
+    c = read_ceilings(SHIPPED[0])
+    assert not c.interpret and "H200" in c.device_kind and c.failed == []
+    missing = [name for name in CeilingValues.model_fields if c.value(name) is None]
+    assert missing == []
+    assert {(r.instruction, r.dtype) for r in c.tensor_core} == {
+        (i, d) for i in ("wgmma", "mma.sync", "triton_default") for d in ("bf16", "fp16")
+    }
+    assert {r.op for r in c.hbm} == {"read", "write", "copy"} and c.l2 and c.grid
+    # every measured rate sits below what the datasheet allows (no hoisted loop)
+    spec = load_hardware(c.device)
+    for name, measured, sheet in beside_datasheet(c, spec):
+        if sheet is not None and name.endswith("_per_s") and name != "l2_read_bytes_per_s":
+            assert measured.value < 1.05 * sheet, name
+    assert all(r.valid for r in c.tensor_core)
+
+
+def test_helpers_read_the_rows():
+    c = read_ceilings(SHIPPED[0])
+    rows = c.tensor("wgmma", "bf16")
+    assert rows and rows[0].flops_per_s == c.value("wgmma_bf16_flops_per_s")
+    assert [r.flops_per_s for r in rows] == sorted((r.flops_per_s for r in rows), reverse=True)
+    assert set(DATASHEET_FIELD) <= set(CeilingValues.model_fields)
+
+
+def _file(tmp_path, text: str):
+    path = tmp_path / "x.ceilings.toml"
+    path.write_text(text)
+    return path
+
+
+GOOD = SHIPPED[0].read_text()
+VALUE = "[ceilings.exp_per_s]\nvalue = "
+
+
+@pytest.mark.parametrize(
+    "bad, field",
+    [
+        ("-1.0", "exp_per_s.value"),
+        ("0.0", "exp_per_s.value"),
+        ("inf", "exp_per_s.value"),
+        ("nan", "exp_per_s.value"),
+        ("true", "exp_per_s.value"),
+        ('"4e12"', "exp_per_s.value"),
+    ],
+)
+def test_a_bad_value_is_one_line_naming_file_and_field(tmp_path, bad, field):
+    start = GOOD.index(VALUE) + len(VALUE)
+    end = GOOD.index("\n", start)
+    path = _file(tmp_path, GOOD[:start] + bad + GOOD[end:])
+    with pytest.raises(PerfmodelError) as err:
+        read_ceilings(path)
+    text = str(err.value)
+    assert "\n" not in text and str(path) in text and field in text
+
+
+def test_a_missing_value_is_refused(tmp_path):
+    start = GOOD.index(VALUE)
+    end = GOOD.index("\n", start + len(VALUE))
+    path = _file(tmp_path, GOOD[:start] + "[ceilings.exp_per_s]" + GOOD[end:])
+    with pytest.raises(PerfmodelError, match=r"ceilings\.exp_per_s\.value: Field required"):
+        read_ceilings(path)
+
+
+def test_a_missing_file_and_a_typo_are_refused(tmp_path):
+    with pytest.raises(PerfmodelError, match="does not exist"):
+        load_ceilings(str(tmp_path / "none.ceilings.toml"))
+    path = _file(tmp_path, GOOD.replace("[ceilings.exp_per_s]", "[ceilings.exp_per_sec]"))
+    with pytest.raises(PerfmodelError, match="exp_per_sec"):
+        read_ceilings(path)
+
+
+def test_hw_show_prints_measured_beside_datasheet(capsys):
+    assert main(["hw", "show", "h200"]) == 0
+    out = capsys.readouterr().out
+    line = next(x for x in out.splitlines() if x.strip().startswith("hbm_read_bytes_per_s"))
+    measured, sheet = re.findall(r"([\d.]+) TB/s", line)
+    c = read_ceilings(SHIPPED[0])
+    assert math.isclose(float(measured) * 1e12, c.value("hbm_read_bytes_per_s"), rel_tol=5e-3)
+    assert float(sheet) == 4.8
+    assert "measured ceilings" in out
+    assert main(["hw", "show", "h100"]) == 0
+    assert "measured ceilings" not in capsys.readouterr().out
