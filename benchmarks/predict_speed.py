@@ -1,16 +1,23 @@
-"""How fast is the model? predict() latency, sweep throughput, import time.
+"""How fast is the model? predict() warm, a random-shape sweep, the first predict().
 
-Compares, in the same run, the compiled (lambdify) path against plain sympy
-``.subs()`` evaluation of the same flash and naive formulas. Prints a table and, with
-``--out FILE``, writes the figures there as JSON. The machine may be shared: the
-1-minute load average before and after is recorded beside the figures, and predict()
-also as CPU time per call (steadier than the wall-clock median under load).
+Each figure is measured in fresh processes, this tree and a baseline checkout
+alternately, and reported with this tree's over the baseline's (the machine may be
+shared: a ratio measured in the same run is the figure to read, not the seconds):
 
-With ``--baseline DIR`` (another checkout: ``git archive REV perfmodel specs | tar -x -C
-DIR``), both trees are also timed in fresh processes, alternately, as CPU time: predict()
-per call and the sweep, and the ratio of this tree to that one.
+- ``predict_warm_s``: CPU time of one ``predict()`` of a shape already asked for (the
+  same shape, 2000 times, after one call);
+- ``predict_varied_s``: CPU time of one ``predict()`` of a shape not asked for before
+  (400 random shapes, each once, after a warm-up on others): no cache helps;
+- ``sweep_cpu_s`` and ``sweep_bytes``: CPU time and peak memory above the imports of a
+  10⁶-point sweep whose n, d, h, batch and causal are drawn per point
+  (``grid=False``), with the columns a user asks for (``flash.time_s``, ``speedup``);
+- ``first_predict_s``: wall time of ``import perfmodel`` and the first ``predict()``
+  in a fresh process.
 
-    python benchmarks/predict_speed.py [--out /tmp/predict_speed.json] [--baseline DIR]
+    python benchmarks/predict_speed.py --baseline DIR [--rounds 2] [--out FILE.json]
+
+``DIR`` is another checkout (``git worktree add DIR REV``, with ``perfmodel/specs`` a
+link to ``../specs``). Figures go to stdout as a table and, with ``--out``, to JSON.
 """
 
 from __future__ import annotations
@@ -18,22 +25,19 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import numpy as np
 
 from perfmodel.atomic import write_json
 
 ROOT = Path(__file__).resolve().parents[1]
+#: Points of the random-shape sweep.
+SWEEP_POINTS = 10**6
 
-#: One tree's CPU times in a fresh process: predict() of two shapes (the second with a
-#: K/V split, so flash's floor is also taken over the unsplit launch), the sweep.
+#: One tree's figures in one fresh process (printed as JSON).
 CHILD = r"""
-import json, time
+import json, resource, sys, time
 import numpy as np
 import perfmodel
 
@@ -43,140 +47,106 @@ def cpu(fn, repeat):
         fn()
     return (time.process_time() - t) / repeat
 
-perfmodel.predict(n=8192, hw="a100", h=16)
-out = {"predict_cpu_s": cpu(lambda: perfmodel.predict(n=8192, hw="a100", h=16), 2000)}
-out["predict_split_cpu_s"] = cpu(lambda: perfmodel.predict(n=8192, hw="h200"), 1000)
-n = np.arange(1, 1_000_001) * 16
-perfmodel.sweep("h200", n=n[:10])
-out["sweep_cpu_s"] = min(cpu(lambda: perfmodel.sweep("h200", n=n), 1) for _ in range(2))
+def rss():
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * resource.getpagesize()
+
+rng = np.random.default_rng(0)
+def shapes(k):
+    return [dict(n=int(rng.integers(1, 32769)), d=int(rng.choice([64, 128])),
+                 h=int(rng.choice([1, 8, 16, 32])), batch=int(rng.integers(1, 9)),
+                 causal=bool(rng.integers(0, 2))) for _ in range(k)]
+
+out = {}
+perfmodel.predict(n=8192, hw="h200", h=16)
+out["predict_warm_s"] = cpu(lambda: perfmodel.predict(n=8192, hw="h200", h=16), 2000)
+for s in shapes(50):
+    perfmodel.predict(hw="h200", **s)
+varied = shapes(400)
+t = time.process_time()
+for s in varied:
+    perfmodel.predict(hw="h200", **s)
+out["predict_varied_s"] = (time.process_time() - t) / len(varied)
+N = int(sys.argv[1])
+cols = dict(
+    n=rng.integers(1, 32769, N), d=rng.choice([64, 128], N), h=rng.choice([1, 8, 16, 32], N),
+    batch=rng.integers(1, 9, N), causal=rng.integers(0, 2, N).astype(bool),
+)
+wanted = ["flash.time_s", "speedup"]
+perfmodel.sweep("h200", **{k: v[:100] for k, v in cols.items()}, grid=False, columns=wanted)
+before = rss()
+t = time.process_time()
+r = perfmodel.sweep("h200", **cols, grid=False, columns=wanted)
+out["sweep_cpu_s"] = time.process_time() - t
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+out["sweep_bytes"] = peak - before
+out["sweep_points"] = len(r)
 print(json.dumps(out))
 """
 
+FIRST = (
+    "import time; t = time.perf_counter(); import perfmodel; "
+    "perfmodel.predict(n=8192, hw='h200', h=16); print(time.perf_counter() - t)"
+)
 
-def _child(root: Path) -> dict:
-    env = {**os.environ, "PYTHONPATH": str(root)}
+
+def _env(root: Path) -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(root)}
+
+
+def _child(root: Path, points: int) -> dict[str, float]:
     out = subprocess.run(
-        [sys.executable, "-c", CHILD], capture_output=True, text=True, env=env, cwd=root
+        [sys.executable, "-c", CHILD, str(points)],
+        capture_output=True,
+        text=True,
+        env=_env(root),
+        cwd=root,
     )
     if out.returncode:
         raise SystemExit(f"timing failed ({root}):\n{out.stderr[-2000:]}")
-    return json.loads(out.stdout)
+    figures: dict[str, float] = json.loads(out.stdout)
+    first = subprocess.run(
+        [sys.executable, "-c", FIRST], capture_output=True, text=True, env=_env(root), cwd=root
+    )
+    figures["first_predict_s"] = float(first.stdout)
+    return figures
 
 
-def against_baseline(baseline: Path, rounds: int = 2) -> dict:
-    """This tree and ``baseline``, alternately in fresh processes; the least CPU time of
-    each figure over the rounds, and this tree's over the baseline's."""
-    runs: dict[str, list[dict]] = {"this": [], "baseline": []}
+def measure(baseline: Path, rounds: int, points: int) -> dict[str, object]:
+    """Both trees, alternately in fresh processes; the least of each figure over the
+    rounds (the least disturbed run), and this tree's over the baseline's."""
+    runs: dict[str, list[dict[str, float]]] = {"this": [], "baseline": []}
     for _ in range(rounds):
-        runs["this"].append(_child(ROOT))
-        runs["baseline"].append(_child(baseline.resolve()))
+        runs["this"].append(_child(ROOT, points))
+        runs["baseline"].append(_child(baseline.resolve(), points))
     best = {k: {f: min(r[f] for r in v) for f in v[0]} for k, v in runs.items()}
-    ratio = {f: best["this"][f] / best["baseline"][f] for f in best["this"]}
-    return {"baseline_dir": str(baseline), **best, "this_over_baseline": ratio}
-
-
-def _median_s(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def _cpu_s(fn, repeat: int) -> float:
-    """CPU time of this process per call, over ``repeat`` calls."""
-    t0 = time.process_time()
-    for _ in range(repeat):
-        fn()
-    return (time.process_time() - t0) / repeat
-
-
-def import_time_s(first_call: bool = False) -> float:
-    """``import perfmodel`` in a fresh process; with ``first_call``, plus the first predict()."""
-    body = "import perfmodel" + ("; perfmodel.predict(n=8192, hw='a100')" if first_call else "")
-    code = f"import time; t=time.perf_counter(); {body}; print(time.perf_counter()-t)"
-    runs = [float(subprocess.check_output([sys.executable, "-c", code])) for _ in range(5)]
-    return statistics.median(runs)
-
-
-def subs_time_s() -> float:
-    """The same formulas evaluated by sympy substitution, one point (L2 and SMs: the H200's)."""
-    from perfmodel.catalog.hardware import load_hardware
-    from perfmodel.costs import symbolic
-    from perfmodel.symbols import SHAPE, l2_capacity, resident_ctas
-
-    spec = load_hardware("h200")
-    values = dict(zip(SHAPE, (8192, 8192, 128, 16, 16, 1, 128, 128, 2), strict=True))
-    values |= {l2_capacity: spec.l2_bytes, resident_ctas: spec.sm_count}
-    exprs = []
-    for name in ("naive", "flash"):
-        model = symbolic(name)
-        for k in model.kernels:
-            exprs += [k.matmul_flops, k.vector_flops, k.exp_count, k.hbm_bytes, k.l2_bytes]
-    return _median_s(lambda: [float(e.subs(values)) for e in exprs], 20)
-
-
-def main(argv: list[str] | None = None) -> dict:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--out", default=None, help="JSON file to write the figures to")
-    parser.add_argument("--baseline", type=Path, default=None, help="another checkout, timed too")
-    args = parser.parse_args(argv)
-    import perfmodel
-
-    load_before = os.getloadavg()[0]
-    perfmodel.predict(n=8192, hw="a100")  # warm-up: compile and cache
-
-    def one_shape():
-        return perfmodel.predict(n=8192, hw="a100", h=16)
-
-    predict_s = _median_s(one_shape, 2000)
-    predict_cpu_s = _cpu_s(one_shape, 2000)
-    n = np.arange(1, 1_000_001) * 16
-    perfmodel.sweep("h200", n=n[:10])
-    sweep_s = _median_s(lambda: perfmodel.sweep("h200", n=n), 5)
-    result = {
-        "python": sys.version.split()[0],
-        "import_s": import_time_s(),
-        "import_and_first_predict_s": import_time_s(first_call=True),
-        "predict_s": predict_s,
-        "predict_cpu_s": predict_cpu_s,
-        "subs_one_point_s": subs_time_s(),
-        "sweep_points": int(n.size),
-        "sweep_s": sweep_s,
+    ratio = {f: best["this"][f] / best["baseline"][f] for f in best["this"] if best["baseline"][f]}
+    return {
+        "baseline_dir": str(baseline),
+        "rounds": rounds,
+        "load_average_1m": os.getloadavg()[0],
+        **best,
+        "this_over_baseline": ratio,
     }
-    result["sweep_points_per_s"] = n.size / sweep_s
-    result["load_average_1m"] = [load_before, os.getloadavg()[0]]
-    result["subs_over_predict"] = result["subs_one_point_s"] / predict_s
-    print(f"import perfmodel            {result['import_s'] * 1e3:8.1f} ms   (goal <= 500 ms)")
-    print(
-        f"import + first predict()    {result['import_and_first_predict_s']:8.2f} s    "
-        "(sympy, pydantic load; formulas compile once)"
-    )
-    print(
-        f"predict() one shape         {predict_s * 1e6:8.1f} µs   (goal <= 200 µs); "
-        f"CPU {predict_cpu_s * 1e6:.1f} µs/call"
-    )
-    print(
-        f"sympy .subs(), same formulas{result['subs_one_point_s'] * 1e6:8.0f} µs   "
-        f"({result['subs_over_predict']:.0f}x predict)"
-    )
-    print(
-        f"sweep of {n.size:,} points     {sweep_s:8.3f} s    (goal <= 1 s), "
-        f"{result['sweep_points_per_s']:.3g} points/s"
-    )
-    if args.baseline:
-        result["against_baseline"] = b = against_baseline(args.baseline)
-        for f, r in b["this_over_baseline"].items():
-            print(
-                f"{f:<28}{b['this'][f]:10.4g} s  baseline {b['baseline'][f]:.4g} s  "
-                f"(this / baseline: {r:.2f})"
-            )
-        result["load_average_1m"][1] = os.getloadavg()[0]
-    before, after = result["load_average_1m"]
-    print(f"load average (1 min)        {before:8.2f} before, {after:.2f} after")
+
+
+def main(argv: list[str] | None = None) -> dict[str, object]:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser.add_argument("--baseline", type=Path, required=True, help="another checkout")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--points", type=int, default=SWEEP_POINTS, help="sweep points")
+    parser.add_argument("--out", default=None, help="JSON file to write the figures to")
+    args = parser.parse_args(argv)
+    result = measure(args.baseline, args.rounds, args.points)
+    this, base = result["this"], result["baseline"]
+    assert isinstance(this, dict) and isinstance(base, dict)
+    ratio = result["this_over_baseline"]
+    assert isinstance(ratio, dict)
+    print(f"{'figure':<18} {'this tree':>12} {'baseline':>12} {'ratio':>7}")
+    for f in this:
+        print(f"{f:<18} {this[f]:>12.4g} {base[f]:>12.4g} {ratio.get(f, float('nan')):>7.3f}")
     if args.out:
-        write_json(args.out, result)
+        write_json(Path(args.out), result)
     return result
 
 

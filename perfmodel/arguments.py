@@ -234,6 +234,12 @@ def _modes() -> Collection[str]:
     return MODES
 
 
+def _ceilings() -> Collection[str]:
+    from perfmodel.catalog.calibration import CEILINGS
+
+    return CEILINGS
+
+
 def _schemes() -> Collection[str]:
     from perfmodel.costs.parallel import SCHEMES
 
@@ -266,6 +272,7 @@ PARAMETERS: dict[str, Param] = {
     "naive": Choice(known=[str(c) for c in NaiveCompile]),
     "algorithm": Choice(known=[str(a) for a in Algorithm]),
     "mode": Choice(known=_modes),
+    "ceilings": Choice(known=_ceilings),
     "cp": PositiveInt("context-parallel devices", limit=MAX_HEADS),
     "tp": PositiveInt("tensor-parallel devices", limit=MAX_HEADS),
     "cp_scheme": Choice(known=_schemes),

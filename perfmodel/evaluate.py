@@ -1,31 +1,42 @@
-"""Numbers from the symbolic models: compiled costs, then roofs, for scalars or arrays.
+"""Numbers from the symbolic models: compiled costs, then roofs, for one point or columns.
 
 This is the one place where a cost model meets a device, and the one door to its
-numbers: ``predict`` and ``sweep`` call :func:`evaluate`; the analysis, validation and
-report layers use the public functions below (:func:`evaluate`, :func:`kernel_roofs`,
-:func:`estimate_time`, :func:`roof_rates`, :func:`shape_values`, :func:`model_key`) and
-hold no formula of their own.
+numbers: ``predict`` and ``sweep`` call :func:`evaluate_flash` and :func:`evaluate`; the
+analysis, validation and report layers use the public functions below
+(:func:`evaluate`, :func:`kernel_roofs`, :func:`estimate_time`, :func:`roof_rates`,
+:func:`shape_values`, :func:`model_key`) and hold no formula of their own.
+
+A model's time is built in two named steps. The floor (:func:`floor_of`):
+``t_lower_s``, each kernel's largest roof with idle SMs stretching its compute roofs,
+summed over the kernels, of the best launch the kernel family could make
+(``perfmodel.launch.floor_launches``); ``t_compute_s``, ``t_memory_s``, the roof times,
+``bound`` and the matmul rate come from that same launch. The estimate
+(:func:`estimate_steps`): ``time_s``, the floor plus each named effect of
+:data:`EFFECTS`, one function each, applied in order to every kernel of the launch
+evaluated (``effect_<name>_s`` is what each adds).
 """
 
 from __future__ import annotations
 
 import functools
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import sympy as sp
 
 from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
+from perfmodel.catalog.ceilings import interpolate
 from perfmodel.catalog.hardware import HardwareSpec
+from perfmodel.catalog.kernels import KernelFamily
 from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import MODES, flash, masks, symbolic, terms
 from perfmodel.costs.backward import DQ_FAMILIES
 from perfmodel.errors import PerfmodelError
-from perfmodel.kernel_config import ByIdentity, tile_gcd
-from perfmodel.onchip import effective_overlap
-from perfmodel.roofline import NUMBERS, Num, is_scalar
+from perfmodel.launch import ByIdentity, Launch, floor_launches, tile_gcd
+from perfmodel.roofline import Num
 from perfmodel.vocabulary import ALGORITHMS, ROOFS, Algorithm, NaiveCompile, Roof
 
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
@@ -170,7 +181,7 @@ def _expressions(
     exprs: list = []
     names: list[ExprName] = []
     for kernel in model.kernels:
-        for field in (*_PER_KERNEL, "work_items", "tiles"):
+        for field in (*_PER_KERNEL, "work_items", "tiles", "floor_work_items"):
             value = getattr(kernel, field)
             exprs.append(0 * kernel.hbm_bytes if value is None else value)
             names.append((kernel.name, field))
@@ -186,9 +197,11 @@ def _expressions(
 
 def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     """Symbol values for a shape on a device: the L2 model's hardware symbols, and the
-    launch's GQA packing, K/V splits and blocks per SM (1 each unless given); with a
-    ``mask`` (``costs.masks.Mask``), its visited-tile counts at this launch."""
-    values = {"pack": 1, "splits": 1, "page": 1, **shape}
+    launch's GQA packing, K/V splits and blocks per SM (1 each unless given) and K/V
+    stages (the paper model's ``costs.flash.KV_STAGES`` unless given: a kernel family's
+    launch gives its own, :func:`flash_values`); with a ``mask`` (``costs.masks.Mask``),
+    its visited-tile counts at this launch."""
+    values = {"pack": 1, "splits": 1, "page": 1, "kv_stages": flash.KV_STAGES, **shape}
     blocks_per_sm = values.pop("blocks_per_sm", 1)
     mask = values.pop("mask", None)
     if "block_q" in values:
@@ -222,17 +235,29 @@ def _raw(key: ModelKey | str, causal: bool, hw: HardwareSpec, values: dict) -> t
 
 @dataclass(frozen=True)
 class OnChip:
-    """How the fused kernel's blocks sit on an SM (``perfmodel.kernel_config``): blocks
-    resident at once, and local-memory bytes each inner-loop step moves for spills."""
+    """How the fused kernel's blocks sit on an SM (``perfmodel.launch``): blocks resident
+    at once, and local-memory bytes each inner-loop step moves for spills."""
 
     blocks_per_sm: Num = 1
     spill_bytes_per_tile: Num = 0.0
     #: Bytes one block keeps in flight from memory (its K/V loads ahead of use).
     bytes_in_flight: Num = 0.0
+    #: Q bytes one block loads before its first inner-loop step can start.
+    q_tile_bytes: Num = 0.0
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
 _NO_ONCHIP = OnChip()
+
+
+def onchip_of(launch: Launch) -> OnChip:
+    """The on-chip facts of a resolved launch (``perfmodel.launch.resolve``)."""
+    return OnChip(
+        launch.blocks_per_sm,
+        launch.spill_bytes_per_tile,
+        launch.bytes_in_flight,
+        launch.q_tile_bytes,
+    )
 
 
 @dataclass(frozen=True)
@@ -248,6 +273,10 @@ class KernelRoofs:
     times: dict[str, Num]  #: the plain roof times, no idle SMs
     blocks_per_sm: Num = 1
     spill_s: Num = 0.0  #: registers spilled to local memory, written and read each step
+    #: Each wave's blocks start by waiting for memory (one latency) and for their Q
+    #: tile at one SM's share of the HBM bandwidth (datasheet): :func:`prologue`.
+    prologue_latency_s: Num = 0.0
+    prologue_bytes_s: Num = 0.0
 
 
 def kernel_roofs(
@@ -256,7 +285,7 @@ def kernel_roofs(
     causal: bool,
     hw: HardwareSpec,
     peak: Num,
-    values: dict,
+    values: dict[str, Num],
     onchip: OnChip | None = None,
 ) -> list[KernelRoofs]:
     """Per kernel, its roof times before any derating. Calibration fits work on these."""
@@ -265,47 +294,177 @@ def kernel_roofs(
 
 
 def _roofs_from_raw(
-    raw: dict, kernels: list[str], rates: dict, hw: HardwareSpec, onchip: OnChip
+    raw: dict[ExprName, Num],
+    kernels: list[str],
+    rates: dict[str, Num],
+    hw: HardwareSpec,
+    onchip: OnChip,
 ) -> list[KernelRoofs]:
     out = []
     for i, k in enumerate(kernels):
         work_items, tiles = raw[k, "work_items"], raw[k, "tiles"]
         times = _kernel_roofs(raw, k, rates)
-        fused = i == 0 and _any(tiles)  # the tiled kernel: on-chip facts apply
+        fused = i == 0 and roofline.any_nonzero(tiles)  # the tiled kernel: on-chip facts apply
         floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else _NO_ONCHIP)
-        if isinstance(tiles, float):
-            blocks = work_items / tiles if tiles else 0.0
-        else:
-            blocks = np.divide(work_items, tiles, out=np.zeros_like(tiles), where=tiles > 0)
+        if roofline.any_nonzero(raw[k, "floor_work_items"]):  # more blocks than it launches
+            floor = _with_parallelism(times, raw[k, "floor_work_items"], hw)[0]
+        blocks = roofline.ratio_or_zero(work_items, tiles)
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1
-        out.append(KernelRoofs(k, floor, estimate, blocks, times, per_sm, spill))
+        latency, load = _prologue(work_items, hw, onchip, rates) if fused else (0.0, 0.0)
+        out.append(KernelRoofs(k, floor, estimate, blocks, times, per_sm, spill, latency, load))
     return out
 
 
-def _any(value: Num) -> bool:
-    """Whether any element is nonzero (a float answers without numpy)."""
-    return bool(value) if isinstance(value, NUMBERS) else bool(np.any(value))
+def _prologue(
+    work_items: Num, hw: HardwareSpec, onchip: OnChip, rates: dict[str, Num]
+) -> tuple[Num, Num]:
+    """Per wave of the fused kernel's blocks (``work_items`` over the SMs' resident
+    blocks): one memory latency, and one Q tile at an SM's share of the HBM bandwidth,
+    before the first inner-loop step can run (the pipeline is empty then)."""
+    resident = hw.sm_count * onchip.blocks_per_sm
+    waves = np.ceil(np.divide(work_items, resident))
+    latency = waves * (hw.memory_latency_s or 0.0)
+    load = waves * onchip.q_tile_bytes * hw.sm_count / rates["hbm"]
+    if isinstance(work_items, float):
+        return float(latency), float(load)
+    return latency, load
+
+
+# --- the estimate: the floor plus each named effect ----------------------------------
+class KernelTime(NamedTuple):
+    """One kernel's time as the estimate builds it: roof times, how far its compute
+    roofs overlap, the per-block stretch, time in series with its compute (spills), and
+    a fixed cost per launch. :meth:`seconds` combines them (``roofline.combine``)."""
+
+    times: dict[str, Num]
+    overlap: Num | None = None  #: None: the floor (the busiest compute roof alone)
+    stretch: Num = 1.0
+    serial: Num = 0.0
+    fixed: Num = 0.0
+
+    def seconds(self) -> Num:
+        return roofline.combine(self.times, self.overlap, self.stretch, serial=self.serial)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the effects read besides the kernel: the calibration's fractions and the
+    launch gap per kernel."""
+
+    calibration: Calibration
+    efficiency: dict[str, float]
+    launch_s: Num
+
+
+#: One effect: a kernel's time before it, the kernel's roofs, the context -> after it.
+Effect = Callable[[KernelTime, KernelRoofs, Context], KernelTime]
+
+
+def waves(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Wave quantisation on the compute roofs (instead of idle SMs alone), and the HBM
+    and L2 bandwidth the busy SMs cannot pull on the memory roofs."""
+    return t._replace(times=k.estimate)
+
+
+def efficiency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Each roof at its achievable fraction (the calibration's deratings)."""
+    return t._replace(times=roofline.derated(t.times, c.efficiency))
+
+
+def overlap(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Compute roofs overlapping only as far as the structure lets them: the family's
+    softmax overlap (``roofline.combine``). Other resident blocks do not add to it: on
+    the H200 our Triton kernel with 2-5 blocks per SM runs as its softmax and matmuls
+    added up (docs/model.md)."""
+    return t._replace(overlap=c.calibration.compute_overlap)
+
+
+def spills(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Registers spilled to local memory, written and read each step, in series with
+    the compute."""
+    return t._replace(serial=k.spill_s)
+
+
+def block_overhead(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """A fixed cost per thread block, in inner-loop steps (``block_overhead_tiles``),
+    stretching the compute."""
+    return t._replace(stretch=1 + c.calibration.block_overhead_tiles * k.blocks_per_tile)
+
+
+def kernel_launch(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """The gap between kernels on the device (``launch_overhead_s``), once per kernel."""
+    return t._replace(fixed=c.launch_s)
+
+
+def prologue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Each wave of a tiled kernel's blocks waits, before its first step, for one memory
+    latency and its Q tile (at the estimate's HBM fraction), in series with the rest:
+    the pipeline is empty then (``_prologue``)."""
+    load = k.prologue_bytes_s / c.efficiency["hbm"]
+    return t._replace(fixed=t.fixed + k.prologue_latency_s + load)
+
+
+#: The effects ``time_s`` adds to the floor of the launch evaluated, in order. A new
+#: effect is one function here (its column ``effect_<name>_s`` follows).
+EFFECTS: tuple[Effect, ...] = (
+    waves,
+    efficiency,
+    overlap,
+    spills,
+    block_overhead,
+    kernel_launch,
+    prologue,
+)
+#: The name of each effect's column; the first, "launch", is the step from the best
+#: launch's floor to the floor of the launch evaluated.
+EFFECT_NAMES = ("launch", *(e.__name__ for e in EFFECTS))
+EFFECT_COLUMNS = tuple(f"effect_{name}_s" for name in EFFECT_NAMES)
+
+
+def _total(states: list[KernelTime]) -> Num:
+    total: Num = 0.0
+    for state in states:
+        total = total + state.seconds() + state.fixed
+    return total
+
+
+def estimate_steps(
+    kernels: list[KernelRoofs],
+    calibration: Calibration,
+    launch: Num,
+    *,
+    every: bool = True,
+    d: Num | None = None,
+) -> list[Num]:
+    """The model's device time after the floor of ``kernels`` and after each effect of
+    :data:`EFFECTS` (only the last with ``every=False``): each kernel's largest roof,
+    then each effect applied to every kernel, summed over the kernels. ``d``: the head
+    dim, where the profile's matmul fraction was measured by head dim."""
+    context = Context(calibration, _fractions(calibration, d), launch)
+    states = [KernelTime(k.floor) for k in kernels]
+    totals = [_total(states)] if every else []
+    for effect in EFFECTS:
+        states = [effect(s, k, context) for s, k in zip(states, kernels, strict=True)]
+        if every:
+            totals.append(_total(states))
+    return totals if every else [_total(states)]
 
 
 def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: Num) -> Num:
-    """The model's device time: each kernel at its calibrated fractions plus its launch
-    gap. A fused kernel's compute overlap grows with the blocks an SM holds at once
-    (``perfmodel.onchip.effective_overlap``); spilled registers add their traffic in
-    series with the compute. Host dispatch is not device time (``call_latency``)."""
-    efficiency = _efficiency(ByIdentity(calibration))
-    total: Num = 0.0
-    for k in kernels:
-        stretch = 1 + calibration.block_overhead_tiles * k.blocks_per_tile
-        device = roofline.kernel_estimate(
-            k.estimate,
-            efficiency,
-            compute_overlap=effective_overlap(calibration.compute_overlap, k.blocks_per_sm),
-            fill_stretch=stretch,
-            serial=k.spill_s,
-        )
-        total = total + device + launch
-    return total
+    """The model's device time: the floor plus every effect (:func:`estimate_steps`).
+    Host dispatch is not device time (``call_latency``)."""
+    return estimate_steps(kernels, calibration, launch, every=False)[-1]
+
+
+def _fractions(calibration: Calibration, d: Num | None) -> dict[str, Num]:
+    """Each roof's fraction; the matmul's at each point's head dim where the profile
+    measured it by head dim (``Calibration.matmul_efficiency_by_d``)."""
+    fractions = _efficiency(ByIdentity(calibration))
+    table = calibration.matmul_efficiency_by_d
+    if not table or d is None:
+        return fractions
+    return {**fractions, Roof.MATMUL: interpolate(table, d)}
 
 
 @functools.lru_cache(maxsize=256)
@@ -322,52 +481,59 @@ def call_latency(time_s: Num, kernels: int, calibration: Calibration, framework_
     return time_s + (fitted * kernels if fitted else framework_s)
 
 
-def evaluate(
-    key: ModelKey | str,
-    *,
-    causal: bool,
-    hw: HardwareSpec,
-    peak: Num | float,
-    values: dict,
-    calibration: Calibration,
-    onchip: OnChip | None = None,
-) -> dict[str, Num]:
-    """Every reported quantity of one model (``key``: a :class:`ModelKey`, or an
-    algorithm's name for its forward model), as arrays broadcast over ``values``."""
-    raw, kernels = _raw(key, causal, hw, values)
-    rates = roof_rates(hw, peak)
-    launch = calibration.launch_overhead_s
-    launch = hw.launch_overhead_s if launch is None else launch
+# --- the floor ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Floor:
+    """The floor of one launch: each kernel's largest roof (idle SMs stretch the
+    compute roofs) summed over the kernels, its compute and memory parts, each roof's
+    plain time summed over the kernels, and the matmul work it divides."""
 
-    out: dict[str, Num] = {f: raw[f] for f in _MODEL_COLUMNS}
-    out["fits_memory"] = _fits(raw["footprint_bytes"], hw.hbm_capacity_bytes)
-    for f in _PER_KERNEL:
-        out[f] = sum([raw[k, f] for k in kernels])
-    roofs = _roofs_from_raw(raw, kernels, rates, hw, onchip or _NO_ONCHIP)
-    # each roof's time summed over the kernels (all have the roofs that ``rates`` has)
-    roof_totals = {r: sum([k.times[r] for k in roofs], 0.0) for r in roofs[0].times}
-    t_compute, t_memory, t_lower = _floors(roofs)
-    time = estimate_time(roofs, calibration, launch)
-    flops = out["matmul_flops"] + out["vector_flops"]
-    out.update(
-        flops=flops,
-        intensity=roofline.arithmetic_intensity(flops, out["hbm_bytes"]),
-        t_compute_s=t_compute,
-        t_memory_s=t_memory,
-        t_lower_s=t_lower,
-        time_s=time,
-        attainable_flops_per_s=roofline.matmul_rate_at_floor(out["matmul_flops"], t_lower),
-        bound=_bound(t_compute, t_memory),
-        binding_roof=roofline.binding_roof(roof_totals),
-    )
-    for roof, t in roof_totals.items():
-        out[_COLUMN[roof]] = t
-    if hw.l2_bytes is None:
-        out["l2_bytes"] = flops * np.nan
-    return out
+    t_compute_s: Num
+    t_memory_s: Num
+    t_lower_s: Num
+    roof_times: dict[str, Num]
+    matmul_flops: Num
+    pack: Num = 1.0
+    splits: Num = 1.0
+
+    def columns(self) -> dict[str, Num]:
+        """The floor's result columns (``perfmodel.results.AlgorithmPrediction``)."""
+        out: dict[str, Num] = {
+            "t_compute_s": self.t_compute_s,
+            "t_memory_s": self.t_memory_s,
+            "t_lower_s": self.t_lower_s,
+            "attainable_flops_per_s": roofline.matmul_rate_at_floor(
+                self.matmul_flops, self.t_lower_s
+            ),
+            "bound": _bound(self.t_compute_s, self.t_memory_s),
+            "binding_roof": roofline.binding_roof(self.roof_times),
+            "floor_pack": self.pack,
+            "floor_splits": self.splits,
+        }
+        for roof, t in self.roof_times.items():
+            out[_COLUMN[roof]] = t
+        return out
+
+    def flat(self) -> dict[str, Num]:
+        """The floor as flat columns (``floor.*``), to merge row by row."""
+        out = {f"floor.{k}": getattr(self, k) for k in _FLOOR_FIELDS}
+        out.update((f"floor.roof.{r}", t) for r, t in self.roof_times.items())
+        return out
+
+    @classmethod
+    def from_flat(cls, columns: dict[str, Num]) -> Floor:
+        """The floor :meth:`flat` wrote (the other columns left out)."""
+        roofs = {k[11:]: v for k, v in columns.items() if k.startswith("floor.roof.")}
+        fields = {k: columns[f"floor.{k}"] for k in _FLOOR_FIELDS}
+        return cls(roof_times=roofs, **fields)
 
 
-def _floors(roofs: list[KernelRoofs]) -> tuple[Num, Num, Num]:
+_FLOOR_FIELDS = ("t_compute_s", "t_memory_s", "t_lower_s", "matmul_flops", "pack", "splits")
+
+
+def floor_of(
+    roofs: list[KernelRoofs], matmul_flops: Num, pack: Num = 1.0, splits: Num = 1.0
+) -> Floor:
     """Each kernel's floor over its compute roofs, over its memory roofs and over all of
     them (idle SMs only), summed over the kernels: t_compute, t_memory and t_lower."""
     t_compute: Num = 0.0
@@ -378,34 +544,94 @@ def _floors(roofs: list[KernelRoofs]) -> tuple[Num, Num, Num]:
         t_compute = t_compute + roofline.largest([t for r, t in floor.items() if r in _COMPUTE])
         t_memory = t_memory + roofline.largest([t for r, t in floor.items() if r in _MEMORY])
         t_lower = t_lower + roofline.lower_bound(floor)
-    return t_compute, t_memory, t_lower
+    totals = {r: sum([k.times[r] for k in roofs], 0.0) for r in roofs[0].times}
+    return Floor(t_compute, t_memory, t_lower, totals, matmul_flops, pack, splits)
 
 
-def _floor_only(
-    key: ModelKey,
+def _lower(best: Floor, other: Floor) -> Floor:
+    """Row by row, the floor with the smaller ``t_lower_s`` (``best`` where equal)."""
+    better = roofline.less(other.t_lower_s, best.t_lower_s)
+    if not roofline.any_nonzero(better):
+        return best
+    choose = roofline.choose
+    return Floor(
+        choose(better, other.t_compute_s, best.t_compute_s),
+        choose(better, other.t_memory_s, best.t_memory_s),
+        choose(better, other.t_lower_s, best.t_lower_s),
+        {r: choose(better, other.roof_times[r], t) for r, t in best.roof_times.items()},
+        choose(better, other.matmul_flops, best.matmul_flops),
+        choose(better, other.pack, best.pack),
+        choose(better, other.splits, best.splits),
+    )
+
+
+def evaluate(
+    key: ModelKey | str,
     *,
     causal: bool,
     hw: HardwareSpec,
     peak: Num,
-    values: dict,
+    values: dict[str, Num],
     calibration: Calibration,
     onchip: OnChip | None = None,
+    effects: bool = True,
 ) -> dict[str, Num]:
-    """Of :func:`evaluate`'s columns ``t_lower_s`` alone: the floor, with no estimate
-    (the same arguments as :func:`evaluate`; the floor needs no calibration)."""
+    """Every reported quantity of one model (``key``: a :class:`ModelKey`, or an
+    algorithm's name for its forward model), as arrays broadcast over ``values``: its
+    counts, its floor (:func:`floor_of`) and its estimate (:func:`estimate_steps`);
+    ``effects=False`` leaves out the ``effect_*_s`` columns."""
     raw, kernels = _raw(key, causal, hw, values)
     roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
-    return {"t_lower_s": _floors(roofs)[2]}
+    out = _counts(raw, kernels, hw)
+    out.update(floor_of(roofs, out["matmul_flops"]).columns())
+    out.update(_estimate(roofs, calibration, hw, effects, values.get("d")))
+    if effects:
+        out[EFFECT_COLUMNS[0]] = 0.0 * out["t_lower_s"]  # one launch: it is the best
+    return out
+
+
+def _counts(raw: dict[ExprName, Num], kernels: list[str], hw: HardwareSpec) -> dict[str, Num]:
+    """The model's work and traffic: per-model fields, per-kernel fields summed, FLOPs,
+    intensity, and whether its tensors fit the device's memory."""
+    out: dict[str, Num] = {f: raw[f] for f in _MODEL_COLUMNS}
+    out["fits_memory"] = _fits(raw["footprint_bytes"], hw.hbm_capacity_bytes)
+    for f in _PER_KERNEL:
+        out[f] = sum([raw[k, f] for k in kernels])
+    flops = out["matmul_flops"] + out["vector_flops"]
+    out["flops"] = flops
+    out["intensity"] = roofline.arithmetic_intensity(flops, out["hbm_bytes"])
+    if hw.l2_bytes is None:
+        out["l2_bytes"] = flops * np.nan
+    return out
+
+
+def _estimate(
+    roofs: list[KernelRoofs],
+    calibration: Calibration,
+    hw: HardwareSpec,
+    effects: bool,
+    d: Num | None = None,
+) -> dict[str, Num]:
+    """``time_s`` and, with ``effects``, what each effect of :data:`EFFECTS` adds to the
+    floor of the launch evaluated (``effect_<name>_s``)."""
+    launch = calibration.launch_overhead_s
+    launch = hw.launch_overhead_s if launch is None else launch
+    steps = estimate_steps(roofs, calibration, launch, every=effects, d=d)
+    out: dict[str, Num] = {"time_s": steps[-1]}
+    if effects:
+        for i, column in enumerate(EFFECT_COLUMNS[1:]):
+            out[column] = steps[i + 1] - steps[i]
+    return out
 
 
 def _with_parallelism(
-    times: dict, work_items: Num, hw: HardwareSpec, onchip: OnChip | None = None
-) -> tuple[dict, dict]:
+    times: dict[str, Num], work_items: Num, hw: HardwareSpec, onchip: OnChip | None = None
+) -> tuple[dict[str, Num], dict[str, Num]]:
     """Roofs stretched by idle SMs. Floor: compute roofs by the share of SMs with no
     block at all (a true bound). Estimate: compute roofs by wave quantisation, and the
     memory roofs by the bandwidth the busy SMs can pull (``_memory_reach``). A kernel
     without ``work_items`` fills the chip."""
-    if not _any(work_items):
+    if not roofline.any_nonzero(work_items):
         return times, times
     floor = roofline.busy_fraction(work_items, hw.sm_count)
     waves = roofline.wave_efficiency(work_items, hw.sm_count)
@@ -418,7 +644,7 @@ def _with_parallelism(
     return floor_times, estimate
 
 
-def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) -> dict:
+def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) -> dict[str, Num]:
     """Stretch of the memory roofs when the busy SMs cannot pull the full bandwidth.
 
     Each SM's port to L2 carries at most its share of the L2 bandwidth; and by Little's
@@ -428,10 +654,9 @@ def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) 
     needed to hide memory latency, not one wave."""
     if not hw.l2_bandwidth_bytes_per_s:
         return {}
-    top = max if isinstance(busy, float) else np.maximum
-    low = min if isinstance(busy, float) else np.minimum
-    per_sm = hw.l2_bandwidth_bytes_per_s / hw.sm_count  # one SM's port, all SMs pulling
-    if hw.memory_latency_s and _any(onchip.bytes_in_flight):
+    top, low = roofline.maximum, roofline.minimum
+    per_sm: Num = hw.l2_bandwidth_bytes_per_s / hw.sm_count  # one SM's port, all SMs pulling
+    if hw.memory_latency_s and roofline.any_nonzero(onchip.bytes_in_flight):
         resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
         per_sm = low(per_sm, resident * onchip.bytes_in_flight / hw.memory_latency_s)
     reach = busy * hw.sm_count * per_sm
@@ -452,108 +677,144 @@ def _fits(footprint: Num, capacity: int) -> Num:
 _BOUNDS = np.array(["memory", "compute"], dtype=object)
 
 
-def _bound(t_compute, t_memory):
+def _bound(t_compute: Num, t_memory: Num) -> Any:
     if isinstance(t_compute, float) and isinstance(t_memory, float):
         return "compute" if t_compute >= t_memory else "memory"
     return _BOUNDS[(np.asarray(t_compute) >= t_memory).astype(np.intp)]
 
 
 # --- a kernel family's launch, evaluated ---------------------------------------------
-def onchip_of(config: Any) -> OnChip:
-    """The on-chip facts of a resolved launch (``perfmodel.kernel_config.KernelConfig``)."""
-    spill = 2 * 4 * config.spilled_registers_per_thread * config.footprint.threads
-    return OnChip(config.blocks_per_sm, spill, config.bytes_in_flight)
+def flash_values(
+    hw: HardwareSpec, shape: dict[str, Num], launch: Launch, pack: Num, splits: Num
+) -> dict[str, Num]:
+    """Symbol values of the forward flash model at ``launch`` (its tiles, K/V stages and
+    blocks per SM) with ``pack`` and ``splits``."""
+    return shape_values(
+        hw,
+        **shape,
+        block_q=launch.block_q,
+        block_k=launch.block_k,
+        kv_stages=launch.kv_stages,
+        pack=pack,
+        splits=splits,
+        blocks_per_sm=launch.blocks_per_sm,
+    )
 
 
-def _pick(mask: Any, yes: dict, no: dict) -> dict:
-    """Column by column, ``yes`` where ``mask`` holds, else ``no`` (arrays or scalars)."""
-    if isinstance(mask, bool | np.bool_):
-        return yes if mask else no
-    return {k: np.where(mask, yes[k], no[k]) for k in no}
+Columns = dict[str, Num]
+
+
+def _per_split(split: Num, run: Callable[[Any, bool], Columns]) -> Columns:
+    """``run(rows, split)`` on the rows that split K/V (flash-decoding's two kernels) and
+    on those that do not (one kernel), merged row by row; ``rows`` None: every row."""
+    if not roofline.any_nonzero(split):
+        return run(None, False)
+    if roofline.all_nonzero(split):
+        return run(None, True)
+    parts = [(np.flatnonzero(split), True), (np.flatnonzero(~split), False)]
+    done = [(rows, run(rows, flag)) for rows, flag in parts]
+    size = len(split)
+    out: Columns = {}
+    for key, sample in done[0][1].items():
+        column = np.empty(size, dtype=np.asarray(sample).dtype)
+        for rows, part in done:
+            column[rows] = part[key]
+        out[key] = column
+    return out
+
+
+def _at(launch: Launch, shape: dict[str, Num], rows: Any) -> tuple[Launch, dict[str, Num]]:
+    """The launch and shape at some rows (all of them for None)."""
+    if rows is None:
+        return launch, shape
+    return launch.rows(rows), {k: roofline.rows(v, rows) for k, v in shape.items()}
 
 
 def evaluate_flash(
-    config: Any,
+    launch: Launch,
+    family: KernelFamily,
     *,
     causal: bool,
     hw: HardwareSpec,
     peak: Num,
-    shape: dict,
+    shape: dict[str, Num],
     calibration: Calibration,
     framework_latency_s: Num = float("nan"),
     paged: bool = False,
+    floor: bool = True,
+    effects: bool = True,
     mask: Any = None,
     fp8: dict | None = None,
 ) -> dict[str, Num]:
-    """The fused kernel as its family launches it (tiles, GQA packing, K/V splits, blocks
-    per SM); ``t_lower_s`` is the least over the packings and splits any kernel could
-    use, so it stays a floor for every implementation. ``mask``: the tiles it visits
-    (``costs.masks``); ``fp8``: the FP8 form's values (``s_out``, ``fp8_*_ops``)."""
-    group = _num(_ratio(shape["h"], shape["h_kv"]))
+    """The fused kernel as its family launches it (``launch``: tiles, GQA packing, K/V
+    splits, blocks per SM): its counts and its estimate; its floor that of the best
+    launch the family could make (``perfmodel.launch.floor_launches``), so that it stays
+    a floor for every launch, and cannot jump with one token (``floor=False``: the
+    floor of ``launch`` alone). ``mask``: the tiles it visits (``costs.masks``, counted
+    at each launch); ``fp8``: the FP8 form's values (``s_out``, ``fp8_*_ops``)."""
     forms = dict(paged=paged, masked=mask is not None, fp8=fp8 is not None)
-    whole = model_key("flash", **forms)  # one kernel; split: flash-decoding's two
     extra = {**({} if mask is None else {"mask": mask}), **(fp8 or {})}
 
-    def run(pack: Any, splits: Any, onchip: OnChip | None, model: Any = evaluate) -> dict:
-        values = shape_values(
-            hw,
-            **shape,
-            block_q=config.block_q,
-            block_k=config.block_k,
-            pack=pack,
-            splits=splits,
-            blocks_per_sm=config.blocks_per_sm,
-            **extra,
-        )
-        split = _split(splits)
-        common = dict(causal=causal, hw=hw, peak=peak, values=values, calibration=calibration)
-        if not _any(split):
-            return model(whole, **common, onchip=onchip)
-        out = model(model_key("flash", split=True, **forms), **common, onchip=onchip)
-        if is_scalar(split) or np.all(split):
-            return out
-        return _pick(split, out, model(whole, **common, onchip=onchip))
+    def roofs_at(
+        rows: Any,
+        split: bool,
+        pack: Num,
+        splits: Num,
+        onchip: OnChip,
+        at: Launch,
+        sub: dict[str, Num],
+    ) -> tuple[dict[ExprName, Num], list[str], list[KernelRoofs]]:
+        values = flash_values(hw, {**sub, **extra}, at, pack, splits)
+        raw, kernels = _raw(model_key("flash", split=split, **forms), causal, hw, values)
+        rates = roof_rates(hw, roofline.rows(peak, rows))
+        return raw, kernels, _roofs_from_raw(raw, kernels, rates, hw, onchip)
 
-    out = run(config.pack, config.splits, onchip_of(config))
-    seen = [(_num(config.pack), _num(config.splits))]
-    floors = [out["t_lower_s"]]
-    splits_of = seen[0][1]
-    for pack, splits in ((1.0, 1.0), (group, 1.0), (1.0, splits_of), (group, splits_of)):
-        if any(_same(pack, p) and _same(splits, q) for p, q in seen):
-            continue
-        seen.append((pack, splits))
-        floors.append(run(pack, splits, None, _floor_only)["t_lower_s"])
-    lowest = functools.reduce(np.minimum, floors) if len(floors) > 1 else floors[0]
-    out["t_lower_s"] = float(lowest) if is_scalar(lowest) else lowest
-    out["attainable_flops_per_s"] = roofline.matmul_rate_at_floor(
-        out["matmul_flops"], out["t_lower_s"]
+    def own(rows: Any, split: bool) -> Columns:
+        at, sub = _at(launch, shape, rows)
+        raw, kernels, roofs = roofs_at(rows, split, at.pack, at.splits, onchip_of(at), at, sub)
+        out = _counts(raw, kernels, hw)
+        out.update(floor_of(roofs, out["matmul_flops"], at.pack, at.splits).flat())
+        out.update(_estimate(roofs, calibration, hw, effects, sub.get("d")))
+        return out
+
+    def floor_at(rows: Any, pack: Num, splits: Num) -> Floor:
+        def run(part: Any, split: bool) -> Columns:
+            where = part if rows is None else (rows if part is None else rows[part])
+            at, sub = _at(launch, shape, where)
+            p, s = roofline.rows(pack, part), roofline.rows(splits, part)
+            raw, kernels, roofs = roofs_at(where, split, p, s, _NO_ONCHIP, at, sub)
+            matmul = sum([raw[k, "matmul_flops"] for k in kernels])
+            return floor_of(roofs, matmul, p, s).flat()
+
+        return Floor.from_flat(_per_split(roofline.gt(splits, 1.0), run))
+
+    def t_lower_at(rows: Any, pack: Num, splits: Num) -> Any:
+        if isinstance(launch.block_q, float):  # one point: its one row as numbers
+            return np.atleast_1d(floor_at(None, float(pack[0]), float(splits[0])).t_lower_s)
+        return floor_at(rows, pack, splits).t_lower_s
+
+    out = _per_split(roofline.gt(launch.splits, 1.0), own)
+    own_floor = Floor.from_flat(out)
+    best = own_floor
+    others = floor_launches(launch, t_lower_at) if floor else []
+    for pack, splits in others:
+        if isinstance(launch.block_q, float):
+            pack, splits = float(pack[0]), float(splits[0])
+        best = _lower(best, floor_at(None, pack, splits))
+    for key in [k for k in out if k.startswith("floor.")]:
+        del out[key]
+    out.update(best.columns())
+    if effects:
+        out[EFFECT_COLUMNS[0]] = own_floor.t_lower_s - best.t_lower_s
+    kernels_run = roofline.choose(roofline.gt(launch.splits, 1.0), 2.0, 1.0)  # + combine
+    out["call_latency_s"] = call_latency(
+        out["time_s"], kernels_run, calibration, framework_latency_s
     )
-    kernels = 2 if _any(_split(config.splits)) else 1  # the combine kernel
-    out["call_latency_s"] = call_latency(out["time_s"], kernels, calibration, framework_latency_s)
-    for f in ("pack", "splits", "blocks_per_sm"):
-        out[f] = getattr(config, f)
-    out["spilled_registers_per_thread"] = config.spilled_registers_per_thread
+    out["pack"] = launch.pack
+    out["splits"] = launch.splits
+    out["blocks_per_sm"] = launch.blocks_per_sm
+    out["spilled_registers_per_thread"] = launch.spilled_registers_per_thread
     return out
-
-
-def _split(splits: Any) -> Any:
-    """Where the launch splits K/V (flash-decoding's partials and combine kernel)."""
-    return splits > 1 if is_scalar(splits) else np.asarray(splits) > 1
-
-
-def _ratio(a: Any, b: Any) -> Any:
-    return a / b if is_scalar(a, b) else np.asarray(a) / np.asarray(b)
-
-
-def _same(a: Any, b: Any) -> bool:
-    """Whether two packings or splits (from :func:`_num`) are the same at every point."""
-    if isinstance(a, float) and isinstance(b, float):
-        return a == b
-    return bool(np.all(np.asarray(a) == np.asarray(b)))
-
-
-def _num(v: Any) -> Any:
-    return float(v) if is_scalar(v) else np.asarray(v, dtype=float)
 
 
 #: Columns of a phase that add up over forward then backward, and those that take the
@@ -570,6 +831,7 @@ _ADDITIVE = (
     "t_memory_s",
     "t_lower_s",
     "time_s",
+    *EFFECT_COLUMNS,
 )
 _LARGER = ("extra_memory_bytes", "sram_bytes", "register_bytes", "footprint_bytes")
 
@@ -579,9 +841,10 @@ def forward_then_backward(forward: dict[str, Num], backward: dict[str, Num]) -> 
     out = dict(forward)
     for key in forward:
         if key in _ADDITIVE or (key.startswith("t_") and key in backward):
-            out[key] = forward[key] + backward[key]
+            if key in backward:
+                out[key] = forward[key] + backward[key]
         elif key in _LARGER and key in backward:
-            out[key] = np.maximum(forward[key], backward[key])
+            out[key] = roofline.maximum(forward[key], backward[key])
     if "fits_memory" in backward:
         out["fits_memory"] = np.logical_and(forward["fits_memory"], backward["fits_memory"])
     roofs = {k[2:-2]: out[k] for k in out if k.startswith("t_") and k[2:-2] in roofline.ROOF_SET}
@@ -593,6 +856,4 @@ def forward_then_backward(forward: dict[str, Num], backward: dict[str, Num]) -> 
     )
     if "call_latency_s" in out:
         out["call_latency_s"] = out["call_latency_s"] + backward["time_s"]
-    if is_scalar(out["t_lower_s"]):
-        out = {k: (float(v) if isinstance(v, np.floating) else v) for k, v in out.items()}
     return out

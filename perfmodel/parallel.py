@@ -21,12 +21,14 @@ from pathlib import Path
 
 import sympy as sp
 
-from perfmodel.catalog.calibration import Calibration, load_calibration
+from perfmodel.catalog.calibration import Calibration, family_default, load_calibration
 from perfmodel.catalog.hardware import HardwareSpec, Links, load_hardware
+from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.compile import compiled
 from perfmodel.costs import parallel as cp_model
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import evaluate, shape_values
+from perfmodel.evaluate import evaluate_flash
+from perfmodel.launch import resolve_point
 from perfmodel.vocabulary import bytes_per_element, symbol_values
 
 SCHEMES = cp_model.SCHEMES
@@ -112,18 +114,36 @@ class ParallelPrediction:
         return self.speedup / (self.devices * self.tp)
 
 
-def _flash_time(spec, *, calibration, dtype, n, m, h, h_kv, d, batch, causal) -> float:
-    """The single-device flash model's time for one shape (its calibrated estimate);
+def flash_time(
+    spec: HardwareSpec,
+    family: KernelFamily,
+    *,
+    calibration: Calibration,
+    dtype: str,
+    n: int,
+    m: int,
+    h: int,
+    h_kv: int,
+    d: int,
+    batch: int,
+    causal: bool,
+    splits: int | None = None,
+) -> float:
+    """The single-device flash model's time for one shape as ``family`` launches it
+    (``perfmodel.launch``; its calibrated estimate, ``predict``'s ``flash.time_s``);
     ``m`` is the key/value length (``kv_len``)."""
     shape = symbol_values(n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype)
-    values = shape_values(spec, **shape, block_q=128, block_k=128)
-    out = evaluate(
-        "flash",
+    launch = resolve_point(family, spec, **shape, causal=causal, splits=splits)
+    out = evaluate_flash(
+        launch,
+        family,
         causal=causal,
         hw=spec,
         peak=spec.peak(dtype),
-        values=values,
+        shape={**shape, "page": 1},
         calibration=calibration,
+        floor=False,
+        effects=False,
     )
     return float(out["time_s"])
 
@@ -175,10 +195,15 @@ def predict_parallel(
     overlap: bool = True,
     calibration: str | Path | Calibration | None = None,
     links: LinkRates | None = None,
+    kernel: str | Path | KernelFamily = "fa2",
+    splits: int | None = None,
 ) -> ParallelPrediction:
     """Self-attention of n tokens on cp x tp devices: sequence split cp ways, heads tp ways.
 
-    ``balance`` defaults to zig-zag for causal ring and all-gather, contiguous else.
+    ``balance`` defaults to zig-zag for causal ring and all-gather, contiguous else. Each
+    device's attention is the one-device flash model as ``kernel`` launches it (its
+    tiles, packing and splits; ``splits`` named for the one-device launch), with
+    ``calibration`` (default: the family's datasheet profile, as ``predict``'s).
     """
     spec = load_hardware(hw)
     h_kv = h if h_kv is None else h_kv
@@ -186,14 +211,25 @@ def predict_parallel(
         balance = "zigzag" if causal and scheme != "ulysses" else "contiguous"
     check_split(n, h, h_kv, cp, tp, scheme, balance)
     bytes_per_element(dtype)  # the one dtype check: an unknown name raises, naming it
-    profile = load_calibration(calibration)
+    family = load_kernel(kernel)
+    profile = family_default(family, spec) if calibration is None else load_calibration(calibration)
     h_dev = h // tp  # tensor parallelism: heads divided; K/V divided or one replicated copy
     kv_dev = max(h_kv // tp, 1)
     flash = functools.partial(
-        _flash_time, spec, calibration=profile, dtype=dtype, d=d, batch=batch, h=h_dev, h_kv=kv_dev
+        flash_time,
+        spec,
+        family,
+        calibration=profile,
+        dtype=dtype,
+        d=d,
+        batch=batch,
+        h=h_dev,
+        h_kv=kv_dev,
     )
-    whole = functools.partial(_flash_time, spec, calibration=profile, dtype=dtype, d=d, batch=batch)
-    one_device = whole(n=n, m=n, h=h, h_kv=h_kv, causal=causal)
+    whole = functools.partial(
+        flash_time, spec, family, calibration=profile, dtype=dtype, d=d, batch=batch
+    )
+    one_device = whole(n=n, m=n, h=h, h_kv=h_kv, causal=causal, splits=splits)
     if cp == 1:
         t = flash(n=n, m=n, causal=causal)
         mem = _tp_memory(n, d, h, h_kv, batch, dtype, tp)

@@ -12,14 +12,21 @@ True
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import inspect
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from perfmodel.arguments import check, check_columns
-from perfmodel.catalog.calibration import Calibration, family_default, load_calibration
+from perfmodel.catalog.calibration import (
+    Calibration,
+    family_default,
+    load_calibration,
+    naive_default,
+)
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
@@ -27,23 +34,26 @@ from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     ALGORITHMS,
-    ModelKey,
+    EFFECT_COLUMNS,
+    EFFECT_NAMES,
     evaluate,
     evaluate_flash,
     forward_then_backward,
     model_key,
+    roof_rates,
     shape_values,
 )
-from perfmodel.kernel_config import resolve
-from perfmodel.parallel import predict_parallel
+from perfmodel.launch import resolve, resolve_point
+from perfmodel.parallel import ParallelPrediction, predict_parallel
 from perfmodel.results import (
+    SIDE_FIELDS,
     AlgorithmPrediction,
     Prediction,
     construct,
     html_table,
     markdown_table,
 )
-from perfmodel.roofline import is_repeated
+from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
 from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
 
@@ -73,6 +83,7 @@ def calibration_profiles(
     calibration: CalibrationArg,
     spec: HardwareSpec | None = None,
     family: KernelFamily | None = None,
+    ceilings: str = "measured",
 ) -> dict[str, Calibration]:
     """Which profile applies to each algorithm: a named profile for the algorithm it
     names (or both); else the datasheet default, with the flash side set by ``family``'s
@@ -83,8 +94,10 @@ def calibration_profiles(
     else:
         given = [] if calibration is None else [calibration]
     chosen = {a: load_calibration(None) for a in ALGORITHMS}
+    if spec is not None:
+        chosen["naive"] = naive_default(spec, ceilings)
     if family is not None and spec is not None:
-        chosen["flash"] = family_default(family, spec)
+        chosen["flash"] = family_default(family, spec, ceilings)
     for item in given:
         profile = load_calibration(item)
         if spec is not None and profile.device is not None and profile.device != spec.name:
@@ -134,6 +147,7 @@ def predict(
     block_k: int | None = None,
     kv_len: int | None = None,
     calibration: CalibrationArg = None,
+    ceilings: str = "measured",
     naive: str = "minimal",
     mode: str = "forward",
     cp: int = 1,
@@ -162,22 +176,28 @@ def predict(
     backward at the family's tile, one program per query head, no split).
     ``cp`` and ``tp`` split flash over devices (sequence over ``cp`` with ``cp_scheme``
     "ring", "allgather" or "ulysses"; heads over ``tp``): ``Prediction.parallel``,
-    from ``perfmodel.parallel.predict_parallel`` (forward, self-attention).
-    Masks (``perfmodel.costs.masks``; forward, self-attention): ``window`` (W, or (left,
-    right) keys as ``jax.nn.dot_product_attention``'s ``local_window_size``),
-    ``segments`` (packed document lengths, summing to n), ``block_mask`` (a boolean array
-    over tiles of ``block_size``, or a callable ``mask_mod(b, h, q_idx, kv_idx)``): the
-    flash side visits only the tiles with a score the mask keeps; the naive side computes
-    every score and then masks them, as the causal mask does. With ``dtype="fp8"`` and
-    ``fp8_as_run``, a family with an FP8 kernel (``specs/kernels`` ``[fp8]``) is costed as
-    that kernel runs it (``perfmodel.costs.precision``: P's format, O's, the extra vector
-    ops); without, every tensor and both matmuls are FP8 (the default until the explorer
-    page has the same).
+    from ``perfmodel.parallel.predict_parallel`` (forward, self-attention), whose
+    ``one_device_s`` is this prediction's ``flash.time_s``.
+    Masks (``perfmodel.costs.masks``; forward, self-attention, one device, contiguous
+    K/V): ``window`` (W, or (left, right) keys as ``jax.nn.dot_product_attention``'s
+    ``local_window_size``), ``segments`` (packed document lengths, summing to n),
+    ``block_mask`` (a boolean array over tiles of ``block_size``, or a callable
+    ``mask_mod(b, h, q_idx, kv_idx)``): the flash side visits only the tiles with a score
+    the mask keeps; the naive side computes every score and then masks them, as for the
+    causal mask. With ``dtype="fp8"`` and ``fp8_as_run``, a family with an FP8 kernel
+    (``specs/kernels`` ``[fp8]``) is costed as that kernel runs it
+    (``perfmodel.costs.precision``: P's format, O's, the extra vector ops); without, every
+    tensor and both matmuls are FP8.
+
+    This signature is the one declaration of the engine's arguments: ``sweep`` accepts
+    the same names (:data:`OPTIONS`). ``predict`` is one point of the engine ``sweep``
+    runs (:func:`_evaluate`).
 
     >>> p = predict(n=4096, hw="h200", h=16, mode="train")
     >>> p.flash.matmul_flops / predict(n=4096, hw="h200", h=16).flash.matmul_flops
     3.5
     """
+    spec = load_hardware(hw)
     args = check(
         n=n,
         d=d,
@@ -196,203 +216,281 @@ def predict(
         tp=tp,
         page_tokens=page_tokens,
         warps=warps,
+        ceilings=ceilings,
         **({} if splits is None else {"splits": splits}),
     )
-    n, d, h, batch, causal = args["n"], args["d"], args["h"], args["batch"], args["causal"]
-    block_q, block_k, dtype = args["block_q"], args["block_k"], args["dtype"]
-    spec = load_hardware(hw)
-    m = n if args["kv_len"] is None else args["kv_len"]
-    h_kv = h if args["h_kv"] is None else args["h_kv"]
-    _check_shape(h, h_kv, n, m, causal)
-    mask = mask_of_args(n, m, causal, window, segments, block_mask, block_size)
-    if mask is not None and (mode != "forward" or cp != 1 or tp != 1 or page_tokens):
-        raise PerfmodelError(
-            f"a mask ({mask.describe()}) is modelled for the forward pass on one device, "
-            f"contiguous K/V: got mode={mode!r}, cp={cp}, tp={tp}, page_tokens={page_tokens}"
-        )
-    shape = symbol_values(n=n, kv_len=m, d=d, h=h, h_kv=h_kv, batch=batch)
-    family = flash_family(kernel, calibration)
-    s = bytes_per_element(dtype)
-    if not isinstance(fp8_as_run, bool):
-        raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
-    peak, fp8 = fp8_costs(family, spec, dtype) if fp8_as_run else (spec.peak(dtype), None)
-    config = resolve(
-        family,
-        spec,
-        **shape,
-        s=s,
-        causal=causal,
-        block_q=block_q,
-        block_k=block_k,
-        warps=args["warps"],
-        splits=splits,
-    )
-    profiles = calibration_profiles(calibration, spec, family)
-    naive_values = shape_values(spec, s=s, **shape, block_q=config.block_q, block_k=config.block_k)
-    naive_out = evaluate(
-        model_key("naive", naive, mode),
-        causal=causal or mask is not None,  # every score, then the mask (costs.naive)
-        hw=spec,
-        peak=spec.peak(dtype),
-        values=naive_values,
-        calibration=profiles["naive"],
-    )
-    flash_out = _flash_side(
-        mode,
-        config,
-        causal=causal,
-        hw=spec,
-        peak=peak,
-        shape={**shape, "s": s, "page": page_tokens or 1},
-        calibration=profiles["flash"],
-        naive=naive,
-        family=family,
+    m = args["n"] if args["kv_len"] is None else args["kv_len"]
+    h_kv = args["h"] if args["h_kv"] is None else args["h_kv"]
+    _check_shape(args["h"], h_kv, args["n"], m, args["causal"])
+    engine = _Engine.of(spec, kernel, calibration, args["naive"], args["mode"], args["ceilings"])
+    engine.variants(
+        dict(window=window, segments=segments, block_mask=block_mask, block_size=block_size),
+        fp8_as_run,
+        cp=args["cp"] != 1 or args["tp"] != 1,
         paged=page_tokens is not None,
-        mask=mask,
-        fp8=fp8,
     )
-    results = {
-        "naive": _scalar(naive_out, profiles["naive"].name),
-        "flash": _scalar(flash_out, profiles["flash"].name),
+    point = {
+        **symbol_values(
+            n=args["n"], kv_len=m, d=args["d"], h=args["h"], h_kv=h_kv, batch=args["batch"]
+        ),
+        "s": bytes_per_element(args["dtype"]),
+        "peak": spec.peak(args["dtype"]),
+        "page": page_tokens or 1,
     }
-    # Inputs were checked above and results are our own floats: construct without
-    # re-validation (results.construct), which is most of predict()'s cost otherwise.
+    named = {k: args[k] for k in ("block_q", "block_k", "warps")} | {"splits": splits}
+    out = engine.evaluate(point, args["causal"], named, paged=page_tokens is not None)
     config = Shape(
-        n=n,
+        n=args["n"],
         kv_len=m,
-        d=d,
-        h=h,
+        d=args["d"],
+        h=args["h"],
         h_kv=h_kv,
-        batch=batch,
-        dtype=dtype,
-        causal=causal,
-        block_q=int(config.block_q),
-        block_k=int(config.block_k),
-        mode=mode,
-        kernel=family.name,
-        warps=int(config.warps),
-        splits=int(config.splits),
-        pack=int(config.pack),
+        batch=args["batch"],
+        dtype=args["dtype"],
+        causal=args["causal"],
+        block_q=int(out["block_q"]),
+        block_k=int(out["block_k"]),
+        mode=args["mode"],
+        kernel=engine.family.name,
+        warps=int(out["warps"]),
+        splits=int(out["flash.splits"]),
+        pack=int(out["flash.pack"]),
     )
+    flash = side_prediction(out, "flash", engine.profiles["flash"].name)
+    parallel = None
+    if (args["cp"], args["tp"], args["cp_scheme"]) != (1, 1, "ring"):
+        parallel = _parallel(engine, config, args["cp"], args["cp_scheme"], args["tp"], splits)
+    # Our own computed numbers, every field given: constructed without re-validation.
     return construct(
         Prediction,
         dict(
             config=config,
             hardware=spec,
-            ridge_point=spec.ridge_point(dtype),
-            naive=results["naive"],
-            flash=results["flash"],
-            parallel=_split(
-                n, m, spec, cp, cp_scheme, tp, mode, profiles["flash"], shape, dtype, causal
-            ),
+            ridge_point=spec.ridge_point(args["dtype"]),
+            naive=side_prediction(out, "naive", engine.profiles["naive"].name),
+            flash=flash,
+            parallel=parallel,
         ),
     )
 
 
-def _split(n, m, spec, cp, cp_scheme, tp, mode, profile, shape, dtype, causal):
-    """Flash over cp x tp devices, or None when both are 1."""
-    if (cp, tp, cp_scheme) == (1, 1, "ring"):
-        return None
-    if mode != "forward" or m != n:
+#: ``predict``'s options (its keyword arguments but ``n`` and ``hw``), the names ``sweep``
+#: takes too: read from the one signature that declares them.
+OPTIONS: tuple[str, ...] = tuple(
+    p for p in inspect.signature(predict).parameters if p not in ("n", "hw")
+)
+
+
+def _parallel(
+    engine: _Engine, config: Shape, cp: int, cp_scheme: str, tp: int, splits: int | None
+) -> ParallelPrediction:
+    """Flash over cp x tp devices, its one-device time the prediction's own launch."""
+    if config.mode != "forward" or config.kv_len != config.n:
         raise PerfmodelError(
-            f"cp={cp}, tp={tp} model forward self-attention only: {mode=}, kv_len={m}"
+            f"cp={cp}, tp={tp} model forward self-attention only: mode={config.mode!r}, "
+            f"kv_len={config.kv_len}"
         )
     return predict_parallel(
-        n,
-        spec,
+        config.n,
+        engine.spec,
         cp=cp,
         scheme=cp_scheme,
         tp=tp,
-        d=shape["d"],
-        h=shape["h"],
-        h_kv=shape["h_kv"],
-        batch=shape["b"],
-        dtype=dtype,
-        causal=bool(causal),
-        calibration=profile,
+        d=config.d,
+        h=config.h,
+        h_kv=config.h_kv,
+        batch=config.batch,
+        dtype=config.dtype,
+        causal=config.causal,
+        calibration=engine.profiles["flash"],
+        kernel=engine.family,
+        splits=splits,
     )
+
+
+def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> AlgorithmPrediction:
+    """One side's :class:`AlgorithmPrediction` from one point's engine columns
+    (``"flash.time_s"``...): its declared fields, each roof's time, each effect's."""
+    item = {f: _plain(columns.get(f"{side}.{f}")) for f in SIDE_FIELDS}
+    latency = item["call_latency_s"]
+    item["call_latency_s"] = None if latency is None or latency != latency else latency
+    if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
+        item["l2_bytes"] = None
+    item["floor_pack"], item["floor_splits"] = int(item["floor_pack"]), int(item["floor_splits"])
+    item["roof_times_s"] = {
+        r: _plain(columns[f"{side}.{key}"]) for r, key in _ROOF_KEYS if f"{side}.{key}" in columns
+    }
+    item["effects_s"] = {
+        name: _plain(columns[f"{side}.{key}"])
+        for name, key in zip(EFFECT_NAMES, EFFECT_COLUMNS, strict=True)
+        if f"{side}.{key}" in columns
+    }
+    item["calibration"] = calibration
+    return construct(AlgorithmPrediction, item)
+
+
+def _plain(value: Any) -> Any:
+    """A numpy number as the Python number it is."""
+    return value.item() if isinstance(value, np.generic | np.ndarray) else value
 
 
 _ROOF_KEYS = tuple((r, f"t_{r}_s") for r in ROOFS)
 
 
-def mask_of_args(n, m, causal, window, segments, block_mask, block_size) -> Any:
-    """The checked mask of ``predict``'s mask arguments, or None when they ask for none
-    beyond ``causal`` (``costs.masks.mask_of``)."""
-    if window is None and segments is None and block_mask is None:
-        return None
-    kwargs = dict(window=window, segments=segments, block_mask=block_mask)
-    return masks.mask_of(n, m, causal=bool(causal), block_size=block_size, **kwargs)
+class _Engine:
+    """One device, kernel family, calibration, naive compile and mode: what stays fixed
+    over the points of one ``predict`` or ``sweep`` call. :meth:`evaluate` is the one
+    evaluation path, for one point (numbers) or a column of them."""
+
+    def __init__(
+        self,
+        spec: HardwareSpec,
+        family: KernelFamily,
+        profiles: dict[str, Calibration],
+        naive: str,
+        mode: str,
+    ):
+        self.spec, self.family, self.profiles = spec, family, profiles
+        self.naive, self.mode = naive, mode
+        self.keys = {
+            "naive": model_key("naive", naive, mode),
+            "backward": model_key("flash", naive, "backward"),
+        }
+        self.framework_s = call_latency_of(family.framework)
+        self.mask_args: dict[str, Any] = {}
+        self.fp8_as_run = False
+
+    def variants(self, mask: dict[str, Any], fp8_as_run: Any, *, cp: bool, paged: Any) -> None:
+        """Attention beyond the dense and causal forms: a mask (``costs.masks``; forward
+        on one device, contiguous K/V), and FP8 as the family runs it."""
+        if not isinstance(fp8_as_run, bool):
+            raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
+        self.fp8_as_run = fp8_as_run
+        given = {k: v for k, v in mask.items() if v is not None and k != "block_size"}
+        if not given:
+            return
+        if self.mode != "forward" or cp or (paged is not False and paged is not None):
+            raise PerfmodelError(
+                f"a mask ({', '.join(given)}) is modelled for the forward pass on one device, "
+                f"contiguous K/V: got mode={self.mode!r}, cp/tp > 1: {cp}, paged: {paged}"
+            )
+        self.mask_args = mask
+
+    def mask(self, point: dict[str, Any], causal: bool) -> Any:
+        """The checked mask at these points (one n for documents and block masks)."""
+        if not self.mask_args:
+            return None
+        a = self.mask_args
+        if isinstance(point["n"], NUMBERS):
+            n, m = int(point["n"]), int(point["m"])
+        elif a["segments"] is not None or a["block_mask"] is not None:
+            raise PerfmodelError("segments and block_mask fit one n: use predict, not sweep")
+        elif np.any(np.asarray(point["m"]) != np.asarray(point["n"])):
+            raise PerfmodelError(f"window={a['window']!r} needs self-attention: kv_len == n")
+        else:
+            n = m = 1  # a window alone is the same mask at every n
+        return masks.mask_of(n, m, causal=causal, **a)
+
+    def fp8(self, point: dict[str, Any]) -> tuple[Any, dict | None]:
+        """The matrix rate and the FP8 form's values (None: the plain model)."""
+        facts, s = self.family.fp8, point["s"]
+        if not self.fp8_as_run or facts is None or not np.all(np.asarray(s) == 1):
+            return point["peak"], None
+        fp8 = self.spec.peak("fp8")
+        wide = self.spec.peak(facts.p) if facts.p in ("bf16", "fp16") else fp8
+        values = dict(
+            s_out=precision.output_bytes(facts.output),
+            fp8_score_ops=precision.vector_per_score(p=facts.p, amax=facts.amax),
+            fp8_output_ops=precision.vector_per_output(amax=facts.amax),
+        )
+        return precision.matmul_rate(fp8, wide, p=facts.p), values
+
+    @classmethod
+    def of(
+        cls,
+        spec: HardwareSpec,
+        kernel: str | Path | KernelFamily | None,
+        calibration: CalibrationArg,
+        naive: str,
+        mode: str,
+        ceilings: str = "measured",
+    ) -> _Engine:
+        family = flash_family(kernel, calibration)
+        profiles = calibration_profiles(calibration, spec, family, ceilings)
+        return cls(spec, family, profiles, naive, mode)
+
+    def evaluate(
+        self,
+        point: dict[str, Any],
+        causal: bool,
+        named: dict[str, Any],
+        *,
+        paged: bool = False,
+        wanted: Wanted | None = None,
+    ) -> dict[str, Any]:
+        """Every column of the points in ``point`` (symbol values: n, m, d, h, h_kv, b,
+        s, peak, page; numbers or columns) with one causal flag: the launch
+        (``perfmodel.launch``), then each side's counts, floor and estimate."""
+        want = wanted or Wanted()
+        spec, sizes = self.spec, {k: point[k] for k in _SIZES}
+        resolve_launch = resolve_point if isinstance(point["n"], NUMBERS) else resolve
+        launch = resolve_launch(self.family, spec, **sizes, causal=causal, **named)
+        common = dict(causal=causal, hw=spec, peak=point["peak"])
+        tiles = dict(block_q=launch.block_q, block_k=launch.block_k)
+        mask = self.mask(point, causal)
+        naive = evaluate(
+            self.keys["naive"],
+            values=shape_values(spec, **sizes, **tiles),
+            calibration=self.profiles["naive"],
+            effects=want.effects,
+            # every score, then the mask: the causal naive model (``costs.naive``)
+            **{**common, "causal": causal or mask is not None},
+        )
+        peak, fp8 = self.fp8(point)
+        flash: dict[str, Any] | None = None
+        if self.mode != "backward":
+            flash = evaluate_flash(
+                launch,
+                self.family,
+                shape={**sizes, "page": point["page"]},
+                calibration=self.profiles["flash"],
+                framework_latency_s=self.framework_s,
+                paged=paged,
+                floor=want.floor,
+                effects=want.effects,
+                mask=mask,
+                fp8=fp8,
+                **{**common, "peak": peak},
+            )
+        if self.mode != "forward":
+            values = shape_values(spec, **sizes, **tiles)
+            backward = evaluate(
+                self.keys["backward"],
+                values=values,
+                calibration=self.profiles["flash"],
+                effects=want.effects,
+                **common,
+            )
+            flash = backward if flash is None else forward_then_backward(flash, backward)
+        assert flash is not None
+        out: dict[str, Any] = {f"naive.{k}": v for k, v in naive.items()}
+        out.update((f"flash.{k}", v) for k, v in flash.items())
+        out.update(block_q=launch.block_q, block_k=launch.block_k, warps=launch.warps)
+        out.setdefault("flash.pack", launch.pack)
+        out.setdefault("flash.splits", launch.splits)
+        return out
 
 
-def fp8_costs(family: KernelFamily, spec: HardwareSpec, dtype: str) -> tuple[float, Any]:
-    """The matrix rate and the FP8 form's values for ``dtype`` (None unless ``fp8`` and
-    the family has an FP8 kernel; a family without one is costed all in FP8, no
-    conversion: a hypothetical FP8 build of it)."""
-    peak = spec.peak(dtype)
-    facts = family.fp8
-    if dtype != "fp8" or facts is None:
-        return peak, None
-    wide = spec.peak(facts.p) if facts.p in ("bf16", "fp16") else peak
-    values = dict(
-        s_out=precision.output_bytes(facts.output),
-        fp8_score_ops=precision.vector_per_score(p=facts.p, amax=facts.amax),
-        fp8_output_ops=precision.vector_per_output(amax=facts.amax),
-    )
-    return precision.matmul_rate(peak, wide, p=facts.p), values
+_SIZES = ("n", "m", "d", "h", "h_kv", "b", "s")
 
 
-def _flash_side(
-    mode: str,
-    config: Any,
-    *,
-    shape: dict,
-    naive: str,
-    family: KernelFamily,
-    paged: bool = False,
-    mask: Any = None,
-    fp8: dict | None = None,
-    **common: Any,
-) -> dict[str, Any]:
-    """The fused side: the family's forward launch; the backward (one program per query
-    head, at the family's tile) after it for "train", alone for "backward"."""
-    framework_s = call_latency_of(family.framework)
-    forms = dict(paged=paged, mask=mask, fp8=fp8)
-    forward = (
-        evaluate_flash(config, shape=shape, framework_latency_s=framework_s, **forms, **common)
-        if mode != "backward"
-        else None
-    )
-    if mode == "forward":
-        return forward
-    sizes = {k: v for k, v in shape.items() if k != "page"}
-    values = shape_values(common["hw"], **sizes, block_q=config.block_q, block_k=config.block_k)
-    backward = evaluate(model_key("flash", naive, "backward"), values=values, **common)
-    return backward if forward is None else forward_then_backward(forward, backward)
+@dataclass(frozen=True)
+class Wanted:
+    """Which optional parts of the engine a call needs: the floor over alternative
+    launches, and each effect's column."""
 
-
-#: numpy scalars and 0-d arrays: one point's values as numpy gives them.
-_NUMPY = (np.generic, np.ndarray)
-
-
-#: The columns of ``evaluate`` that an AlgorithmPrediction holds: its fields as they
-#: are, and each roof's time (``roof_times_s``).
-_COLUMNS = (
-    *(f for f in AlgorithmPrediction.model_fields if f not in ("roof_times_s", "calibration")),
-    *(key for _, key in _ROOF_KEYS),
-)
-
-
-def _scalar(columns: dict[str, Any], calibration: str) -> AlgorithmPrediction:
-    item = {k: v.item() if isinstance(v := columns.get(k), _NUMPY) else v for k in _COLUMNS}
-    latency = item["call_latency_s"]
-    item["call_latency_s"] = None if latency is None or latency != latency else latency
-    item["roof_times_s"] = {r: item[key] for r, key in _ROOF_KEYS if item[key] is not None}
-    item["calibration"] = calibration
-    if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
-        item["l2_bytes"] = None
-    # Built from our own computed floats: skip re-validation for speed.
-    return construct(AlgorithmPrediction, item)
+    floor: bool = True
+    effects: bool = True
 
 
 class SweepResult(dict):
@@ -433,6 +531,8 @@ def _cell(value: Any) -> str:
 
 
 _SWEPT = ("n", "d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k", "kv_len")
+#: sweep's options that may be a column (one value per point); the others take one value.
+_COLUMN_OPTIONS = (*_SWEPT[1:], "warps", "splits", "page_tokens")
 #: Points evaluated at once: one chunk's temporaries stay small (and in cache).
 CHUNK_POINTS = 1 << 15
 #: Largest result ``sweep`` builds unless given a larger ``max_bytes`` (2 GiB).
@@ -443,34 +543,26 @@ def sweep(
     hw: str | Path | HardwareSpec,
     *,
     n: Any,
-    d: Any = 128,
-    h: Any = 1,
-    h_kv: Any = None,
-    batch: Any = 1,
-    dtype: Any = "fp16",
-    causal: Any = False,
-    block_q: Any = None,
-    block_k: Any = None,
-    kv_len: Any = None,
-    calibration: CalibrationArg = None,
-    naive: str = "minimal",
-    mode: str = "forward",
-    kernel: str | Path | KernelFamily | None = None,
     grid: bool = True,
     columns: Sequence[str] | None = None,
     max_bytes: int = MAX_RESULT_BYTES,
-    window: int | tuple[int | None, int | None] | None = None,
+    **options: Any,
 ) -> SweepResult:
-    """``predict`` over many shapes at once, vectorised.
+    """``predict`` over many shapes at once, vectorised: the same engine, every option
+    ``predict`` takes (:data:`OPTIONS`, same defaults).
 
-    Any argument may be a list or array. With ``grid=True`` (the default) the result
-    holds every combination; with ``grid=False`` the arguments broadcast together.
-    ``columns`` keeps only the named results (less memory: the inputs are always kept).
-    The result's size is estimated first: above ``max_bytes`` the sweep is refused
-    before anything is computed. Points are evaluated in chunks of ``CHUNK_POINTS``,
-    each causal case on its own points. Tiles default to the kernel family's per head
-    dim; a named tile that does not fit the device is an error, as in ``predict``.
-    ``window``: one sliding window for every point (as ``predict``'s; self-attention).
+    The shape and launch options (``n``, ``d``, ``h``, ``h_kv``, ``batch``, ``dtype``,
+    ``causal``, ``block_q``, ``block_k``, ``kv_len``, ``warps``, ``splits``,
+    ``page_tokens``) may each be a list or array; the others (``kernel``,
+    ``calibration``, ``naive``, ``mode``, ``cp``, ``cp_scheme``, ``tp``, the masks and
+    ``fp8_as_run``) take one value (``segments`` and ``block_mask``: one n).
+    With ``grid=True`` (the default) the result holds every combination; with
+    ``grid=False`` the arguments broadcast together. ``columns`` keeps only the named
+    results (less memory and less work: the inputs are always kept). The result's size
+    is estimated first: above ``max_bytes`` the sweep is refused before anything is
+    computed. Points are evaluated in chunks of ``CHUNK_POINTS``, each causal case on
+    its own points. Tiles default to the kernel family's per head dim; a named tile that
+    does not fit the device is an error, as in ``predict``.
 
     >>> r = sweep("h100", n=[1024, 2048, 4096], d=[64, 128])
     >>> len(r), r["flash.time_s"].shape
@@ -480,23 +572,23 @@ def sweep(
     ...
     perfmodel.errors.PerfmodelError: sweep of 9,998,990,001 points needs about ... GB ...
     """
-    flags = check(grid=grid, naive=naive, mode=mode)
+    unknown = sorted(set(options) - set(OPTIONS))
+    if unknown:
+        raise PerfmodelError(
+            f"sweep() got unknown arguments {unknown}; it takes predict()'s: {', '.join(OPTIONS)}"
+        )
+    given = {**_DEFAULTS, **options}
+    flags = check(grid=grid, naive=given["naive"], mode=given["mode"], ceilings=given["ceilings"])
+    split = check(cp=given["cp"], cp_scheme=given["cp_scheme"], tp=given["tp"])
     spec = load_hardware(hw)
-    args = check_columns(
-        n=n,
-        d=d,
-        h=h,
-        h_kv=h_kv,
-        batch=batch,
-        dtype=dtype,
-        causal=causal,
-        block_q=block_q,
-        block_k=block_k,
-        kv_len=kv_len,
-    )
+    # an option left to its default None (the family's choice) is a column of None
+    unset = [k for k in _COLUMN_OPTIONS if given[k] is None and _DEFAULTS[k] is None]
+    args = check_columns(n=n, **{k: given[k] for k in _COLUMN_OPTIONS if k not in unset})
+    args.update((k, np.asarray([None], dtype=object)) for k in unset)
+    args = {k: args[k] for k in ("n", *_COLUMN_OPTIONS)}
     size = _size(args, flags["grid"])
-    keys = {a: model_key(a, flags["naive"], flags["mode"]) for a in ALGORITHMS}
-    wanted = _wanted(spec, keys, columns)
+    known = sweep_columns(spec)
+    wanted = _wanted(known, columns)
     varying = sum(len(a) > 1 for a in args.values())
     estimate = size * 8 * (len(wanted) + varying + 2)
     if estimate > max_bytes:
@@ -509,22 +601,81 @@ def sweep(
     cols["kv_len"] = _default(cols["kv_len"], cols["n"])
     cols["h_kv"] = _default(cols["h_kv"], cols["h"])
     _check_shape(cols["h"], cols["h_kv"], cols["n"], cols["kv_len"], cols["causal"])
-    family = flash_family(kernel, calibration)
-    profiles = calibration_profiles(calibration, spec, family)
-    launch = dict(family=family, naive=flags["naive"], mode=flags["mode"], window=window)
-    if window is not None:  # checked once per mask side (causal or not) and shape
-        for c in {bool(x) for x in np.atleast_1d(cols["causal"])}:
-            if np.any(cols["kv_len"] != cols["n"]) or flags["mode"] != "forward":
-                raise PerfmodelError(
-                    f"window={window!r} is modelled for forward self-attention: kv_len must "
-                    f"equal n, mode={flags['mode']!r}"
-                )
-            mask_of_args(1, 1, c, window, None, None, masks.DEFAULT_BLOCK)
-    results = _evaluate_chunks(spec, cols, profiles, keys, wanted, size, launch)
+    engine = _Engine.of(
+        spec,
+        given["kernel"],
+        given["calibration"],
+        flags["naive"],
+        flags["mode"],
+        flags["ceilings"],
+    )
+    engine.variants(
+        {k: given[k] for k in ("window", "segments", "block_mask", "block_size")},
+        given["fp8_as_run"],
+        cp=(split["cp"], split["tp"]) != (1, 1),
+        paged=_named(np.asarray(cols["page_tokens"])) is not None,
+    )
+    results = _evaluate_chunks(engine, cols, wanted, size)
     out = SweepResult({k: cols[k] for k in _SWEPT})
-    out["block_q"], out["block_k"] = results.pop("block_q"), results.pop("block_k")
+    for k in ("block_q", "block_k", "warps"):  # the launch's tiles and warps, as integers
+        out[k] = results.pop(k).astype(np.int64)
     out.update((k, v) for k, v in results.items() if k in wanted)
+    if (split["cp"], split["tp"], split["cp_scheme"]) != (1, 1, "ring"):
+        out.update(_parallel_columns(engine, out, split, given["splits"], wanted))
     return out
+
+
+#: predict()'s defaults, from its signature.
+_DEFAULTS: dict[str, Any] = {
+    k: p.default for k, p in inspect.signature(predict).parameters.items() if k in OPTIONS
+}
+#: The parallel split's result columns (``perfmodel.parallel.ParallelPrediction``).
+_PARALLEL = ("time_s", "one_device_s", "compute_s", "comm_s", "sent_bytes", "memory_bytes")
+
+
+def _parallel_columns(
+    engine: _Engine, out: SweepResult, split: dict[str, Any], splits: Any, wanted: set[str]
+) -> dict[str, np.ndarray]:
+    """``parallel.*`` of each point (one split per distinct shape)."""
+    keys = ("n", "kv_len", "d", "h", "h_kv", "batch", "dtype", "causal")
+    rows = list(zip(*(np.asarray(out[k]).tolist() for k in keys), strict=True))
+    done: dict[tuple[Any, ...], ParallelPrediction] = {}
+    for row in dict.fromkeys(rows):
+        shape = Shape(**dict(zip(keys, row, strict=True)), kernel=engine.family.name)
+        done[row] = _parallel(engine, shape, split["cp"], split["cp_scheme"], split["tp"], splits)
+    return {
+        f"parallel.{f}": np.array([getattr(done[r], f) for r in rows], dtype=np.float64)
+        for f in _PARALLEL
+        if f"parallel.{f}" in wanted or not wanted
+    }
+
+
+def sweep_columns(spec: HardwareSpec) -> tuple[str, ...]:
+    """The result columns of a sweep on ``spec``: each side's declared fields
+    (``perfmodel.results.SIDE_FIELDS``), each roof the device has, each effect; the
+    fused side's launch; the parallel split's; the speedup."""
+    roofs = [f"t_{r}_s" for r, rate in roof_rates(spec, 1.0).items() if rate is not None]
+    # call_latency_s: a point's host latency, None where unmeasured: predict's alone
+    side = (*(f for f in SIDE_FIELDS if f != "call_latency_s"), *roofs, *EFFECT_COLUMNS)
+    launch = ("pack", "splits", "blocks_per_sm", "spilled_registers_per_thread", "fits_sram")
+    return (
+        *(f"naive.{f}" for f in side),
+        *(f"flash.{f}" for f in (*side, *launch)),
+        "warps",
+        *(f"parallel.{f}" for f in _PARALLEL),
+        "speedup",
+    )
+
+
+def _wanted(known: tuple[str, ...], columns: Any) -> set[str]:
+    if columns is None:
+        return set(known)
+    if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
+        raise PerfmodelError(f"columns={columns!r} must be a list of result names")
+    unknown = [c for c in columns if c not in known and c not in _SWEPT]
+    if unknown:
+        raise PerfmodelError(f"columns={unknown!r} are not results; known: {', '.join(known)}")
+    return set(columns)
 
 
 def _size(args: dict[str, np.ndarray], grid: bool) -> int:
@@ -564,36 +715,6 @@ def _default(col: np.ndarray, fallback: np.ndarray) -> np.ndarray:
     return np.where(none, fallback, np.where(none, 0, col).astype(np.int64))
 
 
-def _output_names(spec: HardwareSpec, keys: dict[str, ModelKey]) -> tuple[str, ...]:
-    """The result columns on this device (one point evaluated to list them)."""
-    one = shape_values(spec, n=128, m=128, d=64, h=1, h_kv=1, b=1, block_q=64, block_k=64, s=2)
-    names = []
-    for a in ALGORITHMS:
-        res = evaluate(
-            keys[a],
-            causal=False,
-            hw=spec,
-            peak=1e12,
-            values=one,
-            calibration=load_calibration(None),
-        )
-        names += [f"{a}.{k}" for k in res]
-    launch = ("pack", "splits", "blocks_per_sm", "spilled_registers_per_thread")
-    return (*names, *(f"flash.{k}" for k in launch), "flash.fits_sram", "speedup")
-
-
-def _wanted(spec: HardwareSpec, keys: dict[str, ModelKey], columns: Any) -> set[str]:
-    known = _output_names(spec, keys)
-    if columns is None:
-        return set(known)
-    if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
-        raise PerfmodelError(f"columns={columns!r} must be a list of result names")
-    unknown = [c for c in columns if c not in known and c not in _SWEPT]
-    if unknown:
-        raise PerfmodelError(f"columns={unknown!r} are not results; known: {', '.join(known)}")
-    return set(columns)
-
-
 def _per_point_dtype(spec: HardwareSpec, dtypes: np.ndarray) -> tuple[Any, Any]:
     """Bytes per element and matrix peak: scalars for one dtype, else columns."""
     if is_repeated(dtypes):
@@ -607,7 +728,9 @@ class _Column:
     """One result column filled chunk by chunk; one broadcast value while it is one."""
 
     def __init__(self, size: int):
-        self.size, self.value, self.array = size, None, None
+        self.size = size
+        self.value: Any = None
+        self.array: np.ndarray | None = None
 
     def put(self, where: Any, value: Any) -> None:
         constant = self.array is None and np.ndim(value) == 0
@@ -628,28 +751,45 @@ class _Column:
         return np.broadcast_to(np.asarray(self.value), (self.size,))
 
 
+#: Floor columns of a side (``evaluate.Floor.columns``): without them, no floor search.
+_FLOOR_COLUMNS = (
+    "t_compute_s",
+    "t_memory_s",
+    "t_lower_s",
+    "attainable_flops_per_s",
+    "bound",
+    "binding_roof",
+    "floor_pack",
+    "floor_splits",
+    *(f"t_{r}_s" for r in ROOFS),
+)
+
+
 def _evaluate_chunks(
-    spec: HardwareSpec,
-    cols: dict,
-    profiles: dict,
-    keys: dict,
-    wanted: set[str],
-    size: int,
-    launch: dict,
+    engine: _Engine, cols: dict[str, np.ndarray], wanted: set[str], size: int
 ) -> dict[str, np.ndarray]:
-    """The result columns, CHUNK_POINTS points at a time, each causal case on its points;
-    the fused side as ``launch["family"]`` launches each point (its tiles unless named)."""
-    s, peak = _per_point_dtype(spec, cols["dtype"])
-    api = ("n", "kv_len", "d", "h", "h_kv", "batch", "block_q", "block_k")
+    """The result columns, CHUNK_POINTS points at a time, each causal case on its points."""
+    s, peak = _per_point_dtype(engine.spec, cols["dtype"])
+    api = ("n", "kv_len", "d", "h", "h_kv", "batch")
     shape = {**symbol_values(**{k: cols[k] for k in api}), "s": s, "peak": peak}
-    need = wanted | {"naive.time_s", "flash.time_s", "flash.sram_bytes", "block_q", "block_k"}
+    shape["page"] = _named(cols["page_tokens"])
+    paged = shape["page"] is not None
+    if not paged:
+        shape["page"] = 1.0
+    named_cols = {k: cols[k] for k in ("block_q", "block_k", "warps", "splits")}
+    need = wanted | {"naive.time_s", "flash.time_s", "block_q", "block_k", "warps"}
+    want = Wanted(
+        floor=any(f"flash.{c}" in need for c in (*_FLOOR_COLUMNS, EFFECT_COLUMNS[0])),
+        effects=any(c.endswith(EFFECT_COLUMNS) for c in need),
+    )
     out: dict[str, _Column] = {}
     causal = cols["causal"]
     for start in range(0, size, CHUNK_POINTS):
         stop = min(size, start + CHUNK_POINTS)
         part = {k: (v[start:stop] if np.ndim(v) else v) for k, v in shape.items()}
+        tiles = {k: v[start:stop] for k, v in named_cols.items()}
         if is_repeated(causal):
-            cases = [(bool(causal[0]), slice(start, stop), part)]
+            cases = [(bool(causal[0]), slice(start, stop), part, tiles)]
         else:
             flags = causal[start:stop]
             cases = []
@@ -657,38 +797,15 @@ def _evaluate_chunks(
                 sel = np.flatnonzero(flags == c)
                 if sel.size:
                     sub = {k: (v[sel] if np.ndim(v) else v) for k, v in part.items()}
-                    cases.append((c, start + sel, sub))
-        for c, where, sub in cases:
-            peak_part = sub.pop("peak")
-            named = {k: _named(sub.pop(k)) for k in ("block_q", "block_k")}
-            config = resolve(launch["family"], spec, **sub, causal=c, **named)
-            tiles = dict(block_q=config.block_q, block_k=config.block_k)
-            for k, v in tiles.items():
-                out.setdefault(k, _Column(size)).put(where, v)
-            mask = mask_of_args(1, 1, c, launch["window"], None, None, masks.DEFAULT_BLOCK)
-            common = dict(hw=spec, peak=peak_part)
-            naive = evaluate(
-                keys["naive"],
-                values=shape_values(spec, **sub, **tiles),
-                calibration=profiles["naive"],
-                causal=c or mask is not None,
-                **common,
-            )
-            flash = _flash_side(
-                launch["mode"],
-                config,
-                shape=sub,
-                calibration=profiles["flash"],
-                naive=launch["naive"],
-                family=launch["family"],
-                mask=mask,
-                causal=c,
-                **common,
-            )
-            for a, res in (("naive", naive), ("flash", flash)):
-                for key, value in res.items():
-                    if f"{a}.{key}" in need:
-                        out.setdefault(f"{a}.{key}", _Column(size)).put(where, value)
+                    cases.append((c, start + sel, sub, {k: v[sel] for k, v in tiles.items()}))
+        for c, where, sub, chunk_tiles in cases:
+            named = {k: _named(v) for k, v in chunk_tiles.items()}
+            if np.ndim(sub["page"]) == 0:
+                sub["page"] = float(sub["page"])
+            res = engine.evaluate(sub, c, named, paged=paged, wanted=want)
+            for key, value in res.items():
+                if key in need:
+                    out.setdefault(key, _Column(size)).put(where, value)
     result = {k: col.column() for k, col in out.items()}
     result["flash.fits_sram"] = np.broadcast_to(True, (size,))  # a tile that does not fit: error
     result["speedup"] = result["naive.time_s"] / result["flash.time_s"]
@@ -696,7 +813,7 @@ def _evaluate_chunks(
 
 
 def _named(col: Any) -> Any:
-    """A tile column as given (None where the family picks; all None: the family's)."""
+    """A launch column as given (None where the family picks; all None: the family's)."""
     if np.ndim(col) == 0:
         return None if col is None else col
     if col.dtype != object:

@@ -61,6 +61,23 @@ class AlgorithmPrediction(BaseModel):
     #: One synchronous call as a user's script sees it (``time_s`` is device time);
     #: None where the kernel's framework has no measured call latency.
     call_latency_s: float | None = None
+    #: The launch whose roofs give the floor (``t_lower_s``, ``t_compute_s``,
+    #: ``t_memory_s``, ``roof_times_s``, ``bound``, ``attainable_flops_per_s``): query heads
+    #: per tile and K/V splits of the best launch the kernel family could make.
+    floor_pack: int = 1
+    floor_splits: int = 1
+    #: What each effect adds to the floor, by name (``perfmodel.evaluate.EFFECT_NAMES``):
+    #: ``time_s`` is ``t_lower_s`` plus these, up to rounding.
+    effects_s: dict[str, float] = {}
+
+
+#: An AlgorithmPrediction's fields that are one number or label each: one sweep column
+#: per side (``roof_times_s`` and ``effects_s`` become a column per roof and per effect).
+SIDE_FIELDS: tuple[str, ...] = tuple(
+    f
+    for f in AlgorithmPrediction.model_fields
+    if f not in ("roof_times_s", "effects_s", "calibration")
+)
 
 
 class Prediction(BaseModel):

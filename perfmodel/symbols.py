@@ -21,6 +21,8 @@ q_len, layers, page, splits = sp.symbols("q_len layers page splits", **_pos_int)
 pack = sp.Symbol("pack", positive=True)
 #: gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size.
 tile_gcd = sp.Symbol("tile_gcd", positive=True)
+#: K/V tile stages a thread block keeps in shared memory (a kernel family's ``kv_stages``).
+kv_stages = sp.Symbol("kv_stages", **_pos_int)
 
 # The rest of a decoder layer (``perfmodel.costs.transformer``): tokens through a layer,
 # tokens whose logits are computed, the model's widths, and a mixture of experts.

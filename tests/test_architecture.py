@@ -61,6 +61,36 @@ def test_the_checker_sees_a_cycle_and_a_private_import(tmp_path):
     assert tool.upward(graph) == [("perfmodel.roofline", "perfmodel.evaluate")]
 
 
+#: Each formula or launch rule, by a pattern of its definition, and the one module that
+#: owns it. A second definition anywhere under perfmodel/ fails: import it instead.
+OWNERS = {
+    r"^\s*def (footprint|capacity|check_fits|gqa_pack|kv_splits|split_rule)\b": "launch.py",
+    r"^\s*def (default_tiles|floor_launches|split_limit|tile_gcd|programs|resolve)\b": "launch.py",
+    r"^\s*def (_pack_one|_capacity_one|_block_of_one|_spread|wave_efficiency_splits)\b": "",
+    r"\bsplit_sm_factor\s*\*|\*\s*\w+\.split_sm_factor\b": "launch.py",
+    r"REGISTER_BYTES \* \w*spilled|2 \* 4 \* \w*spilled": "launch.py",
+    r"^TABLE_ENTRY_BYTES\s*=": "costs/flash.py",
+    r"^KV_STAGES\s*=": "costs/flash.py",
+    r"kv_stages \* 2 \* block_k": "costs/flash.py",
+    r"^\s*def (busy_fraction|wave_efficiency|matmul_rate_at_floor|lower_bound)\b": "roofline.py",
+    r"\bis_scalar\(": "",
+}
+
+
+def test_no_formula_or_launch_rule_is_defined_twice():
+    import re
+
+    root = ROOT / "perfmodel"
+    found = {pattern: [] for pattern in OWNERS}
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        for pattern in OWNERS:
+            if re.search(pattern, text, flags=re.M):
+                found[pattern].append(str(path.relative_to(root)))
+    wrong = {p: files for p, files in found.items() if files != ([OWNERS[p]] if OWNERS[p] else [])}
+    assert wrong == {}
+
+
 # --- the kernel packages: pallas_kernels (what runs on the GPU) and kernel_bench (harness)
 KERNEL_PACKAGES = ("pallas_kernels", "kernel_bench")
 #: Issue 21's ceilings driver, which that issue names ``python -m pallas_kernels.ceilings``:

@@ -1,77 +1,133 @@
-"""perfmodel explore: the page's program equals predict(), and the page knows predict()'s
-arguments. The same program runs in a browser in tests/test_explore_browser.py."""
+"""perfmodel explore: the page's tables, read by its own table reader (tables.js, run by
+Node.js), equal predict() at every grid point bit for bit, an n between grid points is
+shown at the nearest one, and the page knows predict()'s arguments. The same page runs in a
+browser in tests/test_explore_browser.py; its server is tested at the end."""
 
 from __future__ import annotations
 
+import functools
+import json
+import math
 import random
+import re
+import shutil
+import subprocess
+import threading
+import urllib.error
+import urllib.request
+from pathlib import Path
 
 import pytest
 
 from perfmodel import predict
-from perfmodel.catalog.hardware import known_names, load_hardware
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import shape_values
-from perfmodel.prediction import calibration_profiles
 from perfmodel.report import explore
+from perfmodel.report.explore_grid import Grid
+from perfmodel.results import AlgorithmPrediction
 
-ROOF_COLUMNS = {f"t_{r}_s": r for r in explore.ROOFS}
+ROOT = Path(__file__).resolve().parent.parent
+MEASUREMENTS = [ROOT / "specs/measurements/h200-devtime-2026-11-30.json"]
+#: A small grid (three devices, one with calibration profiles, one without an L2 level or
+#: fp16) that the tests build once per process.
+GRID = Grid(
+    hw=("h200", "a100", "tpu-v5p"),
+    dtypes=("fp16", "bf16", "fp8"),
+    d=(64, 128, 256),
+    heads=((1, 1), (32, 8)),
+    batch=(1, 4),
+)
+#: Launch facts the flash side reports in predict()'s config rather than its columns.
+CONFIG_COLUMNS = ("block_q", "block_k", "splits", "pack")
 
 
-def random_config(rng: random.Random) -> dict:
-    """A random predict() call over every control of the page."""
-    hw = rng.choice(known_names())
-    spec = load_hardware(hw)
-    h_kv = rng.choice([1, 2, 4, 8])
-    causal = rng.random() < 0.5
-    n = rng.choice([rng.randint(1, 300), rng.randint(300, 70_000)])
-    profiles = list(explore.profile_names(spec))
-    cfg = dict(
-        n=n,
+@functools.cache
+def page_data() -> dict:
+    """The test grid's data (built once: both test modules use it)."""
+    return explore.build_data(GRID, MEASUREMENTS)
+
+
+def random_config(rng: random.Random, data: dict) -> dict:
+    """A random setting of the page's controls (``n`` a grid point)."""
+    hw = rng.choice(list(data["devices"]))
+    dev = data["devices"][hw]
+    h, h_kv = rng.choice(data["axes"]["heads"])
+    return dict(
+        n=rng.choice(data["n"]),
         hw=hw,
-        d=rng.choice([32, 64, 80, 128, 256]),
-        h=h_kv * rng.choice([1, 2, 4]),
+        d=rng.choice(data["axes"]["d"]),
+        h=h,
         h_kv=h_kv,
-        batch=rng.randint(1, 16),
-        dtype=rng.choice(explore.dtypes(spec)),
-        causal=causal,
-        block_q=rng.choice([16, 32, 64, 128]),
-        block_k=rng.choice([16, 32, 64, 128]),
-        kv_len=n if causal or rng.random() < 0.5 else rng.randint(1, 70_000),
-        calibration=rng.choice(profiles),
-        naive=rng.choice(["minimal", "xla"]),
-        mode=rng.choice(["forward", "backward", "train"]),
-        kernel=rng.choice(["auto", "auto", *explore.flash_families()]),
+        batch=rng.choice(data["axes"]["batch"]),
+        dtype=rng.choice(dev["dtypes"]),
+        causal=rng.random() < 0.5,
+        calibration=rng.choice(dev["calibrations"]),
+        naive=rng.choice(data["naive"]),
+        mode=rng.choice(data["modes"]),
+        kernel=rng.choice(["auto", "auto", *data["kernels"]]),
     )
-    if rng.random() < 0.5:  # the family's own tiles
-        cfg["block_q"] = cfg["block_k"] = None
-    if rng.random() < 0.2:
-        cfg["warps"] = rng.choice([4, 8])
-    if rng.random() < 0.2:
-        cfg["splits"] = rng.choice([1, 2, 3, 8])
-    if rng.random() < 0.2 and not causal:
-        cfg["page_tokens"] = rng.choice([16, 64, 256])
-    return cfg
 
 
 def predict_args(cfg: dict) -> dict:
-    out = {**cfg, "calibration": None if cfg["calibration"] == "default" else cfg["calibration"]}
+    out = {k: v for k, v in cfg.items() if k not in ("calibration", "kernel")}
+    out["calibration"] = None if cfg["calibration"] == "default" else cfg["calibration"]
     return out | {"kernel": None if cfg["kernel"] == "auto" else cfg["kernel"]}
 
 
-def expected(cfg: dict, algorithm: str, p) -> dict:
-    """predict()'s numbers under the page's column names."""
-    a = getattr(p, algorithm)
+def expected(data: dict, side: str, p) -> dict:
+    """predict()'s numbers under the page's column names (None: not reported there).
+    sweep() reports the launch's pack and splits for a forward launch only."""
+    a = getattr(p, side)
     out = {}
-    for name in explore.columns():
-        if name in ROOF_COLUMNS:
-            out[name] = a.roof_times_s.get(ROOF_COLUMNS[name])
-        elif name == "bound_compute":
-            out[name] = 1.0 if a.bound == "compute" else 0.0
-        elif name == "fits_memory":
-            out[name] = float(a.fits_memory)
-        else:
+    for name in data["columns"][side]:
+        roof = name[2:-2] if name.startswith("t_") and name.endswith("_s") else None
+        if name in AlgorithmPrediction.model_fields:
             out[name] = getattr(a, name)
+        elif roof in explore.ROOF_NAMES:
+            out[name] = a.roof_times_s.get(roof)
+        elif side == "flash" and name in CONFIG_COLUMNS:
+            if p.config.mode != "forward" and name in ("pack", "splits"):
+                continue
+            out[name] = float(getattr(p.config, name))
     return out
+
+
+def run_tables(data: dict, cases: list[dict]) -> list[dict]:
+    """tables.js's ``Tables.at`` for each case, in Node.js (values as exact floats)."""
+    node = shutil.which("node")
+    if node is None:
+        pytest.skip("needs Node.js on PATH to run the page's table reader")
+    driver = """
+(async () => {
+  const t = await Tables.open(DATA);
+  const out = [];
+  for (const c of CASES) {
+    try { out.push(Tables.at(t, c, c.n)); } catch (e) { out.push({ error: e.message }); }
+  }
+  process.stdout.write(JSON.stringify(out));
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
+    source = "\n".join(
+        [
+            (explore.ASSETS / "tables.js").read_text(),
+            f"const DATA = {json.dumps(data)};",
+            f"const CASES = {json.dumps(cases)};",
+            driver,
+        ]
+    )
+    run = subprocess.run([node], input=source, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return json.loads(run.stdout)
+
+
+def same(got, want) -> bool:
+    """Bit-equal floats (None: NaN or absent on the page), equal flags and labels."""
+    if want is None:
+        return got is None
+    if isinstance(want, bool):
+        return got is want
+    if isinstance(want, float):
+        return isinstance(got, int | float) and not isinstance(got, bool) and float(got) == want
+    return got == want
 
 
 def rel(a: float, b: float) -> float:
@@ -84,13 +140,14 @@ def test_page_has_a_control_for_every_predict_argument():
 
 def test_page_shows_every_column_predict_reports():
     """A column added to AlgorithmPrediction must reach the page (or be listed here)."""
-    from perfmodel.results import AlgorithmPrediction
-
-    shown = set(explore.columns())
-    # bound and binding_roof: the page names them from bound_compute and the t_<roof>_s
-    # columns; roof_times_s: the t_<roof>_s columns; calibration: the profile control.
-    derived = {"bound", "binding_roof", "roof_times_s", "calibration"}
-    assert set(AlgorithmPrediction.model_fields) - derived <= shown
+    data = page_data()
+    shown = set(data["columns"]["naive"]) | set(data["columns"]["flash"])
+    # bound/binding_roof are shown as labels; roof_times_s as the t_<roof>_s columns;
+    # calibration is the control. call_latency_s: sweep() does not report it.
+    derived = {"roof_times_s", "calibration"}
+    not_in_sweep = {"call_latency_s"}
+    missing = set(AlgorithmPrediction.model_fields) - derived - shown
+    assert missing == not_in_sweep
 
 
 @pytest.mark.parametrize(
@@ -104,163 +161,226 @@ def test_arguments_left_out_leave_naive_and_flash_as_they_are(split):
     assert other.naive == base.naive and other.flash == base.flash
 
 
-def test_program_equals_predict_on_random_configs():
-    """The straight-line program the page runs (here printed to Python), through the
-    page's steps (explore.page_columns), against predict()."""
+def test_page_equals_predict_at_grid_points():
+    """Every column of both sides and the speedup, bit for bit, on random settings; a
+    setting predict() refuses shows predict()'s message."""
+    data = page_data()
     rng = random.Random(17)
-    checked, refused, worst = 0, 0, 0.0
-    while checked < 120:
-        cfg = random_config(rng)
+    cases = [random_config(rng, data) for _ in range(400)]
+    got_all = run_tables(data, cases)
+    checked = refused = columns = 0
+    for cfg, got in zip(cases, got_all, strict=True):
         try:
             p = predict(**predict_args(cfg))
-        except PerfmodelError as e:  # the page refuses it with the same words
-            with pytest.raises(PerfmodelError) as page_error:
-                explore.page_columns(cfg)
-            assert str(page_error.value) == str(e)
+        except PerfmodelError as e:
+            assert got == {"error": str(e)}, cfg
             refused += 1
             continue
-        got_all = explore.page_columns(cfg)
-        for a in ("naive", "flash"):
-            got = got_all[a]
-            for name, want in expected(cfg, a, p).items():
-                if want is None:  # a roof the device lacks, no L2 level, no call latency
-                    value = got.get(name)
-                    absent = value is None or value != value or value == 0.0
-                    assert absent or name == "l2_bytes", (cfg, a, name, value)
-                    continue
-                worst = max(worst, rel(got[name], want))
-                assert rel(got[name], want) <= 1e-9, (cfg, a, name, got[name], want)
+        assert "error" not in got, (cfg, got)
+        assert got["shown_n"] == cfg["n"], cfg
+        for side in ("naive", "flash"):
+            for name, want in expected(data, side, p).items():
+                assert same(got[side][name], want), (cfg, side, name, got[side][name], want)
+                columns += 1
+        assert got["speedup"] == p.speedup, cfg
         checked += 1
-    print(f"\n{checked} random configs: largest relative error {worst:.2e}; {refused} refused")
-    assert worst <= 1e-9
+    print(f"\n{checked} settings equal predict() bit for bit ({columns} values), {refused} refused")
+    assert checked > 200 and refused > 0
 
 
-@pytest.mark.parametrize("kernel", ["fa2", "fa3"])
-def test_asymptote_expression_equals_asymptotic_speedup(kernel):
-    from perfmodel.analysis.asymptotics import asymptotic_speedup
-    from perfmodel.catalog.kernels import load_kernel
-    from perfmodel.kernel_config import resolve
-    from perfmodel.onchip import effective_overlap
-    from perfmodel.shape import Shape
+def test_between_grid_points_the_nearest_point_is_shown():
+    """An n off the grid shows the nearest grid point's numbers (in log n), exactly as
+    at that point, and says which point; never an interpolated value."""
+    data = page_data()
+    ns = data["n"]
+    rng = random.Random(5)
+    cases, nearest = [], []
+    while len(nearest) < 200:
+        cfg = random_config(rng, data)
+        i = rng.randrange(len(ns) - 1)
+        if ns[i + 1] - ns[i] < 2:
+            continue
+        n = rng.randint(ns[i] + 1, ns[i + 1] - 1)
+        near = ns[i] if math.log(n / ns[i]) <= math.log(ns[i + 1] / n) else ns[i + 1]
+        cases += [cfg | {"n": n}, cfg | {"n": near}]
+        nearest.append(near)
+    got = run_tables(data, cases)
+    shown = 0
+    for k, near in enumerate(nearest):
+        off, at = got[2 * k], got[2 * k + 1]
+        assert off == at if "error" in at else off == at | {"shown_n": near}
+        shown += "error" not in at
+    assert shown > 150
+    assert run_tables(data, [cases[0] | {"n": 2**21}])[0]["error"].startswith(
+        "n=2097152 is outside"
+    )
 
-    spec = load_hardware("h200")
-    code = explore.asymptote_expressions("h200")
-    shape = Shape(h=16, dtype="bf16", causal=True, block_q=64, kernel=kernel)
-    want = asymptotic_speedup(spec, shape=shape).value
-    family = load_kernel(kernel)
-    profiles = calibration_profiles(None, spec, family)
-    sizes = dict(n=4096, m=4096, d=128, h=16, h_kv=16, b=1, s=2)
-    config = resolve(family, spec, **sizes, causal=True, block_q=64)
-    env = {}
-    for a in ("naive", "flash"):
-        inputs = explore.device_inputs(spec, "bf16", profiles[a])
-        blocks = config.blocks_per_sm if a == "flash" else 1
-        env[f"overlap_{a}"] = effective_overlap(inputs["compute_overlap"], blocks)
-        env |= {f"R_{a}_{r}": inputs[f"rate_{r}"] * inputs[f"eff_{r}"] for r in explore.ROOFS}
-    env |= shape_values(spec, **sizes, block_q=64, block_k=config.block_k)
-    expr = code["1"]
-    got = float(expr.subs({x: env[str(x)] for x in expr.free_symbols}))
-    assert rel(got, want) <= 1e-12
+
+def test_grid_n_has_powers_of_two_and_the_reference():
+    for k in (1, 2, 3, 4, 8):
+        ns = Grid(steps_per_octave=k).n()
+        assert ns[0] == 1 and ns[-1] == 2**20 and ns == sorted(set(ns))
+        assert all(2**e in ns for e in range(21)) and explore.N_REFERENCE in ns
+
+
+@pytest.mark.parametrize(
+    "grid, message",
+    [
+        (Grid(d=(0,)), "d=[0] must be positive integers"),
+        (Grid(batch=()), "batch=[] must be positive integers"),
+        (Grid(heads=((8, 3),)), "heads=[(8, 3)] must be (h, h_kv) pairs"),
+        (Grid(steps_per_octave=0), "steps_per_octave=0 must be in 1..64"),
+        (Grid(dtypes=("fp17",)), "dtypes=['fp17'] must be among"),
+        (Grid(hw=("nope",)), "nope"),
+    ],
+)
+def test_bad_grid_is_one_error(grid, message):
+    with pytest.raises(PerfmodelError, match=re.escape(message)):
+        grid.check()
+
+
+def test_no_model_rule_in_the_page_scripts():
+    """Issue 25: the page once copied these rules into JavaScript; none is defined there
+    (the scripts define display and table lookup only)."""
+    copied = (
+        "tile_for|tileFor|_block|block_of|footprint|capacity|gqa_pack|gqaPack|kv_splits|"
+        "kvSplits|wave_efficiency|waveEfficiency|call_latency|callLatency|forward_then_backward|"
+        "forwardThenBackward|launchTiles|runFlash|values|model|evaluate"
+    )
+    for script in explore.SCRIPTS:
+        text = (explore.ASSETS / script).read_text()
+        defined = re.findall(r"function\s+(\w+)", text)
+        assert not [f for f in defined if re.fullmatch(copied, f, flags=re.I)], script
+        assert "MODELS" not in text, script  # the old page's printed cost models
 
 
 def test_cli_writes_one_offline_page(tmp_path, capsys):
     from perfmodel.cli import main
 
     out = tmp_path / "page.html"
-    assert main(["explore", "--out", str(out)]) == 0
+    args = ["explore", "--out", str(out), "--hw", "h200", "--d", "128", "--heads", "1"]
+    assert main([*args, "--dtype", "fp16", "--steps-per-octave", "1"]) == 0
+    said = capsys.readouterr().out
+    assert re.fullmatch(
+        rf"wrote {re.escape(str(out))} \(\d+ kB: [\d,]+ column vectors of 21 n, [\d,]+ table "
+        r"rows, 1 device\)\n",
+        said,
+    ), said
     text = out.read_text()
-    assert "const MODELS" in text and "const DATA" in text
+    assert "const DATA" in text and "Tables.open(DATA)" in text
     # offline: nothing loaded from elsewhere (the SVG namespace is a name, not a fetch)
     assert "<script src" not in text and "<link" not in text and "https:" not in text
     assert main(["explore", "--out", str(tmp_path), "--measurements", "nope.json"]) == 2
+    assert main(["explore", "--out", str(out), "--heads", "8:3"]) == 2
+    assert "--heads '8:3' must be H or H:H_KV" in capsys.readouterr().err
 
 
-def test_page_launch_equals_kernel_config_resolve():
-    """page.js's copy of kernel_config.resolve (tiles, on-chip fit, GQA packing, splits),
-    run by Node.js, against resolve() on random shapes: same launch or same error."""
-    import json
-    import shutil
-    import subprocess
-    from pathlib import Path
+# --- the server (perfmodel explore --serve) ----------------------------------------------
+@pytest.fixture
+def served(tmp_path):
+    from perfmodel.commands.explore import page_server
 
-    from perfmodel.catalog.kernels import load_kernel
-    from perfmodel.evaluate import onchip_of
-    from perfmodel.kernel_config import resolve
-    from perfmodel.vocabulary import bytes_per_element
+    folder = tmp_path / "out"
+    folder.mkdir()
+    page = folder / "explore.html"
+    page.write_text("<!doctype html><title>page</title>")
+    (folder / "other.txt").write_text("not for the server")
+    (tmp_path / "secret.txt").write_text("outside the folder")
+    server = page_server(page)  # loopback, any free port
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield server, page
+    finally:
+        server.shutdown()
+        server.server_close()
 
-    node = shutil.which("node")
-    if node is None:
-        pytest.skip("needs Node.js on PATH to run page.js's launch code")
-    script = (Path(explore.__file__).parent / "explore_page" / "page.js").read_text()
-    start = script.index("// --- the kernel family's launch")
-    code = script[start : script.index("// --- evaluation", start)]
-    rng = random.Random(10)
-    cases, want = [], []
-    for i in range(1500):
-        cfg = random_config(rng)
-        if i % 3 == 0:  # short queries, where packing and split-KV decide
-            cfg["n"] = rng.choice([1, 1, 2, 16, 64, 200])
-            cfg["kv_len"] = cfg["n"] if cfg["causal"] else rng.randint(1, 70_000)
-        spec = load_hardware(cfg["hw"])
-        family = explore.flash_families()[rng.randrange(len(explore.flash_families()))]
-        st = {k: cfg.get(k) for k in ("d", "causal", "dtype", "block_q", "block_k", "warps")}
-        sizes = dict(n=cfg["n"], m=cfg["kv_len"], h=cfg["h"], b=cfg["batch"])
-        cases.append(dict(st=st, hw=spec.name, family=family, h_kv=cfg["h_kv"], **sizes))
-        try:
-            c = resolve(
-                load_kernel(family),
-                spec,
-                **sizes,
-                d=cfg["d"],
-                h_kv=cfg["h_kv"],
-                s=bytes_per_element(cfg["dtype"]),
-                causal=cfg["causal"],
-                block_q=cfg["block_q"],
-                block_k=cfg["block_k"],
-                warps=cfg.get("warps"),
-            )
-        except PerfmodelError as e:
-            want.append({"error": str(e)})
-            continue
-        on = onchip_of(c)
-        want.append(
-            dict(
-                block_q=c.block_q,
-                block_k=c.block_k,
-                warps=c.warps,
-                blocks_per_sm=c.blocks_per_sm,
-                spill_bytes_per_tile=on.spill_bytes_per_tile,
-                bytes_in_flight=on.bytes_in_flight,
-                pack=c.pack,
-                splits=c.splits,
-            )
-        )
-    data = {"devices": explore.device_table(), "families": explore.family_table()}
-    driver = """
-const out = [];
-for (const c of CASES) {
-  const dev = DATA.devices[c.hw], fam = DATA.families[c.family];
-  const st = Object.assign({}, c.st, { h: c.h });
-  try {
-    const l = launchTiles(st, dev, fam);
-    const pack = gqaPack(fam.gqa_packing, c.n, c.h / c.h_kv, l.block_q);
-    out.push({ block_q: l.block_q, block_k: l.block_k, warps: l.warps,
-      blocks_per_sm: l.blocks_per_sm, spill_bytes_per_tile: l.onchip.spill_bytes_per_tile,
-      bytes_in_flight: l.onchip.bytes_in_flight, pack: pack,
-      splits: kvSplits(fam, dev, c.n, c.m, c.st.d, c.h, pack, c.b, l.block_q) });
-  } catch (e) { out.push({ error: e.message }); }
-}
-console.log(JSON.stringify(out));
-"""
-    source = (
-        f"const DATA = {json.dumps(data)};\nconst CASES = {json.dumps(cases)};\n{code}\n{driver}"
+
+def _get(server, path: str, method: str = "GET") -> tuple[int, bytes]:
+    host, port = server.server_address[:2]
+    req = urllib.request.Request(f"http://{host}:{port}{path}", method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, b""
+
+
+def _raw(server, line: bytes) -> bytes:
+    """A request line sent as is (no client normalises the path)."""
+    import socket
+
+    with socket.create_connection(server.server_address[:2], timeout=10) as s:
+        s.sendall(line + b"\r\nHost: x\r\n\r\n")
+        answer = b""
+        while chunk := s.recv(4096):  # to the end: the server closes after one answer
+            answer += chunk
+        return answer
+
+
+def test_server_listens_on_loopback_and_serves_the_page(served):
+    server, page = served
+    assert server.server_address[0] == "127.0.0.1"
+    for path in ("/", f"/{page.name}"):
+        assert _get(server, path) == (200, page.read_bytes())
+    assert _get(server, f"/{page.name}", "HEAD") == (200, b"")
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/other.txt",  # another file in the page's folder
+        "/../secret.txt",
+        "/%2e%2e/secret.txt",
+        "/..%2fsecret.txt",
+        "//etc/passwd",
+        "/etc/passwd",
+        "/explore.html/",
+        "/explore.html?x=1",
+        "/EXPLORE.HTML",
+        "/explore.html%00",
+    ],
+)
+def test_server_refuses_every_other_path(served, path):
+    server, _ = served
+    assert _get(server, path)[0] == 404
+
+
+@pytest.mark.parametrize(
+    "line", [b"GET ../secret.txt HTTP/1.0", b"GET /../../secret.txt HTTP/1.0", b"GET * HTTP/1.0"]
+)
+def test_server_refuses_raw_traversal(served, line):
+    server, _ = served
+    assert _raw(server, line).startswith(b"HTTP/1.0 404")
+
+
+def test_server_refuses_other_methods(served):
+    server, page = served
+    assert _get(server, f"/{page.name}", "POST")[0] == 501
+    assert _get(server, f"/{page.name}", "PUT")[0] == 501
+
+
+def test_serve_says_where_it_listens(tmp_path, capsys, monkeypatch):
+    import http.server
+    import webbrowser
+
+    from perfmodel.cli import main
+
+    opened = []
+    monkeypatch.setattr(webbrowser, "open", opened.append)
+
+    def stop(self, *a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(http.server.ThreadingHTTPServer, "serve_forever", stop)
+    out = tmp_path / "p.html"
+    args = ["explore", "--out", str(out), "--hw", "h200", "--d", "128", "--heads", "1"]
+    assert (
+        main([*args, "--dtype", "fp16", "--steps-per-octave", "1", "--serve", "--port", "0"]) == 0
     )
-    run = subprocess.run([node], input=source, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr
-    got = json.loads(run.stdout)
-    errors = sum("error" in w for w in want)
-    assert 0 < errors < len(want)
-    for case, g, w in zip(cases, got, want, strict=True):
-        assert g.keys() == w.keys(), (case, g, w)
-        for k, v in w.items():
-            assert g[k] == (v if isinstance(v, str) else float(v)), (case, k, g[k], v)
+    printed = capsys.readouterr().out.splitlines()[-1]
+    match = re.fullmatch(
+        r"serving (http://127\.0\.0\.1:(\d+)/p\.html) \(this page only; .*\)", printed
+    )
+    assert match and int(match[2]) > 0 and opened == [match[1]]
+    assert main([*args, "--serve", "--port", "70000"]) == 2

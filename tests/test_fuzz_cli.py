@@ -280,6 +280,13 @@ CASES: list[tuple[str, str]] = [
     ("predict-hw-close-match", "predict --n 1024 --hw h20"),
     ("kernels-show-unknown", "kernels show fa-2"),
     ("kernels-no-verb", "kernels"),
+    ("calibrate-out-folder", "calibrate --out '{regular-file}/'"),
+    ("calibrate-out-proc", "calibrate --out /proc/h200.ceilings.toml"),
+    ("calibrate-out-suffix", "calibrate --out '{new}.json'"),
+    ("calibrate-budget-inf", "calibrate --out '{new}.toml' --budget-s inf"),
+    ("calibrate-budget-nan", "calibrate --out '{new}.toml' --budget-s nan"),
+    ("calibrate-device-unknown", "calibrate --out '{new}.toml' --device nope"),
+    ("calibrate-sweep-proc", "calibrate --out '{new}.toml' --sweep /proc/s.json"),
     ("diagnose-algorithm-unknown", "diagnose --hbm-util 0.5 --sm-util 0.3 --algorithm xla"),
 ]
 
@@ -540,5 +547,40 @@ def test_predict_any_option_value(option: str, value: str) -> None:
     code, out, err = run_cli(argv)
     if code == 0:
         assert err == "" and "nan" not in out and "inf " not in out, out
+    else:
+        assert_one_line_exit_2(code, err)
+
+
+#: Numeric options of the other quick commands, each with a valid command line around it.
+OPTIONS = (
+    [
+        ("estimate --model llama-3.1-8b --hw h200", opt)
+        for opt in ("--prompt", "--output", "--batch", "--page-tokens", "--context", "--tp")
+    ]
+    + [
+        ("diagnose --time-s 1e-3 --n 4096 --hw h200", opt)
+        for opt in ("--time-s", "--n", "--hbm-bw", "--matmul-peak", "--d", "--h", "--batch")
+    ]
+    + [("diagnose --hbm-util 0.5 --sm-util 0.3", opt) for opt in ("--hbm-util", "--sm-util")]
+)
+
+
+@settings(max_examples=60)
+@given(
+    where=st.sampled_from(OPTIONS),
+    value=st.one_of(
+        st.sampled_from(["0", "-1", "0.5", "1e3", "nan", "inf", "-inf", "", "1e999", "1_0"]),
+        st.text(max_size=8),
+        st.integers(min_value=-(2**70), max_value=2**70).map(str),
+        st.floats().map(repr),
+    ),
+)
+def test_other_commands_any_option_value(where: tuple[str, str], value: str) -> None:
+    """Any text for a numeric option of estimate or diagnose: exit 0 with finite output,
+    or exit 2 in one line."""
+    command, option = where
+    code, out, err = run_cli([*shlex.split(command), option, value])
+    if code == 0:
+        assert err == "" and " nan" not in out and " inf" not in out, out
     else:
         assert_one_line_exit_2(code, err)

@@ -33,14 +33,16 @@ def _by_impl(figures):
 @pytest.mark.skipif(not all(p.exists() for p in FORWARD), reason="no held-out data")
 def test_forward_held_out_figures():
     got = _by_impl(holdout(load_measurements(FORWARD), "run=heldout"))
-    # recorded in docs/validation/heldout.txt: (default median, default max)
+    # (default median |error|, max |error|) of the model with the H200's measured
+    # ceilings, the softmax overlap and the per-wave prologue (docs/validation/model-truth.md;
+    # these points are development data for that model, not held out from it)
     recorded = {
-        "cudnn": (0.241, 0.506),
-        # max 0.627 -> 0.751 since pallas-triton.toml states the d=256 launch as it runs
-        # (one stage, kv_stages = 1, was 2): the model is 75 % fast there (issue 21)
-        "pallas_flash": (0.268, 0.751),
-        "naive_jit": (0.333, 0.590),
-        "mgpu_attention": (0.171, 0.484),
+        "cudnn": (0.081, 0.422),  # was 0.241, 0.506 with datasheet deratings
+        "pallas_flash": (0.231, 0.669),  # was 0.268, 0.751
+        "naive_jit": (0.251, 0.569),  # was 0.333, 0.590
+        # was 0.171, 0.484: worse, the Mosaic kernel now predicted 19 % slow (signed)
+        # with cuDNN's softmax overlap assumed for it (specs/kernels/pallas-mosaic.toml)
+        "mgpu_attention": (0.268, 0.437),
     }
     for impl, (med, top) in recorded.items():
         d_med, d_max = Figures._stats(got[impl].default)
@@ -54,7 +56,8 @@ def test_decode_held_out_figures():
     got = _by_impl(holdout(load_measurements(DECODE), "run=decode-devtime"))
     d_med, d_max = Figures._stats(got["paged_decode"].default)
     assert d_med <= 0.10  # the issue's decode target, on device time, no fit
-    assert d_max <= 0.19 + MARGIN
+    # was 0.19: the worst point moves with the per-wave prologue (median 0.056)
+    assert d_max <= 0.305 + MARGIN
 
 
 def test_published_tables_are_never_below_the_floor():

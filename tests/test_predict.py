@@ -175,7 +175,13 @@ def test_bad_input_names_the_value(kwargs, fragment):
 def test_calibration_is_tied_to_its_device():
     fitted = predict(n=4096, hw="h200", h=16, calibration="h200-pallas_flash")
     assert fitted.flash.calibration == "h200-pallas_flash"
-    assert fitted.naive.calibration == "default"  # the profile names its algorithm
+    # the profile names its algorithm: the naive side keeps its own, the H200's measured
+    # ceilings (the datasheet deratings with ceilings="datasheet")
+    assert fitted.naive.calibration == "measured:naive"
+    datasheet = predict(
+        n=4096, hw="h200", h=16, calibration="h200-pallas_flash", ceilings="datasheet"
+    )
+    assert datasheet.naive.calibration == "default"
     with pytest.raises(PerfmodelError, match="fitted on H200 SXM, not A100"):
         predict(n=4096, hw="a100", calibration="h200-pallas_flash")
     with pytest.raises(PerfmodelError, match="unknown calibration 'nope'"):

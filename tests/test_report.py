@@ -39,12 +39,13 @@ def test_x_is_where_the_predicted_speedup_reaches_the_threshold():
     # The chapter's configuration (one head, batch 1): flash's grid fills the GPU only
     # at long n, so the predicted speedup rises there and X is well defined.
     chapter = Shape(h=1, dtype="fp16")
-    c = conclusions("h200", chapter, threshold=1.6, n_max=65536)
+    # (the n -> oo limit is 1.61x on the H200 with its measured ceilings: 1.3 is reached)
+    c = conclusions("h200", chapter, threshold=1.3, n_max=65536)
     x = c.x_estimate
     ns = np.arange(x - 1, 65537)
     r = sweep("h200", n=ns, h=1, dtype="fp16", grid=False)
-    assert r["speedup"][0] < 1.6 and np.all(r["speedup"][1:] >= 1.6)
-    assert f"beyond n ≈ {x:,}" in c.headline() and "flash at least 60% faster" in c.headline()
+    assert r["speedup"][0] < 1.3 and np.all(r["speedup"][1:] >= 1.3)
+    assert f"beyond n ≈ {x:,}" in c.headline() and "flash at least 30% faster" in c.headline()
 
 
 def test_kernel_breakdown_sums_to_t_lower():

@@ -5,7 +5,7 @@ import pytest
 
 from perfmodel import predict
 from perfmodel.catalog.hardware import load_hardware
-from perfmodel.kernel_config import launch_of
+from perfmodel.launch import launch_of
 from perfmodel.shape import Shape
 from perfmodel.validation.measured import Point
 

@@ -29,7 +29,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "evaluation",
         ("perfmodel.evaluate", "perfmodel.prediction", "perfmodel.results", "perfmodel.parallel"),
     ),
-    ("arguments", ("perfmodel.arguments", "perfmodel.kernel_config", "perfmodel.shape")),
+    ("arguments", ("perfmodel.arguments", "perfmodel.launch", "perfmodel.shape")),
     ("catalog", ("perfmodel.catalog",)),
     (
         "model",
@@ -38,7 +38,6 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "perfmodel.costs",
             "perfmodel.compile",
             "perfmodel.roofline",
-            "perfmodel.onchip",
         ),
     ),
     (

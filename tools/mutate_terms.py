@@ -1,7 +1,13 @@
-"""Mutation run over the cost terms and the roofline factors: does a test notice?
+"""Mutation run over what predict() and sweep() run: does a test notice?
 
     python3 tools/mutate_terms.py                  # every mutant, a markdown table
     python3 tools/mutate_terms.py --only lse,fill  # mutants whose name contains these
+    python3 tools/mutate_terms.py --write docs/mutants.md   # the table, into the docs
+
+The mutants cover the cost terms, the launch rules (``perfmodel.launch``), the floor
+and each effect of the estimate, and the roofline factors: code that ``predict()`` and
+``sweep()`` run (``costs/decode.py``'s separate decode model, which they do not run, is
+left out).
 
 Each mutant changes one term or factor in a copy of the committed tree (``git archive
 HEAD``: nobody's uncommitted work is read or touched): scaled by 1.1, shifted by one, a
@@ -21,14 +27,15 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
 COSTS_TESTS = ("tests/test_terms_pinned.py", "tests/test_costs.py")
-DECODE_TESTS = ("tests/test_terms_pinned.py", "tests/test_decode.py")
 ROOF_TESTS = ("tests/test_roofline_pinned.py", "tests/test_predict.py")
+LAUNCH_TESTS = ("tests/test_launch_pinned.py", "tests/test_launch.py")
 
 
 @dataclass(frozen=True)
@@ -41,13 +48,13 @@ class Mutant:
     tests: tuple[str, ...] = COSTS_TESTS
 
 
-T, N, F, D = (
+T, N, F = (
     "perfmodel/costs/terms.py",
     "perfmodel/costs/naive.py",
     "perfmodel/costs/flash.py",
-    "perfmodel/costs/decode.py",
 )
 R, E, H = "perfmodel/roofline.py", "perfmodel/evaluate.py", "perfmodel/catalog/hardware.py"
+L, BW = "perfmodel/launch.py", "perfmodel/costs/backward.py"
 
 # fmt: off
 MUTANTS = (
@@ -87,15 +94,37 @@ MUTANTS = (
     Mutant("flash grid (work items)", F, "work_items=groups * q_blocks * splits", "work_items=groups * (q_blocks + 1) * splits", "+1 block a head"),
     Mutant("flash tiles (fill unit)", F, "tiles=groups * tiles_per_group", "tiles=2 * groups * tiles_per_group", "x2"),
     Mutant("GQA K/V re-read (forward)", F, "programs_per_kv_head = q_blocks * h / (h_kv * pack)", "programs_per_kv_head = q_blocks / pack", "h/h_kv -> 1"),
-    Mutant("flash SRAM stages", F, "KV_STAGES = 2", "KV_STAGES = 3", "2 -> 3"),
-    Mutant("flash registers", F, "2 * block_q) * F32", "3 * block_q) * F32", "2 -> 3 statistics a row"),
-    # --- decode ---------------------------------------------------------------------
-    Mutant("block-table entry bytes", D, "TABLE_ENTRY_BYTES = 4", "TABLE_ENTRY_BYTES = 8", "4 -> 8", DECODE_TESTS),
-    Mutant("pages per sequence", D, "pages_per_seq = sp.ceiling(m / page)", "pages_per_seq = sp.floor(m / page) + 1", "ceil -> floor+1", DECODE_TESTS),
-    Mutant("split partial bytes", D, "splits * (d + 2) * F32", "splits * (d + 3) * F32", "d+2 -> d+3", DECODE_TESTS),
-    Mutant("split reduce FLOPs", D, "vector_flops=3 * rows * splits * (d + 2)", "vector_flops=4 * rows * splits * (d + 2)", "3 -> 4", DECODE_TESTS),
-    Mutant("decode SM occupancy", D, "return work_items() / (waves() * resident)", "return work_items() / (waves() * resident + 1)", "+1 SM", DECODE_TESTS),
-    Mutant("split rule", D, "sp.floor(resident / (b * h_kv))", "sp.ceiling(resident / (b * h_kv))", "floor -> ceil", DECODE_TESTS),
+    Mutant("flash SRAM stages (paper model)", F, "KV_STAGES = 2", "KV_STAGES = 3", "2 -> 3"),
+    Mutant("flash accumulators", F, "+ block_q * d + 2 * block_q", "+ block_q * d + 3 * block_q", "2 -> 3 statistics a row"),
+    Mutant("flash SRAM of a launch", F, "SRAM_BYTES = (block_q + kv_stages * 2 * block_k)", "SRAM_BYTES = (block_q + kv_stages * 3 * block_k)", "K and V -> 3 tiles", LAUNCH_TESTS),
+    Mutant("split-combine FLOPs", F, "vector_flops=3 * rows * splits * (d + 2)", "vector_flops=4 * rows * splits * (d + 2)", "3 -> 4 a value", LAUNCH_TESTS),
+    Mutant("split partial bytes", F, "splits * (d + 2) * F32 if split", "splits * (d + 3) * F32 if split", "d+2 -> d+3"),
+    Mutant("block-table entry bytes", F, "TABLE_ENTRY_BYTES = 4", "TABLE_ENTRY_BYTES = 8", "4 -> 8", LAUNCH_TESTS),
+    # --- backward -------------------------------------------------------------------
+    Mutant("dS FLOPs per score", BW, "DS_FLOPS_PER_SCORE = 3", "DS_FLOPS_PER_SCORE = 4", "3 -> 4", LAUNCH_TESTS),
+    # --- the launch -------------------------------------------------------------------
+    Mutant("threads per warp", L, "WARP = 32", "WARP = 16", "32 -> 16", LAUNCH_TESTS),
+    Mutant("producer registers", L, "PRODUCER_REGISTERS = 32", "PRODUCER_REGISTERS = 24", "32 -> 24", LAUNCH_TESTS),
+    Mutant("register bytes (spills)", L, "REGISTER_BYTES = 4", "REGISTER_BYTES = 8", "4 -> 8", LAUNCH_TESTS),
+    Mutant("spill traffic (write and read)", L, "spill_bytes_per_tile=2 * REGISTER_BYTES", "spill_bytes_per_tile=1 * REGISTER_BYTES", "2 -> 1", LAUNCH_TESTS),
+    Mutant("blocks per SM by SRAM", L, "np.floor_divide(hw.sram_per_sm_bytes, np.maximum(smem, 1))", "np.floor_divide(hw.sram_per_sm_bytes, np.maximum(smem, 1)) + 1", "+1", LAUNCH_TESTS),
+    Mutant("registers per block capped", L, "np.minimum(registers, cap) * threads", "registers * threads", "no cap", LAUNCH_TESTS),
+    Mutant("threads per SM", L, "np.floor_divide(hw.max_threads_per_sm, threads + producers)", "np.floor_divide(hw.max_threads_per_sm, threads)", "producers left out", LAUNCH_TESTS),
+    Mutant("K/V bytes in flight", L, "(stages if family.producer_warps else 1.0)", "(stages if family.producer_warps else 2.0)", "1 -> 2 stages without a producer", LAUNCH_TESTS),
+    Mutant("GQA packing (when_short)", L, "n / up(n) < 0.9 * (n * group) / up(n * group)", "n / up(n) <= 0.9 * (n * group) / up(n * group)", "< -> <=", LAUNCH_TESTS),
+    Mutant("GQA packing (decode)", L, "packed = n == 1", "packed = n <= 2", "n = 1 -> n <= 2", LAUNCH_TESTS),
+    Mutant("split slots", L, "return hw.sm_count * family.split_sm_factor", "return hw.sm_count", "factor dropped", LAUNCH_TESTS),
+    Mutant("split threshold", L, "small = grid < 0.8 * slots", "small = grid < 0.9 * slots", "0.8 -> 0.9", LAUNCH_TESTS),
+    Mutant("FA-3 short K/V skip", L, "small &= kv_blocks > 4", "small &= kv_blocks > 3", "4 -> 3", LAUNCH_TESTS),
+    Mutant("split within 85% of the best", L, "eff >= 0.85 * best", "eff >= 0.8 * best", "0.85 -> 0.8", LAUNCH_TESTS),
+    Mutant("floor split limit (fill the SMs)", L, "fill = np.ceil(hw.sm_count / np.maximum(grid, 1))", "fill = np.floor(hw.sm_count / np.maximum(grid, 1))", "ceil -> floor", LAUNCH_TESTS),
+    Mutant("floor split limit (K/V blocks)", L, "kv_blocks = np.ceil(m / block_k)", "kv_blocks = np.floor(m / block_k) + 1", "ceil -> floor+1", LAUNCH_TESTS),
+    Mutant("floor split search", L, "left = t_lower_at(at, pack[at], mid) <= t_lower_at(at, pack[at], mid + 1)", "left = t_lower_at(at, pack[at], mid) >= 0", "always left", LAUNCH_TESTS),
+    # --- the estimate's effects -------------------------------------------------------
+    Mutant("effective overlap", E, "return 1 - (1 - overlap) / blocks_per_sm", "return 1 - (1 - overlap) / (blocks_per_sm + 1)", "k -> k+1", LAUNCH_TESTS),
+    Mutant("spills effect", E, "return t._replace(serial=k.spill_s)", "return t._replace(serial=0.0)", "dropped", LAUNCH_TESTS),
+    Mutant("waves effect", E, "return t._replace(times=k.estimate)", "return t._replace(times=k.floor)", "dropped", LAUNCH_TESTS),
+    Mutant("per-SM L2 port share", E, "per_sm: Num = hw.l2_bandwidth_bytes_per_s / hw.sm_count", "per_sm: Num = 2 * hw.l2_bandwidth_bytes_per_s / hw.sm_count", "x2", LAUNCH_TESTS),
     # --- roofline factors -------------------------------------------------------------
     Mutant("roof time (work / rate)", R, "w / rates[roof]", "w * 1.1 / rates[roof]", "x1.1", ROOF_TESTS),
     Mutant("kernel floor (max of roofs)", R, "all are floats\n        return max(values)", "all are floats\n        return sum(values)", "max -> sum", ROOF_TESTS),
@@ -105,8 +134,8 @@ MUTANTS = (
     Mutant("busy fraction", R, "share = work_items / units", "share = work_items / (units + 1)", "units+1", ROOF_TESTS),
     Mutant("wave efficiency", R, "items / (ceil(items / units) * units)", "items / (ceil((items + 1) / units) * units)", "items+1 in the wave count", ROOF_TESTS),
     Mutant("arithmetic intensity", R, "return flops / bytes_moved", "return 1.1 * flops / bytes_moved", "x1.1", ROOF_TESTS),
-    Mutant("per-block fill stretch", E, "1 + calibration.block_overhead_tiles * k.blocks_per_tile", "1 + 1.1 * calibration.block_overhead_tiles * k.blocks_per_tile", "x1.1", ROOF_TESTS),
-    Mutant("launch overhead", E, "total = total + device + launch", "total = total + device + 1.1 * launch", "x1.1", ROOF_TESTS),
+    Mutant("per-block fill stretch", E, "1 + c.calibration.block_overhead_tiles * k.blocks_per_tile", "1 + 1.1 * c.calibration.block_overhead_tiles * k.blocks_per_tile", "x1.1", ROOF_TESTS),
+    Mutant("launch overhead", E, "total = total + state.seconds() + state.fixed", "total = total + state.seconds() + 1.1 * state.fixed", "x1.1", ROOF_TESTS),
     Mutant("host dispatch", E, "fitted * kernels if fitted", "fitted * (kernels + 1) if fitted", "+1 kernel", ROOF_TESTS),
     Mutant("vector and exp rates", E, "Roof.VECTOR: hw.vector_fp32_flops_per_s,\n        Roof.EXP: hw.exp_per_s,", "Roof.VECTOR: hw.exp_per_s,\n        Roof.EXP: hw.vector_fp32_flops_per_s,", "swapped", ROOF_TESTS),
     Mutant("L2 capacity symbol", E, 'values["l2_capacity"] = hw.l2_bytes or 0', 'values["l2_capacity"] = (hw.l2_bytes or 0) * 11 // 10', "x1.1", ROOF_TESTS),
@@ -156,6 +185,17 @@ def run(mutant: Mutant, base: Path) -> tuple[str, str, float]:
     return "killed", failed[0].split(" ")[0], seconds
 
 
+def _head() -> str:
+    """The checkout's commit, for the table's heading."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        )
+    except FileNotFoundError:
+        return "a copy of the tree"
+    return f"commit {out.stdout.strip()}" if out.returncode == 0 else "a copy of the tree"
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", default="", help="comma-separated parts of mutant names")
@@ -164,25 +204,65 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="leave out tests/test_*_pinned.py (what the other tests alone catch)",
     )
+    p.add_argument("--write", default=None, help="markdown file to write the table to")
+    p.add_argument("--jobs", type=int, default=1, help="mutants run at once")
+    p.add_argument("--label", default="", help="what the table is of (default: the commit)")
+    p.add_argument(
+        "--worktree", action="store_true", help="mutate the files as they are, not git HEAD"
+    )
     args = p.parse_args(argv)
     wanted = [w.strip().lower() for w in args.only.split(",") if w.strip()]
     mutants = [m for m in MUTANTS if not wanted or any(w in m.name.lower() for w in wanted)]
-    rows, bad = [], 0
+    if args.without_pinned:
+        mutants = [
+            replace(m, tests=tuple(t for t in m.tests if not t.endswith("_pinned.py")))
+            for m in mutants
+        ]
     with tempfile.TemporaryDirectory(prefix="mutate-base-") as base:
-        _tree(Path(base))
-        for m in mutants:
-            if args.without_pinned:
-                m = replace(m, tests=tuple(t for t in m.tests if not t.endswith("_pinned.py")))
+        if args.worktree:  # a checkout without its git folder (a copy on another machine)
+            subprocess.run(["cp", "-a", f"{ROOT}/perfmodel", f"{ROOT}/specs", f"{ROOT}/tests",
+                            f"{ROOT}/pyproject.toml", base], check=True)  # fmt: skip
+            (Path(base) / "perfmodel" / "specs").unlink(missing_ok=True)
+        else:
+            _tree(Path(base))
+
+        def one(m: Mutant) -> str:
             outcome, by, seconds = run(m, Path(base))
-            bad += outcome != "killed"
-            rows.append(
-                f"| {m.name} | `{m.path.removeprefix('perfmodel/')}` | {m.what} | {outcome} | {by} |"
-            )
-            print(rows[-1], f"({seconds:.0f} s)", file=sys.stderr, flush=True)
-    print("| term or factor | file | mutation | outcome | killed by (first failing test) |")
-    print("|---|---|---|---|---|")
-    print("\n".join(rows))
-    print(f"\n{len(rows) - bad} of {len(rows)} mutants killed.")
+            row = f"| {m.name} | `{m.path.removeprefix('perfmodel/')}` | {m.what} | {outcome} | {by} |"
+            print(row, f"({seconds:.0f} s)", file=sys.stderr, flush=True)
+            return row
+
+        with ThreadPoolExecutor(max_workers=args.jobs) as pool:
+            rows = list(pool.map(one, mutants))  # each mutant in its own copy and process
+    bad = sum("| killed |" not in row for row in rows)
+    head = (
+        "git "
+        + subprocess.run(
+            ["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"], capture_output=True, text=True
+        ).stdout.strip()
+    )
+    table = "\n".join(
+        [
+            "| term or factor | file | mutation | outcome | killed by (first failing test) |",
+            "|---|---|---|---|---|",
+            *rows,
+            "",
+            f"{len(rows) - bad} of {len(rows)} mutants killed.",
+        ]
+    )
+    print(table)
+    if args.write:
+        from perfmodel.atomic import write_text
+
+        write_text(
+            Path(args.write),
+            "# Mutation run\n\n"
+            f"Written by `python3 tools/mutate_terms.py --write {args.write}` at {head}: each "
+            "mutant changes one term, launch rule, effect or roofline factor that `predict()` "
+            "and `sweep()` run, in a copy of the committed tree, and runs the tests that pin "
+            "it (`pytest -x`). Regenerate it with the same command; do not edit by hand.\n\n"
+            f"{table}\n",
+        )
     return 1 if bad else 0
 
 

@@ -16,7 +16,7 @@ from the cost models themselves:
 
 >>> lim = asymptotic_speedup("h200")
 >>> round(lim.value, 2), lim.naive_roofs, lim.flash_roofs
-(1.74, ('hbm', 'hbm', 'hbm'), ('matmul',))
+(1.61, ('hbm', 'hbm', 'hbm'), ('matmul',))
 >>> x = crossover_n("h200", 1.5, metric="t_lower_s")
 >>> before, at = speedup_at("h200", [x - 1, x], metric="t_lower_s")
 >>> bool(before < 1.5 <= at)
@@ -42,8 +42,6 @@ from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import ALGORITHMS, roof_rates, shape_values
-from perfmodel.kernel_config import launch_of
-from perfmodel.onchip import effective_overlap
 from perfmodel.prediction import calibration_profiles, predict, sweep
 from perfmodel.roofline import combine
 from perfmodel.shape import Shape
@@ -311,7 +309,7 @@ def asymptotic_speedup(
         raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
     family = load_kernel(shape.kernel)
     n_big = 1 << 24
-    big = predict(n=n_big, hw=spec, **shape.kwargs(n_big))  # checks the shape
+    predict(n=n_big, hw=spec, **shape.kwargs(n_big))  # checks the shape
     profiles = calibration_profiles(calibration, spec, family)
     values = _sym_values(shape, spec)
     parts, roofs = {}, {}
@@ -321,8 +319,6 @@ def asymptotic_speedup(
         rates = {r: (rate * eff[r] if rate else None) for r, rate in raw.items()}
         coeffs = leading_coefficients(a, shape.causal, spec.l2_bytes is not None)
         overlap = profiles[a].compute_overlap if metric == "time_s" else 1.0
-        if a == "flash" and metric == "time_s":  # co-resident blocks hide the softmax
-            overlap = float(effective_overlap(overlap, _blocks_per_sm(big, spec, shape)))
         sym, num, roofs[a] = _limit_time(coeffs, values, rates, overlap)
         parts[a] = (sym, num)
     return Asymptote(
@@ -332,11 +328,6 @@ def asymptotic_speedup(
         flash_roofs=tuple(roofs["flash"]),
         metric=metric,
     )
-
-
-def _blocks_per_sm(p: Any, spec: HardwareSpec, shape: Shape) -> Any:
-    """Blocks per SM of the fused kernel at the resolved launch of prediction ``p``."""
-    return launch_of(p.config, spec).blocks_per_sm
 
 
 # --- under a sliding window: the gain has no limit ------------------------------------

@@ -50,6 +50,9 @@ class Calibration(BaseModel):
     #: Fixed cost of each thread block of a tiled kernel (loading Q, filling the K/V
     #: pipeline, writing O), in units of one inner-loop step.
     block_overhead_tiles: Ratio = 0.0
+    #: (head dim, matmul fraction) measured by K = head dim where the device has
+    #: ceilings (``perfmodel.catalog.ceilings``); empty: ``matmul_efficiency`` at every d.
+    matmul_efficiency_by_d: tuple[tuple[int, Fraction], ...] = ()
     #: Fit statistics, shown and never computed with (NaN: a stderr the fit cannot give).
     fit: dict[str, int | float | str] = {}
     sources: dict[str, str] = {}
@@ -93,32 +96,73 @@ def load_calibration(calibration: str | Path | Calibration | None) -> Calibratio
     return _load_named(text)
 
 
-def family_default(family, hw) -> Calibration:
-    """The datasheet profile of one kernel family on one device, no fit: ``default``'s
-    deratings, the compute overlap of the family's structure (softmax between the
-    matmuls: 0; overlapped by another warpgroup: 1), and for a family on warp-level
-    ``mma.sync`` the share of the matrix peak that instruction reaches on the device."""
-    key = (family.name, hw.name, family.matmul, family.softmax)
+#: Where the estimate's roof fractions come from: the device's measured ceilings
+#: (``specs/devices/<device>.ceilings.toml``) where it has them, else the datasheet
+#: deratings of ``default``; "datasheet" forces the latter.
+CEILINGS = ("measured", "datasheet")
+
+
+def family_default(family, hw, ceilings: str = "measured") -> Calibration:
+    """The unfitted profile of one kernel family on one device: the fractions of each
+    roof the device's microbenchmarks reach (measured ceilings; the tensor-core rate of
+    the family's instruction by head dim), else ``default``'s datasheet deratings (and
+    for a family on warp-level ``mma.sync`` the share of the peak that instruction
+    reaches); and the family's softmax overlap (``KernelFamily.compute_overlap``)."""
+    key = (family.name, hw.name, family.matmul, family.softmax, ceilings)
     if key not in _FAMILY_DEFAULTS:
-        _FAMILY_DEFAULTS[key] = _family_default(family, hw)
+        _FAMILY_DEFAULTS[key] = _family_default(family, hw, ceilings)
+    return _FAMILY_DEFAULTS[key]
+
+
+def naive_default(hw, ceilings: str = "measured") -> Calibration:
+    """The unfitted profile of the naive side (library GEMMs and XLA fusions): the
+    device's measured ceilings where it has them (cuBLAS GEMM, HBM copy), else
+    ``default``."""
+    key = ("naive", hw.name, ceilings)
+    if key not in _FAMILY_DEFAULTS:
+        base = _load_named("default")
+        measured = _measured(hw, None, ceilings)
+        if measured:
+            base = base.model_copy(
+                update={**measured, "name": "measured:naive", "algorithm": "naive"}
+            )
+        _FAMILY_DEFAULTS[key] = base
     return _FAMILY_DEFAULTS[key]
 
 
 _FAMILY_DEFAULTS: dict[tuple, Calibration] = {}
 
 
-def _family_default(family, hw) -> Calibration:
+def _measured(hw, family, ceilings: str) -> dict:
+    """The measured fractions of ``hw`` for ``family`` (None: the naive side), or {}."""
+    if ceilings not in CEILINGS:
+        raise PerfmodelError(f"ceilings={ceilings!r}; known: {', '.join(CEILINGS)}")
+    if ceilings == "datasheet":
+        return {}
+    from perfmodel.catalog.ceilings import load_ceilings, measured_fractions
+
+    found = load_ceilings(hw)
+    if found is None:
+        return {}
+    out = measured_fractions(found, hw, family)
+    out["sources"] = {**_load_named("default").sources, **out["sources"]}
+    return out
+
+
+def _family_default(family, hw, ceilings: str) -> Calibration:
     base = _load_named("default")
     matmul = base.matmul_efficiency
     if family.matmul == "mma" and hw.warp_mma_fraction is not None:
         matmul = min(matmul, hw.warp_mma_fraction)
+    update = {"matmul_efficiency": matmul, **_measured(hw, family, ceilings)}
+    where = "measured ceilings" if "matmul_efficiency_by_d" in update else "datasheet deratings"
     return base.model_copy(
         update={
+            **update,
             "name": f"default:{family.name}",
-            "description": f"datasheet deratings with {family.name}'s structure",
+            "description": f"{where} with {family.name}'s structure",
             "kernel": family.name,
             "algorithm": "flash",
-            "matmul_efficiency": matmul,
             "compute_overlap": family.compute_overlap,
         }
     )

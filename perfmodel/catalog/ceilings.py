@@ -51,14 +51,16 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from perfmodel.catalog import registry
 from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.fields import Flag
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
+from perfmodel.catalog.kernels import KernelFamily
 
 __all__ = [
     "DATASHEET_FIELD",
@@ -289,3 +291,94 @@ def beside_datasheet(c: Ceilings, spec: HardwareSpec) -> list[tuple[str, Measure
         if entry is not None:
             rows.append((name, entry, _datasheet(spec, DATASHEET_FIELD.get(name))))
     return rows
+
+
+# --- what the model takes from a ceilings file ----------------------------------------
+#: Where a family's matrix products run, as the ceilings name it: (instruction, operands).
+#: A producer warpgroup (TMA) keeps the operands in shared memory ahead of use; a kernel
+#: whose compute warps load their own tiles pays for the loads in the product's loop.
+def tensor_rows(c: Ceilings, family: KernelFamily) -> list[TensorCoreRate]:
+    """The measured tile kernels that run the family's products (bf16, valid rows)."""
+    if family.matmul == "mma":
+        return c.tensor("mma.sync", "bf16")
+    if family.producer_warps:
+        return c.tensor("wgmma", "bf16")
+    return c.tensor("triton_default", "bf16", "streamed") or c.tensor("triton_default", "bf16")
+
+
+def matmul_by_head_dim(rows: list[TensorCoreRate], peak: float) -> tuple[tuple[int, float], ...]:
+    """(K, fraction of the datasheet peak) for each measured inner dimension K = head dim:
+    the fastest tile at that K."""
+    best: dict[int, float] = {}
+    for r in rows:
+        best[r.k] = max(best.get(r.k, 0.0), r.flops_per_s)
+    return tuple((k, min(1.0, best[k] / peak)) for k in sorted(best))
+
+
+def l2_plateau(c: Ceilings, spec: HardwareSpec) -> float | None:
+    """The L2 re-read rate attention sees: the median of the working sets from 8 MiB up
+    to the L2's size (a few MiB run faster: they fit one partition of the L2)."""
+    top = spec.l2_bytes or 0
+    rates = sorted(r.bytes_per_s for r in c.l2 if 8 * 2**20 <= r.working_set_bytes <= top)
+    if not rates:
+        return c.value("l2_read_bytes_per_s")
+    return rates[len(rates) // 2]
+
+
+def measured_fractions(
+    c: Ceilings, spec: HardwareSpec, family: KernelFamily | None
+) -> dict[str, Any]:
+    """The fractions of each datasheet roof the device's microbenchmarks reach, for a
+    family's fused kernel (``family``) or for the naive side's library calls (None):
+    ``Calibration`` fields, each with its source."""
+    peak = spec.peak("bf16")
+    out: dict[str, Any] = {}
+    sources: dict[str, str] = {}
+    if family is None:
+        gemm = c.value("gemm_bf16_flops_per_s")
+        if gemm:
+            out["matmul_efficiency"] = min(1.0, gemm / peak)
+            sources["matmul_efficiency"] = "ceilings: gemm_bf16_flops_per_s (cuBLAS 8192^3)"
+        hbm = c.value("hbm_copy_bytes_per_s")
+        hbm_name = "hbm_copy_bytes_per_s (read + write passes)"
+    else:
+        table = matmul_by_head_dim(tensor_rows(c, family), peak)
+        if table:
+            out["matmul_efficiency_by_d"] = table
+            out["matmul_efficiency"] = interpolate(table, 128.0)
+            sources["matmul_efficiency"] = (
+                f"ceilings: {family.matmul} tile kernels of [[tensor_core]] by K = head dim"
+            )
+        hbm = c.value("hbm_read_bytes_per_s")
+        hbm_name = "hbm_read_bytes_per_s (attention reads far more than it writes)"
+    pairs = (
+        ("exp_efficiency", c.value("exp_per_s"), spec.exp_per_s, "exp_per_s"),
+        (
+            "vector_efficiency",
+            c.value("vector_fp32_flops_per_s"),
+            spec.vector_fp32_flops_per_s,
+            "vector_fp32_flops_per_s",
+        ),
+        ("hbm_efficiency", hbm, spec.hbm_bandwidth_bytes_per_s, hbm_name),
+        (
+            "l2_efficiency",
+            l2_plateau(c, spec),
+            spec.l2_bandwidth_bytes_per_s,
+            "median of [[l2]] from 8 MiB to the L2 size",
+        ),
+    )
+    for field, measured, datasheet, name in pairs:
+        if measured and datasheet:
+            out[field] = min(1.0, measured / datasheet)
+            sources[field] = f"ceilings: {name}"
+    out["sources"] = sources
+    return out
+
+
+def interpolate(table: tuple[tuple[int, float], ...], d: Any) -> Any:
+    """A fraction at head dim ``d`` from a (K, fraction) table: linear in log2 K between
+    measured K, the nearest measured K outside them (numbers or arrays)."""
+    ks = np.log2([k for k, _ in table])
+    values = [v for _, v in table]
+    out = np.interp(np.log2(np.asarray(d, dtype=float)), ks, values)
+    return float(out) if np.ndim(out) == 0 else out

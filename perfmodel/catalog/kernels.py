@@ -6,8 +6,10 @@ many warps and pipeline stages a thread block has, its default tile per head dim
 whether the query heads of a GQA group share one K/V read, how it splits K/V for
 decode, and what extra passes it makes — each fact with a public source (paper
 section, library source file, documentation). Facts that no public source gives are
-listed in ``assumed``. A family's time defaults come from these facts and the
-device's datasheet, never from a fit to measurements.
+listed in ``assumed``. The rules that turn these facts into a launch for a shape (tile
+choice, on-chip fit, packing, splits) are ``perfmodel.launch``. A family's time
+defaults come from these facts and the device's datasheet, never from a fit to
+measurements.
 
 >>> fam = load_kernel("fa2")
 >>> fam.softmax, fam.tile_for(128, causal=False, arch=None).block_k
@@ -19,11 +21,10 @@ device's datasheet, never from a fit to measurements.
 from __future__ import annotations
 
 import functools
-import math
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.catalog import registry as _registry
 from perfmodel.catalog.fields import Count, Flag, count_between
@@ -120,6 +121,10 @@ class KernelFamily(BaseModel):
     split_block_q: Count | None = None
     split_block_k: dict[int, Count] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
+    #: Of the softmax's exp and vector time, how much hides under the matmuls, as a
+    #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
+    #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
+    softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
     tiles: tuple[Tile, ...] = ()
     #: FP8 attention as the family runs it; None: the family has no FP8 kernel.
     fp8: Fp8 | None = None
@@ -140,8 +145,12 @@ class KernelFamily(BaseModel):
 
     @property
     def compute_overlap(self) -> float:
-        """How far the compute roofs overlap inside one block: 0 when the softmax sits
-        between the matmuls of the same warps, 1 when another warpgroup's matmuls hide it."""
+        """How much of the softmax hides under the matmuls inside one block, as a fraction
+        of the matmul time (``roofline.combine``): the family's ``softmax_overlap`` where
+        it states one, else 0 when the softmax sits between the matmuls of the same warps
+        and 1 when another warpgroup's matmuls can hide it."""
+        if self.softmax_overlap is not None:
+            return self.softmax_overlap
         return 1.0 if self.softmax == "overlapped" else 0.0
 
     def tile_for(self, d: int, *, causal: bool, arch: str | None) -> Tile:
@@ -154,48 +163,12 @@ class KernelFamily(BaseModel):
             + (f" (largest: {max(t.d_max for t in self.tiles)})" if self.tiles else "")
         )
 
-    def threads(self, warps: int) -> int:
-        """Threads of one block: the compute warps plus the producer warps."""
-        return 32 * (warps + self.producer_warps)
-
-    def splits(self, *, programs: int, kv_blocks: int, sm_count: int) -> int:
-        """K/V chunks per (sequence, head group, Q block) the family picks for a grid of
-        ``programs`` blocks over ``kv_blocks`` K/V blocks of its split kernel."""
-        if self.split_kv == "none" or self.max_splits == 1:
-            return 1
-        slots = sm_count * self.split_sm_factor
-        if self.split_kv == "one_wave":
-            return max(1, min(kv_blocks, slots // max(programs, 1), self.max_splits))
-        return wave_efficiency_splits(
-            programs, slots, kv_blocks, self.max_splits, skip_small=self.split_kv == "fa3"
-        )
-
     def split_block_k_for(self, d: int) -> int:
         """B_c of the family's split kernel at head dim ``d`` (its K/V blocks per chunk)."""
         for d_max in sorted(self.split_block_k):
             if d <= d_max:
                 return self.split_block_k[d_max]
         return self.tiles[-1].block_k if self.tiles else 128
-
-
-def wave_efficiency_splits(
-    programs: int, slots: int, kv_blocks: int, max_splits: int, *, skip_small: bool
-) -> int:
-    """FlashAttention's split rule: none when the grid nearly fills the slots; else the
-    fewest splits whose wave efficiency is within 85% of the best.
-
-    >>> wave_efficiency_splits(48, 108, 64, 128, skip_small=False)   # the source's example
-    2
-    """
-    if programs >= 0.8 * slots:
-        return 1
-    if skip_small and kv_blocks <= 4:
-        return 1
-    limit = min(max_splits, slots, kv_blocks)
-    waves = [programs * s / slots for s in range(1, limit + 1)]
-    eff = [w / math.ceil(w) for w in waves]
-    best = max(eff)
-    return next(s for s, e in enumerate(eff, start=1) if e >= 0.85 * best)
 
 
 @functools.cache

@@ -13,6 +13,7 @@ perfmodel itself imports no jax: the kernels run in the child, with this Python.
 from __future__ import annotations
 
 import argparse
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -55,18 +56,17 @@ def _child(args: list[str], what: str) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from perfmodel.arguments import fail, output_folder, require
+    from perfmodel.arguments import fail, output_file, output_folder, require
     from perfmodel.catalog.ceilings import read_ceilings
     from perfmodel.catalog.hardware import load_hardware
     from perfmodel.commands.hw import print_measured
 
     spec = load_hardware(args.device)
-    out = Path(args.out)
-    output_folder(out.parent, "--out")
-    if not args.budget_s > 0:
+    out = output_file(args.out, "--out", ("toml",))
+    if not (math.isfinite(args.budget_s) and args.budget_s > 0):
         raise fail("--budget-s", args.budget_s, "must be a positive number of seconds")
     if args.sweep is not None:
-        output_folder(Path(args.sweep).parent, "--sweep")
+        output_file(args.sweep, "--sweep", ("json",))
     if args.profiles is not None:
         output_folder(args.profiles, "--profiles")
     require("jax", "kernels", "perfmodel calibrate")

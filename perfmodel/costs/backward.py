@@ -124,7 +124,12 @@ def _dkdv_kernel(causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp
     head_bytes = n * row_bytes  # one query head's Q, dO, LSE, D
     passes = t.streamed_dram_passes(t.k_blocks, head_bytes)
     dram = compulsory + b * h * head_bytes * passes if l2 else l2_traffic
-    return _recompute_pass(name, causal, gemms, dram, l2_traffic, b * h_kv * t.k_blocks)
+    # One program per K/V head and block, the group's dK, dV summed on chip; a kernel can
+    # as well run one per query head and sum the group's partials after (FlashAttention-2
+    # and -3 expand dK, dV per query head for GQA): the floor's parallelism.
+    return _recompute_pass(
+        name, causal, gemms, dram, l2_traffic, b * h_kv * t.k_blocks, b * h * t.k_blocks
+    )
 
 
 def _dq_kernel(causal: bool, l2: bool) -> Kernel:
@@ -141,7 +146,13 @@ def _dq_kernel(causal: bool, l2: bool) -> Kernel:
 
 
 def _recompute_pass(
-    name: str, causal: bool, gemms: int, hbm_bytes: sp.Expr, l2_bytes: sp.Expr, work_items: sp.Expr
+    name: str,
+    causal: bool,
+    gemms: int,
+    hbm_bytes: sp.Expr,
+    l2_bytes: sp.Expr,
+    work_items: sp.Expr,
+    floor_work_items: sp.Expr | None = None,
 ) -> Kernel:
     """A flash backward kernel over the forward's tiles: for every score it recomputes
     P = exp(scale·S − LSE) (one exp) and dS = P∘(dP − D), and runs ``gemms`` products."""
@@ -156,6 +167,7 @@ def _recompute_pass(
         l2_bytes=l2_bytes,
         work_items=work_items,
         tiles=b * h * tiles_per_head,
+        floor_work_items=floor_work_items,
     )
 
 

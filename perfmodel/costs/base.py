@@ -25,6 +25,9 @@ class Kernel:
     work_items: sp.Expr | None = None
     #: Inner-loop steps over all blocks (tiled kernels): the unit of per-block fill cost.
     tiles: sp.Expr | None = None
+    #: The most thread blocks any implementation of this kernel could launch, where more
+    #: than ``work_items`` (the floor's idle SMs; None: ``work_items``).
+    floor_work_items: sp.Expr | None = None
 
     def __post_init__(self) -> None:
         if self.l2_bytes is None:  # streaming kernel: every byte passes L2 once

@@ -30,11 +30,10 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
+from perfmodel.costs.flash import TABLE_ENTRY_BYTES
 from perfmodel.symbols import F32, b, d, h, h_kv, m, n, page, q_len, splits
 from perfmodel.symbols import resident_ctas as resident
 
-#: Bytes of one block-table entry (an int32 page id).
-TABLE_ENTRY_BYTES = 4
 #: The paged kernel's split rule (``pallas_kernels.paged_decode.default_splits``): about
 #: this many programs resident per SM (several loads in flight hide HBM latency), and
 #: chunks of at least this many pages (so the float32 partials stay small).

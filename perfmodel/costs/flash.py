@@ -57,6 +57,7 @@ from perfmodel.symbols import (
     fp8_score_ops,
     h,
     h_kv,
+    kv_stages,
     m,
     mask_kv_rows,
     mask_kv_touched,
@@ -71,11 +72,18 @@ from perfmodel.symbols import (
     splits,
 )
 
-#: Pipeline stages of K/V tiles in shared memory assumed by ``sram_bytes`` (double
-#: buffering); a kernel family's own stage count is in ``specs/kernels``.
+#: Pipeline stages of K/V tiles in shared memory of the paper's model (``build()``
+#: without ``launch``: double buffering); a kernel family's own count is its ``kv_stages``
+#: (``specs/kernels``), which the launch model keeps as a symbol.
 KV_STAGES = 2
 #: Bytes of one block-table entry (an int32 page id).
 TABLE_ENTRY_BYTES = 4
+
+#: Shared memory of one thread block: its Q tile and ``kv_stages`` K and V tiles.
+SRAM_BYTES = (block_q + kv_stages * 2 * block_k) * d * s
+#: Float32 accumulators of one thread block: the score tile S (B_r x B_c), the output O
+#: (B_r x d) and the running max and sum (2 B_r), held in registers.
+ACCUMULATORS = block_q * block_k + block_q * d + 2 * block_q
 
 #: Query positions one tile covers when ``pack`` heads share its rows.
 positions_per_block = block_q / pack
@@ -138,7 +146,9 @@ def build(
     model = _build(causal, l2, split, paged, launch, masked, fp8)
     if launch:
         return model
-    fixed = {pack: 1, splits: 1} if not split else {pack: 1}
+    fixed = (
+        {pack: 1, splits: 1, kv_stages: KV_STAGES} if not split else {pack: 1, kv_stages: KV_STAGES}
+    )
     return _substituted(model, fixed)
 
 
@@ -166,7 +176,7 @@ def _substituted(model: CostModel, values: dict) -> CostModel:
         kernels=kernels,
         extra_memory_bytes=model.extra_memory_bytes.subs(values),
         hbm_bytes_no_cache=model.hbm_bytes_no_cache.subs(values),
-        sram_bytes=model.sram_bytes,
+        sram_bytes=model.sram_bytes.subs(values),
         register_bytes=model.register_bytes,
         notes=model.notes,
     )
@@ -225,7 +235,7 @@ def _build(
         kernels=kernels,
         extra_memory_bytes=t.lse_bytes + partials,
         hbm_bytes_no_cache=sp.Add(*(k.l2_bytes for k in kernels)),
-        sram_bytes=(block_q + KV_STAGES * 2 * block_k) * d * s,
-        register_bytes=(block_q * block_k + block_q * d + 2 * block_q) * F32,
+        sram_bytes=SRAM_BYTES,
+        register_bytes=ACCUMULATORS * F32,
         notes={"l2": "K/V re-reads served by L2 while the heads in flight fit" if l2 else "none"},
     )

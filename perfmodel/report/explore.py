@@ -1,96 +1,94 @@
-"""``perfmodel explore``: one self-contained HTML page that evaluates the model live.
+"""``perfmodel explore``: one self-contained HTML page that shows the model's numbers.
 
-The page runs the same formulas as :func:`perfmodel.predict`, printed to JavaScript
-from sympy at build time (``sympy.printing.jscode``), never retyped:
+**Design: tables computed by** :func:`perfmodel.sweep` **at build time; the page looks
+them up and interpolates.** Every number the page shows was computed by the Python
+engine: nothing of the model (tiles, on-chip fit, blocks per SM, GQA packing, split-KV,
+the floor over launches, the roofline glue, forward-then-backward) is written in
+JavaScript, copied or generated. Why tables rather than JavaScript printed from the
+Python definitions:
 
-* the cost expressions, from :func:`perfmodel.evaluate.model_expressions` (the list
-  ``evaluate`` lambdifies), for every model key, causality and cache model;
-* the roofline glue of ``evaluate`` (idle SMs and wave quantisation, the per-kernel
-  floors, :func:`perfmodel.roofline.combine` with ``sympy.Max``/``sympy.Add`` for the
-  estimate, launches and host dispatch), as a straight-line sympy program
-  (:func:`program`) over the cost values, device rates and calibration fractions;
-* the n→∞ speedup, :attr:`perfmodel.analysis.asymptotics.Asymptote.expr`.
+* the cost formulas are sympy expressions and print well, but the launch rules and the
+  glue around them are numpy code (choices, minima over launches, loops over split
+  counts); printing them would mean a translator from Python to JavaScript that follows
+  every change of the engine, and the page's numbers would still be a second
+  implementation that a test holds equal;
+* tables depend only on ``sweep``'s public arguments and column names, so a rewrite of
+  the engine changes the page's numbers without touching the page, and a column the
+  engine adds appears on the page by itself;
+* at a grid point the page shows the engine's float64 bit for bit.
 
-Device data comes from the spec files through :func:`perfmodel.evaluate.roof_rates`
-and :func:`perfmodel.evaluate.shape_values`; calibration profiles from the catalog.
-:func:`evaluate_program` runs the same program in Python, and the tests hold it (and
-the page, in a browser) to ``predict()`` at 1e-9 relative, so a step added to
-``evaluate`` that the program lacks fails loudly.
+What it costs: the controls are the grid's values (:class:`~perfmodel.report.explore_grid.Grid`:
+devices, their dtypes and calibration profiles, kernel family, naive compile, mode,
+causality, head dim, heads, batch), and n, the one continuous control, is a log grid
+(``steps_per_octave`` points per octave from 1 to ``2**n_max_log2``, every power of two
+included). An n between grid points is shown at the nearest grid point (in log n), and
+the page says so: the numbers are never interpolated. Interpolating was tried and
+measured (``benchmarks/explore_interpolation.py``): the model is piecewise in n (the
+split-KV count, whether K/V fit in L2, tile counts, wave quantisation), so a value
+interpolated between two grid points can be far from anything the model gives at that
+n (docs/explore.md has the figures). The size grows with the product of the grid (the
+command prints it); ``docs/explore.md`` gives the figures.
+
+The data: every column vector (one value per grid n) is stored once (most repeat:
+work does not depend on the device, fp16 and bf16 time alike on most devices), as
+float64 byte planes deflated and base64-encoded; each table row names its column
+vectors by index. The page inflates them with the browser's ``DecompressionStream``.
 """
 
 from __future__ import annotations
 
-import functools
+import base64
+import hashlib
 import html
 import inspect
+import itertools
 import json
 import math
-from dataclasses import dataclass
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import sympy as sp
-from sympy.printing.jscode import jscode
+import numpy as np
 
-from perfmodel import roofline
-from perfmodel.analysis.asymptotics import leading_coefficients
-from perfmodel.catalog.calibration import Calibration, known_calibrations
-from perfmodel.catalog.frameworks import call_latency_of
-from perfmodel.catalog.hardware import HardwareSpec, known_names, load_hardware
+from perfmodel.catalog.calibration import known_calibrations
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import known_kernels, load_kernel
 from perfmodel.costs import MODES
 from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import (
-    ALGORITHMS,
-    PER_MODEL,
-    ExprName,
-    ModelKey,
-    call_latency,
-    forward_then_backward,
-    model_expressions,
-    model_key,
-    onchip_of,
-    roof_rates,
-    shape_values,
-)
-from perfmodel.kernel_config import resolve
-from perfmodel.prediction import calibration_profiles, flash_family, predict
+from perfmodel.evaluate import ALGORITHMS, roof_rates
+from perfmodel.prediction import calibration_profiles, flash_family, predict, sweep
 from perfmodel.report.conclusions import N_REFERENCE
-from perfmodel.vocabulary import (
-    BYTES_PER_ELEMENT,
-    MEMORY_ROOFS,
-    ROOFS,
-    SYMBOL_OF,
-    bytes_per_element,
-    symbol_values,
-)
+from perfmodel.report.explore_grid import Grid
+from perfmodel.vocabulary import BYTES_PER_ELEMENT, ROOFS
 
 #: predict() parameters the page offers as a control. A parameter added to predict()
-#: and missing here fails tests/test_explore.py: the page must learn it first.
+#: and missing here and in NOT_SHOWN fails tests/test_explore.py: the page must learn it.
 CONTROLS = {
-    "n": "number",
-    "hw": "device select",
-    "d": "number",
-    "h": "number",
-    "h_kv": "number (blank: h)",
-    "batch": "number",
-    "dtype": "select",
+    "n": "number (a grid point: the engine's numbers; between: interpolated)",
+    "hw": "device select (the grid's devices)",
+    "d": "select (the grid's head dims)",
+    "h": "select of the grid's (h, h_kv) pairs",
+    "h_kv": "with h",
+    "batch": "select (the grid's batches)",
+    "dtype": "select (the device's dtypes)",
     "causal": "checkbox",
-    "block_q": "number (blank: the family's tile)",
-    "block_k": "number (blank: the family's tile)",
-    "kv_len": "number (blank: n)",
     "calibration": "select of the profiles valid on the device",
     "naive": "select",
     "mode": "select",
     "kernel": "select of the flash kernel families (auto: the profile's, else fa2)",
-    "warps": "number (blank: the family's)",
-    "splits": "number (blank: the family's split-KV rule)",
-    "page_tokens": "number (blank: contiguous KV cache)",
 }
-#: predict() parameters the page leaves out, and why. Each must leave the naive and
-#: flash columns as they are (tests/test_explore.py checks), or it needs a control.
+_LAUNCH = "the kernel family's own launch: each value would be another table per row"
+#: predict() parameters the page leaves at their default, and why.
 NOT_SHOWN = {
+    "kv_len": "= n: the page draws self-attention along n",
+    "block_q": _LAUNCH,
+    "block_k": _LAUNCH,
+    "warps": _LAUNCH,
+    "splits": _LAUNCH,
+    "page_tokens": "contiguous KV cache (paging: a decode question, perfmodel advise)",
     "cp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "cp_scheme": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "tp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
@@ -102,407 +100,226 @@ NOT_SHOWN = {
     "fp8_as_run": "FP8 as a family runs it (costs.precision): not on the page yet",
 }
 
-
-# --- the program: evaluate's pipeline as sympy -------------------------------------------
-def _sym(name: str) -> sp.Symbol:
-    return sp.Symbol(name, positive=True)
-
-
-#: Device and calibration inputs of the program (per algorithm where a profile differs).
-RATES = {r: _sym(f"rate_{r}") for r in ROOFS}  #: full rate of each roof; absent: Infinity
-EFF = {r: _sym(f"eff_{r}") for r in ROOFS}
-OVERLAP, STRETCH, LAUNCH = (
-    _sym(x) for x in ("compute_overlap", "block_overhead_tiles", "launch_s")
-)
-UNITS, CAPACITY = _sym("sm_count"), _sym("hbm_capacity")
-#: The fused kernel's on-chip facts (perfmodel.evaluate.OnChip; from kernel_config.resolve).
-BLOCKS_PER_SM = _sym("blocks_per_sm")
-SPILL = sp.Symbol("spill_bytes_per_tile", nonnegative=True)
-IN_FLIGHT = sp.Symbol("bytes_in_flight", nonnegative=True)
-#: Device facts of the memory reach (0: the spec lacks them).
-LATENCY = sp.Symbol("memory_latency_s", nonnegative=True)
-HAS_L2_RATE = sp.Symbol("has_l2_rate", nonnegative=True)
+#: The roofs, by name (the ``t_<roof>_s`` columns).
+ROOF_NAMES = tuple(str(r) for r in ROOFS)
+#: Sides of the page; each has its own tables (the naive side does not depend on the
+#: flash kernel family, the flash side not on how naive is compiled).
+SIDES = ALGORITHMS
 
 
-@dataclass(frozen=True)
-class Program:
-    """Straight-line code: ``raw`` names their cost expressions (shape symbols only);
-    each ``steps`` entry assigns a name from earlier names and the device inputs;
-    ``outputs`` are the columns ``evaluate`` reports, in order."""
+# --- the tables ---------------------------------------------------------------------------
+@dataclass
+class _Pool:
+    """Column vectors (one float64 per grid n), each stored once."""
 
-    raw: tuple[tuple[ExprName, sp.Expr], ...]
-    steps: tuple[tuple[ExprName, sp.Expr], ...]
-    outputs: tuple[str, ...]
+    width: int
+    index: dict[bytes, int] = field(default_factory=dict)
+    vectors: list[bytes] = field(default_factory=list)
 
+    def add(self, vector: np.ndarray) -> int:
+        raw = np.ascontiguousarray(vector, dtype="<f8").tobytes()
+        key = hashlib.blake2b(raw, digest_size=16).digest()
+        if key not in self.index:
+            self.index[key] = len(self.vectors)
+            self.vectors.append(raw)
+        return self.index[key]
 
-def _v(name: ExprName) -> sp.Symbol:
-    """A program variable (a JS identifier): ``v_<field>``, or ``v_<kernel>__<field>``
-    for a kernel's ``(kernel, field)``; the one place a name becomes a string."""
-    return sp.Symbol("v_" + (name if isinstance(name, str) else "__".join(name)))
-
-
-def _max(*args: sp.Expr) -> sp.Expr:
-    """``Max`` as written, without sympy's pairwise simplification (slow and not needed)."""
-    return args[0] if len(args) == 1 else sp.Max(*args, evaluate=False)
-
-
-def _min(*args: sp.Expr) -> sp.Expr:
-    return sp.Min(*args, evaluate=False)
+    def encoded(self) -> str:
+        """Byte planes (every vector's first bytes, then second, ...) deflated, base64."""
+        flat = np.frombuffer(b"".join(self.vectors), dtype=np.uint8).reshape(-1, 8)
+        return _pack(np.ascontiguousarray(flat.T).tobytes())
 
 
-def _parallelism(times: dict, work_items: sp.Expr, fused: bool) -> tuple[dict, dict]:
-    """evaluate's idle SMs: the floor stretches compute roofs by the busy share; the
-    estimate by wave quantisation, and memory roofs by the reach of the busy SMs."""
-    if work_items == 0:  # a kernel without work_items fills the chip
-        return times, times
-    w = work_items
-    busy = _min(1, w / UNITS)
-    waves = w / (sp.ceiling(w / UNITS) * UNITS)
-    reach = _memory_reach(busy, w, fused)
-    floor = {r: t / busy if r in roofline.COMPUTE_ROOFS else t for r, t in times.items()}
-    estimate = {
-        r: t / waves if r in roofline.COMPUTE_ROOFS else t * reach.get(r, 1)
-        for r, t in times.items()
-    }
-    return floor, estimate
+def _pack(raw: bytes) -> str:
+    return base64.b64encode(zlib.compress(raw, 9)).decode("ascii")
 
 
-def _memory_reach(busy: sp.Expr, w: sp.Expr, fused: bool) -> dict:
-    """evaluate's memory reach: each busy SM pulls at most its port's share of the L2
-    bandwidth and, by Little's law, what its resident blocks keep in flight."""
-    per_sm = RATES["l2"] / UNITS
-    if fused:
-        resident = _min(BLOCKS_PER_SM, _max(1, w / UNITS))
-        little = _min(per_sm, resident * IN_FLIGHT / LATENCY)
-        per_sm = sp.Piecewise((little, sp.And(LATENCY > 0, IN_FLIGHT > 0)), (per_sm, True))
-    reach = busy * UNITS * per_sm
-    return {
-        r: sp.Piecewise((_max(1, RATES[r] / reach), HAS_L2_RATE > 0), (1, True))
-        for r in MEMORY_ROOFS
-    }
+@dataclass
+class _Tables:
+    """Rows of column-vector indices per side, and the labels of text columns."""
+
+    pool: _Pool
+    columns: dict[str, list[str]] = field(default_factory=lambda: {a: [] for a in SIDES})
+    rows: dict[str, list[dict[str, int] | int]] = field(
+        default_factory=lambda: {a: [] for a in SIDES}
+    )
+    labels: dict[str, list[str]] = field(default_factory=dict)
+    #: "number", "flag" (a bool: 0 or 1) or "label" (text: an index into ``labels``)
+    kinds: dict[str, str] = field(default_factory=dict)
+    errors: list[str] = field(default_factory=list)
+
+    def error(self, message: str) -> int:
+        if message not in self.errors:
+            self.errors.append(message)
+        return self.errors.index(message)
+
+    def vector(self, name: str, values: np.ndarray) -> int:
+        """A column's values at the grid's n, as a pool index (text as label codes)."""
+        kind = {"O": "label", "U": "label", "S": "label", "b": "flag"}.get(values.dtype.kind)
+        self.kinds.setdefault(name, kind or "number")
+        if kind == "label":
+            known = self.labels.setdefault(name, [])
+            for v in values:
+                if str(v) not in known:
+                    known.append(str(v))
+            values = np.array([known.index(str(v)) for v in values], dtype=float)
+        return self.pool.add(np.asarray(values, dtype=float))
+
+    def add_rows(self, side: str, result: dict[str, np.ndarray], count: int) -> None:
+        """``count`` rows of a sweep whose points are rows × grid n (n fastest)."""
+        width = self.pool.width
+        names = [k for k in result if k.startswith(f"{side}.")]
+        if side == "flash":  # the launch's tile (a sweep input column, the family's tile)
+            names += ["block_q", "block_k"]
+        for name in names:
+            short = name.split(".", 1)[-1]
+            if short not in self.columns[side]:
+                self.columns[side].append(short)
+        for i in range(count):
+            part = slice(i * width, (i + 1) * width)
+            row = {}
+            for name in names:
+                values = np.asarray(result[name][part])
+                row[name.split(".", 1)[-1]] = self.vector(name.split(".", 1)[-1], values)
+            self.rows[side].append(row)
+
+    def encoded_rows(self) -> tuple[dict[str, int], str]:
+        """Every side's rows as one int32 array (row width: the side's columns; an error
+        row holds ``-1 - message index``); the first row of each side."""
+        missing = self.pool.add(np.full(self.pool.width, np.nan))
+        out: list[int] = []
+        offsets = {}
+        for side in SIDES:
+            offsets[side] = len(out)
+            for row in self.rows[side]:
+                if isinstance(row, int):
+                    out += [-1 - row] * len(self.columns[side])
+                else:
+                    out += [row.get(c, missing) for c in self.columns[side]]
+        return offsets, _pack(np.asarray(out, dtype="<i4").tobytes())
 
 
-@functools.cache
-def program(key: ModelKey, causal: bool, l2: bool) -> Program:
-    """``evaluate(key, causal=..., hw with/without L2, onchip=...)`` as one straight-line
-    program; the first tiled kernel gets the launch's on-chip inputs."""
-    names, exprs = model_expressions(key, causal, l2)
-    raw = tuple(zip(names, exprs, strict=True))
-    kernels = list(dict.fromkeys(n[0] for n in names if not isinstance(n, str)))
-    steps: list[tuple[ExprName, sp.Expr]] = []
-
-    def let(name: ExprName, expr: sp.Expr) -> sp.Symbol:
-        steps.append((name, sp.sympify(expr)))
-        return _v(name)
-
-    zero = dict(raw)
-    totals = {r: sp.Integer(0) for r in ROOFS}
-    t_compute = t_memory = t_lower = total = sp.Integer(0)
-    for i, k in enumerate(kernels):
-        work = {r: _v((k, r.work)) for r in ROOFS}
-        times = roofline.roof_times(work, RATES)
-        times = {r: let((k, f"t_{r}"), t) for r, t in times.items()}
-        items = zero[k, "work_items"]
-        w = sp.Integer(0) if items == 0 else _v((k, "work_items"))
-        tiles = zero[k, "tiles"]
-        fused = i == 0 and tiles != 0  # the tiled kernel: on-chip facts apply
-        floor, estimate = _parallelism(times, w, fused)
-        floor = {r: let((k, f"floor_{r}"), t) for r, t in floor.items()}
-        estimate = {r: let((k, f"est_{r}"), t) for r, t in estimate.items()}
-        for r in ROOFS:
-            totals[r] = totals[r] + times[r]
-        t_compute += _max(*(floor[r] for r in roofline.COMPUTE_ROOFS))
-        t_memory += _max(*(floor[r] for r in roofline.MEMORY_ROOFS))
-        t_lower += _max(*floor.values())
-        blocks = 0 if tiles == 0 else _v((k, "work_items")) / _v((k, "tiles"))
-        per_sm = BLOCKS_PER_SM if fused else 1
-        spill = _v((k, "tiles")) * SPILL / RATES["l2"] if fused else 0
-        device = roofline.combine(
-            roofline.derated(estimate, EFF),
-            1 - (1 - OVERLAP) / per_sm,  # perfmodel.onchip.effective_overlap
-            1 + STRETCH * blocks,
-            top=_max,
-            total=sp.Add,
-            serial=spill,
+def shape_rows(grid: Grid, dtypes: Sequence[str]) -> list[dict[str, Any]]:
+    """The rows of one table, in the page's order: dtype, d, heads, batch, causal."""
+    return [
+        dict(dtype=t, d=d, h=h, h_kv=h_kv, batch=b, causal=c)
+        for t, d, (h, h_kv), b, c in itertools.product(
+            dtypes, grid.d, grid.heads, grid.batch, (False, True)
         )
-        total += let((k, "device_s"), device) + LAUNCH
-    for field in (r.work for r in ROOFS):
-        let(field, sp.Add(*(_v((k, field)) for k in kernels)))
-    for r in ROOFS:
-        let(f"t_{r}_s", totals[r])
-    flops = let("flops", _v("matmul_flops") + _v("vector_flops"))
-    let("intensity", flops / _v("hbm_bytes"))
-    tc, tm, tl = (
-        let("t_compute_s", t_compute),
-        let("t_memory_s", t_memory),
-        let("t_lower_s", t_lower),
-    )
-    let("time_s", total)
-    let("attainable_flops_per_s", roofline.matmul_rate_at_floor(_v("matmul_flops"), tl))
-    let("bound_compute", sp.Piecewise((1, tc >= tm), (0, True)))
-    let("fits_memory", sp.Piecewise((1, _v("footprint_bytes") <= CAPACITY), (0, True)))
-    outputs = (
-        *PER_MODEL,
-        "footprint_bytes",
-        "fits_memory",
-        *(r.work for r in ROOFS),
-        "flops",
-        "intensity",
-        "t_compute_s",
-        "t_memory_s",
-        "t_lower_s",
-        "time_s",
-        "attainable_flops_per_s",
-        "bound_compute",
-        *(f"t_{r}_s" for r in ROOFS),
-    )
-    return Program(raw, tuple(steps), outputs)
-
-
-def device_inputs(spec: HardwareSpec, dtype: str, profile: Calibration) -> dict[str, float]:
-    """The program's device and calibration inputs, from the spec and the profile."""
-    rates = roof_rates(spec, spec.peak(dtype))
-    launch = profile.launch_overhead_s
-    out = {f"rate_{r}": math.inf if rate is None else float(rate) for r, rate in rates.items()}
-    out |= {f"eff_{r}": profile.efficiency(r) for r in ROOFS}
-    out |= {
-        "compute_overlap": profile.compute_overlap,
-        "block_overhead_tiles": profile.block_overhead_tiles,
-        "launch_s": spec.launch_overhead_s if launch is None else launch,
-        "dispatch_s": profile.dispatch_overhead_s,
-        "sm_count": float(spec.sm_count),
-        "hbm_capacity": float(spec.hbm_capacity_bytes),
-        "memory_latency_s": spec.memory_latency_s or 0.0,
-        "has_l2_rate": 1.0 if spec.l2_bandwidth_bytes_per_s else 0.0,
-    }
-    return out | NO_ONCHIP
-
-
-#: The on-chip inputs of a kernel launched without a family's facts (``OnChip()``).
-NO_ONCHIP = {"blocks_per_sm": 1.0, "spill_bytes_per_tile": 0.0, "bytes_in_flight": 0.0}
-
-
-def onchip_inputs(config: Any) -> dict[str, float]:
-    """The program's on-chip inputs of a resolved launch (``evaluate.onchip_of``)."""
-    facts = onchip_of(config)
-    return {
-        "blocks_per_sm": float(facts.blocks_per_sm),
-        "spill_bytes_per_tile": float(facts.spill_bytes_per_tile),
-        "bytes_in_flight": float(facts.bytes_in_flight),
-    }
-
-
-def evaluate_program(
-    key: ModelKey, causal: bool, spec: HardwareSpec, values: dict, inputs: dict
-) -> dict:
-    """Run :func:`program` in Python with plain floats: the page's code, printed to Python
-    by the same :func:`straight_line` (for tests; the page runs the JavaScript twin)."""
-    fn = _python_function(key, causal, spec.l2_bytes is not None)
-    return fn({str(k): float(v) for k, v in values.items()} | dict(inputs))
-
-
-def flash_key(splits: float, paged: bool) -> ModelKey:
-    """The forward flash model a launch uses (``evaluate.evaluate_flash``)."""
-    return model_key("flash", split=bool(splits > 1), paged=paged)
-
-
-def page_columns(cfg: dict) -> dict[str, dict[str, float]]:
-    """What the page computes for one setting of its controls (``cfg``: predict()'s
-    arguments, ``kernel``/``calibration`` "auto"/"default" for none), in Python: the
-    tests hold it to predict(); page.js runs the same steps (``evaluate`` function)
-    with the launch resolved by its copy of ``perfmodel.kernel_config.resolve``."""
-    spec = load_hardware(cfg["hw"])
-    calibration = None if cfg["calibration"] == "default" else cfg["calibration"]
-    kernel = cfg.get("kernel", "auto")
-    family = flash_family(None if kernel == "auto" else kernel, calibration)
-    profiles = calibration_profiles(calibration, spec, family)
-    m = cfg.get("kv_len") or cfg["n"]
-    h_kv = cfg.get("h_kv") or cfg["h"]
-    shape = symbol_values(n=cfg["n"], kv_len=m, d=cfg["d"], h=cfg["h"], h_kv=h_kv)
-    shape["b"] = cfg["batch"]
-    s = bytes_per_element(cfg["dtype"])
-    causal, mode, paged = cfg["causal"], cfg["mode"], bool(cfg.get("page_tokens"))
-    config = resolve(
-        family,
-        spec,
-        **shape,
-        s=s,
-        causal=causal,
-        **{k: cfg.get(k) for k in ("block_q", "block_k", "warps", "splits")},
-    )
-    tiles = dict(block_q=config.block_q, block_k=config.block_k)
-    naive_in = device_inputs(spec, cfg["dtype"], profiles["naive"])
-    flash_in = device_inputs(spec, cfg["dtype"], profiles["flash"])
-    naive = evaluate_program(
-        model_key("naive", cfg["naive"], mode),
-        causal,
-        spec,
-        shape_values(spec, s=s, **shape, **tiles),
-        naive_in,
-    )
-
-    def run(pack: float, splits: float, onchip: dict) -> dict:
-        values = shape_values(
-            spec,
-            **shape,
-            s=s,
-            page=cfg.get("page_tokens") or 1,
-            **tiles,
-            pack=pack,
-            splits=splits,
-            blocks_per_sm=config.blocks_per_sm,
-        )
-        return evaluate_program(flash_key(splits, paged), causal, spec, values, flash_in | onchip)
-
-    forward = run(config.pack, config.splits, onchip_inputs(config))
-    group = shape["h"] / shape["h_kv"]
-    floors = [forward["t_lower_s"]]
-    seen = {(float(config.pack), float(config.splits))}
-    for pack, splits in ((1, 1), (group, 1), (1, config.splits), (group, config.splits)):
-        if (float(pack), float(splits)) not in seen:
-            seen.add((float(pack), float(splits)))
-            floors.append(run(pack, splits, NO_ONCHIP)["t_lower_s"])
-    forward["t_lower_s"] = min(floors)
-    forward["attainable_flops_per_s"] = roofline.matmul_rate_at_floor(
-        forward["matmul_flops"], forward["t_lower_s"]
-    )
-    kernels = 2 if config.splits > 1 else 1
-    framework_s = call_latency_of(family.framework)
-    forward["call_latency_s"] = call_latency(
-        forward["time_s"], kernels, profiles["flash"], framework_s
-    )
-    if mode == "forward":
-        flash = forward
-    else:
-        values = shape_values(spec, s=s, **shape, **tiles)
-        key = model_key("flash", cfg["naive"], "backward")
-        backward = evaluate_program(key, causal, spec, values, flash_in)
-        flash = backward if mode == "backward" else forward_then_backward(forward, backward)
-        flash = {k: v for k, v in flash.items() if k not in ("bound", "binding_roof")}
-        flash["bound_compute"] = float(flash["t_compute_s"] >= flash["t_memory_s"])
-        flash["fits_memory"] = float(flash["fits_memory"])
-    return {"naive": naive, "flash": {k: float(v) for k, v in flash.items()}}
-
-
-def auto_kernel(calibration: str | None) -> dict[str, str]:
-    """The family predict() picks when ``kernel`` is not given (``flash_family``):
-    ``{"kernel": name}``, or ``{"error": message}`` where predict() refuses it."""
-    try:
-        return {"kernel": flash_family(None, calibration).name}
-    except PerfmodelError as e:
-        return {"error": str(e)}
-
-
-@functools.cache
-def _python_function(key: ModelKey, causal: bool, l2: bool):
-    from sympy.printing.pycode import pycode
-
-    prog = program(key, causal, l2)
-    lines, outputs = straight_line(prog, lambda e: pycode(e, fully_qualified_modules=True))
-    body = "\n  ".join(lines)
-    source = f"def f(x):\n  {body}\n  return {{{outputs}}}\n"
-    scope: dict[str, Any] = {"math": math}
-    exec(compile(source, f"<explore {key}>", "exec"), scope)  # code printed by sympy above
-    return scope["f"]
-
-
-# --- JavaScript ------------------------------------------------------------------------
-def straight_line(prog: Program, printer: Any, const: str = "") -> tuple[list[str], str]:
-    """``prog`` as assignments in a C-like language (``printer``: sympy's ``jscode`` or
-    ``pycode``): read inputs from ``x``, the cost expressions with shared subexpressions,
-    then the steps; and the outputs as ``"name": variable`` pairs."""
-    inputs = sorted(
-        {str(s) for _, e in prog.raw + prog.steps for s in e.free_symbols}
-        - {str(_v(n)) for n, _ in prog.raw + prog.steps},
-    )
-    lines = [f"{const}{s} = x[{json.dumps(s)}]" for s in inputs]
-    subs, reduced = sp.cse([e for _, e in prog.raw], symbols=sp.numbered_symbols("c"))
-    lines += [f"{const}{sym} = {printer(e)}" for sym, e in subs]
-    lines += [f"{const}{_v(n)} = {printer(e)}" for (n, _), e in zip(prog.raw, reduced, strict=True)]
-    lines += [f"{const}{_v(n)} = {printer(e)}" for n, e in prog.steps]
-    return lines, ", ".join(f"{json.dumps(n)}: {_v(n)}" for n in prog.outputs)
-
-
-def _js_function(prog: Program) -> str:
-    """One JS function of the symbol values ``x`` returning the outputs by name."""
-    lines, outputs = straight_line(prog, jscode, const="const ")
-    body = ";\n  ".join(lines)
-    return f"function (x) {{\n  {body};\n  return {{{outputs}}};\n}}"
-
-
-@functools.cache
-def _variants() -> dict[str, str]:
-    """Each model's JS functions, by ``str(key)``, as ``[causal][l2]`` (page.js ``model``)."""
-    keys = [
-        model_key(a, v, mode) for a in ALGORITHMS for v in NAIVE_IMPLEMENTATIONS for mode in MODES
     ]
-    keys += [flash_key(s, paged) for s in (1, 2) for paged in (False, True)]
-    out = {}
-    for key in dict.fromkeys(keys):  # one model, one key: each once
-        rows = (
-            ", ".join(_js_function(program(key, c, l2)) for l2 in (False, True))
-            for c in (False, True)
-        )
-        out[str(key)] = "[" + ", ".join(f"[{row}]" for row in rows) + "]"
-    return out
 
 
-# --- data from the catalog ---------------------------------------------------------------
-def profile_names(spec: HardwareSpec) -> list[str]:
-    """The calibration choices valid on ``spec``: "default", then the profiles fitted on it."""
-    out = ["default"]
-    for name in known_calibrations():
-        try:
-            calibration_profiles(name, spec)
-        except PerfmodelError:
-            continue  # fitted on another device
-        out.append(name)
-    return out
+def _sweep_rows(
+    spec: HardwareSpec, rows: list[dict[str, Any]], ns: list[int], **fixed: Any
+) -> dict[str, np.ndarray]:
+    """sweep() over ``rows`` × ``ns`` (n fastest), one call."""
+    points = {k: np.repeat([r[k] for r in rows], len(ns)) for k in rows[0]}
+    return sweep(spec, n=np.tile(ns, len(rows)), grid=False, **points, **fixed)
 
 
-def _profiles_for(spec: HardwareSpec) -> dict[str, dict[str, Any]]:
-    """Per calibration choice valid on ``spec``, per flash kernel family, per algorithm,
-    per dtype: the inputs (or the error predict() gives for that pair)."""
-    out: dict[str, dict[str, Any]] = {}
-    for name in profile_names(spec):
-        out[name] = {}
-        for kernel in flash_families():
+def _table(
+    tables: _Tables,
+    side: str,
+    spec: HardwareSpec,
+    rows: list[dict[str, Any]],
+    ns: list[int],
+    tries: Iterable[dict[str, Any]],
+) -> None:
+    """Append ``rows`` of ``side``: one sweep for all; where it refuses, one per (dtype, d)
+    group, then per row; a row every try refuses holds predict()'s message."""
+    tries = list(tries)
+    groups = [rows] if len(rows) > 1 else []
+    groups += [list(g) for _, g in itertools.groupby(rows, key=lambda r: (r["dtype"], r["d"]))]
+    groups += [[r] for r in rows]
+    done: dict[int, dict[str, Any]] = {}  # row position -> result slice holder
+    position = {id(r): i for i, r in enumerate(rows)}
+    for group in groups:
+        if all(position[id(r)] in done for r in group):
+            continue
+        for fixed in tries:
             try:
-                chosen = calibration_profiles(
-                    None if name == "default" else name, spec, load_kernel(kernel)
-                )
-            except PerfmodelError as e:
-                out[name][kernel] = {"error": str(e)}
+                result = _sweep_rows(spec, group, ns, **fixed)
+            except PerfmodelError:
                 continue
-            out[name][kernel] = {
-                a: {t: device_inputs(spec, t, chosen[a]) for t in dtypes(spec)} for a in ALGORITHMS
-            }
-    return out
+            for j, r in enumerate(group):
+                done[position[id(r)]] = dict(result=result, at=j)
+            break
+    for i, r in enumerate(rows):
+        if i in done:
+            part = _slice(done[i]["result"], done[i]["at"], len(ns))
+            tables.add_rows(side, part, 1)
+        else:
+            tables.rows[side].append(tables.error(_refusal(spec, r, ns, tries[0])))
 
 
-def family_table() -> dict[str, dict[str, Any]]:
-    """The flash kernel families as the page's copy of ``kernel_config.resolve`` needs
-    them (all from specs/kernels)."""
-    out = {}
-    for name in flash_families():
-        f = load_kernel(name)
-        out[name] = {
-            "name": f.name,
-            "tiles": [t.model_dump() for t in f.tiles],
-            "gqa_packing": f.gqa_packing,
-            "split_kv": f.split_kv,
-            "split_sm_factor": f.split_sm_factor,
-            "max_splits": f.max_splits,
-            "split_block_q": f.split_block_q,
-            "split_block_k": sorted(f.split_block_k.items()),
-            "kv_stages": f.kv_stages,
-            "producer_warps": f.producer_warps,
-            "framework_s": call_latency_of(f.framework),
-        }
-    return out
+def _slice(result: dict[str, np.ndarray], row: int, width: int) -> dict[str, np.ndarray]:
+    part = slice(row * width, (row + 1) * width)
+    return {k: np.asarray(v)[part] for k, v in result.items()}
 
 
+def _refusal(spec: HardwareSpec, row: dict[str, Any], ns: list[int], fixed: dict) -> str:
+    """predict()'s message for a row sweep refuses (at the largest grid n)."""
+    try:
+        predict(n=ns[-1], hw=spec, **row, **fixed)
+    except PerfmodelError as e:
+        return str(e)
+    return f"the engine refuses this shape at some n in {ns[0]}..{ns[-1]}"
+
+
+def _block_key(*parts: str) -> str:
+    return "|".join(parts)
+
+
+def build_tables(grid: Grid) -> dict[str, Any]:
+    """Every table of the grid, computed by sweep(), encoded as the page reads them."""
+    grid = grid.check()
+    ns = grid.n()
+    tables = _Tables(_Pool(len(ns)))
+    blocks: dict[str, dict[str, int]] = {a: {} for a in SIDES}
+    devices = {}
+    for name in grid.devices():
+        spec = load_hardware(name)
+        devices[name] = device_entry(spec, grid)
+        rows = shape_rows(grid, devices[name]["dtypes"])
+        for cal in devices[name]["calibrations"]:
+            calibration = None if cal == "default" else cal
+            for impl, mode in itertools.product(NAIVE_IMPLEMENTATIONS, MODES):
+                blocks["naive"][_block_key(name, cal, impl, mode)] = len(tables.rows["naive"])
+                tries = [
+                    dict(calibration=calibration, naive=impl, mode=mode, kernel=k)
+                    for k in (None, *flash_families())
+                ]
+                _table(tables, "naive", spec, rows, ns, tries)
+            for kernel, mode in itertools.product(flash_families(), MODES):
+                blocks["flash"][_block_key(name, cal, kernel, mode)] = len(tables.rows["flash"])
+                fixed = dict(calibration=calibration, kernel=kernel, mode=mode)
+                _table(tables, "flash", spec, rows, ns, [fixed])
+    offsets, rows_blob = tables.encoded_rows()
+    return {
+        "n": ns,
+        "axes": {
+            "d": list(grid.d),
+            "heads": [list(p) for p in grid.heads],
+            "batch": list(grid.batch),
+            "causal": [False, True],
+        },
+        "devices": devices,
+        "columns": tables.columns,
+        "labels": tables.labels,
+        "kinds": tables.kinds,
+        "errors": tables.errors,
+        "blocks": blocks,
+        "offsets": offsets,
+        "rows": rows_blob,
+        "vectors": len(tables.pool.vectors),
+        "table_rows": sum(len(r) for r in tables.rows.values()),
+        "pool": tables.pool.encoded(),
+    }
+
+
+# --- what is not a table ------------------------------------------------------------------
 def dtypes(spec: HardwareSpec) -> list[str]:
+    """The dtypes with a matrix peak on ``spec``."""
     return [t for t in BYTES_PER_ELEMENT if _has_peak(spec, t)]
 
 
@@ -514,67 +331,85 @@ def _has_peak(spec: HardwareSpec, dtype: str) -> bool:
     return True
 
 
-#: The compute overlap of each side in the n→∞ limit (the flash side's with its blocks
-#: per SM, ``perfmodel.onchip.effective_overlap``): inputs of the asymptote expression.
-LIMIT_OVERLAP = {a: sp.Symbol(f"overlap_{a}", nonnegative=True) for a in ALGORITHMS}
-
-
-@functools.cache
-def asymptote_expressions(hw: str) -> dict[str, sp.Expr]:
-    """The n→∞ naive/flash time ratio (forward) per causality ("0", "1"), as
-    :func:`perfmodel.analysis.asymptotics.asymptotic_speedup` forms it: per kernel the
-    leading n² coefficient of each roof over its derated rate ``R_<side>_<roof>``, combined as
-    the estimate combines roofs, with each side's compute overlap a symbol
-    (:data:`LIMIT_OVERLAP`) since the flash side's depends on the launch."""
-    spec = load_hardware(hw)
-    l2 = spec.l2_bytes is not None
-    out = {}
-    for causal in (False, True):
-        side = {}
-        for a in ALGORITHMS:
-            rates = {r: sp.Symbol(f"R_{a}_{r}", positive=True) for r in ROOFS}
-            side[a] = sp.Add(
-                *(
-                    roofline.combine(
-                        {r: c / rates[r] for r, c in per_roof.items() if c != 0},
-                        LIMIT_OVERLAP[a],
-                        top=_max,
-                        total=sp.Add,
-                    )
-                    for per_roof in leading_coefficients(a, causal, l2).values()
-                )
-            )
-        out[str(int(causal))] = side["naive"] / side["flash"]
+def profile_names(spec: HardwareSpec) -> list[str]:
+    """The calibration choices valid on ``spec``: "default", then the profiles fitted on it."""
+    out = ["default"]
+    for name in known_calibrations():
+        if name in out:
+            continue
+        try:
+            calibration_profiles(name, spec)
+        except PerfmodelError:
+            continue  # fitted on another device
+        out.append(name)
     return out
 
 
-@functools.cache
-def device_table() -> dict[str, dict[str, Any]]:
-    """Every shipped device as the page needs it (all from the spec files)."""
+def opening_dtype(spec: HardwareSpec) -> str:
+    """The dtype the page opens with on ``spec``: predict()'s default where the device has it."""
+    default = inspect.signature(predict).parameters["dtype"].default
+    names = dtypes(spec)
+    return default if default in names else names[0]
+
+
+def device_entry(spec: HardwareSpec, grid: Grid) -> dict[str, Any]:
+    """A device as the page shows it: its choices, its HBM and its roofs' full rates."""
+    names = [t for t in dtypes(spec) if t in grid.dtypes] or [opening_dtype(spec)]
+    return {
+        "dtypes": names,
+        "opening_dtype": opening_dtype(spec) if opening_dtype(spec) in names else names[0],
+        "calibrations": profile_names(spec),
+        "hbm_capacity_bytes": spec.hbm_capacity_bytes,
+        "rates": {
+            t: {
+                str(r): (None if v is None else float(v))
+                for r, v in roof_rates(spec, spec.peak(t)).items()
+            }
+            for t in names
+        },
+    }
+
+
+def auto_kernel(calibration: str | None) -> dict[str, str]:
+    """The family predict() picks when ``kernel`` is not given (``flash_family``):
+    ``{"kernel": name}``, or ``{"error": message}`` where predict() refuses it."""
+    try:
+        return {"kernel": flash_family(None, calibration).name}
+    except PerfmodelError as e:
+        return {"error": str(e)}
+
+
+def flash_families() -> list[str]:
+    """The kernel families the page offers for the fused side."""
+    return [k for k in known_kernels() if load_kernel(k).algorithm == "flash"]
+
+
+def headlines(grid: Grid) -> dict[str, dict[str, Any]]:
+    """The chapter's sentence and the n→∞ limit (:func:`perfmodel.report.conclusions`)
+    at the page's opening setting on each device, causal or not, by
+    ``"device|dtype|causal"`` (empty where the grid lacks the opening shape)."""
+    from perfmodel.report.conclusions import conclusions
+    from perfmodel.shape import Shape
+
+    opening = Shape()
+    if (
+        opening.d not in grid.d
+        or (opening.h, opening.h) not in grid.heads
+        or opening.batch not in grid.batch
+    ):
+        return {}
     out = {}
-    for name in known_names():
+    for name in grid.devices():
         spec = load_hardware(name)
-        consts = shape_values(spec)
-        out[name] = {
-            "name": spec.name,
-            "l2": spec.l2_bytes is not None,
-            "l2_capacity": float(consts["l2_capacity"]),
-            "resident_ctas": float(consts["resident_ctas"]),
-            "sram_per_sm_bytes": spec.sram_per_sm_bytes,
-            "smem_per_block_bytes": spec.smem_per_block_bytes,
-            "registers_per_sm": spec.registers_per_sm,
-            "max_registers_per_thread": spec.max_registers_per_thread,
-            "max_threads_per_sm": spec.max_threads_per_sm,
-            "max_blocks_per_sm": spec.max_blocks_per_sm,
-            "sm_count": spec.sm_count,
-            "arch": spec.arch,
-            "hbm_capacity_bytes": spec.hbm_capacity_bytes,
-            "dtypes": dtypes(spec),
-            "bytes": {t: BYTES_PER_ELEMENT[t] for t in dtypes(spec)},
-            "ridge": {t: spec.ridge_point(t) for t in dtypes(spec)},
-            "profiles": _profiles_for(spec),
-            "asymptote": {c: jscode(e) for c, e in asymptote_expressions(name).items()},
-        }
+        dtype = device_entry(spec, grid)["opening_dtype"]
+        for causal in (False, True):
+            shape = Shape(dtype=dtype, causal=causal, kernel=auto_kernel(None)["kernel"])
+            try:
+                c = conclusions(spec, shape)
+            except PerfmodelError:
+                continue
+            key = _block_key(name, dtype, str(int(causal)))
+            out[key] = {"headline": c.headline(), "asymptote": c.asymptote.value}
     return out
 
 
@@ -611,66 +446,87 @@ def measured_points(paths: list[str | Path]) -> list[dict[str, Any]]:
     return out
 
 
-def columns() -> tuple[str, ...]:
-    """Every column the page shows per side: the program's, then the call latency."""
-    return (*program(model_key("flash"), False, True).outputs, "call_latency_s")
-
-
-def flash_families() -> list[str]:
-    """The kernel families the page offers for the fused side."""
-    return [k for k in known_kernels() if load_kernel(k).algorithm == "flash"]
-
-
 def check_controls() -> list[str]:
-    """predict() parameters the page has no control for (empty when it has all)."""
+    """predict() parameters the page neither offers nor lists as left out (empty: none)."""
     known = CONTROLS.keys() | NOT_SHOWN.keys()
     return [p for p in inspect.signature(predict).parameters if p not in known]
 
 
-def build_page(measurements: list[str | Path] | None = None) -> str:
-    """The whole page as one HTML string (no network access needed to view it)."""
+# --- the page -----------------------------------------------------------------------------
+ASSETS = Path(__file__).with_name("explore_page")
+#: The page's scripts, in order: the table reader (no DOM: tests run it in Node.js), then
+#: the controls and charts.
+SCRIPTS = ("tables.js", "page.js")
+
+
+def build_data(grid: Grid | None = None, measurements: list[str | Path] | None = None) -> dict:
+    """Everything the page reads, as one JSON-able dict."""
     missing = check_controls()
     if missing:
         raise PerfmodelError(
             f"perfmodel explore has no control for predict() argument(s) {missing}"
         )
-    data = {
-        "devices": device_table(),
+    grid = (grid or Grid()).check()
+    measured = measured_points(measurements or [])  # a bad file is refused before the work
+    data = build_tables(grid)
+    data |= {
         "naive": list(NAIVE_IMPLEMENTATIONS),
-        "families": family_table(),
-        "auto_kernel": {
-            c: auto_kernel(None if c == "default" else c) for c in known_calibrations()
-        },
+        "kernels": flash_families(),
+        "auto_kernel": {c: auto_kernel(None if c == "default" else c) for c in _calibrations(data)},
         "modes": list(MODES),
         "n_reference": N_REFERENCE,
-        "measured": measured_points(measurements or []),
-        "symbol_of": SYMBOL_OF,
-        "keys": {
-            a: {
-                v: {mode: str(model_key(a, v, mode)) for mode in MODES}
-                for v in NAIVE_IMPLEMENTATIONS
-            }
-            for a in ALGORITHMS
-        },
-        # the forward flash launch's model, by [split][paged] (evaluate.evaluate_flash)
-        "launch_keys": [[str(flash_key(s, p)) for p in (False, True)] for s in (1, 2)],
+        "opening": {"n": N_REFERENCE, "hw": "H200 SXM"},
+        "headlines": headlines(grid),
+        "measured": measured,
     }
-    models = ",\n".join(f"{json.dumps(k)}: {v}" for k, v in _variants().items())
-    asset = Path(__file__).with_name("explore_page")
-    page = (asset / "page.html").read_text(encoding="utf-8")
-    script = (asset / "page.js").read_text(encoding="utf-8")
-    generated = f"const DATA = {json.dumps(data)};\nconst MODELS = {{\n{models}\n}};\n"
+    return data
+
+
+def _calibrations(data: dict) -> list[str]:
+    return list(dict.fromkeys(c for d in data["devices"].values() for c in d["calibrations"]))
+
+
+def build_page(grid: Grid | None = None, measurements: list[str | Path] | None = None) -> str:
+    """The whole page as one HTML string (no network access needed to view it)."""
+    return page_html(build_data(grid, measurements))
+
+
+def page_html(data: dict) -> str:
+    """The page showing ``data`` (:func:`build_data`'s)."""
+    page = (ASSETS / "page.html").read_text(encoding="utf-8")
+    script = "\n".join((ASSETS / s).read_text(encoding="utf-8") for s in SCRIPTS)
+    generated = f"const DATA = {json.dumps(data, allow_nan=False)};\n"
     return (
-        page.replace("/*GENERATED*/", generated)
+        page.replace("/*DATA*/", generated)
         .replace("/*PAGE_JS*/", script)
         .replace("{{TITLE}}", html.escape("perfmodel explore"))
     )
 
 
-def write_page(path: str | Path, measurements: list[str | Path] | None = None) -> Path:
-    """Write the page atomically."""
+def write_page(
+    path: str | Path,
+    measurements: list[str | Path] | None = None,
+    grid: Grid | None = None,
+) -> tuple[Path, dict]:
+    """Write the page atomically; the path and the data it shows."""
     from perfmodel.atomic import write_text
 
     out = Path(path)
-    write_text(out, build_page(measurements))
-    return out
+    data = build_data(grid, measurements)
+    write_text(out, page_html(data))
+    return out, data
+
+
+def summary(data: dict) -> str:
+    """What a page holds: its distinct column vectors, the n grid, rows and devices."""
+    return (
+        f"{data['vectors']:,} column vectors of {len(data['n'])} n, "
+        f"{data['table_rows']:,} table rows, {len(data['devices'])} "
+        f"device{'' if len(data['devices']) == 1 else 's'}"
+    )
+
+
+def size_of(path: str | Path) -> str:
+    """``"4.2 MB"``: a page's size for the command's message."""
+    size = Path(path).stat().st_size
+    return f"{size / 1e6:.1f} MB" if size >= 1e5 else f"{math.ceil(size / 1e3)} kB"

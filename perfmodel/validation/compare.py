@@ -35,12 +35,13 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     KernelRoofs,
     estimate_time,
+    flash_values,
     kernel_roofs,
     model_key,
     onchip_of,
     shape_values,
 )
-from perfmodel.kernel_config import launch_of
+from perfmodel.launch import launch_of
 from perfmodel.prediction import predict
 from perfmodel.shape import Shape
 from perfmodel.validation.fitting import fit_log_time, relative_error
@@ -314,16 +315,8 @@ def _row_roofs(r: Row) -> list[KernelRoofs]:
             model_key("naive", naive), causal=shape.causal, hw=r.hw, peak=peak, values=values
         )
     config = launch_of(shape, r.hw)
-    values = shape_values(
-        r.hw,
-        **sizes,
-        block_q=config.block_q,
-        block_k=config.block_k,
-        pack=config.pack,
-        splits=config.splits,
-        page=p.page_size or 1,
-        blocks_per_sm=config.blocks_per_sm,
-    )
+    sizes["page"] = p.page_size or 1
+    values = flash_values(r.hw, sizes, config, config.pack, config.splits)
     key = model_key("flash", split=config.splits > 1, paged=bool(p.page_size))
     return kernel_roofs(
         key, causal=shape.causal, hw=r.hw, peak=peak, values=values, onchip=onchip_of(config)
@@ -349,6 +342,8 @@ def _groups(rows: Sequence[Row]) -> list[_Group]:
                     times={},
                     blocks_per_sm=np.array([k.blocks_per_sm for k in ks]),
                     spill_s=np.array([k.spill_s for k in ks]),
+                    prologue_latency_s=np.array([k.prologue_latency_s for k in ks]),
+                    prologue_bytes_s=np.array([k.prologue_bytes_s for k in ks]),
                 )
             )
         out.append(_Group(np.array(index), stacked, len(names)))

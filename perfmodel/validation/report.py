@@ -114,6 +114,8 @@ def _toml_value(v: object) -> str:
         return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
     if isinstance(v, bool):
         return "true" if v else "false"
+    if isinstance(v, tuple | list):  # matmul_efficiency_by_d: an array of [d, fraction]
+        return "[" + ", ".join(_toml_value(x) for x in v) + "]"
     return repr(v)
 
 

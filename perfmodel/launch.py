@@ -1,0 +1,519 @@
+"""What a kernel family launches for a shape on a device: every launch rule, once.
+
+For each point (a numpy column; one point is a one-row column) this module decides,
+from the family's rules (``specs/kernels``) and the device's on-chip limits:
+
+- the tile (``block_q`` x ``block_k``) and warps: the family's per head dim unless named;
+- the on-chip footprint of one thread block: shared memory for its Q tile and
+  ``kv_stages`` K and V tiles, float32 accumulators in registers (S, O, max, sum);
+- how blocks sit on an SM: blocks at once, spilled registers, K/V bytes in flight;
+- GQA packing: query heads of one K/V group sharing a tile;
+- K/V splits (flash-decoding): the family's wave-efficiency rule;
+- the alternatives the floor is taken over: every packing and split count the family
+  could launch (:func:`floor_launches`).
+
+The footprint reproduces what the FlashAttention-2 sources say of their own tiles:
+256x64 at d=64 with 4 warps "is 85% slower because of register spilling" (256·(64+64)
+f32 over 128 threads = 256 registers), and d=256 at 64x64 takes 96 KB so that "we can
+get 2 CTAs per SM" on H100 (csrc/flash_attn/src/flash_fwd_launch_template.h). Left
+out: registers for addresses and loop state, the register allocation granularity, and
+the P tile (converted from S in place).
+
+>>> from perfmodel.catalog.hardware import load_hardware
+>>> from perfmodel.catalog.kernels import load_kernel
+>>> c = resolve(load_kernel("fa3"), load_hardware("h200"), n=8192, m=8192, d=128, h=16,
+...             h_kv=16, b=1, s=2, causal=False)
+>>> int(c.block_q[0]), int(c.block_k[0]), int(c.pack[0]), int(c.splits[0])
+(128, 176, 1, 1)
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from perfmodel.catalog.hardware import HardwareSpec
+from perfmodel.catalog.kernels import KernelFamily, load_kernel
+from perfmodel.compile import compiled
+from perfmodel.costs import flash as flash_costs
+from perfmodel.errors import PerfmodelError
+from perfmodel.shape import Shape
+
+#: A column of numbers, one per point.
+Column = npt.NDArray[np.float64]
+
+#: Tile sides must be multiples of the matrix instruction's shape: 16 query rows
+#: (mma.sync m16n8k16; wgmma's 64 rows are per warpgroup) and 8 keys (its n).
+BLOCK_Q_MULTIPLE = 16
+BLOCK_K_MULTIPLE = 8
+#: Bytes of one register (32 bits).
+REGISTER_BYTES = 4
+WARP = 32
+#: Registers a producer warp's thread runs on (FA-3 sets 24-32 with setmaxnreg).
+PRODUCER_REGISTERS = 32
+#: The SRAM bytes and float32 accumulators of one block: the cost model's expressions.
+_SMEM = compiled(flash_costs.SRAM_BYTES)
+_ACCUMULATORS = compiled(flash_costs.ACCUMULATORS)
+
+
+@dataclass(frozen=True)
+class Launch:
+    """One launch per point: each field a float64 column (plain floats for one point,
+    :meth:`point`)."""
+
+    block_q: Column
+    block_k: Column
+    warps: Column
+    kv_stages: Column  #: K/V tile stages in shared memory (the tile's, else the family's)
+    pack: Column  #: query heads sharing one tile (one K/V read per group when > 1)
+    splits: Column  #: K/V chunks per (batch, head group, Q block)
+    group: Column  #: query heads per K/V head (h / h_kv)
+    smem_bytes: Column  #: shared memory of one block
+    accumulator_bytes: Column  #: float32 accumulators of one block (S, O, max, sum)
+    registers_per_thread: Column  #: demanded, before any cap
+    threads: Column  #: compute threads (the accumulators are spread over these)
+    producer_threads: Column
+    blocks_per_sm: Column
+    spilled_registers_per_thread: Column
+    #: Local-memory bytes one inner-loop step moves: spilled registers written and read.
+    spill_bytes_per_tile: Column
+    #: K/V bytes one block has in flight from memory: one step's K and V tiles, or
+    #: ``kv_stages`` of them where a producer (TMA) issues the loads ahead.
+    bytes_in_flight: Column
+    #: Q bytes one block loads before its first step (and O bytes it writes after its last)
+    q_tile_bytes: Column
+    #: The most K/V splits the floor tries (:func:`split_limit`) at one program per query
+    #: head, and with the GQA group packed in a tile.
+    split_limit_one: Column
+    split_limit_group: Column
+
+    def __len__(self) -> int:
+        return len(self.block_q)
+
+    def take(self, rows: Any) -> Launch:
+        """The launch of some rows (an index or a boolean mask)."""
+        return Launch(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+
+    def point(self) -> Launch:
+        """A one-row launch with plain floats for its columns (one point's numbers)."""
+        return Launch(**{f.name: float(getattr(self, f.name)[0]) for f in fields(self)})
+
+    def rows(self, index: Any) -> Launch:
+        """The launch at some rows; a point launch is its own rows."""
+        return self if isinstance(self.block_q, float) else self.take(index)
+
+
+def _column(value: Any) -> Column:
+    return np.atleast_1d(np.asarray(value, dtype=np.float64))
+
+
+def check_multiple(name: str, value: Any, multiple: int) -> None:
+    """A tile side (or split count) the hardware allows: a positive multiple of
+    ``multiple``; the error names the first value that is not."""
+    arr = np.atleast_1d(np.asarray(value))
+    bad = (arr <= 0) | (arr % multiple != 0)
+    if np.any(bad):
+        shown = arr[bad].flat[0].item()
+        raise PerfmodelError(f"{name}={shown!r} must be a positive multiple of {multiple}")
+
+
+def _by_unique(fn: Callable[..., tuple[float, ...]], *keys: Column) -> list[Column]:
+    """``fn`` of each distinct key tuple, spread back over the rows: one call per
+    distinct value, whatever the number of points."""
+    stacked = np.stack(keys, axis=1)
+    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    table = np.array([fn(*row) for row in uniq.tolist()], dtype=np.float64)
+    picked = table[inverse.ravel()]
+    return [picked[:, i] for i in range(picked.shape[1])]
+
+
+def default_tiles(
+    family: KernelFamily, d: Column, causal: Column, arch: str | None
+) -> tuple[Column, Column, Column, Column]:
+    """The family's (block_q, block_k, warps, kv_stages) per point: its first tile
+    matching the head dim, causal flag and arch (``KernelFamily.tile_for``), with the
+    tile's own K/V stages where it states them, else the family's."""
+
+    def tile(dim: float, masked: float) -> tuple[float, float, float, float]:
+        t = family.tile_for(int(dim), causal=bool(masked), arch=arch)
+        return (t.block_q, t.block_k, t.warps, t.kv_stages or family.kv_stages)
+
+    bq, bk, w, stages = _by_unique(tile, d, causal)
+    return bq, bk, w, stages
+
+
+def footprint(
+    *, block_q: Column, block_k: Column, d: Column, s: Column, kv_stages: Column, warps: Column
+) -> tuple[Column, Column, Column, Column]:
+    """Shared memory, accumulator bytes, registers per compute thread and compute
+    threads of one flash block (FlashAttention-2 Algorithm 1 / FlashAttention-3's
+    consumer warpgroups: the same tiles, split over the warps)."""
+    tile = dict(block_q=block_q, block_k=block_k, d=d, s=s, kv_stages=kv_stages)
+    smem = _SMEM(**tile)
+    accumulators = _ACCUMULATORS(**tile)
+    threads = WARP * warps
+    return smem, accumulators * REGISTER_BYTES, accumulators / threads, threads
+
+
+def check_fits(hw: HardwareSpec, smem: Column, what: Callable[[], str]) -> None:
+    """A block must fit one SM's shared memory (the per-block limit where the spec has one)."""
+    limit = hw.smem_per_block_bytes or hw.sram_per_sm_bytes
+    too_big = smem > limit
+    if np.any(too_big):
+        need = int(np.max(smem[too_big]))
+        name = "per block" if hw.smem_per_block_bytes else "per SM"
+        raise PerfmodelError(
+            f"{what()} needs {need} B of shared memory; {hw.name} allows {limit} B {name}"
+        )
+
+
+def capacity(
+    hw: HardwareSpec, smem: Column, registers: Column, threads: Column, producers: Column
+) -> tuple[Column, Column]:
+    """Blocks per SM from shared memory, registers and threads; spilled registers per
+    thread past the per-thread limit. Devices without register facts: shared memory only."""
+    blocks = np.floor_divide(hw.sram_per_sm_bytes, np.maximum(smem, 1))
+    spilled = np.zeros_like(registers)
+    if hw.max_registers_per_thread is not None:
+        cap = hw.max_registers_per_thread
+        spilled = np.maximum(0.0, registers - cap)
+        per_block = np.minimum(registers, cap) * threads + PRODUCER_REGISTERS * producers
+        blocks = np.minimum(blocks, np.floor_divide(hw.registers_per_sm, per_block))
+        blocks = np.minimum(blocks, np.floor_divide(hw.max_threads_per_sm, threads + producers))
+        blocks = np.minimum(blocks, hw.max_blocks_per_sm)
+    return np.maximum(blocks, 1.0), spilled
+
+
+def gqa_pack(rule: str, n: Column, group: Column, block_q: Column) -> Column:
+    """Query heads per tile: the whole group when the family's rule packs it, else 1."""
+
+    def up(a: Column) -> Column:
+        return np.ceil(a / block_q) * block_q
+
+    if rule == "none":
+        packed = np.zeros(n.shape, dtype=bool)
+    elif rule == "always":
+        packed = np.ones(n.shape, dtype=bool)
+    elif rule == "decode":
+        packed = n == 1
+    else:  # "when_short", FlashAttention-3's: pack when it fills the tiles 1/0.9 better
+        packed = n / up(n) < 0.9 * (n * group) / up(n * group)
+    return np.where(packed & (group > 1), group, 1.0)
+
+
+def programs(n: Column, h: Column, b: Column, pack: Column, block_q: Column) -> Column:
+    """Thread blocks of one unsplit launch: (batch, head group, Q block)."""
+    return b * np.floor_divide(h, pack) * np.ceil(n * pack / block_q)
+
+
+def split_slots(family: KernelFamily, hw: HardwareSpec) -> int:
+    """Program slots the family's split rule fills: SMs times its blocks per SM."""
+    return hw.sm_count * family.split_sm_factor
+
+
+def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Column, kv_blocks: Column) -> Column:
+    """K/V chunks the family picks for a grid of ``grid`` programs over ``kv_blocks``
+    K/V blocks of its split kernel. FlashAttention's rule (``fa2``/``fa3``): none when the
+    grid nearly fills the slots (and, for ``fa3``, when there are at most 4 K/V blocks),
+    else the fewest splits whose wave efficiency is within 85% of the best; ``one_wave``:
+    as many as keep every program in one wave.
+
+    >>> from perfmodel.catalog.hardware import load_hardware
+    >>> from perfmodel.catalog.kernels import load_kernel
+    >>> fa2, a100 = load_kernel("fa2"), load_hardware("a100")   # 48 programs, 216 slots
+    >>> int(split_rule(fa2, a100, np.array([48.0]), np.array([64.0]))[0])
+    4
+    """
+    out = np.ones(grid.shape)
+    if family.split_kv == "none" or family.max_splits == 1:
+        return out
+    slots = split_slots(family, hw)
+    if family.split_kv == "one_wave":
+        chosen = np.minimum(np.minimum(kv_blocks, slots // np.maximum(grid, 1)), family.max_splits)
+        return np.maximum(1.0, chosen)
+    small = grid < 0.8 * slots
+    if family.split_kv == "fa3":
+        small &= kv_blocks > 4
+    if np.any(small):
+        out[small] = _wave_efficiency_splits(
+            grid[small], kv_blocks[small], slots, family.max_splits
+        )
+    return out
+
+
+def _wave_efficiency_splits(grid: Column, kv_blocks: Column, slots: int, max_splits: int) -> Column:
+    """The fewest splits within 85% of the best wave efficiency, per distinct
+    (grid, kv_blocks) pair, over s = 1 ... min(max_splits, slots, kv_blocks)."""
+    pairs, inverse = np.unique(np.stack([grid, kv_blocks], axis=1), axis=0, return_inverse=True)
+    s = np.arange(1, min(max_splits, slots) + 1, dtype=np.float64)
+    limit = np.minimum(pairs[:, 1:2], min(max_splits, slots))
+    waves = pairs[:, :1] * s / slots
+    eff = np.where(s <= limit, waves / np.ceil(waves), -1.0)
+    best = eff.max(axis=1, keepdims=True)
+    first = np.argmax(eff >= 0.85 * best, axis=1)
+    return s[first][inverse.ravel()]
+
+
+def kv_splits(
+    family: KernelFamily,
+    hw: HardwareSpec,
+    *,
+    n: Column,
+    m: Column,
+    d: Column,
+    h: Column,
+    b: Column,
+    pack: Column,
+    block_q: Column,
+) -> Column:
+    """The family's split-KV choice: programs counted with its split kernel's tiles."""
+    split_bq = block_q if family.split_block_q is None else family.split_block_q
+    grid = programs(n, h, b, pack, split_bq)
+    if family.split_block_k:
+        (bk,) = _by_unique(lambda dim: (family.split_block_k_for(int(dim)),), d)
+    else:
+        bk = np.broadcast_to(split_bq, n.shape)
+    return split_rule(family, hw, grid, np.ceil(m / bk))
+
+
+def resolve(
+    family: KernelFamily,
+    hw: HardwareSpec,
+    *,
+    n: Any,
+    m: Any,
+    d: Any,
+    h: Any,
+    h_kv: Any,
+    b: Any,
+    s: Any,
+    causal: Any,
+    block_q: Any = None,
+    block_k: Any = None,
+    warps: Any = None,
+    splits: Any = None,
+) -> Launch:
+    """Tiles (the family's unless named), packing, splits and on-chip fit for each point
+    (numbers or columns; the result is columns). A named tile that does not fit is an
+    error naming the limit; the family's own defaults are what its sources say it
+    launches."""
+    n, m, d, h, h_kv, b, s = (_column(v) for v in (n, m, d, h, h_kv, b, s))
+    size = max(len(v) for v in (n, m, d, h, h_kv, b, s, np.atleast_1d(causal)))
+    n, m, d, h, h_kv, b, s = (np.broadcast_to(v, (size,)) for v in (n, m, d, h, h_kv, b, s))
+    masked = np.broadcast_to(_column(causal), (size,))
+    if splits is not None:
+        check_multiple("splits", splits, 1)
+    bq_d, bk_d, w_d, stages = default_tiles(family, d, masked, hw.arch)
+    bq = bq_d if block_q is None else np.broadcast_to(_column(block_q), (size,))
+    bk = bk_d if block_k is None else np.broadcast_to(_column(block_k), (size,))
+    w = w_d if warps is None else np.broadcast_to(_column(warps), (size,))
+    check_multiple("block_q", bq, BLOCK_Q_MULTIPLE)
+    check_multiple("block_k", bk, BLOCK_K_MULTIPLE)
+    smem, acc_bytes, regs, threads = footprint(
+        block_q=bq, block_k=bk, d=d, s=s, kv_stages=stages, warps=w
+    )
+    named = block_q is not None or block_k is not None
+    check_fits(hw, smem, lambda: _what(bq, bk, d, None if named else family.name))
+    producers = np.full(size, float(WARP * family.producer_warps))
+    blocks, spilled = capacity(hw, smem, regs, threads, producers)
+    group = np.floor_divide(h, h_kv)
+    pack = gqa_pack(family.gqa_packing, n, group, bq)
+
+    def limit(at: Column) -> Column:
+        return split_limit(family, hw, n=n, m=m, h=h, b=b, pack=at, block_q=bq, block_k=bk)
+
+    if splits is None:
+        chosen = kv_splits(family, hw, n=n, m=m, d=d, h=h, b=b, pack=pack, block_q=bq)
+    else:
+        chosen = np.broadcast_to(_column(splits), (size,))
+    return Launch(
+        block_q=bq,
+        block_k=bk,
+        warps=w,
+        kv_stages=stages,
+        pack=pack,
+        splits=chosen,
+        group=group,
+        smem_bytes=smem,
+        accumulator_bytes=acc_bytes,
+        registers_per_thread=regs,
+        threads=threads,
+        producer_threads=producers,
+        blocks_per_sm=blocks,
+        spilled_registers_per_thread=spilled,
+        spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
+        bytes_in_flight=2 * bk * d * s * (stages if family.producer_warps else 1.0),
+        q_tile_bytes=bq * d * s,
+        split_limit_one=limit(np.ones(size)),
+        split_limit_group=limit(group),
+    )
+
+
+@functools.lru_cache(maxsize=4096)
+def _point(family: ByIdentity, hw: ByIdentity, *args: Any) -> Launch:
+    names = ("n", "m", "d", "h", "h_kv", "b", "s", "causal", "block_q", "block_k", "warps")
+    columns = resolve(
+        family.obj, hw.obj, **dict(zip(names, args[:-1], strict=True)), splits=args[-1]
+    )
+    return columns.point()
+
+
+def resolve_point(
+    family: KernelFamily,
+    hw: HardwareSpec,
+    *,
+    n: float,
+    m: float,
+    d: float,
+    h: float,
+    h_kv: float,
+    b: float,
+    s: float,
+    causal: bool,
+    block_q: int | None = None,
+    block_k: int | None = None,
+    warps: int | None = None,
+    splits: int | None = None,
+) -> Launch:
+    """:func:`resolve` of one point (a one-row launch), cached: ``predict`` asks for the
+    same shapes again and again."""
+    args = (n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits)
+    return _point(ByIdentity(family), ByIdentity(hw), *args)
+
+
+def launch_of(shape: Shape, hw: HardwareSpec) -> Launch:
+    """The one-row launch (plain floats) of a shape with n set: its kernel family, and
+    its tiles, warps and splits where it names them."""
+    return resolve_point(
+        load_kernel(shape.kernel),
+        hw,
+        **shape.sizes(),
+        causal=shape.causal,
+        block_q=shape.block_q,
+        block_k=shape.block_k,
+        warps=shape.warps,
+        splits=shape.splits,
+    )
+
+
+class ByIdentity:
+    """A cache key that is its object's identity: a frozen spec (family, device)
+    states the same facts for as long as a cache entry keeps it alive."""
+
+    __slots__ = ("obj",)
+
+    def __init__(self, obj: Any):
+        self.obj = obj
+
+    def __hash__(self) -> int:
+        return id(self.obj)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, ByIdentity) and other.obj is self.obj
+
+
+def split_limit(
+    family: KernelFamily,
+    hw: HardwareSpec,
+    *,
+    n: Column,
+    m: Column,
+    h: Column,
+    b: Column,
+    pack: Column,
+    block_q: Column,
+    block_k: Column,
+) -> Column:
+    """The most K/V chunks worth trying for the floor at ``pack``: no more than the
+    family's ``max_splits`` or the K/V blocks, and no more than fill every SM (past
+    that a split only adds partials and the combine kernel's work)."""
+    grid = programs(n, h, b, pack, block_q)
+    fill = np.ceil(hw.sm_count / np.maximum(grid, 1))
+    kv_blocks = np.ceil(m / block_k)
+    return np.maximum(1.0, np.minimum(np.minimum(float(family.max_splits), kv_blocks), fill))
+
+
+#: A candidate launch's floor at some rows: (row indices, pack, splits) -> t_lower_s.
+FloorAt = Callable[[npt.NDArray[np.intp], Column, Column], Column]
+
+
+def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Column, Column]]:
+    """The launches the floor is taken over besides ``launch`` itself, as (pack,
+    splits) columns: one program per query head and the whole GQA group per tile, each
+    unsplit and at its best split count from 2 to :func:`split_limit`. The floor is the
+    least over every launch the family could make, so it is a floor for each of them and
+    does not jump with one token.
+
+    The floor of a split launch is convex in the split count (its compute roofs fall as
+    C/s until the SMs fill, its memory roofs and the combine kernel grow linearly), so
+    the best count is found by bisection on ``t_lower_at``'s differences."""
+    own_pack, own_splits = np.atleast_1d(launch.pack), np.atleast_1d(launch.splits)
+    group = np.atleast_1d(launch.group)
+    ones = np.ones(len(group))
+    packs = [(ones, launch.split_limit_one)]
+    if np.any(group != 1):
+        packs.append((group, launch.split_limit_group))
+    out: list[tuple[Column, Column]] = []
+    for pack, limit in packs:
+        if np.any((pack != own_pack) | (own_splits != 1)):
+            out.append((pack, ones))
+        best = _least_split(pack, np.atleast_1d(limit), t_lower_at)
+        if best is not None:
+            out.append((pack, best))
+    return out
+
+
+def _least_split(pack: Column, limit: Column, t_lower_at: FloorAt) -> Column | None:
+    """Per row, the split count in [2, limit] of the least floor (1 where limit < 2), by
+    bisection on the sign of the floor's difference; None where no row can split."""
+    rows = np.flatnonzero(limit >= 2)
+    if rows.size == 0:
+        return None
+    lo = np.full(rows.size, 2.0)
+    hi = limit[rows].copy()
+    while True:
+        active = np.flatnonzero(lo < hi)
+        if active.size == 0:
+            break
+        at = rows[active]
+        mid = np.floor((lo[active] + hi[active]) / 2)
+        left = t_lower_at(at, pack[at], mid) <= t_lower_at(at, pack[at], mid + 1)
+        hi[active] = np.where(left, mid, hi[active])
+        lo[active] = np.where(left, lo[active], mid + 1)
+    best = np.ones(len(limit))
+    best[rows] = lo
+    return best
+
+
+def _what(bq: Column, bk: Column, d: Column, family: str | None) -> str:
+    text = f"tile block_q={_show(bq)}, block_k={_show(bk)} at d={_show(d)}"
+    return text + ("" if family is None else f" (kernel family {family!r})")
+
+
+def _show(v: Column) -> str:
+    values = sorted({int(x) for x in np.unique(v)})
+    return str(values[0]) if len(values) == 1 else str(values)
+
+
+def tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
+    """gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size
+    (one point's, cached: a point asks for the same few tiles again and again)."""
+    if isinstance(block_q, float | int) and isinstance(pack, float | int):
+        return _tile_gcd_point(float(block_q), float(block_k), float(pack))
+    return _tile_gcd(block_q, block_k, pack)
+
+
+def _tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
+    bq = np.round(np.asarray(block_q, dtype=np.float64) / np.asarray(pack, dtype=np.float64))
+    g = np.gcd(bq.astype(np.int64), np.asarray(block_k).astype(np.int64))
+    return float(g) if g.ndim == 0 else g.astype(np.float64)
+
+
+@functools.lru_cache(maxsize=1024)
+def _tile_gcd_point(block_q: float, block_k: float, pack: float) -> float:
+    return float(_tile_gcd(block_q, block_k, pack))

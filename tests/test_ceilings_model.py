@@ -1,0 +1,79 @@
+"""The estimate's roof fractions from a device's measured ceilings (issue 21).
+
+``ceilings="measured"`` (the default) takes each roof's fraction from the device's
+ceilings file where it has one; ``"datasheet"`` keeps the documented deratings. The
+floor ``t_lower_s`` never uses them: it stays the datasheet's bound.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from perfmodel import predict
+from perfmodel.catalog.calibration import family_default, naive_default
+from perfmodel.catalog.ceilings import interpolate, load_ceilings, tensor_rows
+from perfmodel.catalog.hardware import load_hardware
+from perfmodel.catalog.kernels import load_kernel
+from perfmodel.errors import PerfmodelError
+
+H200 = load_hardware("h200")
+SHAPE = dict(n=4096, h=16, batch=2, d=128, dtype="bf16", kernel="cudnn")
+
+
+def test_each_fraction_is_the_measured_rate_over_the_datasheet():
+    c = load_ceilings("h200")
+    hbm = H200.hbm_bandwidth_bytes_per_s
+    profile = family_default(load_kernel("cudnn"), H200)
+    assert profile.exp_efficiency == c.value("exp_per_s") / H200.exp_per_s
+    assert (
+        profile.hbm_efficiency == c.value("hbm_read_bytes_per_s") / H200.hbm_bandwidth_bytes_per_s
+    )
+    fastest_k128 = max(r.flops_per_s for r in tensor_rows(c, load_kernel("cudnn")) if r.k == 128)
+    assert profile.matmul_efficiency == fastest_k128 / H200.peak("bf16")
+    # the naive side: cuBLAS's GEMM and a copy's read + write
+    naive = naive_default(H200)
+    assert naive.matmul_efficiency == c.value("gemm_bf16_flops_per_s") / H200.peak("bf16")
+    assert naive.hbm_efficiency == c.value("hbm_copy_bytes_per_s") / hbm
+
+
+def test_the_family_instruction_picks_its_tensor_core_rows():
+    c = load_ceilings("h200")
+    assert {r.instruction for r in tensor_rows(c, load_kernel("pallas-mosaic"))} == {"wgmma"}
+    assert {r.instruction for r in tensor_rows(c, load_kernel("fa2"))} == {"mma.sync"}
+    triton = tensor_rows(c, load_kernel("pallas-triton"))  # compute warps load their tiles
+    assert {(r.instruction, r.operands) for r in triton} == {("triton_default", "streamed")}
+
+
+def test_matmul_fraction_by_head_dim_interpolates_in_log2():
+    table = ((64, 0.5), (256, 0.9))
+    assert interpolate(table, 128) == pytest.approx(0.7)
+    assert interpolate(table, 32) == 0.5 and interpolate(table, 512) == 0.9
+
+
+def test_datasheet_forces_the_deratings_and_the_floor_never_moves():
+    measured = predict(hw="h200", **SHAPE)
+    datasheet = predict(hw="h200", ceilings="datasheet", **SHAPE)
+    assert measured.flash.time_s != datasheet.flash.time_s
+    assert measured.flash.t_lower_s == datasheet.flash.t_lower_s
+    assert measured.naive.t_lower_s == datasheet.naive.t_lower_s
+    assert datasheet.flash.calibration == "default:cudnn"
+
+
+def test_a_device_without_ceilings_is_its_datasheet():
+    assert load_ceilings("a100") is None
+    a = predict(hw="a100", **{**SHAPE, "kernel": "fa2"})
+    b = predict(hw="a100", ceilings="datasheet", **{**SHAPE, "kernel": "fa2"})
+    assert a.flash.time_s == b.flash.time_s and a.naive.time_s == b.naive.time_s
+
+
+def test_sweep_takes_the_same_choice():
+    from perfmodel import sweep
+
+    r = sweep("h200", n=[4096], h=16, batch=2, dtype="bf16", kernel="cudnn", ceilings="datasheet")
+    assert r["flash.time_s"][0] == predict(hw="h200", ceilings="datasheet", **SHAPE).flash.time_s
+
+
+@pytest.mark.parametrize("bad", ["Measured", "", 1, None])
+def test_an_unknown_choice_is_refused_naming_it(bad):
+    with pytest.raises(PerfmodelError, match="ceilings"):
+        predict(hw="h200", ceilings=bad, **SHAPE)

@@ -1,0 +1,270 @@
+"""Every launch rule and every effect of the estimate, against numbers worked out by hand.
+
+The launch (``perfmodel.launch``): a family's tile, the on-chip footprint, blocks per SM,
+spills, bytes in flight, GQA packing, the split rule and the floor's split search. The
+estimate (``perfmodel.evaluate.EFFECTS``): each effect's step. And the terms
+``predict()`` runs that no other test pinned: the split-combine kernel's FLOPs, the
+backward's dS FLOPs, the per-SM share of the L2 bandwidth. ``tools/mutate_terms.py``
+checks that a change to any one of them fails a test here.
+"""
+
+import math
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from perfmodel.catalog.calibration import Calibration
+from perfmodel.catalog.hardware import load_hardware
+from perfmodel.catalog.kernels import load_kernel
+from perfmodel.compile import compiled
+from perfmodel.costs import flash as flash_costs
+from perfmodel.costs import symbolic
+from perfmodel.evaluate import (
+    EFFECTS,
+    Context,
+    KernelRoofs,
+    KernelTime,
+    OnChip,
+    estimate_steps,
+    model_key,
+)
+from perfmodel.evaluate import _memory_reach as memory_reach
+from perfmodel.launch import (
+    capacity,
+    gqa_pack,
+    programs,
+    resolve,
+    split_limit,
+    split_rule,
+)
+
+H200 = load_hardware("h200")
+B, H, N, D, S = 2, 4, 384, 64, 2
+
+
+def col(*values):
+    return np.array(values, dtype=np.float64)
+
+
+def at(expr, **kw):
+    values = dict(b=B, h=H, h_kv=2, n=N, m=N, d=D, s=S, block_q=128, block_k=64, pack=1,
+                  splits=3, page=1, kv_stages=2, tile_gcd=64, l2_capacity=50 * 2**20,
+                  resident_ctas=132)  # fmt: skip
+    values.update(kw)
+    return float(compiled(expr)(**values))
+
+
+# --- terms predict() runs ------------------------------------------------------------
+def test_split_combine_kernel_by_hand():
+    # flash-decoding's second kernel: rescale and sum the float32 partials (acc, max,
+    # sum: d + 2 a row and split) at 3 FLOPs a value, one exp a row and split
+    combine = flash_costs.build(split=True, launch=True).kernels[1]
+    rows = B * H * N
+    assert at(combine.vector_flops) == 3 * rows * 3 * (D + 2)
+    assert at(combine.exp_count) == rows * 3
+    partials = rows * 3 * (D + 2) * 4
+    assert at(combine.hbm_bytes) == partials + B * H * N * D * S + B * H * N * 4
+
+
+def test_backward_ds_flops_by_hand():
+    scores = B * H * N * N
+    naive = {k.name: k for k in symbolic("naive", mode="backward").kernels}
+    # dS = scale·P∘(dP − D): subtract, multiply, scale
+    assert at(naive["bwd_ds"].vector_flops) == 3 * scores
+    flash = symbolic("flash", mode="backward").kernels
+    recompute = [k for k in flash if k.name == "bwd_dkdvdq"][0]
+    # recompute P (scale, subtract: 2) and dS (3) for every score
+    assert at(recompute.vector_flops) == (2 + 3) * scores
+
+
+def test_sram_and_accumulators_by_hand():
+    assert at(flash_costs.SRAM_BYTES, block_q=128, block_k=64, kv_stages=3) == (
+        (128 + 3 * 2 * 64) * D * S
+    )
+    assert at(flash_costs.ACCUMULATORS) == 128 * 64 + 128 * D + 2 * 128
+
+
+def test_memory_reach_by_hand():
+    # 10 busy SMs of 132, each pulling at most its share of the L2 bandwidth: the memory
+    # roofs stretch by total bandwidth over what 10 ports carry
+    share = H200.l2_bandwidth_bytes_per_s / H200.sm_count
+    reach = memory_reach(10 / 132, 10.0, H200, OnChip())
+    assert reach["l2"] == pytest.approx(H200.l2_bandwidth_bytes_per_s / (10 * share), rel=1e-12)
+    assert reach["hbm"] == pytest.approx(
+        max(1.0, H200.hbm_bandwidth_bytes_per_s / (10 * share)), rel=1e-12
+    )
+    # Little's law: 2 blocks of 64 KiB in flight per SM over the memory latency
+    little = memory_reach(10 / 132, 10.0, H200, OnChip(2, 0.0, 65536.0))
+    per_sm = min(share, 1 * 65536.0 / H200.memory_latency_s)  # 10 blocks: 1 resident
+    assert little["hbm"] == pytest.approx(
+        max(1.0, H200.hbm_bandwidth_bytes_per_s / (10 * per_sm)), rel=1e-12
+    )
+
+
+# --- the launch ------------------------------------------------------------------------
+def test_launch_of_fa3_by_hand():
+    # FA-3 at d=128 on the H200: 128x176 tiles, 12 warps (two consumer warpgroups plus
+    # the producer's 4 warps), 2 K/V stages: (128 + 2·2·176)·128·2 B of SRAM
+    c = resolve(load_kernel("fa3"), H200, n=8192, m=8192, d=128, h=16, h_kv=16, b=1, s=2,
+                causal=False)  # fmt: skip
+    assert (c.block_q[0], c.block_k[0], c.kv_stages[0]) == (128, 176, 2)
+    assert c.smem_bytes[0] == (128 + 2 * 2 * 176) * 128 * 2
+    acc = 128 * 176 + 128 * 128 + 2 * 128
+    assert c.accumulator_bytes[0] == acc * 4
+    assert c.registers_per_thread[0] == acc / (32 * c.warps[0])
+    assert c.producer_threads[0] == 32 * 4
+    # the producer issues kv_stages loads ahead: 2 stages of K and V tiles in flight
+    assert c.bytes_in_flight[0] == 2 * 176 * 128 * 2 * 2
+    blocks = min(
+        H200.sram_per_sm_bytes // c.smem_bytes[0],
+        H200.registers_per_sm // (min(c.registers_per_thread[0], 255) * c.threads[0] + 32 * 128),
+        H200.max_threads_per_sm // (c.threads[0] + 128),
+        H200.max_blocks_per_sm,
+    )
+    assert c.blocks_per_sm[0] == max(blocks, 1)
+
+
+def test_fa2_launch_without_producer_by_hand():
+    c = resolve(load_kernel("fa2"), H200, n=4096, m=4096, d=128, h=16, h_kv=16, b=1, s=2,
+                causal=False)  # fmt: skip
+    # no producer warps: one step's K and V tiles in flight
+    assert c.bytes_in_flight[0] == 2 * 64 * 128 * 2
+    assert c.producer_threads[0] == 0
+
+
+def test_spills_by_hand():
+    # 256x64 at d=64 with 4 warps: 256·(64+64) + 2·256 f32 over 128 threads = 260
+    # registers, 5 past the 255 limit, written and read each step by 128 threads
+    c = resolve(load_kernel("fa2"), H200, n=4096, m=4096, d=64, h=1, h_kv=1, b=1, s=2,
+                causal=False, block_q=256, block_k=64, warps=4)  # fmt: skip
+    assert c.registers_per_thread[0] == (256 * 64 + 256 * 64 + 2 * 256) / 128
+    assert c.spilled_registers_per_thread[0] == c.registers_per_thread[0] - 255
+    assert c.spill_bytes_per_tile[0] == 2 * 4 * c.spilled_registers_per_thread[0] * 128
+
+
+def test_capacity_counts_producer_registers():
+    # 100 registers over 256 threads and 128 producer threads at 32: 64 K / 29,696 = 2
+    blocks, _ = capacity(H200, col(1024), col(100.0), col(256), col(128))
+    assert blocks[0] == H200.registers_per_sm // (100 * 256 + 32 * 128)
+
+
+def test_when_short_packing_threshold():
+    # n=100, group 4, B_r=128: alone 100/128 = 0.78 of the tile; packed 400/512 = 0.78:
+    # not 1/0.9 better, so no packing; n=64: 0.5 alone against 256/256 packed: packing
+    assert gqa_pack("when_short", col(100), col(4), col(128))[0] == 1
+    assert gqa_pack("when_short", col(64), col(4), col(128))[0] == 4
+    # 0.9 exactly at the edge: n=90, group 2, B_r=100: 0.9 alone, 180/200 = 0.9 packed
+    assert gqa_pack("when_short", col(90), col(2), col(100))[0] == 1
+
+
+def test_programs_by_hand():
+    # batch 3, 16 heads packed 4 to a tile, 1000 rows x 4 heads over 128-row tiles
+    assert programs(col(1000), col(16), col(3), col(4), col(128))[0] == 3 * 4 * math.ceil(
+        4000 / 128
+    )
+
+
+def test_split_rule_thresholds():
+    fa2 = load_kernel("fa2")
+    slots = H200.sm_count * fa2.split_sm_factor
+    # a grid at 0.8 of the slots does not split, just below it does
+    assert split_rule(fa2, H200, col(math.ceil(0.8 * slots)), col(1000))[0] == 1
+    assert split_rule(fa2, H200, col(math.floor(0.8 * slots) - 1), col(1000))[0] >= 1
+    # wave efficiency by hand: 40 programs on 264 slots; s=6: 240/264 = 0.909, the best
+    # s <= 7 within 85% of 0.909 first reached at s = 6 (s = 5: 200/264 = 0.76)
+    assert split_rule(fa2, H200, col(40), col(7))[0] == 6
+    # at most the K/V blocks
+    assert split_rule(fa2, H200, col(40), col(3))[0] <= 3
+    # FA-3 skips grids of at most 4 K/V blocks
+    fa3 = load_kernel("fa3")
+    assert split_rule(fa3, H200, col(8), col(4))[0] == 1
+    assert split_rule(fa3, H200, col(8), col(5))[0] > 1
+
+
+def test_split_limit_by_hand():
+    fa2 = load_kernel("fa2")
+    # 8 programs: 17 chunks fill 132 SMs; 100 K/V blocks; max 128: limit 17
+    lim = split_limit(fa2, H200, n=col(1), m=col(6400), h=col(8), b=col(1), pack=col(1),
+                      block_q=col(128), block_k=col(64))  # fmt: skip
+    assert lim[0] == math.ceil(132 / 8) == 17
+    # 3 K/V blocks cap it
+    lim = split_limit(fa2, H200, n=col(1), m=col(192), h=col(8), b=col(1), pack=col(1),
+                      block_q=col(128), block_k=col(64))  # fmt: skip
+    assert lim[0] == 3
+
+
+# --- the effects -------------------------------------------------------------------------
+def _kernel():
+    return KernelRoofs(
+        "k",
+        floor={"matmul": 4.0, "exp": 2.0, "hbm": 1.0},
+        estimate={"matmul": 5.0, "exp": 2.5, "hbm": 1.5},
+        blocks_per_tile=0.25,
+        times={"matmul": 2.0, "exp": 1.0, "hbm": 1.0},
+        blocks_per_sm=2,
+        spill_s=0.5,
+    )
+
+
+def test_each_effect_by_hand():
+    cal = Calibration(name="t", matmul_efficiency=0.5, exp_efficiency=0.5, hbm_efficiency=0.5,
+                      compute_overlap=0.0, block_overhead_tiles=2.0)  # fmt: skip
+    steps = estimate_steps([_kernel()], cal, launch=0.125)
+    # floor: the largest floor roof
+    assert steps[0] == 4.0
+    # waves: the estimate's roofs (matmul 5)
+    assert steps[1] == 5.0
+    # efficiency: each roof over its fraction (matmul 10, exp 5, hbm 3)
+    assert steps[2] == 10.0
+    # overlap 0: nothing hides under the matmul, the other compute roofs add: 10 + 5
+    # (the second resident block does not change it)
+    assert steps[3] == 15.0
+    # spills in series: + 0.5
+    assert steps[4] == 15.5
+    # block overhead: 1 + 2 tiles x 0.25 blocks per tile = x1.5
+    assert steps[5] == 23.25
+    # the launch gap
+    assert steps[6] == 23.375
+    # the prologue: one latency and one Q tile per wave, in series
+    kernel = replace(_kernel(), prologue_latency_s=0.25, prologue_bytes_s=0.25)
+    with_prologue = estimate_steps([kernel], cal, launch=0.125)
+    assert with_prologue[7] - with_prologue[6] == 0.25 + 0.25 / 0.5  # bytes at the HBM fraction
+    assert steps[7] == steps[6]  # no prologue on a kernel without one
+    assert len(steps) == len(EFFECTS) + 1
+
+
+def test_prologue_by_hand():
+    # 1000 blocks on 132 SMs x 2 resident: 4 waves, each one latency and one Q tile
+    # (128 x 128 x 2 B) at an SM's share of the HBM bandwidth
+    from perfmodel.catalog.hardware import load_hardware
+    from perfmodel.evaluate import _prologue
+
+    hw = load_hardware("h200")
+    onchip = OnChip(blocks_per_sm=2.0, q_tile_bytes=128 * 128 * 2.0)
+    latency, load = _prologue(1000.0, hw, onchip, {"hbm": 4.8e12})
+    assert latency == 4 * hw.memory_latency_s
+    assert load == 4 * 128 * 128 * 2.0 * hw.sm_count / 4.8e12
+
+
+def test_an_effect_is_one_local_function():
+    # a kernel's time after every effect, from its state alone
+    cal = Calibration(name="t")
+    context = Context(cal, {r: 1.0 for r in ("matmul", "vector", "exp", "hbm", "l2")}, 0.0)
+    state = KernelTime(_kernel().floor)
+    for effect in EFFECTS:
+        state = effect(state, _kernel(), context)
+    assert state.seconds() == estimate_steps([_kernel()], cal, 0.0)[-1]
+
+
+def test_model_key_of_the_split_launch():
+    assert str(model_key("flash", split=True, paged=True)) == "flash-split-paged"
+
+
+def test_paged_block_table_bytes_by_hand():
+    # each program reads one int32 page id per page of its sequence: b·h·ceil(n/B_r)
+    # programs (pack 1) over ceil(m/page) pages, whatever the split
+    paged = flash_costs.build(split=True, paged=True, launch=True)
+    plain = flash_costs.build(split=True, launch=True)
+    extra = at(paged.kernels[0].hbm_bytes, page=16) - at(plain.kernels[0].hbm_bytes, page=16)
+    assert extra == B * H * math.ceil(N / 128) * math.ceil(N / 16) * 4

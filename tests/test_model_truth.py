@@ -1,0 +1,62 @@
+"""The default model against held-out draw 2 (issue 21): committed data, no timing.
+
+``specs/measurements/h200-heldout2-2026-12-01.json`` was drawn by seed and its
+predictions committed before the GPU run (65eded4). The model changes of issue 21
+(measured ceilings, the softmax overlap as a share of the matmul time, the per-wave
+prologue, the backward's floor parallelism, cuDNN's decode packing) were shaped on the
+development files only; the held-out summary was looked at once, with the ceilings
+and the overlap rule in place (docs/validation/model-truth.md says what changed after).
+These figures hold what the model reaches today, with a margin, so a change that makes
+it worse fails here; they are not the issue's targets, most of which it misses.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from perfmodel.catalog.data import data_dir
+from perfmodel.validation.compare import compare, every_point, group_of, select
+from perfmodel.validation.measured import load_measurements
+
+HELDOUT = Path(data_dir("measurements")) / "h200-heldout2-2026-12-01.json"
+MARGIN = 0.03
+#: ``perfmodel validate``'s group -> (signed median, median |error|) on held-out draw 2
+RECORDED = {
+    "cudnn": (-0.087, 0.134),
+    "pallas_flash": (-0.209, 0.241),  # the Triton family
+    "pallas_flash [pallas-mosaic]": (-0.178, 0.178),
+    "paged_decode": (0.066, 0.135),
+    "cudnn (train)": (-0.193, 0.382),
+    "pallas_flash [pallas-mosaic] (train)": (-0.528, 0.528),
+    "cudnn (decode)": (1.799, 1.799),  # the decode packing assumed from the dev set misses
+}
+
+pytestmark = pytest.mark.skipif(not HELDOUT.exists(), reason="no held-out draw 2")
+
+
+def _rows():
+    return compare(select(load_measurements([HELDOUT])))
+
+
+def _groups(rows):
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        out.setdefault(group_of(r.point), []).append(r.error)
+    return out
+
+
+@pytest.mark.parametrize("key", sorted(RECORDED))
+def test_held_out_error_does_not_grow(key):
+    errors = np.asarray(_groups(_rows())[key])
+    signed, absolute = RECORDED[key]
+    assert abs(np.median(errors)) <= abs(signed) + MARGIN
+    assert np.median(np.abs(errors)) <= absolute + MARGIN
+
+
+def test_no_held_out_point_is_below_the_floor():
+    rows = compare(every_point(load_measurements([HELDOUT])))
+    assert len(rows) >= 60
+    assert not [r.point for r in rows if r.measured_s < r.t_lower_s]
