@@ -255,12 +255,12 @@ PARAMETERS: dict[str, Param] = {
     "h_kv": PositiveInt("key/value heads", optional=True, limit=MAX_HEADS),
     "batch": PositiveInt("sequences", limit=MAX_BATCH),
     # None: the kernel family's tile; multiples of the instruction shape are checked
-    # with the family (perfmodel.kernel_config), fitting on chip against the device
+    # with the family (perfmodel.launch), fitting on chip against the device
     "block_q": PositiveInt("tile rows B_r", optional=True, limit=MAX_TILE),
     "block_k": PositiveInt("tile columns B_c", optional=True, limit=MAX_TILE),
     "q_len": PositiveInt("query rows per decode step", limit=MAX_TOKENS),
     "splits": PositiveInt("KV chunks per sequence", limit=MAX_TOKENS),
-    # None: the kernel family's warps for the tile (perfmodel.kernel_config)
+    # None: the kernel family's warps for the tile (perfmodel.launch)
     "warps": PositiveInt("warps per thread block", optional=True, limit=64),
     "page_tokens": PositiveInt("tokens per KV page", optional=True, limit=MAX_TOKENS),
     "tokens": PositiveInt("tokens", optional=True, limit=MAX_TOKENS * MAX_BATCH),

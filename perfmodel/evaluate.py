@@ -19,7 +19,7 @@ evaluated (``effect_<name>_s`` is what each adds).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -34,6 +34,7 @@ from perfmodel.catalog.kernels import KernelFamily
 from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import MODES, flash, masks, symbolic, terms
 from perfmodel.costs.backward import DQ_FAMILIES
+from perfmodel.costs.base import CostModel
 from perfmodel.errors import PerfmodelError
 from perfmodel.launch import ByIdentity, Launch, floor_launches, tile_gcd
 from perfmodel.roofline import Num
@@ -45,7 +46,7 @@ PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register
 #: Each roof with the kernel field it bounds (``Roof.work``), looked up once.
 _WORK = tuple((r, r.work) for r in ROOFS)
 #: Each roof's result column (``t_matmul_s``...), and the model's own columns.
-_COLUMN = {r: f"t_{r}_s" for r in ROOFS}
+_COLUMN: dict[str, str] = {r: f"t_{r}_s" for r in ROOFS}
 _MODEL_COLUMNS = (*PER_MODEL, "footprint_bytes")
 _COMPUTE = frozenset(roofline.COMPUTE_ROOFS)
 _MEMORY = frozenset(roofline.MEMORY_ROOFS)
@@ -87,7 +88,7 @@ class ModelKey:
         return "/".join([side, self.mode] + [self.dq] * (self.dq != "atomic"))
 
 
-def _known(name: str, value: Any, known: tuple) -> Any:
+def _known(name: str, value: Any, known: tuple[str, ...]) -> Any:
     if value not in known:
         raise PerfmodelError(f"unknown {name}={value!r}; known: {known}")
     return value
@@ -132,7 +133,7 @@ def _as_key(key: ModelKey | str) -> ModelKey:
 
 
 @functools.cache
-def _model(key: ModelKey, causal: bool, l2: bool):
+def _model(key: ModelKey, causal: bool, l2: bool) -> CostModel:
     """The cost model of ``key``. The forward ``flash`` is the model as a kernel family
     launches it (GQA packing, K/V splits, tiles of any size); ``split`` adds
     flash-decoding's partials and combine kernel, ``paged`` a paged cache's block table."""
@@ -178,7 +179,7 @@ def _expressions(
     key: ModelKey, causal: bool, l2: bool
 ) -> tuple[tuple[ExprName, ...], tuple[sp.Expr, ...]]:
     model = _model(key, causal, l2)
-    exprs: list = []
+    exprs: list[sp.Expr] = []
     names: list[ExprName] = []
     for kernel in model.kernels:
         for field in (*_PER_KERNEL, "work_items", "tiles", "floor_work_items"):
@@ -224,11 +225,15 @@ def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
     }
 
 
-def _kernel_roofs(raw: dict, kernel: str, rates: dict) -> dict[str, Num]:
+def _kernel_roofs(
+    raw: dict[ExprName, Num], kernel: str, rates: Mapping[str, Num]
+) -> dict[str, Num]:
     return roofline.roof_times({r: raw[kernel, work] for r, work in _WORK}, rates)
 
 
-def _raw(key: ModelKey | str, causal: bool, hw: HardwareSpec, values: dict) -> tuple[dict, list]:
+def _raw(
+    key: ModelKey | str, causal: bool, hw: HardwareSpec, values: dict[str, Num]
+) -> tuple[dict[ExprName, Num], list[str]]:
     fn, names, kernels = _compiled_model(_as_key(key), causal, hw.l2_bytes is not None)
     return dict(zip(names, fn(**values), strict=True)), kernels
 
@@ -797,9 +802,10 @@ def evaluate_flash(
     own_floor = Floor.from_flat(out)
     best = own_floor
     others = floor_launches(launch, t_lower_at) if floor else []
-    for pack, splits in others:
-        if isinstance(launch.block_q, float):
-            pack, splits = float(pack[0]), float(splits[0])
+    for packs, counts in others:
+        one = isinstance(launch.block_q, float)  # one point: its one row as numbers
+        pack: Num = float(packs[0]) if one else packs
+        splits: Num = float(counts[0]) if one else counts
         best = _lower(best, floor_at(None, pack, splits))
     for key in [k for k in out if k.startswith("floor.")]:
         del out[key]

@@ -42,6 +42,7 @@ from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.compile import compiled
 from perfmodel.costs import flash as flash_costs
 from perfmodel.errors import PerfmodelError
+from perfmodel.roofline import Num
 from perfmodel.shape import Shape
 
 #: A column of numbers, one per point.
@@ -66,31 +67,31 @@ class Launch:
     """One launch per point: each field a float64 column (plain floats for one point,
     :meth:`point`)."""
 
-    block_q: Column
-    block_k: Column
-    warps: Column
-    kv_stages: Column  #: K/V tile stages in shared memory (the tile's, else the family's)
-    pack: Column  #: query heads sharing one tile (one K/V read per group when > 1)
-    splits: Column  #: K/V chunks per (batch, head group, Q block)
-    group: Column  #: query heads per K/V head (h / h_kv)
-    smem_bytes: Column  #: shared memory of one block
-    accumulator_bytes: Column  #: float32 accumulators of one block (S, O, max, sum)
-    registers_per_thread: Column  #: demanded, before any cap
-    threads: Column  #: compute threads (the accumulators are spread over these)
-    producer_threads: Column
-    blocks_per_sm: Column
-    spilled_registers_per_thread: Column
+    block_q: Num
+    block_k: Num
+    warps: Num
+    kv_stages: Num  #: K/V tile stages in shared memory (the tile's, else the family's)
+    pack: Num  #: query heads sharing one tile (one K/V read per group when > 1)
+    splits: Num  #: K/V chunks per (batch, head group, Q block)
+    group: Num  #: query heads per K/V head (h / h_kv)
+    smem_bytes: Num  #: shared memory of one block
+    accumulator_bytes: Num  #: float32 accumulators of one block (S, O, max, sum)
+    registers_per_thread: Num  #: demanded, before any cap
+    threads: Num  #: compute threads (the accumulators are spread over these)
+    producer_threads: Num
+    blocks_per_sm: Num
+    spilled_registers_per_thread: Num
     #: Local-memory bytes one inner-loop step moves: spilled registers written and read.
-    spill_bytes_per_tile: Column
+    spill_bytes_per_tile: Num
     #: K/V bytes one block has in flight from memory: one step's K and V tiles, or
     #: ``kv_stages`` of them where a producer (TMA) issues the loads ahead.
-    bytes_in_flight: Column
+    bytes_in_flight: Num
     #: Q bytes one block loads before its first step (and O bytes it writes after its last)
-    q_tile_bytes: Column
+    q_tile_bytes: Num
     #: The most K/V splits the floor tries (:func:`split_limit`) at one program per query
     #: head, and with the GQA group packed in a tile.
-    split_limit_one: Column
-    split_limit_group: Column
+    split_limit_one: Num
+    split_limit_group: Num
 
     def __len__(self) -> int:
         return len(self.block_q)
@@ -179,13 +180,15 @@ def capacity(
     thread past the per-thread limit. Devices without register facts: shared memory only."""
     blocks = np.floor_divide(hw.sram_per_sm_bytes, np.maximum(smem, 1))
     spilled = np.zeros_like(registers)
-    if hw.max_registers_per_thread is not None:
-        cap = hw.max_registers_per_thread
+    cap, per_sm = hw.max_registers_per_thread, hw.registers_per_sm
+    most_threads, most_blocks = hw.max_threads_per_sm, hw.max_blocks_per_sm
+    # the spec gives these four together or none of them (HardwareSpec's validator)
+    if cap is not None and per_sm and most_threads and most_blocks:
         spilled = np.maximum(0.0, registers - cap)
         per_block = np.minimum(registers, cap) * threads + PRODUCER_REGISTERS * producers
-        blocks = np.minimum(blocks, np.floor_divide(hw.registers_per_sm, per_block))
-        blocks = np.minimum(blocks, np.floor_divide(hw.max_threads_per_sm, threads + producers))
-        blocks = np.minimum(blocks, hw.max_blocks_per_sm)
+        blocks = np.minimum(blocks, np.floor_divide(per_sm, per_block))
+        blocks = np.minimum(blocks, np.floor_divide(most_threads, threads + producers))
+        blocks = np.minimum(blocks, most_blocks)
     return np.maximum(blocks, 1.0), spilled
 
 
@@ -213,7 +216,7 @@ def programs(n: Column, h: Column, b: Column, pack: Column, block_q: Column) -> 
 
 def split_slots(family: KernelFamily, hw: HardwareSpec) -> int:
     """Program slots the family's split rule fills: SMs times its blocks per SM."""
-    return hw.sm_count * family.split_sm_factor
+    return int(hw.sm_count * family.split_sm_factor)
 
 
 def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Column, kv_blocks: Column) -> Column:
@@ -235,7 +238,7 @@ def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Column, kv_blocks: 
     slots = split_slots(family, hw)
     if family.split_kv == "one_wave":
         chosen = np.minimum(np.minimum(kv_blocks, slots // np.maximum(grid, 1)), family.max_splits)
-        return np.maximum(1.0, chosen)
+        return np.asarray(np.maximum(1.0, chosen), dtype=np.float64)
     small = grid < 0.8 * slots
     if family.split_kv == "fa3":
         small &= kv_blocks > 4
@@ -256,7 +259,7 @@ def _wave_efficiency_splits(grid: Column, kv_blocks: Column, slots: int, max_spl
     eff = np.where(s <= limit, waves / np.ceil(waves), -1.0)
     best = eff.max(axis=1, keepdims=True)
     first = np.argmax(eff >= 0.85 * best, axis=1)
-    return s[first][inverse.ravel()]
+    return np.asarray(s[first][inverse.ravel()], dtype=np.float64)
 
 
 def kv_splits(
@@ -435,7 +438,8 @@ def split_limit(
     grid = programs(n, h, b, pack, block_q)
     fill = np.ceil(hw.sm_count / np.maximum(grid, 1))
     kv_blocks = np.ceil(m / block_k)
-    return np.maximum(1.0, np.minimum(np.minimum(float(family.max_splits), kv_blocks), fill))
+    most = np.minimum(np.minimum(float(family.max_splits), kv_blocks), fill)
+    return np.asarray(np.maximum(1.0, most), dtype=np.float64)
 
 
 #: A candidate launch's floor at some rows: (row indices, pack, splits) -> t_lower_s.

@@ -18,13 +18,14 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
+from typing import Any
 
 import sympy as sp
 
 from perfmodel.catalog.calibration import Calibration, family_default, load_calibration
 from perfmodel.catalog.hardware import HardwareSpec, Links, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
-from perfmodel.compile import compiled
+from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import parallel as cp_model
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import evaluate_flash
@@ -103,7 +104,7 @@ class ParallelPrediction:
     sent_bytes: float
     memory_bytes: float
     link_bytes_per_s: float
-    chunk_times_s: dict
+    chunk_times_s: dict[str, float]
 
     @property
     def speedup(self) -> float:
@@ -171,7 +172,9 @@ def check_split(n: int, h: int, h_kv: int, cp: int, tp: int, scheme: str, balanc
 
 
 @functools.cache
-def _time_fn(scheme: str, causal: bool, balance: str, overlap: bool):
+def _time_fn(
+    scheme: str, causal: bool, balance: str, overlap: bool
+) -> tuple[Compiled, Compiled, Compiled]:
     expr = cp_model.attention_time(scheme, causal, balance, overlap)
     comm = cp_model.sent_bytes(scheme)
     mem = cp_model.memory_bytes(scheme)
@@ -272,7 +275,15 @@ def predict_parallel(
     )
 
 
-def _chunk_times(flash, n, cp, h_dev, kv_dev, scheme, causal) -> dict:
+def _chunk_times(
+    flash: functools.partial[float],
+    n: int,
+    cp: int,
+    h_dev: int,
+    kv_dev: int,
+    scheme: str,
+    causal: bool,
+) -> dict[str, float]:
     """The ``t_*`` symbols' values: single-device flash times of the chunk shapes."""
     c = n // cp
     if scheme == "ulysses":  # whole sequence, h/P heads (K/V replicated up to lcm)
@@ -288,26 +299,34 @@ def _chunk_times(flash, n, cp, h_dev, kv_dev, scheme, causal) -> dict:
     return out
 
 
-def _flash_on_heads(flash, n, heads, kv_heads, causal):
+def _flash_on_heads(
+    flash: functools.partial[float], n: int, heads: int, kv_heads: int, causal: bool
+) -> float:
     return flash.func(
         *flash.args, **{**flash.keywords, "h": heads, "h_kv": kv_heads}, n=n, m=n, causal=causal
     )
 
 
-def _compute_only(scheme, causal, balance, values) -> float:
+def _compute_only(scheme: str, causal: bool, balance: str, values: dict[str, Any]) -> float:
     """The same time with free, instant links: what the compute alone costs."""
     free = {**values, "link_bandwidth": 1e30, "link_latency": 0.0}
-    return _time_fn(scheme, causal, balance, True)[0](**free)
+    return float(_time_fn(scheme, causal, balance, True)[0](**free))
 
 
-def _tp_memory(n, d, h, h_kv, batch, dtype, tp) -> float:
+def _tp_memory(n: int, d: int, h: int, h_kv: int, batch: int, dtype: str, tp: int) -> float:
     expr = cp_model.tp_memory_bytes()
     values = symbol_values(n=n, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype)
-    return compiled(expr)(**values, T=tp)
+    return float(compiled(expr)(**values, T=tp))
 
 
 def crossover_n(
-    hw: str | Path | HardwareSpec, *, cp: int, scheme: str, lo: int = 256, hi: int = 1 << 22, **kw
+    hw: str | Path | HardwareSpec,
+    *,
+    cp: int,
+    scheme: str,
+    lo: int = 256,
+    hi: int = 1 << 22,
+    **kw: Any,
 ) -> int | None:
     """Smallest n (a multiple of 2·cp·128) where the split beats one device, or None."""
     step = 2 * cp * 128

@@ -33,7 +33,6 @@ from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
-    ALGORITHMS,
     EFFECT_COLUMNS,
     EFFECT_NAMES,
     evaluate,
@@ -55,7 +54,7 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
-from perfmodel.vocabulary import ROOFS, bytes_per_element, symbol_values
+from perfmodel.vocabulary import ALGORITHMS, ROOFS, bytes_per_element, symbol_values
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
 
@@ -93,7 +92,7 @@ def calibration_profiles(
         given = calibration
     else:
         given = [] if calibration is None else [calibration]
-    chosen = {a: load_calibration(None) for a in ALGORITHMS}
+    chosen: dict[str, Calibration] = {str(a): load_calibration(None) for a in ALGORITHMS}
     if spec is not None:
         chosen["naive"] = naive_default(spec, ceilings)
     if family is not None and spec is not None:
@@ -111,7 +110,7 @@ def calibration_profiles(
                 f"not {family.name!r}; pass kernel={profile.kernel!r}"
             )
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
-            chosen[a] = profile
+            chosen[str(a)] = profile
     return chosen
 
 
@@ -120,7 +119,7 @@ def flash_family(kernel: Any, calibration: CalibrationArg) -> KernelFamily:
     (a profile of the naive side names how naive runs, not the fused kernel)."""
     if kernel is None:
         given = calibration if isinstance(calibration, list | tuple) else [calibration]
-        profiles = [load_calibration(c) for c in given if c is not None]
+        profiles = [load_calibration(c) for c in given if c is not None]  # type: ignore[arg-type]
         named = [p.kernel for p in profiles if p.algorithm != "naive"]
         kernel = next((k for k in named if k), "fa2")
     family = load_kernel(kernel)
@@ -290,6 +289,7 @@ def _parallel(
             f"cp={cp}, tp={tp} model forward self-attention only: mode={config.mode!r}, "
             f"kv_len={config.kv_len}"
         )
+    assert config.n is not None  # a resolved shape
     return predict_parallel(
         config.n,
         engine.spec,
@@ -493,7 +493,7 @@ class Wanted:
     effects: bool = True
 
 
-class SweepResult(dict):
+class SweepResult(dict[str, Any]):
     """Columnar sweep output: ``result["flash.time_s"]`` is a numpy array, one row a point."""
 
     def __len__(self) -> int:
@@ -788,6 +788,7 @@ def _evaluate_chunks(
         stop = min(size, start + CHUNK_POINTS)
         part = {k: (v[start:stop] if np.ndim(v) else v) for k, v in shape.items()}
         tiles = {k: v[start:stop] for k, v in named_cols.items()}
+        cases: list[tuple[bool, Any, dict[str, Any], dict[str, np.ndarray]]]
         if is_repeated(causal):
             cases = [(bool(causal[0]), slice(start, stop), part, tiles)]
         else:
@@ -818,7 +819,8 @@ def _named(col: Any) -> Any:
         return None if col is None else col
     if col.dtype != object:
         return col
-    none = np.equal(col[:1] if is_repeated(col) else col, None)  # one value: test it once
+    # one value: test it once (an object column compared with None, elementwise)
+    none = np.equal(col[:1] if is_repeated(col) else col, None)  # type: ignore[call-overload]
     if none.all():
         return None
     if none.any():

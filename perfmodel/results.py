@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import html
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, field_serializer
@@ -94,7 +94,7 @@ class Prediction(BaseModel):
     parallel: ParallelPrediction | None = None
 
     @field_serializer("config")
-    def _resolved(self, config: Shape) -> dict:
+    def _resolved(self, config: Shape) -> dict[str, Any]:
         """A resolved shape has no sweep rule: ``tokens`` is left out."""
         return {k: v for k, v in vars(config).items() if k != "tokens"}
 
@@ -116,10 +116,10 @@ class Prediction(BaseModel):
 
 
 def _rows(p: Prediction) -> list[tuple[str, str, str]]:
-    def both(fn) -> tuple[str, str]:
+    def both(fn: Callable[[AlgorithmPrediction], str]) -> tuple[str, str]:
         return fn(p.naive), fn(p.flash)
 
-    def t(name: str):
+    def t(name: str) -> Callable[[AlgorithmPrediction], str]:
         return lambda a: si(getattr(a, name), "s")
 
     rows = [
@@ -159,8 +159,8 @@ def _title(p: Prediction) -> str:
     return (
         f"{p.hardware.name}: n={c.n}{kv} d={c.d} h={c.h}{gqa} batch={c.batch} {c.dtype}"
         f"{' causal' if c.causal else ''}; flash as {c.kernel}: tiles {c.block_q}x{c.block_k}"
-        f"{f', {c.splits} K/V splits' if c.splits > 1 else ''}"
-        f"{f', {c.pack} heads per tile' if c.pack > 1 else ''}"
+        f"{f', {c.splits} K/V splits' if (c.splits or 1) > 1 else ''}"
+        f"{f', {c.pack} heads per tile' if (c.pack or 1) > 1 else ''}"
         f"{'' if c.mode == 'forward' else f', {c.mode}'}"
     )
 

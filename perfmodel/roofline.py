@@ -101,7 +101,7 @@ def attainable_flops_per_s(intensity: Num, peak: float, bandwidth: float) -> Num
     return np.minimum(peak, np.asarray(intensity) * bandwidth)
 
 
-def roof_times(work: Mapping[str, Num], rates: Mapping[str, float | None]) -> dict:
+def roof_times(work: Mapping[str, Num], rates: Mapping[str, Num | None]) -> dict[str, Num]:
     """Seconds on each roof: work (FLOPs, exps or bytes) over its rate; no rate, no roof."""
     return {roof: w / rates[roof] for roof, w in work.items() if rates.get(roof) is not None}
 
@@ -125,7 +125,7 @@ def matmul_rate_at_floor(matmul_flops: Num, t_lower: Num) -> Num:
     return matmul_flops / t_lower
 
 
-def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict:
+def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict[str, Num]:
     """Roof times at the achievable fraction of each roof."""
     return {roof: t / efficiency[roof] for roof, t in times.items()}
 

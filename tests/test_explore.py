@@ -144,7 +144,7 @@ def test_page_shows_every_column_predict_reports():
     shown = set(data["columns"]["naive"]) | set(data["columns"]["flash"])
     # bound/binding_roof are shown as labels; roof_times_s as the t_<roof>_s columns;
     # calibration is the control. call_latency_s: sweep() does not report it.
-    derived = {"roof_times_s", "calibration"}
+    derived = {"roof_times_s", "calibration", "effects_s"}  # effects_s: effect_<name>_s
     not_in_sweep = {"call_latency_s"}
     missing = set(AlgorithmPrediction.model_fields) - derived - shown
     assert missing == not_in_sweep
@@ -262,7 +262,7 @@ def test_cli_writes_one_offline_page(tmp_path, capsys):
     assert main([*args, "--dtype", "fp16", "--steps-per-octave", "1"]) == 0
     said = capsys.readouterr().out
     assert re.fullmatch(
-        rf"wrote {re.escape(str(out))} \(\d+ kB: [\d,]+ column vectors of 21 n, [\d,]+ table "
+        rf"wrote {re.escape(str(out))} \([\d.]+ [kM]B: [\d,]+ column vectors of 21 n, [\d,]+ table "
         r"rows, 1 device\)\n",
         said,
     ), said

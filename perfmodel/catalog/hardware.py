@@ -100,7 +100,7 @@ class HardwareSpec(BaseModel):
     #: Compute capability as the kernel sources spell it ("sm80", "sm90"): some kernel
     #: families pick their tiles per architecture.
     arch: str | None = None
-    #: On-chip capacity of one SM and one block (``perfmodel.onchip``).
+    #: On-chip capacity of one SM and one block (``perfmodel.launch``).
     smem_per_block_bytes: ByteCount | None = None
     registers_per_sm: Count | None = None
     max_registers_per_thread: Count | None = None

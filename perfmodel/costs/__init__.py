@@ -47,12 +47,9 @@ def symbolic(
     for name, value in (("algorithm", algorithm), ("naive", naive), ("mode", mode), ("dq", dq)):
         if not isinstance(value, str):
             raise PerfmodelError(f"{name}={value!r} must be a name (a string)")
-    for name, value in (("causal", causal), ("l2", l2)):
-        if not isinstance(value, bool):
-            raise PerfmodelError(f"{name}={value!r} must be True or False")
-    for name, value in (("split", split), ("paged", paged)):
-        if not isinstance(value, bool):
-            raise PerfmodelError(f"{name}={value!r} must be True or False")
+    for flag, given in (("causal", causal), ("l2", l2), ("split", split), ("paged", paged)):
+        if not isinstance(given, bool):
+            raise PerfmodelError(f"{flag}={given!r} must be True or False")
     return _symbolic(algorithm, causal, l2, naive, mode, dq, split, paged)
 
 

@@ -114,7 +114,7 @@ def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
     return tiles * block_q * block_k, q_rows, kv_rows, tiles
 
 
-def _dkdv_kernel(causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp.Expr):
+def _dkdv_kernel(causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp.Expr) -> Kernel:
     """The K/V-block loop of Algorithm 2 (grid b·h_kv·T_c, inner loop over Q blocks)."""
     _, q_rows, _, _ = _visited(causal)
     row_bytes = 2 * d * s + 2 * F32  # Q and dO rows, their LSE and D

@@ -152,7 +152,7 @@ def build(
     return _substituted(model, fixed)
 
 
-def _substituted(model: CostModel, values: dict) -> CostModel:
+def _substituted(model: CostModel, values: dict[sp.Symbol, int]) -> CostModel:
     kernels = tuple(
         Kernel(
             name=k.name,

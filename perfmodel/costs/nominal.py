@@ -49,4 +49,4 @@ def nominal_flops(
     if mode not in NOMINAL_GEMMS:
         raise PerfmodelError(f"unknown mode={mode!r}; known: {tuple(NOMINAL_GEMMS)}")
     full = _formula(mode)(**symbol_values(batch=batch, h=h, n=n, kv_len=kv_len, d=d))
-    return full * CAUSAL_SHARE if causal else full
+    return float(full * CAUSAL_SHARE if causal else full)

@@ -126,7 +126,10 @@ def ring_time(causal: bool, balance: str, overlap: bool = True) -> sp.Expr:
     """P steps; the first P-1 also send the chunk on (hidden behind compute if overlapped)."""
     first, later = (c + t_merge for c in compute_steps("ring", causal, balance))
     send = hop_time(kv_chunk_bytes())
-    step = (lambda c: sp.Max(c, send)) if overlap else (lambda c: c + send)
+
+    def step(c: sp.Expr) -> sp.Expr:
+        return sp.Max(c, send) if overlap else c + send
+
     # steps 0 .. P-2 send; the last step only computes. Valid for P >= 2.
     return step(first) + (P - 2) * step(later) + later
 
