@@ -594,7 +594,6 @@ def test_sweep_options_refused(kwargs: dict[str, Any]) -> None:
     assert type(info.value) is PerfmodelError and next(iter(kwargs)) in str(info.value)
 
 
-@PENDING
 def test_sweep_overflow_matches_predict() -> None:
     kwargs = dict(n=[2**32], batch=[2**32], h=[64])
     swept = guarded(lambda: perfmodel.sweep("h200", **kwargs))
@@ -602,11 +601,11 @@ def test_sweep_overflow_matches_predict() -> None:
     assert swept["flash.time_s"][0] == pytest.approx(one.flash.time_s)
 
 
-@PENDING
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(n=7, h=8, tp=2, causal=True),
+        pytest.param(dict(n=7, h=8, tp=2, causal=True), marks=PENDING),
+        # the engine checks cp/tp once (perfmodel.arguments) before the split: these pass
         dict(n=1024, h=8, cp=np.int64(2)),
         dict(n=1024, h=8, tp=2.0),
     ],

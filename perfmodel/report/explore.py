@@ -92,6 +92,7 @@ NOT_SHOWN = {
     "cp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "cp_scheme": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "tp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
+    "ceilings": "the default: the device's measured ceilings where it has them (sweep's tables)",
     # issue 24: the window control and the mask picker are still to come (docs/variants.md)
     "window": "sliding window: not on the page yet (sweep(window=W) gives its columns)",
     "segments": "packed documents: not on the page yet (predict(segments=[...]))",
