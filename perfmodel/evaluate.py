@@ -32,7 +32,7 @@ from perfmodel.catalog.ceilings import interpolate
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.catalog.kernels import KernelFamily
 from perfmodel.compile import Compiled, compiled
-from perfmodel.costs import MODES, flash, symbolic, terms
+from perfmodel.costs import MODES, flash, masks, symbolic, terms
 from perfmodel.costs.backward import DQ_FAMILIES
 from perfmodel.costs.base import CostModel
 from perfmodel.errors import PerfmodelError
@@ -70,6 +70,9 @@ class ModelKey:
     dq: str = "atomic"
     split: bool = False
     paged: bool = False
+    #: Forward flash under a mask (``costs.masks``), and FP8 as a family runs it.
+    masked: bool = False
+    fp8: bool = False
 
     def __str__(self) -> str:
         side = "-".join(
@@ -77,6 +80,8 @@ class ModelKey:
             + [self.naive] * (self.naive != NaiveCompile.MINIMAL)
             + ["split"] * self.split
             + ["paged"] * self.paged
+            + ["masked"] * self.masked
+            + ["fp8"] * self.fp8
         )
         if self.mode == "forward":
             return side
@@ -98,6 +103,8 @@ def model_key(
     *,
     split: bool = False,
     paged: bool = False,
+    masked: bool = False,
+    fp8: bool = False,
 ) -> ModelKey:
     """The model of one side (:class:`ModelKey`); each name checked, and the ones that do
     not apply dropped: ``naive`` for flash, ``dq`` but for flash's backward and train.
@@ -108,16 +115,16 @@ def model_key(
     _known("mode", mode, MODES)
     _known("dq", dq, DQ_FAMILIES)
     flash_forward = algorithm == Algorithm.FLASH and mode == "forward"
-    if (split or paged) and not flash_forward:
+    if (split or paged or masked or fp8) and not flash_forward:
         raise PerfmodelError(
-            f"split={split!r}, paged={paged!r}: only the forward flash model has them "
-            f"(algorithm={algorithm!r}, mode={mode!r})"
+            f"split={split!r}, paged={paged!r}, masked={masked!r}, fp8={fp8!r}: only the "
+            f"forward flash model has them (algorithm={algorithm!r}, mode={mode!r})"
         )
     if algorithm == Algorithm.FLASH:
         naive = NaiveCompile.MINIMAL
     if algorithm != Algorithm.FLASH or mode == "forward":
         dq = "atomic"
-    return ModelKey(algorithm, naive, mode, dq, bool(split), bool(paged))
+    return ModelKey(algorithm, naive, mode, dq, bool(split), bool(paged), bool(masked), bool(fp8))
 
 
 def _as_key(key: ModelKey | str) -> ModelKey:
@@ -131,7 +138,15 @@ def _model(key: ModelKey, causal: bool, l2: bool) -> CostModel:
     launches it (GQA packing, K/V splits, tiles of any size); ``split`` adds
     flash-decoding's partials and combine kernel, ``paged`` a paged cache's block table."""
     if key.algorithm == Algorithm.FLASH and key.mode == "forward":
-        return flash.build(causal=causal, l2=l2, split=key.split, paged=key.paged, launch=True)
+        return flash.build(
+            causal=causal,
+            l2=l2,
+            split=key.split,
+            paged=key.paged,
+            launch=True,
+            masked=key.masked,
+            fp8=key.fp8,
+        )
     return symbolic(key.algorithm, causal=causal, l2=l2, naive=key.naive, mode=key.mode, dq=key.dq)
 
 
@@ -185,13 +200,17 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     """Symbol values for a shape on a device: the L2 model's hardware symbols, and the
     launch's GQA packing, K/V splits and blocks per SM (1 each unless given) and K/V
     stages (the paper model's ``costs.flash.KV_STAGES`` unless given: a kernel family's
-    launch gives its own, :func:`flash_values`)."""
+    launch gives its own, :func:`flash_values`); with a ``mask`` (``costs.masks.Mask``),
+    its visited-tile counts at this launch."""
     values = {"pack": 1, "splits": 1, "page": 1, "kv_stages": flash.KV_STAGES, **shape}
     blocks_per_sm = values.pop("blocks_per_sm", 1)
+    mask = values.pop("mask", None)
     if "block_q" in values:
         values["tile_gcd"] = tile_gcd(values["block_q"], values["block_k"], values["pack"])
     values["l2_capacity"] = hw.l2_bytes or 0
     values["resident_ctas"] = hw.sm_count * blocks_per_sm
+    if mask is not None:
+        values.update(masks.symbol_values(mask, **values))
     return values
 
 
@@ -729,12 +748,17 @@ def evaluate_flash(
     paged: bool = False,
     floor: bool = True,
     effects: bool = True,
+    mask: Any = None,
+    fp8: dict | None = None,
 ) -> dict[str, Num]:
     """The fused kernel as its family launches it (``launch``: tiles, GQA packing, K/V
     splits, blocks per SM): its counts and its estimate; its floor that of the best
     launch the family could make (``perfmodel.launch.floor_launches``), so that it stays
     a floor for every launch, and cannot jump with one token (``floor=False``: the
-    floor of ``launch`` alone)."""
+    floor of ``launch`` alone). ``mask``: the tiles it visits (``costs.masks``, counted
+    at each launch); ``fp8``: the FP8 form's values (``s_out``, ``fp8_*_ops``)."""
+    forms = dict(paged=paged, masked=mask is not None, fp8=fp8 is not None)
+    extra = {**({} if mask is None else {"mask": mask}), **(fp8 or {})}
 
     def roofs_at(
         rows: Any,
@@ -745,8 +769,8 @@ def evaluate_flash(
         at: Launch,
         sub: dict[str, Num],
     ) -> tuple[dict[ExprName, Num], list[str], list[KernelRoofs]]:
-        values = flash_values(hw, sub, at, pack, splits)
-        raw, kernels = _raw(model_key("flash", split=split, paged=paged), causal, hw, values)
+        values = flash_values(hw, {**sub, **extra}, at, pack, splits)
+        raw, kernels = _raw(model_key("flash", split=split, **forms), causal, hw, values)
         rates = roof_rates(hw, roofline.rows(peak, rows))
         return raw, kernels, _roofs_from_raw(raw, kernels, rates, hw, onchip)
 

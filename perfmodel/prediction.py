@@ -30,6 +30,7 @@ from perfmodel.catalog.calibration import (
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
+from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     EFFECT_COLUMNS,
@@ -155,6 +156,11 @@ def predict(
     warps: int | None = None,
     splits: int | None = None,
     page_tokens: int | None = None,
+    window: int | tuple[int | None, int | None] | None = None,
+    segments: Sequence[int] | None = None,
+    block_mask: Any = None,
+    block_size: int | tuple[int, int] = masks.DEFAULT_BLOCK,
+    fp8_as_run: bool = False,
 ) -> Prediction:
     """Roofline placement of naive and flash attention for one shape on one device.
 
@@ -171,6 +177,16 @@ def predict(
     "ring", "allgather" or "ulysses"; heads over ``tp``): ``Prediction.parallel``,
     from ``perfmodel.parallel.predict_parallel`` (forward, self-attention), whose
     ``one_device_s`` is this prediction's ``flash.time_s``.
+    Masks (``perfmodel.costs.masks``; forward, self-attention, one device, contiguous
+    K/V): ``window`` (W, or (left, right) keys as ``jax.nn.dot_product_attention``'s
+    ``local_window_size``), ``segments`` (packed document lengths, summing to n),
+    ``block_mask`` (a boolean array over tiles of ``block_size``, or a callable
+    ``mask_mod(b, h, q_idx, kv_idx)``): the flash side visits only the tiles with a score
+    the mask keeps; the naive side computes every score and then masks them, as for the
+    causal mask. With ``dtype="fp8"`` and ``fp8_as_run``, a family with an FP8 kernel
+    (``specs/kernels`` ``[fp8]``) is costed as that kernel runs it
+    (``perfmodel.costs.precision``: P's format, O's, the extra vector ops); without, every
+    tensor and both matmuls are FP8.
 
     This signature is the one declaration of the engine's arguments: ``sweep`` accepts
     the same names (:data:`OPTIONS`). ``predict`` is one point of the engine ``sweep``
@@ -206,6 +222,12 @@ def predict(
     h_kv = args["h"] if args["h_kv"] is None else args["h_kv"]
     _check_shape(args["h"], h_kv, args["n"], m, args["causal"])
     engine = _Engine.of(spec, kernel, calibration, args["naive"], args["mode"], args["ceilings"])
+    engine.variants(
+        dict(window=window, segments=segments, block_mask=block_mask, block_size=block_size),
+        fp8_as_run,
+        cp=args["cp"] != 1 or args["tp"] != 1,
+        paged=page_tokens is not None,
+    )
     point = {
         **symbol_values(
             n=args["n"], kv_len=m, d=args["d"], h=args["h"], h_kv=h_kv, batch=args["batch"]
@@ -335,6 +357,53 @@ class _Engine:
             "backward": model_key("flash", naive, "backward"),
         }
         self.framework_s = call_latency_of(family.framework)
+        self.mask_args: dict[str, Any] = {}
+        self.fp8_as_run = False
+
+    def variants(self, mask: dict[str, Any], fp8_as_run: Any, *, cp: bool, paged: Any) -> None:
+        """Attention beyond the dense and causal forms: a mask (``costs.masks``; forward
+        on one device, contiguous K/V), and FP8 as the family runs it."""
+        if not isinstance(fp8_as_run, bool):
+            raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
+        self.fp8_as_run = fp8_as_run
+        given = {k: v for k, v in mask.items() if v is not None and k != "block_size"}
+        if not given:
+            return
+        if self.mode != "forward" or cp or (paged is not False and paged is not None):
+            raise PerfmodelError(
+                f"a mask ({', '.join(given)}) is modelled for the forward pass on one device, "
+                f"contiguous K/V: got mode={self.mode!r}, cp/tp > 1: {cp}, paged: {paged}"
+            )
+        self.mask_args = mask
+
+    def mask(self, point: dict[str, Any], causal: bool) -> Any:
+        """The checked mask at these points (one n for documents and block masks)."""
+        if not self.mask_args:
+            return None
+        a = self.mask_args
+        if isinstance(point["n"], NUMBERS):
+            n, m = int(point["n"]), int(point["m"])
+        elif a["segments"] is not None or a["block_mask"] is not None:
+            raise PerfmodelError("segments and block_mask fit one n: use predict, not sweep")
+        elif np.any(np.asarray(point["m"]) != np.asarray(point["n"])):
+            raise PerfmodelError(f"window={a['window']!r} needs self-attention: kv_len == n")
+        else:
+            n = m = 1  # a window alone is the same mask at every n
+        return masks.mask_of(n, m, causal=causal, **a)
+
+    def fp8(self, point: dict[str, Any]) -> tuple[Any, dict | None]:
+        """The matrix rate and the FP8 form's values (None: the plain model)."""
+        facts, s = self.family.fp8, point["s"]
+        if not self.fp8_as_run or facts is None or not np.all(np.asarray(s) == 1):
+            return point["peak"], None
+        fp8 = self.spec.peak("fp8")
+        wide = self.spec.peak(facts.p) if facts.p in ("bf16", "fp16") else fp8
+        values = dict(
+            s_out=precision.output_bytes(facts.output),
+            fp8_score_ops=precision.vector_per_score(p=facts.p, amax=facts.amax),
+            fp8_output_ops=precision.vector_per_output(amax=facts.amax),
+        )
+        return precision.matmul_rate(fp8, wide, p=facts.p), values
 
     @classmethod
     def of(
@@ -368,13 +437,16 @@ class _Engine:
         launch = resolve_launch(self.family, spec, **sizes, causal=causal, **named)
         common = dict(causal=causal, hw=spec, peak=point["peak"])
         tiles = dict(block_q=launch.block_q, block_k=launch.block_k)
+        mask = self.mask(point, causal)
         naive = evaluate(
             self.keys["naive"],
             values=shape_values(spec, **sizes, **tiles),
             calibration=self.profiles["naive"],
             effects=want.effects,
-            **common,
+            # every score, then the mask: the causal naive model (``costs.naive``)
+            **{**common, "causal": causal or mask is not None},
         )
+        peak, fp8 = self.fp8(point)
         flash: dict[str, Any] | None = None
         if self.mode != "backward":
             flash = evaluate_flash(
@@ -386,7 +458,9 @@ class _Engine:
                 paged=paged,
                 floor=want.floor,
                 effects=want.effects,
-                **common,
+                mask=mask,
+                fp8=fp8,
+                **{**common, "peak": peak},
             )
         if self.mode != "forward":
             values = shape_values(spec, **sizes, **tiles)
@@ -480,7 +554,8 @@ def sweep(
     The shape and launch options (``n``, ``d``, ``h``, ``h_kv``, ``batch``, ``dtype``,
     ``causal``, ``block_q``, ``block_k``, ``kv_len``, ``warps``, ``splits``,
     ``page_tokens``) may each be a list or array; the others (``kernel``,
-    ``calibration``, ``naive``, ``mode``, ``cp``, ``cp_scheme``, ``tp``) take one value.
+    ``calibration``, ``naive``, ``mode``, ``cp``, ``cp_scheme``, ``tp``, the masks and
+    ``fp8_as_run``) take one value (``segments`` and ``block_mask``: one n).
     With ``grid=True`` (the default) the result holds every combination; with
     ``grid=False`` the arguments broadcast together. ``columns`` keeps only the named
     results (less memory and less work: the inputs are always kept). The result's size
@@ -533,6 +608,12 @@ def sweep(
         flags["naive"],
         flags["mode"],
         flags["ceilings"],
+    )
+    engine.variants(
+        {k: given[k] for k in ("window", "segments", "block_mask", "block_size")},
+        given["fp8_as_run"],
+        cp=(split["cp"], split["tp"]) != (1, 1),
+        paged=_named(np.asarray(cols["page_tokens"])) is not None,
     )
     results = _evaluate_chunks(engine, cols, wanted, size)
     out = SweepResult({k: cols[k] for k in _SWEPT})

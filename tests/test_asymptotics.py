@@ -132,3 +132,16 @@ def test_naive_oom_point():
 def test_bad_input_raises_perfmodel_error(call):
     with pytest.raises(PerfmodelError):
         call()
+
+
+def test_under_a_window_the_gain_grows_linearly_and_the_crossover_moves():
+    from perfmodel.analysis.asymptotics import window_gain
+
+    shape = Shape(causal=True, h=32, h_kv=8, dtype="bf16")
+    g = window_gain("h200", 4095, shape=shape, threshold=5, n_values=(4096, 16384, 65536))
+    assert g.speedup[0] == pytest.approx(g.dense_speedup[0])  # n <= W + 1: no change
+    # no saturation: past the window the speedup grows about linearly in n
+    assert g.speedup[2] / g.speedup[1] > 3 and g.speedup[2] > 5 * g.dense_limit
+    assert g.speedup[2] == pytest.approx(g.per_token * 65536, rel=0.1)
+    # 5x is never reached without the window; with it, between the window and 65536
+    assert g.dense_crossover is None and 4096 < g.crossover < 65536

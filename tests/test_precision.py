@@ -57,17 +57,3 @@ def test_family_facts_to_model_values():
     assert precision.matmul_rate(2.0, 1.0, p="fp16") == pytest.approx(2 / (1 / 2 + 1 / 1))
     with pytest.raises(PerfmodelError, match="unknown element format 'int4'"):
         precision.output_bytes("int4")
-
-
-def test_predict_fp8_as_fa3_runs_it():
-    from perfmodel import predict
-
-    kw = dict(n=4096, hw="h100-sxm", h=16, d=128, batch=2, dtype="fp8", kernel="fa3")
-    plain, run = predict(**kw), predict(**kw, fp8_as_run=True)
-    outputs = 2 * 16 * 4096 * 128
-    assert run.flash.hbm_bytes - plain.flash.hbm_bytes == outputs  # O in BF16: 1 byte more
-    assert run.flash.vector_flops - plain.flash.vector_flops == 2 * 16 * 4096**2 + outputs
-    assert run.flash.matmul_flops == plain.flash.matmul_flops
-    assert run.flash.time_s >= plain.flash.time_s
-    fa2 = dict(kw, kernel="fa2")  # no FP8 kernel: the plain all-FP8 costs
-    assert predict(**fa2, fp8_as_run=True).flash.time_s == predict(**fa2).flash.time_s

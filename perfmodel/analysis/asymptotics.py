@@ -72,9 +72,15 @@ def _shape(shape: Shape | None, kw: dict[str, Any]) -> Shape:
 
 # --- sweep columns along n -------------------------------------------------------------
 def along_n(
-    hw: Hw, n_values: Any, shape: Shape | None = None, calibration: Any = None, **kw: Any
+    hw: Hw,
+    n_values: Any,
+    shape: Shape | None = None,
+    calibration: Any = None,
+    window: Any = None,
+    **kw: Any,
 ) -> dict[str, np.ndarray]:
-    """``sweep``'s columns for an array of n, everything else fixed (self-attention).
+    """``sweep``'s columns for an array of n, everything else fixed (self-attention;
+    ``window``: a sliding window, the same at every n).
 
     Adds ``*.io_bytes`` (Q, K, V, O) and ``*.footprint_bytes`` (io + extra memory).
 
@@ -89,7 +95,7 @@ def along_n(
     ns = ns.astype(np.int64)
     kwargs = {**shape.kwargs(0 if shape.tokens is None else 1), "batch": shape.batch_at(ns)}
     out: dict[str, np.ndarray] = dict(
-        sweep(spec, n=ns, calibration=calibration, grid=False, **kwargs)
+        sweep(spec, n=ns, calibration=calibration, grid=False, window=window, **kwargs)
     )
     if not np.all(out["flash.fits_sram"]):
         predict(n=int(ns[0]), hw=spec, **shape.kwargs(int(ns[0])))  # raises, naming the tile
@@ -113,12 +119,13 @@ def speedup_at(
     metric: str = "time_s",
     shape: Shape | None = None,
     calibration: Any = None,
+    window: Any = None,
     **kw: Any,
 ) -> np.ndarray:
     """naive/flash ratio of ``metric`` ("time_s": the estimate; "t_lower_s": the roofline)."""
     if metric not in ("time_s", "t_lower_s"):
         raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
-    cols = along_n(hw, n_values, shape, calibration, **kw)
+    cols = along_n(hw, n_values, shape, calibration, window, **kw)
     return cols[f"naive.{metric}"] / cols[f"flash.{metric}"]
 
 
@@ -133,9 +140,11 @@ def crossover_n(
     sustained: bool = False,
     shape: Shape | None = None,
     calibration: Any = None,
+    window: Any = None,
     **kw: Any,
 ) -> int | None:
-    """Smallest integer n in [n_min, n_max] with predicted speedup >= ``threshold``.
+    """Smallest integer n in [n_min, n_max] with predicted speedup >= ``threshold``
+    (``window``: under that sliding window).
 
     Every integer is evaluated (the speedup need not be monotone in n). With
     ``sustained``, the smallest X such that the speedup stays >= threshold for every n
@@ -148,7 +157,9 @@ def crossover_n(
 
     def reached(ns: np.ndarray) -> np.ndarray:
         return (
-            speedup_at(hw, ns, metric=metric, shape=shape, calibration=calibration, **kw)
+            speedup_at(
+                hw, ns, metric=metric, shape=shape, calibration=calibration, window=window, **kw
+            )
             >= threshold
         )
 
@@ -318,3 +329,78 @@ def asymptotic_speedup(
         metric=metric,
     )
 
+
+# --- under a sliding window: the gain has no limit ------------------------------------
+@dataclass(frozen=True)
+class WindowGain:
+    """naive/flash under a sliding window of ``window`` keys: flash's work is linear in n
+    (each query row sees at most window + 1 keys), naive's stays n² (it computes every
+    score, then masks), so the speedup grows without bound, ``per_token·n`` for large n,
+    where without a window it tends to ``dense_limit``."""
+
+    window: int
+    metric: str
+    n: tuple[int, ...]
+    speedup: tuple[float, ...]  #: at each n, with the window
+    dense_speedup: tuple[float, ...]  #: at each n, without (same causal flag)
+    per_token: float  #: lim speedup(n) / n
+    dense_limit: float  #: lim speedup(n) without the window (:func:`asymptotic_speedup`)
+    crossover: int | None  #: first n with speedup >= threshold, with the window
+    dense_crossover: int | None  #: the same without (``sustained``: from there on)
+    threshold: float
+
+
+def window_gain(
+    hw: Hw,
+    window: int,
+    *,
+    metric: str = "time_s",
+    n_values: Any = (1024, 4096, 16384, 65536, 262144),
+    threshold: float = 1.5,
+    shape: Shape | None = None,
+    sustained: bool = False,
+    **kw: Any,
+) -> WindowGain:
+    """How the gain grows with n under a sliding window, and where the crossover moves.
+
+    ``per_token`` is the leading coefficient: naive's time per n² over flash's per n,
+    from the model at n = 2^20 and 2^21 (flash's time is affine in n there, naive's
+    quadratic: the differences cancel the lower terms). The crossovers are
+    :func:`crossover_n`'s up to ``max(n_values)`` (``sustained``: slower, every n above
+    the window is evaluated with its mask).
+
+    >>> g = window_gain("h200", 4095, shape=Shape(causal=True, h=32, h_kv=8, dtype="bf16"))
+    >>> g.speedup[-1] > 10 * g.dense_limit, g.per_token > 0
+    (True, True)
+    """
+    spec, shape = load_hardware(hw), _shape(shape, kw)
+    big = 1 << 20
+    ns = np.asarray([*n_values, big, 2 * big])
+    args = dict(metric=metric, shape=shape, window=window)
+    cols = along_n(spec, ns, shape, window=window)
+    naive, flash = cols[f"naive.{metric}"], cols[f"flash.{metric}"]
+    # t_naive ~ A·n², t_flash ~ B·n: A from t(2N) - t(N) = 3·A·N², B from t(2N) - t(N) = B·N
+    per_token = float((naive[-1] - naive[-2]) / (3 * big**2) / ((flash[-1] - flash[-2]) / big))
+    dense = speedup_at(spec, ns[:-2], metric=metric, shape=shape)
+    top = int(max(n_values))
+    scan = dict(n_max=top, sustained=sustained)
+    dense_x = crossover_n(spec, threshold, metric=metric, shape=shape, **scan)
+    # Up to n = window + 1 every query sees all its keys: the window changes nothing there
+    reach = window + 1
+    x = dense_x
+    if sustained:
+        x = crossover_n(spec, threshold, **scan, **args)
+    elif (dense_x is None or dense_x > reach) and reach < top:
+        x = crossover_n(spec, threshold, n_min=reach + 1, **scan, **args)
+    return WindowGain(
+        window=window,
+        metric=metric,
+        n=tuple(int(x) for x in ns[:-2]),
+        speedup=tuple(float(x) for x in (naive / flash)[:-2]),
+        dense_speedup=tuple(float(x) for x in dense),
+        per_token=per_token,
+        dense_limit=asymptotic_speedup(spec, metric=metric, shape=shape).value,
+        crossover=x,
+        dense_crossover=dense_x,
+        threshold=threshold,
+    )

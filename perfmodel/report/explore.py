@@ -94,6 +94,12 @@ NOT_SHOWN = {
     "cp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "cp_scheme": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "tp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
+    # issue 24: the window control and the mask picker are still to come (docs/variants.md)
+    "window": "sliding window: not on the page yet (sweep(window=W) gives its columns)",
+    "segments": "packed documents: not on the page yet (predict(segments=[...]))",
+    "block_mask": "block mask: not on the page yet (predict(block_mask=...))",
+    "block_size": "the block mask's tile: not on the page yet",
+    "fp8_as_run": "FP8 as a family runs it (costs.precision): not on the page yet",
 }
 
 #: The roofs, by name (the ``t_<roof>_s`` columns).
