@@ -749,7 +749,7 @@ def evaluate_flash(
     floor: bool = True,
     effects: bool = True,
     mask: Any = None,
-    fp8: dict | None = None,
+    fp8: dict[str, Any] | None = None,
 ) -> dict[str, Num]:
     """The fused kernel as its family launches it (``launch``: tiles, GQA packing, K/V
     splits, blocks per SM): its counts and its estimate; its floor that of the best

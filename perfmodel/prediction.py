@@ -391,7 +391,7 @@ class _Engine:
             n = m = 1  # a window alone is the same mask at every n
         return masks.mask_of(n, m, causal=causal, **a)
 
-    def fp8(self, point: dict[str, Any]) -> tuple[Any, dict | None]:
+    def fp8(self, point: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         """The matrix rate and the FP8 form's values (None: the plain model)."""
         facts, s = self.family.fp8, point["s"]
         if not self.fp8_as_run or facts is None or not np.all(np.asarray(s) == 1):
