@@ -123,13 +123,50 @@ def check_multiple(name: str, value: Any, multiple: int) -> None:
         raise PerfmodelError(f"{name}={shown!r} must be a positive multiple of {multiple}")
 
 
+#: Largest integer key :func:`distinct` indexes by a lookup table (else it sorts).
+_TABLE_KEYS = 1 << 16
+
+
+def _codes(key: Column) -> tuple[npt.NDArray[np.intp], Column]:
+    """Each row's index into the key's distinct values, and those values (ascending).
+    Integer keys below ``_TABLE_KEYS`` (head dims, flags, block counts) by a lookup
+    table, in one pass; others by a sort."""
+    if key.size and key[0] == key[-1] and np.all(key == key[0]):  # one value
+        return np.zeros(key.size, dtype=np.intp), key[:1].astype(np.float64)
+    low, high = (float(key.min()), float(key.max())) if key.size else (0.0, 0.0)
+    if low >= 0 and high < _TABLE_KEYS and np.array_equal(key, np.floor(key)):
+        ints = key.astype(np.intp)
+        seen = np.zeros(int(high) + 1, dtype=bool)
+        seen[ints] = True
+        values = np.flatnonzero(seen)
+        index = np.cumsum(seen, dtype=np.intp) - 1
+        return index[ints], values.astype(np.float64)
+    values, inverse = np.unique(key, return_inverse=True)
+    return inverse.ravel().astype(np.intp), values.astype(np.float64)
+
+
+def distinct(*keys: Column) -> tuple[Column, npt.NDArray[np.intp]]:
+    """The distinct rows of some key columns (one row per distinct tuple, as columns of
+    a 2-D array) and each point's row in them: what ``np.unique(axis=0)`` gives, without
+    its sort of whole rows."""
+    code, values = _codes(np.asarray(keys[0], dtype=np.float64))
+    table = values[:, None]
+    for key in keys[1:]:
+        more, more_values = _codes(np.asarray(key, dtype=np.float64))
+        joint, rows = _codes((code * len(more_values) + more).astype(np.float64))
+        first = np.zeros(len(rows), dtype=np.intp)
+        first[joint[::-1]] = np.arange(len(joint))[::-1]  # a point of each joint row
+        table = np.concatenate([table[code[first]], more_values[more[first]][:, None]], axis=1)
+        code = joint
+    return table, code
+
+
 def _by_unique(fn: Callable[..., tuple[float, ...]], *keys: Column) -> list[Column]:
     """``fn`` of each distinct key tuple, spread back over the rows: one call per
     distinct value, whatever the number of points."""
-    stacked = np.stack(keys, axis=1)
-    uniq, inverse = np.unique(stacked, axis=0, return_inverse=True)
+    uniq, inverse = distinct(*keys)
     table = np.array([fn(*row) for row in uniq.tolist()], dtype=np.float64)
-    picked = table[inverse.ravel()]
+    picked = table[inverse]
     return [picked[:, i] for i in range(picked.shape[1])]
 
 
@@ -252,14 +289,14 @@ def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Column, kv_blocks: 
 def _wave_efficiency_splits(grid: Column, kv_blocks: Column, slots: int, max_splits: int) -> Column:
     """The fewest splits within 85% of the best wave efficiency, per distinct
     (grid, kv_blocks) pair, over s = 1 ... min(max_splits, slots, kv_blocks)."""
-    pairs, inverse = np.unique(np.stack([grid, kv_blocks], axis=1), axis=0, return_inverse=True)
+    pairs, inverse = distinct(grid, kv_blocks)
     s = np.arange(1, min(max_splits, slots) + 1, dtype=np.float64)
     limit = np.minimum(pairs[:, 1:2], min(max_splits, slots))
     waves = pairs[:, :1] * s / slots
     eff = np.where(s <= limit, waves / np.ceil(waves), -1.0)
     best = eff.max(axis=1, keepdims=True)
     first = np.argmax(eff >= 0.85 * best, axis=1)
-    return np.asarray(s[first][inverse.ravel()], dtype=np.float64)
+    return np.asarray(s[first][inverse], dtype=np.float64)
 
 
 def kv_splits(
