@@ -241,7 +241,7 @@ def _ceilings() -> Collection[str]:
 
 
 def _schemes() -> Collection[str]:
-    from perfmodel.costs.parallel import SCHEMES
+    from perfmodel.vocabulary import SCHEMES
 
     return SCHEMES
 

@@ -10,18 +10,39 @@ The compiled object keeps its expression, so ``repr`` and plots can show the for
 array([5.36870912e+08, 2.14748365e+09])
 >>> f
 Compiled(4*d*n**2)
+
+The engine's own expressions (each model's, the launch's footprint) are compiled by
+name (:func:`compiled_named`): the code sympy's ``lambdify`` prints for them is kept in
+a file under the user's cache folder (``PERFMODEL_CACHE``, else
+``$XDG_CACHE_HOME/perfmodel``), one file per version of the sources the expressions
+are built from (:data:`SOURCES`, hashed with sympy's and numpy's versions). A process
+that finds its expressions there runs that same code without importing sympy (the
+first ``predict()`` of a process takes a quarter of the time); a changed cost model
+changes the hash, and its expressions are built and printed again.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import importlib.util
+import json
+import math
+import os
+import sys
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy as sp
 
 from perfmodel.roofline import NUMBERS
+
+if TYPE_CHECKING:
+    import sympy as sp
+
+#: One expression or a tuple of them (sharing subexpressions).
+Expressions = Any
 
 
 class Compiled:
@@ -32,17 +53,38 @@ class Compiled:
     """
 
     def __init__(self, expr: sp.Expr | tuple[sp.Expr, ...]):
-        self.expr = expr
+        import sympy as sp
+
+        self._expr: Expressions = expr
+        self._build: Callable[[], Expressions] | None = None
         exprs = expr if isinstance(expr, tuple) else (expr,)
         free = set().union(*(sp.sympify(e).free_symbols for e in exprs))
-        self.symbols: tuple[sp.Symbol, ...] = tuple(sorted(free, key=str))
-        self.names = tuple(str(x) for x in self.symbols)
+        symbols = tuple(sorted(free, key=str))
+        self.names = tuple(str(x) for x in symbols)
+        self.is_tuple = isinstance(expr, tuple)
         body = list(exprs) if isinstance(expr, tuple) else expr
-        self._fn: Callable[..., Any] = sp.lambdify(self.symbols, body, modules="numpy", cse=True)
+        self._fn: Callable[..., Any] = sp.lambdify(symbols, body, modules="numpy", cse=True)
         # Plain-float twin for one point: numpy's per-call overhead dominates there.
-        self._scalar_fn: Callable[..., Any] = sp.lambdify(
-            self.symbols, body, modules="math", cse=True
-        )
+        self._scalar_fn: Callable[..., Any] = sp.lambdify(symbols, body, modules="math", cse=True)
+
+    @classmethod
+    def _printed(cls, entry: dict[str, Any], build: Callable[[], Expressions]) -> Compiled:
+        """The compiled code of an earlier process (:func:`_entry`), its expression
+        built only when asked for (``expr``)."""
+        self = cls.__new__(cls)
+        self._expr, self._build = None, build
+        self.names = tuple(entry["names"])
+        self.is_tuple = bool(entry["tuple"])
+        self._fn = _run(entry["numpy"], np)
+        self._scalar_fn = _run(entry["math"], math)
+        return self
+
+    @property
+    def expr(self) -> Expressions:
+        """The sympy expression (or tuple) this computes."""
+        if self._expr is None and self._build is not None:
+            self._expr = self._build()
+        return self._expr
 
     def __call__(self, **values: Any) -> Any:
         try:
@@ -52,11 +94,11 @@ class Compiled:
             raise TypeError(f"{self.expr} needs values for {missing}") from None
         if all(isinstance(v, NUMBERS) for v in raw):  # one point: the ``math`` twin, floats
             out = self._scalar_fn(*map(float, raw))
-            return list(map(float, out)) if isinstance(self.expr, tuple) else float(out)
+            return list(map(float, out)) if self.is_tuple else float(out)
         args = [np.asarray(v, dtype=np.float64) for v in raw]
         shape = np.broadcast_shapes(*(a.shape for a in args)) if args else ()
         out = self._fn(*args)
-        if isinstance(self.expr, tuple):
+        if self.is_tuple:
             return [np.broadcast_to(np.asarray(o, dtype=np.float64), shape) for o in out]
         return np.broadcast_to(np.asarray(out, dtype=np.float64), shape)
 
@@ -68,3 +110,107 @@ class Compiled:
 def compiled(expr: sp.Expr | tuple[sp.Expr, ...]) -> Compiled:
     """The cached numpy callable for ``expr`` (sympy expressions are hashable)."""
     return Compiled(expr)
+
+
+# --- the engine's expressions, by name, printed once per version of their sources -----
+#: What the engine's expressions are built from (relative to the package): a change to
+#: any of these files makes a new cache file.
+SOURCES = ("costs", "symbols.py", "vocabulary.py", "compile.py", "evaluate.py", "launch.py")
+_PACKAGE = Path(__file__).resolve().parent
+_NAMED: dict[str, tuple[Compiled, Any]] = {}
+
+
+def compiled_named(name: str, build: Callable[[], tuple[Expressions, Any]]) -> tuple[Compiled, Any]:
+    """The compiled expressions ``build()`` returns (with its JSON-ready ``extra``: names,
+    kernels), by ``name``: in this process once, from the cache file when an earlier
+    process printed them for the same sources, else built with sympy and added there."""
+    if name in _NAMED:
+        return _NAMED[name]
+    cache = _cache()
+    entry = cache.entries.get(name)
+    if entry is not None:
+        done = Compiled._printed(entry, lambda: build()[0]), entry["extra"]
+    else:
+        expr, extra = build()
+        fn = compiled(expr)
+        done = fn, extra
+        printed = _entry(fn, extra)
+        if printed is not None:
+            cache.add(name, printed)
+    _NAMED[name] = done
+    return done
+
+
+def _entry(fn: Compiled, extra: Any) -> dict[str, Any] | None:
+    """What the cache keeps of ``fn``: the code lambdify printed, for numpy and for plain
+    floats. None where that code calls something not in numpy, math or the builtins."""
+    import inspect
+
+    out: dict[str, Any] = {"names": list(fn.names), "tuple": fn.is_tuple, "extra": extra}
+    for key, code, module in (("numpy", fn._fn, np), ("math", fn._scalar_fn, math)):
+        for used in code.__code__.co_names:
+            if used in code.__globals__ and code.__globals__[used] is not getattr(
+                module, used, None
+            ):
+                return None
+        out[key] = inspect.getsource(code)
+    return out
+
+
+def _run(source: str, module: Any) -> Callable[..., Any]:
+    """The function ``source`` defines, its free names from ``module``."""
+    namespace: dict[str, Any] = dict(vars(module))
+    exec(compile(source, "<perfmodel.compile cache>", "exec"), namespace)  # noqa: S102
+    fn: Callable[..., Any] = namespace["_lambdifygenerated"]
+    return fn
+
+
+class _CacheFile:
+    def __init__(self, path: Path | None):
+        self.path = path
+        self.entries: dict[str, dict[str, Any]] = {}
+        if path is not None and path.is_file():
+            try:
+                self.entries = json.loads(path.read_text())
+            except (OSError, ValueError):  # unreadable: rebuilt as it is used
+                self.entries = {}
+
+    def add(self, name: str, entry: dict[str, Any]) -> None:
+        self.entries[name] = entry
+        if self.path is None:
+            return
+        from perfmodel.atomic import write_text
+
+        try:
+            write_text(self.path, json.dumps(self.entries))
+        except OSError:  # a read-only cache folder: this process compiles for itself
+            self.path = None
+
+
+@functools.cache
+def _cache() -> _CacheFile:
+    folder = os.environ.get("PERFMODEL_CACHE")
+    if folder is None:
+        base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+        folder = str(Path(base) / "perfmodel")
+    if folder == "":  # PERFMODEL_CACHE="" : no cache file
+        return _CacheFile(None)
+    return _CacheFile(Path(folder) / f"compiled-{fingerprint()[:20]}.json")
+
+
+def fingerprint() -> str:
+    """A hash of the sources the engine's expressions come from (:data:`SOURCES`), of
+    sympy's release and numpy's version, and of the Python version."""
+    digest = hashlib.sha256()
+    files: list[Path] = []
+    for item in SOURCES:
+        path = _PACKAGE / item
+        files.extend(sorted(path.rglob("*.py")) if path.is_dir() else [path])
+    spec = importlib.util.find_spec("sympy")
+    if spec is not None and spec.origin is not None:
+        files.append(Path(spec.origin).parent / "release.py")
+    for path in files:
+        digest.update(str(path.relative_to(path.parents[1])).encode())
+        digest.update(path.read_bytes())
+    digest.update(f"{np.__version__} {sys.version}".encode())
+    return digest.hexdigest()

@@ -21,24 +21,26 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
-import sympy as sp
 
 from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.ceilings import interpolate
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.catalog.kernels import KernelFamily
-from perfmodel.compile import Compiled, compiled
-from perfmodel.costs import MODES, flash, masks, symbolic, terms
-from perfmodel.costs.backward import DQ_FAMILIES
-from perfmodel.costs.base import CostModel
+from perfmodel.compile import Compiled, compiled_named
+from perfmodel.costs import MODES, masks
 from perfmodel.errors import PerfmodelError
 from perfmodel.launch import ByIdentity, Launch, floor_launches, tile_gcd
 from perfmodel.roofline import Num
-from perfmodel.vocabulary import ALGORITHMS, ROOFS, Algorithm, NaiveCompile, Roof
+from perfmodel.vocabulary import ALGORITHMS, DQ_FAMILIES, ROOFS, Algorithm, NaiveCompile, Roof
+
+if TYPE_CHECKING:  # the sympy models load where a model is built (``_model``)
+    import sympy as sp
+
+    from perfmodel.costs.base import CostModel
 
 _PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
 #: A model's whole-model fields (beside its kernels').
@@ -137,6 +139,8 @@ def _model(key: ModelKey, causal: bool, l2: bool) -> CostModel:
     """The cost model of ``key``. The forward ``flash`` is the model as a kernel family
     launches it (GQA packing, K/V splits, tiles of any size); ``split`` adds
     flash-decoding's partials and combine kernel, ``paged`` a paged cache's block table."""
+    from perfmodel.costs import flash, symbolic
+
     if key.algorithm == Algorithm.FLASH and key.mode == "forward":
         return flash.build(
             causal=causal,
@@ -160,9 +164,20 @@ def _compiled_model(
     key: ModelKey, causal: bool, l2: bool
 ) -> tuple[Compiled, tuple[ExprName, ...], list[str]]:
     """All of a model's expressions as one lambdified tuple (shared subexpressions), their
-    names, and the model's kernels by name."""
-    names, exprs = model_expressions(key, causal, l2)
-    return compiled(exprs), names, [k.name for k in _model(key, causal, l2).kernels]
+    names, and the model's kernels by name (``compile.compiled_named``: printed once,
+    then read back by later processes without sympy)."""
+
+    def build() -> tuple[tuple[sp.Expr, ...], dict[str, Any]]:
+        names, exprs = model_expressions(key, causal, l2)
+        kernels = [k.name for k in _model(key, causal, l2).kernels]
+        return exprs, {
+            "names": [list(x) if isinstance(x, tuple) else x for x in names],
+            "kernels": kernels,
+        }
+
+    fn, extra = compiled_named(f"model {key!s} causal={causal} l2={l2}", build)
+    names = tuple(tuple(x) if isinstance(x, list) else x for x in extra["names"])
+    return fn, names, list(extra["kernels"])
 
 
 def model_expressions(
@@ -178,6 +193,10 @@ def model_expressions(
 def _expressions(
     key: ModelKey, causal: bool, l2: bool
 ) -> tuple[tuple[ExprName, ...], tuple[sp.Expr, ...]]:
+    import sympy as sp
+
+    from perfmodel.costs import terms
+
     model = _model(key, causal, l2)
     exprs: list[sp.Expr] = []
     names: list[ExprName] = []
@@ -202,7 +221,11 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     stages (the paper model's ``costs.flash.KV_STAGES`` unless given: a kernel family's
     launch gives its own, :func:`flash_values`); with a ``mask`` (``costs.masks.Mask``),
     its visited-tile counts at this launch."""
-    values = {"pack": 1, "splits": 1, "page": 1, "kv_stages": flash.KV_STAGES, **shape}
+    values = {"pack": 1, "splits": 1, "page": 1, **shape}
+    if "kv_stages" not in values:
+        from perfmodel.costs.flash import KV_STAGES
+
+        values["kv_stages"] = KV_STAGES
     blocks_per_sm = values.pop("blocks_per_sm", 1)
     mask = values.pop("mask", None)
     if "block_q" in values:

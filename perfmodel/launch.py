@@ -39,8 +39,7 @@ import numpy.typing as npt
 
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
-from perfmodel.compile import compiled
-from perfmodel.costs import flash as flash_costs
+from perfmodel.compile import Compiled, compiled_named
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
 from perfmodel.shape import Shape
@@ -57,9 +56,18 @@ REGISTER_BYTES = 4
 WARP = 32
 #: Registers a producer warp's thread runs on (FA-3 sets 24-32 with setmaxnreg).
 PRODUCER_REGISTERS = 32
-#: The SRAM bytes and float32 accumulators of one block: the cost model's expressions.
-_SMEM = compiled(flash_costs.SRAM_BYTES)
-_ACCUMULATORS = compiled(flash_costs.ACCUMULATORS)
+
+
+def _tile_expression(name: str) -> Compiled:
+    """The SRAM bytes or float32 accumulators of one block: the cost model's expressions
+    (``costs.flash.SRAM_BYTES``, ``ACCUMULATORS``), compiled."""
+
+    def build() -> tuple[Any, None]:
+        from perfmodel.costs import flash as flash_costs
+
+        return getattr(flash_costs, name), None
+
+    return compiled_named(f"launch {name}", build)[0]
 
 
 @dataclass(frozen=True)
@@ -192,8 +200,8 @@ def footprint(
     threads of one flash block (FlashAttention-2 Algorithm 1 / FlashAttention-3's
     consumer warpgroups: the same tiles, split over the warps)."""
     tile = dict(block_q=block_q, block_k=block_k, d=d, s=s, kv_stages=kv_stages)
-    smem = _SMEM(**tile)
-    accumulators = _ACCUMULATORS(**tile)
+    smem = _tile_expression("SRAM_BYTES")(**tile)
+    accumulators = _tile_expression("ACCUMULATORS")(**tile)
     threads = WARP * warps
     return smem, accumulators * REGISTER_BYTES, accumulators / threads, threads
 

@@ -18,22 +18,19 @@ import dataclasses
 import functools
 import math
 from pathlib import Path
-from typing import Any
-
-import sympy as sp
+from typing import TYPE_CHECKING, Any
 
 from perfmodel.catalog.calibration import Calibration, family_default, load_calibration
 from perfmodel.catalog.hardware import HardwareSpec, Links, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.compile import Compiled, compiled
-from perfmodel.costs import parallel as cp_model
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import evaluate_flash
 from perfmodel.launch import resolve_point
-from perfmodel.vocabulary import bytes_per_element, symbol_values
+from perfmodel.vocabulary import BALANCES, SCHEMES, bytes_per_element, symbol_values
 
-SCHEMES = cp_model.SCHEMES
-BALANCES = cp_model.BALANCES
+if TYPE_CHECKING:
+    import sympy as sp
 #: The collective that carries each scheme's transfers (keys of ``Links.measured``).
 COLLECTIVES = {"ring": "ppermute", "allgather": "all_gather", "ulysses": "all_to_all"}
 
@@ -171,13 +168,20 @@ def check_split(n: int, h: int, h_kv: int, cp: int, tp: int, scheme: str, balanc
         raise PerfmodelError(f"ulysses needs heads per device h/tp={h // tp} divisible by cp={cp}")
 
 
+def _cp_model() -> Any:
+    """``perfmodel.costs.parallel``, the sympy model, loaded when a split is costed."""
+    from perfmodel.costs import parallel
+
+    return parallel
+
+
 @functools.cache
 def _time_fn(
     scheme: str, causal: bool, balance: str, overlap: bool
 ) -> tuple[Compiled, Compiled, Compiled]:
-    expr = cp_model.attention_time(scheme, causal, balance, overlap)
-    comm = cp_model.sent_bytes(scheme)
-    mem = cp_model.memory_bytes(scheme)
+    expr = _cp_model().attention_time(scheme, causal, balance, overlap)
+    comm = _cp_model().sent_bytes(scheme)
+    mem = _cp_model().memory_bytes(scheme)
     return compiled(expr), compiled(comm), compiled(mem)
 
 
@@ -240,7 +244,7 @@ def predict_parallel(
             scheme, 1, tp, causal, balance, t, one_device, t, 0.0, 0.0, mem, 0.0, {"t_local": t}
         )
     chunks = _chunk_times(flash, n, cp, h_dev, kv_dev, scheme, causal)
-    merge = compiled(cp_model.merge_bytes())(
+    merge = compiled(_cp_model().merge_bytes())(
         **symbol_values(n=n, d=d, h=h_dev, batch=batch, dtype=dtype), P=cp
     )
     chunks["t_merge"] = merge / (spec.hbm_bandwidth_bytes_per_s * profile.hbm_efficiency)
@@ -314,7 +318,7 @@ def _compute_only(scheme: str, causal: bool, balance: str, values: dict[str, Any
 
 
 def _tp_memory(n: int, d: int, h: int, h_kv: int, batch: int, dtype: str, tp: int) -> float:
-    expr = cp_model.tp_memory_bytes()
+    expr = _cp_model().tp_memory_bytes()
     values = symbol_values(n=n, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype)
     return float(compiled(expr)(**values, T=tp))
 
@@ -346,7 +350,7 @@ def crossover_n(
 
 def symbolic_time(scheme: str, causal: bool, balance: str, overlap: bool = True) -> sp.Expr:
     """The time formula, for display (``perfmodel.costs.parallel.attention_time``)."""
-    return cp_model.attention_time(scheme, causal, balance, overlap)
+    return _cp_model().attention_time(scheme, causal, balance, overlap)
 
 
 __all__ = [

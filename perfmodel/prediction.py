@@ -436,7 +436,8 @@ class _Engine:
         resolve_launch = resolve_point if isinstance(point["n"], NUMBERS) else resolve
         launch = resolve_launch(self.family, spec, **sizes, causal=causal, **named)
         common = dict(causal=causal, hw=spec, peak=point["peak"])
-        tiles = dict(block_q=launch.block_q, block_k=launch.block_k)
+        # the launch's tiles (and K/V stages, which only the fused model reads)
+        tiles = dict(block_q=launch.block_q, block_k=launch.block_k, kv_stages=launch.kv_stages)
         mask = self.mask(point, causal)
         naive = evaluate(
             self.keys["naive"],

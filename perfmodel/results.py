@@ -13,7 +13,9 @@ from perfmodel.parallel import ParallelPrediction
 from perfmodel.shape import Shape
 from perfmodel.units import binary, si
 
-_frozen = ConfigDict(frozen=True, extra="forbid")
+#: Built by ``construct`` (our own numbers, not validated): the schema is built when a
+#: result is first validated or dumped, not when the module loads.
+_frozen = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 _Model = TypeVar("_Model", bound=BaseModel)
 
 

@@ -17,11 +17,11 @@ True
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import sympy as sp
 
 from perfmodel.catalog.kernels import load_kernel
 from perfmodel.vocabulary import symbol_values
@@ -59,7 +59,8 @@ class Shape:
 
     def batch_at(self, n: Any) -> Any:
         """The batch at sequence length n (an int, or an array for an array of n)."""
-        if n is sp.oo:  # the n→∞ limit: one sequence when tokens are fixed
+        sympy = sys.modules.get("sympy")  # n = sympy.oo only where sympy is in use
+        if sympy is not None and n is sympy.oo:  # the n→∞ limit: one sequence
             return 1 if self.tokens else self.batch
         if self.tokens is None:
             return self.batch if np.ndim(n) == 0 else np.full(np.shape(n), self.batch)

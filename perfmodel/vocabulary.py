@@ -38,6 +38,13 @@ class Algorithm(_Name):
 #: naive first, then flash: the order of every table and figure.
 ALGORITHMS: tuple[Algorithm, ...] = (Algorithm.NAIVE, Algorithm.FLASH)
 
+#: How flash's backward sums dQ over K blocks (``perfmodel.costs.backward``).
+DQ_FAMILIES = ("two_pass", "atomic")
+#: How a sequence is split over devices, and how causal work is balanced over them
+#: (``perfmodel.costs.parallel``).
+SCHEMES = ("ring", "allgather", "ulysses")
+BALANCES = ("contiguous", "zigzag")
+
 
 class NaiveCompile(_Name):
     """How the naive side is compiled (``perfmodel.costs.naive``)."""

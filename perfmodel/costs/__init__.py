@@ -8,13 +8,16 @@
 from __future__ import annotations
 
 import functools
+import importlib
+from typing import TYPE_CHECKING, Any
 
-from perfmodel.costs import backward, flash
-from perfmodel.costs import naive as naive_model
-from perfmodel.costs.base import CostModel, Kernel
 from perfmodel.errors import PerfmodelError
 
-_BUILDERS = {"naive": naive_model.build, "flash": flash.build}
+if TYPE_CHECKING:
+    from perfmodel.costs.base import CostModel, Kernel
+
+#: The algorithms with a cost model of their own (``naive.build``, ``flash.build``).
+_ALGORITHMS = ("flash", "naive")
 
 
 #: What a model costs: the forward pass, the backward (``perfmodel.costs.backward``), or
@@ -64,8 +67,11 @@ def _symbolic(
     split: bool = False,
     paged: bool = False,
 ) -> CostModel:
-    if algorithm not in _BUILDERS:
-        raise PerfmodelError(f"unknown algorithm {algorithm!r}; known: {sorted(_BUILDERS)}")
+    from perfmodel.costs import backward, flash
+    from perfmodel.costs import naive as naive_model
+
+    if algorithm not in _ALGORITHMS:
+        raise PerfmodelError(f"unknown algorithm {algorithm!r}; known: {list(_ALGORITHMS)}")
     if mode not in MODES:
         raise PerfmodelError(f"unknown mode={mode!r}; known: {MODES}")
     if mode != "forward":
@@ -80,6 +86,20 @@ def _symbolic(
     if naive not in naive_model.IMPLEMENTATIONS:
         raise PerfmodelError(f"unknown naive={naive!r}; known: {naive_model.IMPLEMENTATIONS}")
     return naive_model.build(causal=causal, implementation=naive)
+
+
+def __getattr__(name: str) -> Any:
+    """The sympy models load when first used (``costs.flash``, ``costs.CostModel``...):
+    the numbers of an earlier process's compiled models need no sympy
+    (``perfmodel.compile``)."""
+    if name in ("CostModel", "Kernel"):
+        return getattr(importlib.import_module("perfmodel.costs.base"), name)
+    try:
+        return importlib.import_module(f"perfmodel.costs.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"perfmodel.costs.{name}":
+            raise
+        raise AttributeError(f"module 'perfmodel.costs' has no attribute {name!r}") from None
 
 
 __all__ = ["MODES", "CostModel", "Kernel", "symbolic"]

@@ -40,9 +40,8 @@ import sympy as sp
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
 from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, s
+from perfmodel.vocabulary import DQ_FAMILIES as DQ_FAMILIES  # how dQ is summed (docstring)
 
-#: How dQ is summed over K blocks (see the module docstring).
-DQ_FAMILIES = ("two_pass", "atomic")
 #: Pipeline stages of the streamed Q/dO tiles in shared memory.
 Q_STAGES = 2
 #: Vector FLOPs per score to recompute P = exp(scale·S − LSE): the scale and the subtract.

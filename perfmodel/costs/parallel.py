@@ -36,6 +36,7 @@ import sympy as sp
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
 from perfmodel.symbols import F32, b, d, h, h_kv, m, n, s
+from perfmodel.vocabulary import BALANCES, SCHEMES
 
 _pos_int = {"integer": True, "positive": True}
 #: Devices the sequence is split over (context parallelism), and over heads (tensor).
@@ -55,8 +56,6 @@ t_local = sp.Symbol("t_local", positive=True)  # all-gather: n/P x n; Ulysses: n
 #: One log-sum-exp merge of two partial results (``merge_bytes`` over HBM).
 t_merge = sp.Symbol("t_merge", nonnegative=True)
 
-SCHEMES = ("ring", "allgather", "ulysses")
-BALANCES = ("contiguous", "zigzag")
 
 
 def _self_attention(expr: sp.Expr) -> sp.Expr:
