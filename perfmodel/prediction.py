@@ -12,11 +12,13 @@ True
 
 from __future__ import annotations
 
+import functools
 import inspect
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -42,7 +44,7 @@ from perfmodel.evaluate import (
     roof_rates,
     shape_values,
 )
-from perfmodel.launch import resolve, resolve_point
+from perfmodel.launch import ByIdentity, resolve, resolve_point
 from perfmodel.parallel import ParallelPrediction, predict_parallel
 from perfmodel.results import (
     SIDE_FIELDS,
@@ -131,7 +133,74 @@ def flash_family(kernel: Any, calibration: CalibrationArg) -> KernelFamily:
     return family
 
 
+# --- results remembered: a prediction is frozen, so an equal call may share it --------
+#: Predictions kept (the most recent; each a few kB).
+REMEMBERED = 1024
+_Fn = TypeVar("_Fn", bound=Callable[..., Any])
+
+
+def _remembered(fn: _Fn) -> _Fn:
+    """``fn(n, hw, **options)`` answered from the last :data:`REMEMBERED` calls with the
+    same arguments (``predict.forget()`` empties it). A prediction is a frozen result;
+    arguments that are not plain values (an array mask, a callable) are not remembered,
+    and a file named by path is remembered with its size and modification time."""
+    done: dict[tuple[Any, ...], Any] = {}
+
+    @functools.wraps(fn)
+    def remembering(n: Any, hw: Any, **options: Any) -> Any:
+        try:
+            key = (
+                _key(n),
+                _key(hw, True),
+                *((k, _key(v, k in _FILES)) for k, v in sorted(options.items())),
+            )
+        except _NotPlain:
+            return fn(n, hw, **options)
+        if key in done:
+            return done[key]
+        result = fn(n, hw, **options)
+        if len(done) >= REMEMBERED:
+            del done[next(iter(done))]
+        done[key] = result
+        return result
+
+    remembering.forget = done.clear  # type: ignore[attr-defined]
+    return remembering  # type: ignore[return-value]
+
+
+class _NotPlain(Exception):
+    """An argument a remembered result cannot be keyed on."""
+
+
+_PLAIN = (int, float, bool, str, type(None))
+#: The arguments that may name a file (a device, a kernel family, a profile).
+_FILES = ("hw", "kernel", "calibration")
+
+
+def _key(value: Any, file: bool = False) -> Any:
+    """A hashable stand-in for one argument: the value and its type (``1``, ``1.0`` and
+    ``True`` are checked differently), a file's path with its size and time, a catalog
+    object by identity (frozen), a list or tuple item by item."""
+    kind = type(value)
+    if file and kind is str and os.path.exists(value):
+        value = Path(value)
+    if isinstance(value, Path):
+        try:
+            stat = value.stat()
+        except OSError:
+            raise _NotPlain from None
+        return ("file", str(value.resolve()), stat.st_size, stat.st_mtime_ns)
+    if kind in _PLAIN:
+        return kind, value
+    if kind in (list, tuple):
+        return kind, tuple(_key(v, file) for v in value)
+    if isinstance(value, HardwareSpec | KernelFamily | Calibration):
+        return ByIdentity(value)
+    raise _NotPlain
+
+
 # --- the API --------------------------------------------------------------------
+@_remembered
 def predict(
     n: int,
     hw: str | Path | HardwareSpec,
