@@ -99,11 +99,18 @@ class Compiled:
         shape = np.broadcast_shapes(*(a.shape for a in args)) if args else ()
         out = self._fn(*args)
         if self.is_tuple:
-            return [np.broadcast_to(np.asarray(o, dtype=np.float64), shape) for o in out]
-        return np.broadcast_to(np.asarray(out, dtype=np.float64), shape)
+            return [_spread(o, shape) for o in out]
+        return _spread(out, shape)
 
     def __repr__(self) -> str:
         return f"Compiled({self.expr})"
+
+
+def _spread(value: Any, shape: tuple[int, ...]) -> Any:
+    """``value`` as a float64 array of ``shape`` (a read-only view where it is smaller)."""
+    if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == shape:
+        return value
+    return np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
 
 
 @functools.cache

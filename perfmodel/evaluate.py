@@ -385,6 +385,18 @@ class Context:
     launch_s: Num
 
 
+#: The result columns a caller asks for (None: every one). ``time_s`` is always there.
+Fields = frozenset[str] | None
+#: The columns of a model's work and traffic (:func:`_counts`).
+COUNT_FIELDS = frozenset(
+    (*PER_MODEL, "footprint_bytes", "fits_memory", *_PER_KERNEL, "flops", "intensity")
+)
+
+
+def _wants(fields: Fields, names: frozenset[str]) -> bool:
+    return fields is None or not fields.isdisjoint(names)
+
+
 #: One effect: a kernel's time before it, the kernel's roofs, the context -> after it.
 Effect = Callable[[KernelTime, KernelRoofs, Context], KernelTime]
 
@@ -524,20 +536,25 @@ class Floor:
     pack: Num = 1.0
     splits: Num = 1.0
 
-    def columns(self) -> dict[str, Num]:
-        """The floor's result columns (``perfmodel.results.AlgorithmPrediction``)."""
+    def columns(self, fields: Fields = None) -> dict[str, Num]:
+        """The floor's result columns (``perfmodel.results.AlgorithmPrediction``); with
+        ``fields``, the ones it names that take work to compute (the rate, ``bound``,
+        ``binding_roof``) only if named."""
         out: dict[str, Num] = {
             "t_compute_s": self.t_compute_s,
             "t_memory_s": self.t_memory_s,
             "t_lower_s": self.t_lower_s,
-            "attainable_flops_per_s": roofline.matmul_rate_at_floor(
-                self.matmul_flops, self.t_lower_s
-            ),
-            "bound": _bound(self.t_compute_s, self.t_memory_s),
-            "binding_roof": roofline.binding_roof(self.roof_times),
             "floor_pack": self.pack,
             "floor_splits": self.splits,
         }
+        if fields is None or "attainable_flops_per_s" in fields:
+            out["attainable_flops_per_s"] = roofline.matmul_rate_at_floor(
+                self.matmul_flops, self.t_lower_s
+            )
+        if fields is None or "bound" in fields:
+            out["bound"] = _bound(self.t_compute_s, self.t_memory_s)
+        if fields is None or "binding_roof" in fields:
+            out["binding_roof"] = roofline.binding_roof(self.roof_times)
         for roof, t in self.roof_times.items():
             out[_COLUMN[roof]] = t
         return out
@@ -603,19 +620,26 @@ def evaluate(
     calibration: Calibration,
     onchip: OnChip | None = None,
     effects: bool = True,
+    fields: Fields = None,
 ) -> dict[str, Num]:
     """Every reported quantity of one model (``key``: a :class:`ModelKey`, or an
     algorithm's name for its forward model), as arrays broadcast over ``values``: its
     counts, its floor (:func:`floor_of`) and its estimate (:func:`estimate_steps`);
-    ``effects=False`` leaves out the ``effect_*_s`` columns."""
+    ``effects=False`` leaves out the ``effect_*_s`` columns; ``fields`` names the
+    columns wanted, the counts and the floor's labels computed only where named."""
     raw, kernels = _raw(key, causal, hw, values)
     roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
-    out = _counts(raw, kernels, hw)
-    out.update(floor_of(roofs, out["matmul_flops"]).columns())
+    out = _counts(raw, kernels, hw) if _wants(fields, _RATE_AND_COUNTS) else {}
+    matmul = out["matmul_flops"] if out else 0.0
+    out.update(floor_of(roofs, matmul).columns(fields))
     out.update(_estimate(roofs, calibration, hw, effects, values.get("d")))
     if effects:
         out[EFFECT_COLUMNS[0]] = 0.0 * out["t_lower_s"]  # one launch: it is the best
     return out
+
+
+#: The counts, and the floor's matmul rate (which divides one of them).
+_RATE_AND_COUNTS = COUNT_FIELDS | {"attainable_flops_per_s"}
 
 
 def _counts(raw: dict[ExprName, Num], kernels: list[str], hw: HardwareSpec) -> dict[str, Num]:
@@ -773,6 +797,7 @@ def evaluate_flash(
     effects: bool = True,
     mask: Any = None,
     fp8: dict[str, Any] | None = None,
+    fields: Fields = None,
 ) -> dict[str, Num]:
     """The fused kernel as its family launches it (``launch``: tiles, GQA packing, K/V
     splits, blocks per SM): its counts and its estimate; its floor that of the best
@@ -800,8 +825,9 @@ def evaluate_flash(
     def own(rows: Any, split: bool) -> Columns:
         at, sub = _at(launch, shape, rows)
         raw, kernels, roofs = roofs_at(rows, split, at.pack, at.splits, onchip_of(at), at, sub)
-        out = _counts(raw, kernels, hw)
-        out.update(floor_of(roofs, out["matmul_flops"], at.pack, at.splits).flat())
+        out = _counts(raw, kernels, hw) if with_counts else {}
+        matmul = out["matmul_flops"] if with_counts else 0.0
+        out.update(floor_of(roofs, matmul, at.pack, at.splits).flat())
         out.update(_estimate(roofs, calibration, hw, effects, sub.get("d")))
         return out
 
@@ -821,6 +847,7 @@ def evaluate_flash(
             return np.atleast_1d(floor_at(None, float(pack[0]), float(splits[0])).t_lower_s)
         return floor_at(rows, pack, splits).t_lower_s
 
+    with_counts = _wants(fields, _RATE_AND_COUNTS)
     out = _per_split(roofline.gt(launch.splits, 1.0), own)
     own_floor = Floor.from_flat(out)
     best = own_floor
@@ -832,13 +859,14 @@ def evaluate_flash(
         best = _lower(best, floor_at(None, pack, splits))
     for key in [k for k in out if k.startswith("floor.")]:
         del out[key]
-    out.update(best.columns())
+    out.update(best.columns(fields))
     if effects:
         out[EFFECT_COLUMNS[0]] = own_floor.t_lower_s - best.t_lower_s
-    kernels_run = roofline.choose(roofline.gt(launch.splits, 1.0), 2.0, 1.0)  # + combine
-    out["call_latency_s"] = call_latency(
-        out["time_s"], kernels_run, calibration, framework_latency_s
-    )
+    if fields is None or "call_latency_s" in fields:
+        kernels_run = roofline.choose(roofline.gt(launch.splits, 1.0), 2.0, 1.0)  # + combine
+        out["call_latency_s"] = call_latency(
+            out["time_s"], kernels_run, calibration, framework_latency_s
+        )
     out["pack"] = launch.pack
     out["splits"] = launch.splits
     out["blocks_per_sm"] = launch.blocks_per_sm

@@ -139,11 +139,11 @@ def _codes(key: Column) -> tuple[npt.NDArray[np.intp], Column]:
     """Each row's index into the key's distinct values, and those values (ascending).
     Integer keys below ``_TABLE_KEYS`` (head dims, flags, block counts) by a lookup
     table, in one pass; others by a sort."""
-    if key.size and key[0] == key[-1] and np.all(key == key[0]):  # one value
+    if key.strides == (0,) and key.size:  # one value, broadcast
         return np.zeros(key.size, dtype=np.intp), key[:1].astype(np.float64)
     low, high = (float(key.min()), float(key.max())) if key.size else (0.0, 0.0)
-    if low >= 0 and high < _TABLE_KEYS and np.array_equal(key, np.floor(key)):
-        ints = key.astype(np.intp)
+    ints = key.astype(np.intp) if low >= 0 and high < _TABLE_KEYS else None
+    if ints is not None and np.array_equal(ints, key):
         seen = np.zeros(int(high) + 1, dtype=bool)
         seen[ints] = True
         values = np.flatnonzero(seen)
@@ -187,6 +187,8 @@ def default_tiles(
 
     def tile(dim: float, masked: float) -> tuple[float, float, float, float]:
         t = family.tile_for(int(dim), causal=bool(masked), arch=arch)
+        check_multiple("block_q", np.array([float(t.block_q)]), BLOCK_Q_MULTIPLE)
+        check_multiple("block_k", np.array([float(t.block_k)]), BLOCK_K_MULTIPLE)
         return (t.block_q, t.block_k, t.warps, t.kv_stages or family.kv_stages)
 
     bq, bk, w, stages = _by_unique(tile, d, causal)
@@ -345,11 +347,13 @@ def resolve(
     block_k: Any = None,
     warps: Any = None,
     splits: Any = None,
+    limits: bool = True,
 ) -> Launch:
     """Tiles (the family's unless named), packing, splits and on-chip fit for each point
     (numbers or columns; the result is columns). A named tile that does not fit is an
     error naming the limit; the family's own defaults are what its sources say it
-    launches."""
+    launches. ``limits=False``: no floor will be taken over other launches, the split
+    limits are 1 (nothing to try)."""
     n, m, d, h, h_kv, b, s = (_column(v) for v in (n, m, d, h, h_kv, b, s))
     size = max(len(v) for v in (n, m, d, h, h_kv, b, s, np.atleast_1d(causal)))
     n, m, d, h, h_kv, b, s = (np.broadcast_to(v, (size,)) for v in (n, m, d, h, h_kv, b, s))
@@ -360,8 +364,10 @@ def resolve(
     bq = bq_d if block_q is None else np.broadcast_to(_column(block_q), (size,))
     bk = bk_d if block_k is None else np.broadcast_to(_column(block_k), (size,))
     w = w_d if warps is None else np.broadcast_to(_column(warps), (size,))
-    check_multiple("block_q", bq, BLOCK_Q_MULTIPLE)
-    check_multiple("block_k", bk, BLOCK_K_MULTIPLE)
+    if block_q is not None:  # the family's own tiles are checked in default_tiles
+        check_multiple("block_q", bq, BLOCK_Q_MULTIPLE)
+    if block_k is not None:
+        check_multiple("block_k", bk, BLOCK_K_MULTIPLE)
     smem, acc_bytes, regs, threads = footprint(
         block_q=bq, block_k=bk, d=d, s=s, kv_stages=stages, warps=w
     )
@@ -397,8 +403,8 @@ def resolve(
         spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
         bytes_in_flight=2 * bk * d * s * (stages if family.producer_warps else 1.0),
         q_tile_bytes=bq * d * s,
-        split_limit_one=limit(np.ones(size)),
-        split_limit_group=limit(group),
+        split_limit_one=limit(np.ones(size)) if limits else np.ones(size),
+        split_limit_group=limit(group) if limits else np.ones(size),
     )
 
 

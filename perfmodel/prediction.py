@@ -502,8 +502,12 @@ class _Engine:
         (``perfmodel.launch``), then each side's counts, floor and estimate."""
         want = wanted or Wanted()
         spec, sizes = self.spec, {k: point[k] for k in _SIZES}
-        resolve_launch = resolve_point if isinstance(point["n"], NUMBERS) else resolve
-        launch = resolve_launch(self.family, spec, **sizes, causal=causal, **named)
+        if isinstance(point["n"], NUMBERS):
+            launch = resolve_point(self.family, spec, **sizes, causal=causal, **named)
+        else:
+            launch = resolve(self.family, spec, **sizes, causal=causal, **named, limits=want.floor)
+        # the columns asked for (a training step's sum needs every one of its phases')
+        fields = dict(naive=want.naive, flash=want.flash) if self.mode == "forward" else {}
         common = dict(causal=causal, hw=spec, peak=point["peak"])
         # the launch's tiles (and K/V stages, which only the fused model reads)
         tiles = dict(block_q=launch.block_q, block_k=launch.block_k, kv_stages=launch.kv_stages)
@@ -513,6 +517,7 @@ class _Engine:
             values=shape_values(spec, **sizes, **tiles),
             calibration=self.profiles["naive"],
             effects=want.effects,
+            fields=fields.get("naive"),
             # every score, then the mask: the causal naive model (``costs.naive``)
             **{**common, "causal": causal or mask is not None},
         )
@@ -530,6 +535,7 @@ class _Engine:
                 effects=want.effects,
                 mask=mask,
                 fp8=fp8,
+                fields=fields.get("flash"),
                 **{**common, "peak": peak},
             )
         if self.mode != "forward":
@@ -557,10 +563,12 @@ _SIZES = ("n", "m", "d", "h", "h_kv", "b", "s")
 @dataclass(frozen=True)
 class Wanted:
     """Which optional parts of the engine a call needs: the floor over alternative
-    launches, and each effect's column."""
+    launches, each effect's column, and each side's columns (None: every one)."""
 
     floor: bool = True
     effects: bool = True
+    naive: frozenset[str] | None = None
+    flash: frozenset[str] | None = None
 
 
 class SweepResult(dict[str, Any]):
@@ -846,19 +854,22 @@ def _evaluate_chunks(
     paged = shape["page"] is not None
     if not paged:
         shape["page"] = 1.0
-    named_cols = {k: cols[k] for k in ("block_q", "block_k", "warps", "splits")}
+    # the launch columns as given: None where the family picks
+    named_cols = {k: _named(cols[k]) for k in ("block_q", "block_k", "warps", "splits")}
     need = wanted | {"naive.time_s", "flash.time_s", "block_q", "block_k", "warps"}
     want = Wanted(
         floor=any(f"flash.{c}" in need for c in (*_FLOOR_COLUMNS, EFFECT_COLUMNS[0])),
         effects=any(c.endswith(EFFECT_COLUMNS) for c in need),
+        naive=frozenset(c[6:] for c in need if c.startswith("naive.")),
+        flash=frozenset(c[6:] for c in need if c.startswith("flash.")),
     )
     out: dict[str, _Column] = {}
     causal = cols["causal"]
     for start in range(0, size, CHUNK_POINTS):
         stop = min(size, start + CHUNK_POINTS)
         part = {k: (v[start:stop] if np.ndim(v) else v) for k, v in shape.items()}
-        tiles = {k: v[start:stop] for k, v in named_cols.items()}
-        cases: list[tuple[bool, Any, dict[str, Any], dict[str, np.ndarray]]]
+        tiles = {k: None if v is None else v[start:stop] for k, v in named_cols.items()}
+        cases: list[tuple[bool, Any, dict[str, Any], dict[str, Any]]]
         if is_repeated(causal):
             cases = [(bool(causal[0]), slice(start, stop), part, tiles)]
         else:
@@ -868,9 +879,9 @@ def _evaluate_chunks(
                 sel = np.flatnonzero(flags == c)
                 if sel.size:
                     sub = {k: (v[sel] if np.ndim(v) else v) for k, v in part.items()}
-                    cases.append((c, start + sel, sub, {k: v[sel] for k, v in tiles.items()}))
-        for c, where, sub, chunk_tiles in cases:
-            named = {k: _named(v) for k, v in chunk_tiles.items()}
+                    named = {k: None if v is None else v[sel] for k, v in tiles.items()}
+                    cases.append((c, start + sel, sub, named))
+        for c, where, sub, named in cases:
             if np.ndim(sub["page"]) == 0:
                 sub["page"] = float(sub["page"])
             res = engine.evaluate(sub, c, named, paged=paged, wanted=want)
