@@ -397,6 +397,22 @@ def _wants(fields: Fields, names: frozenset[str]) -> bool:
     return fields is None or not fields.isdisjoint(names)
 
 
+#: The floor's columns (:meth:`Floor.columns`).
+FLOOR_FIELDS = frozenset(
+    (
+        "t_compute_s",
+        "t_memory_s",
+        "t_lower_s",
+        "attainable_flops_per_s",
+        "bound",
+        "binding_roof",
+        "floor_pack",
+        "floor_splits",
+        *(f"t_{r}_s" for r in ROOFS),
+    )
+)
+
+
 #: One effect: a kernel's time before it, the kernel's roofs, the context -> after it.
 Effect = Callable[[KernelTime, KernelRoofs, Context], KernelTime]
 
@@ -631,7 +647,8 @@ def evaluate(
     roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
     out = _counts(raw, kernels, hw) if _wants(fields, _RATE_AND_COUNTS) else {}
     matmul = out["matmul_flops"] if out else 0.0
-    out.update(floor_of(roofs, matmul).columns(fields))
+    if effects or _wants(fields, FLOOR_FIELDS):
+        out.update(floor_of(roofs, matmul).columns(fields))
     out.update(_estimate(roofs, calibration, hw, effects, values.get("d")))
     if effects:
         out[EFFECT_COLUMNS[0]] = 0.0 * out["t_lower_s"]  # one launch: it is the best
@@ -827,7 +844,8 @@ def evaluate_flash(
         raw, kernels, roofs = roofs_at(rows, split, at.pack, at.splits, onchip_of(at), at, sub)
         out = _counts(raw, kernels, hw) if with_counts else {}
         matmul = out["matmul_flops"] if with_counts else 0.0
-        out.update(floor_of(roofs, matmul, at.pack, at.splits).flat())
+        if with_floor:
+            out.update(floor_of(roofs, matmul, at.pack, at.splits).flat())
         out.update(_estimate(roofs, calibration, hw, effects, sub.get("d")))
         return out
 
@@ -848,20 +866,22 @@ def evaluate_flash(
         return floor_at(rows, pack, splits).t_lower_s
 
     with_counts = _wants(fields, _RATE_AND_COUNTS)
+    with_floor = floor or effects or _wants(fields, FLOOR_FIELDS)
     out = _per_split(roofline.gt(launch.splits, 1.0), own)
-    own_floor = Floor.from_flat(out)
-    best = own_floor
-    others = floor_launches(launch, t_lower_at) if floor else []
-    for packs, counts in others:
-        one = isinstance(launch.block_q, float)  # one point: its one row as numbers
-        pack: Num = float(packs[0]) if one else packs
-        splits: Num = float(counts[0]) if one else counts
-        best = _lower(best, floor_at(None, pack, splits))
-    for key in [k for k in out if k.startswith("floor.")]:
-        del out[key]
-    out.update(best.columns(fields))
-    if effects:
-        out[EFFECT_COLUMNS[0]] = own_floor.t_lower_s - best.t_lower_s
+    if with_floor:
+        own_floor = Floor.from_flat(out)
+        best = own_floor
+        others = floor_launches(launch, t_lower_at) if floor else []
+        for packs, counts in others:
+            one = isinstance(launch.block_q, float)  # one point: its one row as numbers
+            pack: Num = float(packs[0]) if one else packs
+            splits: Num = float(counts[0]) if one else counts
+            best = _lower(best, floor_at(None, pack, splits))
+        for key in [k for k in out if k.startswith("floor.")]:
+            del out[key]
+        out.update(best.columns(fields))
+        if effects:
+            out[EFFECT_COLUMNS[0]] = own_floor.t_lower_s - best.t_lower_s
     if fields is None or "call_latency_s" in fields:
         kernels_run = roofline.choose(roofline.gt(launch.splits, 1.0), 2.0, 1.0)  # + combine
         out["call_latency_s"] = call_latency(

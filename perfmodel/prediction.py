@@ -37,6 +37,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     EFFECT_COLUMNS,
     EFFECT_NAMES,
+    FLOOR_FIELDS,
     evaluate,
     evaluate_flash,
     forward_then_backward,
@@ -514,7 +515,9 @@ class _Engine:
         mask = self.mask(point, causal)
         naive = evaluate(
             self.keys["naive"],
-            values=shape_values(spec, **sizes, **tiles),
+            # the naive kernels have no tiles: nothing of the launch but the K/V stages
+            # (which only the fused model reads) is a value of theirs
+            values=shape_values(spec, **sizes, kv_stages=launch.kv_stages),
             calibration=self.profiles["naive"],
             effects=want.effects,
             fields=fields.get("naive"),
@@ -612,7 +615,7 @@ _SWEPT = ("n", "d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k
 #: sweep's options that may be a column (one value per point); the others take one value.
 _COLUMN_OPTIONS = (*_SWEPT[1:], "warps", "splits", "page_tokens")
 #: Points evaluated at once: one chunk's temporaries stay small (and in cache).
-CHUNK_POINTS = 1 << 15
+CHUNK_POINTS = 1 << 16
 #: Largest result ``sweep`` builds unless given a larger ``max_bytes`` (2 GiB).
 MAX_RESULT_BYTES = 2 * 2**30
 
@@ -829,20 +832,6 @@ class _Column:
         return np.broadcast_to(np.asarray(self.value), (self.size,))
 
 
-#: Floor columns of a side (``evaluate.Floor.columns``): without them, no floor search.
-_FLOOR_COLUMNS = (
-    "t_compute_s",
-    "t_memory_s",
-    "t_lower_s",
-    "attainable_flops_per_s",
-    "bound",
-    "binding_roof",
-    "floor_pack",
-    "floor_splits",
-    *(f"t_{r}_s" for r in ROOFS),
-)
-
-
 def _evaluate_chunks(
     engine: _Engine, cols: dict[str, np.ndarray], wanted: set[str], size: int
 ) -> dict[str, np.ndarray]:
@@ -858,7 +847,8 @@ def _evaluate_chunks(
     named_cols = {k: _named(cols[k]) for k in ("block_q", "block_k", "warps", "splits")}
     need = wanted | {"naive.time_s", "flash.time_s", "block_q", "block_k", "warps"}
     want = Wanted(
-        floor=any(f"flash.{c}" in need for c in (*_FLOOR_COLUMNS, EFFECT_COLUMNS[0])),
+        # the floor's columns (``evaluate.FLOOR_FIELDS``): without them, no floor search
+        floor=any(f"flash.{c}" in need for c in (*FLOOR_FIELDS, EFFECT_COLUMNS[0])),
         effects=any(c.endswith(EFFECT_COLUMNS) for c in need),
         naive=frozenset(c[6:] for c in need if c.startswith("naive.")),
         flash=frozenset(c[6:] for c in need if c.startswith("flash.")),
