@@ -23,8 +23,9 @@ committed measurements it stands on) names a shape where Triton measured faster;
 ``triton`` everywhere else (always with ``interpret=True``).
 A forced backend that cannot run the call raises ValueError naming the limit.
 
-``jax.grad`` through ``flash_attention`` runs the Triton backward kernels
-(``flash_backward``) whichever backend ran the forward.
+``jax.grad`` through ``flash_attention`` runs, whichever backend ran the forward, the
+Mosaic GPU backward (``flash_mosaic_backward``) on a Hopper GPU where it supports the
+call, else the Triton backward kernels (``flash_backward``): ``choose_backward``.
 
 ``flash_attention_forward`` returns ``(O, lse)``: the residuals a backward pass needs
 (lse is the natural-log log-sum-exp, float32 ``[batch, heads, n]``).
@@ -47,7 +48,7 @@ from pathlib import Path
 
 import jax
 
-from pallas_kernels import flash_backward, flash_mosaic, flash_triton
+from pallas_kernels import flash_backward, flash_mosaic, flash_mosaic_backward, flash_triton
 from pallas_kernels._common import softmax_scale, window_bounds
 
 BACKENDS = ("auto", "triton", "mosaic")
@@ -187,9 +188,40 @@ def _attention_fwd(static: _Static, q, k, v):
     return (o, lse), (q, k, v, o, lse)
 
 
+def choose_backward(q, k, v, *, causal: bool, interpret: bool = False, backward=None) -> str:
+    """The backward that ``jax.grad`` runs: ``"mosaic"`` (``flash_mosaic_backward``) on a
+    Hopper GPU when it supports the call and ``backward`` is None, its default
+    (``flash_backward.heuristic_config``) or a ``flash_mosaic_backward.Config``; else
+    ``"triton"`` (``flash_backward``)."""
+    if isinstance(backward, flash_mosaic_backward.Config):
+        return "mosaic"
+    if backward is not None and backward != flash_backward.heuristic_config(q.shape[-1]):
+        return "triton"  # a Triton backward launch chosen by the caller
+    reason = flash_mosaic_backward.supported(q, k, v, causal=causal, interpret=interpret)
+    return "triton" if reason else "mosaic"
+
+
 def _attention_bwd(static: _Static, residuals, cotangents):
     q, k, v, o, lse = residuals
     do, dlse = cotangents
+    chosen = choose_backward(
+        q, k, v, causal=static.causal, interpret=static.interpret, backward=static.backward
+    )
+    if chosen == "mosaic":
+        config = static.backward
+        return flash_mosaic_backward.mosaic_attention_backward(
+            q,
+            k,
+            v,
+            o,
+            lse,
+            do,
+            dlse,
+            causal=static.causal,
+            window=static.window,
+            sm_scale=static.sm_scale,
+            config=config if isinstance(config, flash_mosaic_backward.Config) else None,
+        )
     return flash_backward.flash_attention_backward(
         q,
         k,
