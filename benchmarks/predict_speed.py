@@ -12,7 +12,11 @@ shared: a ratio measured in the same run is the figure to read, not the seconds)
   10⁶-point sweep whose n, d, h, batch and causal are drawn per point
   (``grid=False``), with the columns a user asks for (``flash.time_s``, ``speedup``);
 - ``first_predict_s``: wall time of ``import perfmodel`` and the first ``predict()``
-  in a fresh process.
+  in a fresh process, after an earlier process has left its compiled expressions in
+  the cache folder (``perfmodel.compile``; the usual case: any earlier use);
+- ``first_predict_cold_s``: the same with an empty cache folder (the first use of a
+  version of the cost models: sympy builds and prints them). A tree without the cache
+  reads neither folder: its two figures measure the same thing.
 
     python benchmarks/predict_speed.py --baseline DIR [--rounds 2] [--out FILE.json]
 
@@ -27,6 +31,7 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 from perfmodel.atomic import write_json
@@ -90,8 +95,11 @@ FIRST = (
 )
 
 
-def _env(root: Path) -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(root)}
+def _env(root: Path, cache: str | None = None) -> dict[str, str]:
+    env = {**os.environ, "PYTHONPATH": str(root)}
+    if cache is not None:
+        env["PERFMODEL_CACHE"] = cache
+    return env
 
 
 def _child(root: Path, points: int) -> dict[str, float]:
@@ -105,10 +113,18 @@ def _child(root: Path, points: int) -> dict[str, float]:
     if out.returncode:
         raise SystemExit(f"timing failed ({root}):\n{out.stderr[-2000:]}")
     figures: dict[str, float] = json.loads(out.stdout)
-    first = subprocess.run(
-        [sys.executable, "-c", FIRST], capture_output=True, text=True, env=_env(root), cwd=root
-    )
-    figures["first_predict_s"] = float(first.stdout)
+    with tempfile.TemporaryDirectory() as cache:
+        for name in ("first_predict_cold_s", "first_predict_s"):  # empty, then filled
+            first = subprocess.run(
+                [sys.executable, "-c", FIRST],
+                capture_output=True,
+                text=True,
+                env=_env(root, cache),
+                cwd=root,
+            )
+            if first.returncode:
+                raise SystemExit(f"first predict failed ({root}):\n{first.stderr[-2000:]}")
+            figures[name] = float(first.stdout)
     return figures
 
 

@@ -478,10 +478,32 @@ EFFECT_NAMES = ("launch", *(e.__name__ for e in EFFECTS))
 EFFECT_COLUMNS = tuple(f"effect_{name}_s" for name in EFFECT_NAMES)
 
 
-def _total(states: list[KernelTime]) -> Num:
+def _timed(
+    states: list[KernelTime], before: list[tuple[KernelTime, Num]] | None = None
+) -> list[tuple[KernelTime, Num]]:
+    """Each state with its :meth:`KernelTime.seconds`; a state whose roofs, overlap,
+    stretch and serial time are those of ``before``'s (an effect that changed only the
+    fixed cost) keeps the seconds computed for it."""
+    out = []
+    for i, state in enumerate(states):
+        if before is not None:
+            old, seconds = before[i]
+            if (
+                old.times is state.times
+                and old.overlap is state.overlap
+                and old.stretch is state.stretch
+                and old.serial is state.serial
+            ):
+                out.append((state, seconds))
+                continue
+        out.append((state, state.seconds()))
+    return out
+
+
+def _total(timed: list[tuple[KernelTime, Num]]) -> Num:
     total: Num = 0.0
-    for state in states:
-        total = total + state.seconds() + state.fixed
+    for state, seconds in timed:
+        total = total + seconds + state.fixed
     return total
 
 
@@ -499,12 +521,14 @@ def estimate_steps(
     dim, where the profile's matmul fraction was measured by head dim."""
     context = Context(calibration, _fractions(calibration, d), launch)
     states = [KernelTime(k.floor) for k in kernels]
-    totals = [_total(states)] if every else []
+    timed = _timed(states) if every else None
+    totals = [_total(timed)] if timed is not None else []
     for effect in EFFECTS:
         states = [effect(s, k, context) for s, k in zip(states, kernels, strict=True)]
-        if every:
-            totals.append(_total(states))
-    return totals if every else [_total(states)]
+        if timed is not None:
+            timed = _timed(states, timed)
+            totals.append(_total(timed))
+    return totals if every else [_total(_timed(states))]
 
 
 def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: Num) -> Num:

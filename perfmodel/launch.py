@@ -157,6 +157,8 @@ def distinct(*keys: Column) -> tuple[Column, npt.NDArray[np.intp]]:
     """The distinct rows of some key columns (one row per distinct tuple, as columns of
     a 2-D array) and each point's row in them: what ``np.unique(axis=0)`` gives, without
     its sort of whole rows."""
+    if len(keys[0]) == 1:  # one point: its row
+        return np.array([[float(k[0]) for k in keys]]), np.zeros(1, dtype=np.intp)
     code, values = _codes(np.asarray(keys[0], dtype=np.float64))
     table = values[:, None]
     for key in keys[1:]:

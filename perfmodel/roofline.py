@@ -172,10 +172,14 @@ def combine(
     default to numbers and arrays; pass ``sympy.Max``/``sympy.Add`` for symbolic roof
     times.
     """
-    add = total or _sum
-    pick = top if top is not _max else _max_of
     compute = [times[r] for r in COMPUTE_ROOFS if r in times]
     memory = [times[r] for r in MEMORY_ROOFS if r in times]
+    one_point = compute and memory and type(compute[0]) is type(memory[0]) is float
+    if top is _max and total is None and one_point:
+        add, pick = _sum, _max_floats  # one point: plain floats (what _max_of does)
+    else:
+        add = total or _sum
+        pick = top if top is not _max else _max_of
     if compute:
         busiest = pick(*compute)
         if compute_overlap is None:  # the floor: the busiest roof alone
@@ -189,6 +193,10 @@ def combine(
 
 def _sum(*values: Any) -> Any:
     return sum(values)
+
+
+def _max_floats(*values: float) -> float:
+    return max(values)
 
 
 def _max_of(*values: Any) -> Any:

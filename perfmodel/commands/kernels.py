@@ -4,6 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfmodel.catalog.hardware import HardwareSpec
+    from perfmodel.catalog.kernels import KernelFamily
 
 
 def register(sub: argparse._SubParsersAction) -> None:
@@ -12,10 +17,59 @@ def register(sub: argparse._SubParsersAction) -> None:
     listing = verbs.add_parser("list", help="every shipped kernel family")
     listing.add_argument("--json", action="store_true")
     listing.set_defaults(func=run_list)
-    show = verbs.add_parser("show", help="one family's facts and their sources")
+    show = verbs.add_parser("show", help="one family's facts and what it launches")
     show.add_argument("name")
+    show.add_argument("--hw", default="h200", help="the device its launches are shown on")
     show.add_argument("--json", action="store_true")
     show.set_defaults(func=run_show)
+
+
+#: Head dims and dtype of the launches ``kernels show`` lists (one head, n = 4096).
+SHOWN_DIMS = (64, 96, 128, 192, 256)
+SHOWN_DTYPE = "fp16"
+
+
+def launches(family: KernelFamily, hw: HardwareSpec) -> list[dict[str, Any]]:
+    """What ``family`` launches on ``hw`` at each of :data:`SHOWN_DIMS`, unmasked and
+    causal, as ``perfmodel.launch.resolve`` decides it (n = kv_len = 4096, one head, one
+    sequence, fp16): tile, warps, K/V stages, shared memory, registers, blocks per SM,
+    spills; a launch that cannot run says why."""
+    from perfmodel.errors import PerfmodelError
+    from perfmodel.launch import resolve
+    from perfmodel.vocabulary import bytes_per_element
+
+    rows: list[dict[str, Any]] = []
+    for d in SHOWN_DIMS:
+        for causal in (False, True):
+            row: dict[str, Any] = {"d": d, "causal": causal}
+            try:
+                at = resolve(
+                    family,
+                    hw,
+                    n=4096,
+                    m=4096,
+                    d=d,
+                    h=1,
+                    h_kv=1,
+                    b=1,
+                    s=bytes_per_element(SHOWN_DTYPE),
+                    causal=causal,
+                ).point()
+            except PerfmodelError as e:
+                row["error"] = str(e)
+            else:
+                row.update(
+                    block_q=int(at.block_q),
+                    block_k=int(at.block_k),
+                    warps=int(at.warps),
+                    kv_stages=int(at.kv_stages),
+                    smem_bytes=int(at.smem_bytes),
+                    registers_per_thread=at.registers_per_thread,
+                    blocks_per_sm=int(at.blocks_per_sm),
+                    spilled_registers_per_thread=at.spilled_registers_per_thread,
+                )
+            rows.append(row)
+    return rows
 
 
 def run_list(args: argparse.Namespace) -> int:
@@ -30,8 +84,7 @@ def run_list(args: argparse.Namespace) -> int:
         f"{'split-KV':<8} tile at d=128"
     )
     for f in families:
-        tile = next((t for t in f.tiles if t.matches(128, False, "sm90")), None)
-        shown = f"{tile.block_q}x{tile.block_k}, {tile.warps} warps" if tile else "-"
+        shown = _tile_at_128(f)
         print(
             f"{f.name:<15} {f.algorithm:<9} {f.matmul:<6} {f.softmax:<10} "
             f"{f.gqa_packing:<11} {f.split_kv:<8} {shown}"
@@ -39,13 +92,35 @@ def run_list(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tile_at_128(family: KernelFamily) -> str:
+    """The family's tile at d = 128, unmasked, on sm90 (``launch.default_tiles``)."""
+    import numpy as np
+
+    from perfmodel.errors import PerfmodelError
+    from perfmodel.launch import default_tiles
+
+    try:
+        bq, bk, warps, _ = default_tiles(
+            family,
+            np.array([128.0]),
+            np.array([0.0]),
+            "sm90",
+        )
+    except PerfmodelError:
+        return "-"
+    return f"{int(bq[0])}x{int(bk[0])}, {int(warps[0])} warps"
+
+
 def run_show(args: argparse.Namespace) -> int:
+    from perfmodel.catalog.hardware import load_hardware
     from perfmodel.catalog.kernels import load_kernel
 
     f = load_kernel(args.name)
+    spec = load_hardware(args.hw)
     data = f.model_dump(mode="json")
+    rows = launches(f, spec)
     if args.json:
-        print(json.dumps(data, indent=2))
+        print(json.dumps({**data, "launches": {"hw": spec.name, "points": rows}}, indent=2))
         return 0
     print(f"{f.name}: {f.description}")
     for key, value in data.items():
@@ -61,4 +136,21 @@ def run_show(args: argparse.Namespace) -> int:
         )
         print(f"    d <= {t.d_max:<4} {t.block_q}x{t.block_k}, {t.warps} warps{where}")
     print(f"    source: {f.sources.get('tiles', '-')}")
+    print(f"  launches on {spec.name} (perfmodel.launch.resolve; n=4096, one head, {SHOWN_DTYPE}):")
+    for r in rows:
+        mask = "causal" if r["causal"] else "dense"
+        if "error" in r:
+            print(f"    d={r['d']:<4} {mask:<7} {r['error']}")
+            continue
+        spill = (
+            f", {r['spilled_registers_per_thread']:.0f} spilled"
+            if r["spilled_registers_per_thread"]
+            else ""
+        )
+        print(
+            f"    d={r['d']:<4} {mask:<7} {r['block_q']}x{r['block_k']}, {r['warps']} warps, "
+            f"{r['kv_stages']} K/V stages, {r['smem_bytes'] / 1024:.0f} KiB shared, "
+            f"{r['registers_per_thread']:.0f} registers/thread, "
+            f"{r['blocks_per_sm']} blocks/SM{spill}"
+        )
     return 0

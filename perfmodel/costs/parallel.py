@@ -57,7 +57,6 @@ t_local = sp.Symbol("t_local", positive=True)  # all-gather: n/P x n; Ulysses: n
 t_merge = sp.Symbol("t_merge", nonnegative=True)
 
 
-
 def _self_attention(expr: sp.Expr) -> sp.Expr:
     """Context parallelism splits self-attention: keys are the same n tokens."""
     return expr.subs(m, n)
