@@ -17,18 +17,8 @@ def test_show_prints_the_launch_that_predict_evaluates(capsys: pytest.CaptureFix
     shown = json.loads(capsys.readouterr().out)["launches"]
     assert shown["hw"] == load_hardware("h200").name
     row = next(r for r in shown["points"] if r["d"] == 128 and not r["causal"])
-    at = resolve_point(
-        load_kernel("fa3"),
-        load_hardware("h200"),
-        n=4096,
-        m=4096,
-        d=128,
-        h=1,
-        h_kv=1,
-        b=1,
-        s=2,
-        causal=False,
-    )
+    sizes = dict(n=4096, m=4096, d=128, h=1, h_kv=1, b=1, s=2)  # what kernels show uses
+    at = resolve_point(load_kernel("fa3"), load_hardware("h200"), **sizes, causal=False)
     assert (row["block_q"], row["block_k"], row["warps"]) == (at.block_q, at.block_k, at.warps)
     assert row["smem_bytes"] == at.smem_bytes and row["blocks_per_sm"] == at.blocks_per_sm
     assert row["kv_stages"] == at.kv_stages
