@@ -362,21 +362,14 @@ def resolve(
     masked = np.broadcast_to(_column(causal), (size,))
     if splits is not None:
         check_multiple("splits", splits, 1)
-    bq_d, bk_d, w_d, stages = default_tiles(family, d, masked, hw.arch)
-    bq = bq_d if block_q is None else np.broadcast_to(_column(block_q), (size,))
-    bk = bk_d if block_k is None else np.broadcast_to(_column(block_k), (size,))
-    w = w_d if warps is None else np.broadcast_to(_column(warps), (size,))
-    if block_q is not None:  # the family's own tiles are checked in default_tiles
-        check_multiple("block_q", bq, BLOCK_Q_MULTIPLE)
-    if block_k is not None:
-        check_multiple("block_k", bk, BLOCK_K_MULTIPLE)
-    smem, acc_bytes, regs, threads = footprint(
-        block_q=bq, block_k=bk, d=d, s=s, kv_stages=stages, warps=w
-    )
-    named = block_q is not None or block_k is not None
-    check_fits(hw, smem, lambda: _what(bq, bk, d, None if named else family.name))
-    producers = np.full(size, float(WARP * family.producer_warps))
-    blocks, spilled = capacity(hw, smem, regs, threads, producers)
+    tiles = (block_q, block_k, warps)
+    if size == 1 and all(t is None or np.ndim(t) == 0 for t in tiles):  # one point: cached
+        scalar = tuple(None if t is None else float(t) for t in tiles)
+        one = (float(d[0]), float(s[0]), bool(masked[0]), *scalar)
+        block = _block_point(ByIdentity(family), ByIdentity(hw), *one)
+    else:
+        block = _block(family, hw, d, s, masked, *tiles)
+    bq, bk, w, stages, smem, acc_bytes, regs, threads, producers, blocks, spilled = block
     group = np.floor_divide(h, h_kv)
     pack = gqa_pack(family.gqa_packing, n, group, bq)
 
@@ -408,6 +401,63 @@ def resolve(
         split_limit_one=limit(np.ones(size)) if limits else np.ones(size),
         split_limit_group=limit(group) if limits else np.ones(size),
     )
+
+
+#: One block of a launch: tile, warps, K/V stages, shared memory, accumulator bytes,
+#: registers and threads, producer threads, blocks per SM, spilled registers.
+_Block = tuple[Column, ...]
+
+
+def _block(
+    family: KernelFamily,
+    hw: HardwareSpec,
+    d: Column,
+    s: Column,
+    masked: Column,
+    block_q: Any,
+    block_k: Any,
+    warps: Any,
+) -> _Block:
+    """The block each point launches, and how it sits on an SM (``resolve``'s first
+    half: it depends on the head dim, element size and mask, not on n or heads)."""
+    size = len(d)
+    bq_d, bk_d, w_d, stages = default_tiles(family, d, masked, hw.arch)
+    bq = bq_d if block_q is None else np.broadcast_to(_column(block_q), (size,))
+    bk = bk_d if block_k is None else np.broadcast_to(_column(block_k), (size,))
+    w = w_d if warps is None else np.broadcast_to(_column(warps), (size,))
+    if block_q is not None:  # the family's own tiles are checked in default_tiles
+        check_multiple("block_q", bq, BLOCK_Q_MULTIPLE)
+    if block_k is not None:
+        check_multiple("block_k", bk, BLOCK_K_MULTIPLE)
+    smem, acc_bytes, regs, threads = footprint(
+        block_q=bq, block_k=bk, d=d, s=s, kv_stages=stages, warps=w
+    )
+    named = block_q is not None or block_k is not None
+    check_fits(hw, smem, lambda: _what(bq, bk, d, None if named else family.name))
+    producers = np.full(size, float(WARP * family.producer_warps))
+    blocks, spilled = capacity(hw, smem, regs, threads, producers)
+    return bq, bk, w, stages, smem, acc_bytes, regs, threads, producers, blocks, spilled
+
+
+@functools.lru_cache(maxsize=1024)
+def _block_point(
+    family: ByIdentity,
+    hw: ByIdentity,
+    d: float,
+    s: float,
+    causal: bool,
+    block_q: float | None,
+    block_k: float | None,
+    warps: float | None,
+) -> _Block:
+    """:func:`_block` of one point, cached (a few head dims and dtypes recur while n and
+    the heads vary); its columns read-only, as they are shared."""
+    out = _block(
+        family.obj, hw.obj, _column(d), _column(s), _column(causal), block_q, block_k, warps
+    )
+    for column in out:
+        column.flags.writeable = False
+    return out
 
 
 @functools.lru_cache(maxsize=4096)
