@@ -375,8 +375,8 @@ def report(pred_path: Path, meas_path: Path) -> str:
         cells.setdefault(key(p), {})[(p["implementation"], p["phase"])] = p
     lines = [
         "| n | window | d | h:h_kv | batch | dtype | tiles visited / dense causal | ours fwd ms"
-        " | cuDNN fwd ms | fwd ours/cuDNN | train ours/cuDNN | model/measured ours | model/"
-        "measured cuDNN |",
+        " | cuDNN fwd ms | fwd ours/cuDNN | train ours/cuDNN | model error ours | model error "
+        "cuDNN |",
         "|" + "---|" * 13,
     ]
     errors: dict = {impl: [] for impl in IMPLS}
