@@ -99,14 +99,14 @@ class Compiled:
         shape = np.broadcast_shapes(*(a.shape for a in args)) if args else ()
         out = self._fn(*args)
         if self.is_tuple:
-            return [_spread(o, shape) for o in out]
-        return _spread(out, shape)
+            return [_full_shape(o, shape) for o in out]
+        return _full_shape(out, shape)
 
     def __repr__(self) -> str:
         return f"Compiled({self.expr})"
 
 
-def _spread(value: Any, shape: tuple[int, ...]) -> Any:
+def _full_shape(value: Any, shape: tuple[int, ...]) -> Any:
     """``value`` as a float64 array of ``shape`` (a read-only view where it is smaller)."""
     if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == shape:
         return value
