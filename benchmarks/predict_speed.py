@@ -16,7 +16,8 @@ shared: a ratio measured in the same run is the figure to read, not the seconds)
   the cache folder (``perfmodel.compile``; the usual case: any earlier use);
 - ``first_predict_cold_s``: the same with an empty cache folder (the first use of a
   version of the cost models: sympy builds and prints them). A tree without the cache
-  reads neither folder: its two figures measure the same thing.
+  reads neither folder: its two figures measure the same thing. ``*_cpu_s``: the CPU
+  time of the same (less disturbed by a loaded machine than the wall time).
 
     python benchmarks/predict_speed.py --baseline DIR [--rounds 2] [--out FILE.json]
 
@@ -90,8 +91,9 @@ print(json.dumps(out))
 """
 
 FIRST = (
-    "import time; t = time.perf_counter(); import perfmodel; "
-    "perfmodel.predict(n=8192, hw='h200', h=16); print(time.perf_counter() - t)"
+    "import time; t = time.perf_counter(); c = time.process_time(); import perfmodel; "
+    "perfmodel.predict(n=8192, hw='h200', h=16); "
+    "print(time.perf_counter() - t, time.process_time() - c)"
 )
 
 
@@ -124,7 +126,9 @@ def _child(root: Path, points: int) -> dict[str, float]:
             )
             if first.returncode:
                 raise SystemExit(f"first predict failed ({root}):\n{first.stderr[-2000:]}")
-            figures[name] = float(first.stdout)
+            wall, cpu = first.stdout.split()
+            figures[name] = float(wall)
+            figures[name[:-2] + "_cpu_s"] = float(cpu)
     return figures
 
 
