@@ -38,8 +38,9 @@ import numpy as np
 import numpy.typing as npt
 
 from perfmodel.catalog.hardware import HardwareSpec
-from perfmodel.catalog.kernels import KernelFamily, load_kernel
+from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
 from perfmodel.compile import compiled
+from perfmodel.costs import backward as backward_costs
 from perfmodel.costs import flash as flash_costs
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
@@ -92,6 +93,8 @@ class Launch:
     #: head, and with the GQA group packed in a tile.
     split_limit_one: Num
     split_limit_group: Num
+    #: K/V tiles in flight ahead of the one computed on (``KernelFamily.loads_ahead``)
+    loads_ahead: Num = 1.0
 
     def __len__(self) -> int:
         return len(self.block_q)
@@ -135,17 +138,55 @@ def _by_unique(fn: Callable[..., tuple[float, ...]], *keys: Column) -> list[Colu
 
 def default_tiles(
     family: KernelFamily, d: Column, causal: Column, arch: str | None
-) -> tuple[Column, Column, Column, Column]:
-    """The family's (block_q, block_k, warps, kv_stages) per point: its first tile
-    matching the head dim, causal flag and arch (``KernelFamily.tile_for``), with the
-    tile's own K/V stages where it states them, else the family's."""
+) -> tuple[Column, Column, Column, Column, Column]:
+    """The family's (block_q, block_k, warps, kv_stages, loads_ahead) per point: its
+    first tile matching the head dim, causal flag and arch (``KernelFamily.tile_for``),
+    with the tile's own K/V stages where it states them, else the family's, and the K/V
+    tiles in flight ahead of use (``KernelFamily.loads_ahead``)."""
 
-    def tile(dim: float, masked: float) -> tuple[float, float, float, float]:
+    def tile(dim: float, masked: float) -> tuple[float, float, float, float, float]:
         t = family.tile_for(int(dim), causal=bool(masked), arch=arch)
-        return (t.block_q, t.block_k, t.warps, t.kv_stages or family.kv_stages)
+        stages = t.kv_stages or family.kv_stages
+        return (t.block_q, t.block_k, t.warps, stages, family.loads_ahead(t))
 
-    bq, bk, w, stages = _by_unique(tile, d, causal)
-    return bq, bk, w, stages
+    bq, bk, w, stages, ahead = _by_unique(tile, d, causal)
+    return bq, bk, w, stages, ahead
+
+
+@dataclass(frozen=True)
+class BackwardLaunch:
+    """The backward's tile (both its kernels), blocks per SM of its dK/dV kernel and the
+    Q/dO tiles in flight ahead of use: numbers for one point, else columns."""
+
+    block_q: Any
+    block_k: Any
+    blocks_per_sm: Any
+    loads_ahead: Any
+
+
+_BWD_SMEM = compiled(backward_costs.backward_sram_bytes())
+_BWD_REGISTERS = compiled(backward_costs.backward_register_bytes())
+
+
+def backward_launch(
+    family: KernelFamily, hw: HardwareSpec, *, d: Any, s: Any, causal: bool
+) -> BackwardLaunch:
+    """The launch of the backward that runs after ``family``'s forward
+    (``KernelFamily.backward_view``: the backward's own tiles where the family states
+    them), per point, its blocks per SM from the dK/dV block's shared memory and
+    registers (``costs.backward``)."""
+    view, _ = backward_of(family)
+    dc = _column(d)
+    masked = np.full(dc.shape, float(causal))
+    bq, bk, w, _, ahead = default_tiles(view, dc, masked, hw.arch)
+    tile = dict(block_q=bq, block_k=bk, d=dc, s=np.broadcast_to(_column(s), dc.shape))
+    threads = WARP * w
+    regs = _BWD_REGISTERS(**tile) / REGISTER_BYTES / threads
+    producers = np.full(bq.shape, float(WARP * view.producer_warps))
+    blocks, _ = capacity(hw, _BWD_SMEM(**tile), regs, threads, producers)
+    if isinstance(d, int | float):
+        return BackwardLaunch(float(bq[0]), float(bk[0]), float(blocks[0]), float(ahead[0]))
+    return BackwardLaunch(bq, bk, blocks, ahead)
 
 
 def footprint(
@@ -311,7 +352,7 @@ def resolve(
     masked = np.broadcast_to(_column(causal), (size,))
     if splits is not None:
         check_multiple("splits", splits, 1)
-    bq_d, bk_d, w_d, stages = default_tiles(family, d, masked, hw.arch)
+    bq_d, bk_d, w_d, stages, ahead = default_tiles(family, d, masked, hw.arch)
     bq = bq_d if block_q is None else np.broadcast_to(_column(block_q), (size,))
     bk = bk_d if block_k is None else np.broadcast_to(_column(block_k), (size,))
     w = w_d if warps is None else np.broadcast_to(_column(warps), (size,))
@@ -352,6 +393,7 @@ def resolve(
         spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
         bytes_in_flight=2 * bk * d * s * (stages if family.producer_warps else 1.0),
         q_tile_bytes=bq * d * s,
+        loads_ahead=ahead,
         split_limit_one=limit(np.ones(size)),
         split_limit_group=limit(group),
     )

@@ -29,12 +29,13 @@ from perfmodel.catalog.calibration import (
 )
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
-from perfmodel.catalog.kernels import KernelFamily, load_kernel
+from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel, padded_head_dim
 from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     EFFECT_COLUMNS,
     EFFECT_NAMES,
+    OnChip,
     evaluate,
     evaluate_flash,
     forward_then_backward,
@@ -42,7 +43,7 @@ from perfmodel.evaluate import (
     roof_rates,
     shape_values,
 )
-from perfmodel.launch import resolve, resolve_point
+from perfmodel.launch import backward_launch, resolve, resolve_point
 from perfmodel.parallel import ParallelPrediction, predict_parallel
 from perfmodel.results import (
     SIDE_FIELDS,
@@ -97,6 +98,8 @@ def calibration_profiles(
         chosen["naive"] = naive_default(spec, ceilings)
     if family is not None and spec is not None:
         chosen["flash"] = family_default(family, spec, ceilings)
+        # the backward that runs after this forward, with its own instruction and overlap
+        chosen["backward"] = family_default(backward_of(family)[0], spec, ceilings)
     for item in given:
         profile = load_calibration(item)
         if spec is not None and profile.device is not None and profile.device != spec.name:
@@ -111,6 +114,8 @@ def calibration_profiles(
             )
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
             chosen[str(a)] = profile
+            if a == "flash":  # a fitted flash profile is used for its backward too
+                chosen["backward"] = profile
     return chosen
 
 
@@ -234,6 +239,7 @@ def predict(
         ),
         "s": bytes_per_element(args["dtype"]),
         "peak": spec.peak(args["dtype"]),
+        "fp16": float(args["dtype"] == "fp16"),
         "page": page_tokens or 1,
     }
     named = {k: args[k] for k in ("block_q", "block_k", "warps")} | {"splits": splits}
@@ -352,9 +358,10 @@ class _Engine:
     ):
         self.spec, self.family, self.profiles = spec, family, profiles
         self.naive, self.mode = naive, mode
+        self.backward, dq = backward_of(family)
         self.keys = {
             "naive": model_key("naive", naive, mode),
-            "backward": model_key("flash", naive, "backward"),
+            "backward": model_key("flash", naive, "backward", dq),
         }
         self.framework_s = call_latency_of(family.framework)
         self.mask_args: dict[str, Any] = {}
@@ -433,14 +440,17 @@ class _Engine:
         (``perfmodel.launch``), then each side's counts, floor and estimate."""
         want = wanted or Wanted()
         spec, sizes = self.spec, {k: point[k] for k in _SIZES}
+        fp16 = point.get("fp16", 0.0)  # fp16 points: the tensor cores' measured fp16 rate
+        # the fused kernels run at their padded head dim (``KernelFamily.head_dim_padding``)
+        run = {**sizes, "d": padded_head_dim(self.family.head_dim_padding, sizes["d"])}
         resolve_launch = resolve_point if isinstance(point["n"], NUMBERS) else resolve
-        launch = resolve_launch(self.family, spec, **sizes, causal=causal, **named)
+        launch = resolve_launch(self.family, spec, **run, causal=causal, **named)
         common = dict(causal=causal, hw=spec, peak=point["peak"])
         tiles = dict(block_q=launch.block_q, block_k=launch.block_k)
         mask = self.mask(point, causal)
         naive = evaluate(
             self.keys["naive"],
-            values=shape_values(spec, **sizes, **tiles),
+            values=shape_values(spec, **sizes, **tiles, fp16=fp16),
             calibration=self.profiles["naive"],
             effects=want.effects,
             # every score, then the mask: the causal naive model (``costs.naive``)
@@ -452,7 +462,7 @@ class _Engine:
             flash = evaluate_flash(
                 launch,
                 self.family,
-                shape={**sizes, "page": point["page"]},
+                shape={**run, "page": point["page"], "fp16": fp16},
                 calibration=self.profiles["flash"],
                 framework_latency_s=self.framework_s,
                 paged=paged,
@@ -463,11 +473,16 @@ class _Engine:
                 **{**common, "peak": peak},
             )
         if self.mode != "forward":
-            values = shape_values(spec, **sizes, **tiles)
+            d_bwd = padded_head_dim(self.backward.head_dim_padding, sizes["d"])
+            bwd = backward_launch(self.family, spec, d=d_bwd, s=sizes["s"], causal=causal)
+            values = shape_values(
+                spec, **{**sizes, "d": d_bwd}, block_q=bwd.block_q, block_k=bwd.block_k, fp16=fp16
+            )
             backward = evaluate(
                 self.keys["backward"],
                 values=values,
-                calibration=self.profiles["flash"],
+                calibration=self.profiles.get("backward", self.profiles["flash"]),
+                onchip=OnChip(blocks_per_sm=bwd.blocks_per_sm, loads_ahead=bwd.loads_ahead),
                 effects=want.effects,
                 **common,
             )
@@ -772,6 +787,10 @@ def _evaluate_chunks(
     s, peak = _per_point_dtype(engine.spec, cols["dtype"])
     api = ("n", "kv_len", "d", "h", "h_kv", "batch")
     shape = {**symbol_values(**{k: cols[k] for k in api}), "s": s, "peak": peak}
+    dtypes = cols["dtype"]
+    shape["fp16"] = (
+        float(str(dtypes[0]) == "fp16") if is_repeated(dtypes) else (dtypes == "fp16").astype(float)
+    )
     shape["page"] = _named(cols["page_tokens"])
     paged = shape["page"] is not None
     if not paged:

@@ -58,3 +58,56 @@ def test_paged_family_is_the_kernel_default():
     assert tile.warps == defaults["num_warps"].default
     assert fam.kv_stages == defaults["num_stages"].default - 1
     assert fam.split_sm_factor == paged_decode.PROGRAMS_PER_SM
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", HEAD_DIMS)
+def test_triton_family_states_the_loads_in_flight(d, causal):
+    # Triton's pipeliner keeps num_stages - 1 loads in flight: 0 at one stage (no
+    # prefetch), which the exposed_latency effect reads
+    fam = load_kernel("pallas-triton")
+    tile = fam.tile_for(d, causal=causal, arch="sm90")
+    assert fam.loads_ahead(tile) == flash_triton.heuristic_config(d, causal).num_stages - 1
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("forward", ["pallas-triton", "pallas-mosaic"])
+def test_backward_family_is_what_jax_grad_runs(forward, d, causal):
+    """Whichever backend ran the forward, jax.grad runs flash_backward with its
+    heuristic_config (pallas_kernels/flash_attention.py): the family's backward states
+    its dQ rule, both kernels' tiles, warps and stages, and the head dim it pads to."""
+    from pallas_kernels import flash_backward
+
+    owner = load_kernel(forward).backward_as_run()
+    assert owner.backward is not None
+    cfg = flash_backward.heuristic_config(d)
+    tile = owner.backward.tile_for(d, causal=causal)
+    assert owner.backward.dq == cfg.dq
+    assert (tile.block_q, tile.block_k, tile.warps, tile.stages) == (
+        cfg.block_q,
+        cfg.block_k,
+        cfg.num_warps,
+        cfg.num_stages,
+    )
+    assert (tile.dq_block_q, tile.dq_block_k, tile.dq_warps, tile.dq_stages) == (
+        cfg.dq_block_q,
+        cfg.dq_block_k,
+        cfg.dq_num_warps or cfg.num_warps,
+        cfg.dq_num_stages or cfg.num_stages,
+    )
+    # the model costs the dQ pass at the dK/dV kernel's tile: they are one tile here
+    assert (tile.dq_block_q, tile.dq_block_k) == (tile.block_q, tile.block_k)
+    # the backward pads the head dim as the Triton forward does
+    from perfmodel.catalog.kernels import padded_head_dim
+
+    assert padded_head_dim(owner.head_dim_padding, d) == flash_triton.native_head_dim(d)
+
+
+@pytest.mark.parametrize("d", [16, 48, 80, 96, 112, 160, 200, 256])
+def test_mosaic_family_pads_the_head_dim_as_the_kernel(d):
+    from perfmodel.catalog.kernels import padded_head_dim
+
+    fam = load_kernel("pallas-mosaic")
+    cfg = flash_mosaic.heuristic_config(d)
+    assert padded_head_dim(fam.head_dim_padding, d) == flash_mosaic.run_head_dim(d, cfg)
