@@ -252,6 +252,9 @@ class OnChip:
     #: Tiles a block has in flight ahead of the one it computes on (None: not stated,
     #: no exposed latency): the :func:`exposed_latency` effect.
     loads_ahead: Num | None = None
+    #: The copies into and out of padded buffers around the kernel: bytes, kernels.
+    pad_bytes: Num = 0.0
+    pad_copies: Num = 0.0
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -266,6 +269,8 @@ def onchip_of(launch: Launch) -> OnChip:
         launch.bytes_in_flight,
         launch.q_tile_bytes,
         launch.loads_ahead,
+        launch.pad_bytes,
+        launch.pad_copies,
     )
 
 
@@ -292,6 +297,10 @@ class KernelRoofs:
     resident: Num = 1.0
     loads_ahead: Num = 0.0
     latency_s: Num = 0.0
+    #: The padding copies around the kernel (:func:`pad_copies`): their bytes at the
+    #: datasheet HBM bandwidth, and how many kernels they are.
+    pad_s: Num = 0.0
+    pad_copies: Num = 0.0
 
 
 def kernel_roofs(
@@ -328,8 +337,13 @@ def _roofs_from_raw(
         per_sm = onchip.blocks_per_sm if fused else 1
         latency, load = _prologue(work_items, hw, onchip, rates) if fused else (0.0, 0.0)
         pipeline = _pipeline(work_items, tiles, hw, onchip)
+        pad: tuple[Num, Num] = (0.0, 0.0)
+        if i == 0:  # the copies around the model's kernels, once
+            pad = (onchip.pad_bytes / rates["hbm"], onchip.pad_copies)
         out.append(
-            KernelRoofs(k, floor, estimate, blocks, times, per_sm, spill, latency, load, *pipeline)
+            KernelRoofs(
+                k, floor, estimate, blocks, times, per_sm, spill, latency, load, *pipeline, *pad
+            )
         )
     return out
 
@@ -453,6 +467,14 @@ def prologue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     return t._replace(fixed=t.fixed + k.prologue_latency_s + load)
 
 
+def pad_copies(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """The copies a kernel's wrapper makes into zero-padded inputs and out of the padded
+    output (``launch.pad_copies``), after it, in series: their bytes at the estimate's
+    HBM fraction and one launch gap each."""
+    load = k.pad_s / c.efficiency["hbm"]
+    return t._replace(fixed=t.fixed + load + k.pad_copies * c.launch_s)
+
+
 #: The effects ``time_s`` adds to the floor of the launch evaluated, in order. A new
 #: effect is one function here (its column ``effect_<name>_s`` follows).
 EFFECTS: tuple[Effect, ...] = (
@@ -464,6 +486,7 @@ EFFECTS: tuple[Effect, ...] = (
     block_overhead,
     kernel_launch,
     prologue,
+    pad_copies,
 )
 #: The name of each effect's column; the first, "launch", is the step from the best
 #: launch's floor to the floor of the launch evaluated.

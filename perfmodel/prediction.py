@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +29,7 @@ from perfmodel.catalog.calibration import (
 )
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
-from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel, padded_head_dim
+from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
 from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
@@ -43,7 +43,7 @@ from perfmodel.evaluate import (
     roof_rates,
     shape_values,
 )
-from perfmodel.launch import backward_launch, resolve, resolve_point
+from perfmodel.launch import BackwardLaunch, backward_launch, resolve, resolve_point
 from perfmodel.parallel import ParallelPrediction, predict_parallel
 from perfmodel.results import (
     SIDE_FIELDS,
@@ -441,10 +441,10 @@ class _Engine:
         want = wanted or Wanted()
         spec, sizes = self.spec, {k: point[k] for k in _SIZES}
         fp16 = point.get("fp16", 0.0)  # fp16 points: the tensor cores' measured fp16 rate
-        # the fused kernels run at their padded head dim (``KernelFamily.head_dim_padding``)
-        run = {**sizes, "d": padded_head_dim(self.family.head_dim_padding, sizes["d"])}
         resolve_launch = resolve_point if isinstance(point["n"], NUMBERS) else resolve
-        launch = resolve_launch(self.family, spec, **run, causal=causal, **named)
+        launch = resolve_launch(self.family, spec, **sizes, causal=causal, **named)
+        # the fused kernel runs at its padded head dim (``KernelFamily.head_dim_padding``)
+        run = {**sizes, "d": launch.head_dim}
         common = dict(causal=causal, hw=spec, peak=point["peak"])
         tiles = dict(block_q=launch.block_q, block_k=launch.block_k)
         mask = self.mask(point, causal)
@@ -473,16 +473,26 @@ class _Engine:
                 **{**common, "peak": peak},
             )
         if self.mode != "forward":
-            d_bwd = padded_head_dim(self.backward.head_dim_padding, sizes["d"])
-            bwd = backward_launch(self.family, spec, d=d_bwd, s=sizes["s"], causal=causal)
+            bwd = backward_launch(self.family, spec, **sizes, causal=causal)
+            if isinstance(point["n"], NUMBERS):  # one point: its one row as numbers
+                bwd = BackwardLaunch(*(float(v[0]) for v in astuple(bwd)))
             values = shape_values(
-                spec, **{**sizes, "d": d_bwd}, block_q=bwd.block_q, block_k=bwd.block_k, fp16=fp16
+                spec,
+                **{**sizes, "d": bwd.head_dim},
+                block_q=bwd.block_q,
+                block_k=bwd.block_k,
+                fp16=fp16,
             )
             backward = evaluate(
                 self.keys["backward"],
                 values=values,
                 calibration=self.profiles.get("backward", self.profiles["flash"]),
-                onchip=OnChip(blocks_per_sm=bwd.blocks_per_sm, loads_ahead=bwd.loads_ahead),
+                onchip=OnChip(
+                    blocks_per_sm=bwd.blocks_per_sm,
+                    loads_ahead=bwd.loads_ahead,
+                    pad_bytes=bwd.pad_bytes,
+                    pad_copies=bwd.pad_copies,
+                ),
                 effects=want.effects,
                 **common,
             )

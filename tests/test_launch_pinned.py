@@ -286,3 +286,31 @@ def test_paged_block_table_bytes_by_hand():
     plain = flash_costs.build(split=True, launch=True)
     extra = at(paged.kernels[0].hbm_bytes, page=16) - at(plain.kernels[0].hbm_bytes, page=16)
     assert extra == B * H * math.ceil(N / 128) * math.ceil(N / 16) * 4
+
+
+def test_pad_copies_by_hand():
+    # our Triton wrapper pads Q to whole 128-row blocks and K, V to 64-key blocks
+    # (flash_triton._pallas_forward): n = 1000 -> 1024 copies Q in and O out; m = 1024 is
+    # whole: K and V are not copied
+    import numpy as np
+
+    from perfmodel.catalog.kernels import load_kernel
+    from perfmodel.launch import pad_copies
+
+    one = np.ones(1)
+    kw = dict(h=one * 4, h_kv=one * 2, b=one * 2, s=one * 2, block_q=one * 128, block_k=one * 64)
+    fam = load_kernel("pallas-triton")
+    copied, copies = pad_copies(fam, n=one * 1000, m=one * 1024, d=one * 128, d_run=one * 128, **kw)
+    assert copies[0] == 2
+    assert copied[0] == 2 * 2 * 4 * (1000 + 1024) * 128 * 2
+    # a padded head dim copies every tensor, at its own and at the padded width
+    copied, copies = pad_copies(fam, n=one * 1024, m=one * 1024, d=one * 96, d_run=one * 128, **kw)
+    assert copies[0] == 4
+    q = 2 * 4 * 1024 * (96 + 128) * 2
+    kv = 2 * 2 * 1024 * (96 + 128) * 2
+    assert copied[0] == 2 * q + 2 * kv
+    # cuDNN takes the call as it is
+    none = pad_copies(
+        load_kernel("cudnn"), n=one * 1000, m=one * 999, d=one * 96, d_run=one * 96, **kw
+    )
+    assert none[0][0] == none[1][0] == 0

@@ -124,6 +124,14 @@ def padded_head_dim(rule: str, d: Any) -> Any:
     return float(out) if np.ndim(out) == 0 else out
 
 
+#: How a kernel's wrapper pads the sequences before the fused kernel (zero rows copied
+#: in by XLA, O sliced out after): not at all, Q to a multiple of the tile's rows and K/V
+#: of its keys (our Triton kernel), or Q to 64 rows per consumer warpgroup a query head
+#: has (one when the group's heads pair up in a block, else both) and K/V to the tile's
+#: keys (our Mosaic kernel).
+SequencePadding = Literal["none", "tile", "per_consumer"]
+
+
 #: How a backward sums dQ over K/V blocks (``perfmodel.costs.backward.DQ_FAMILIES``): a
 #: separate dQ pass in the forward's loop order (7 products), or float32 atomics from the
 #: dK/dV loop into a buffer a small kernel converts (5 products).
@@ -216,6 +224,7 @@ class KernelFamily(BaseModel):
     split_block_k: dict[int, Count] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
     head_dim_padding: HeadDimPadding = "none"
+    sequence_padding: SequencePadding = "none"
     #: Of the softmax's exp and vector time, how much hides under the matmuls, as a
     #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
     #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
