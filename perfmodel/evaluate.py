@@ -336,19 +336,33 @@ def _roofs_from_raw(
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1
         latency, load = _prologue(work_items, hw, onchip, rates) if fused else (0.0, 0.0)
-        pipeline = _pipeline(work_items, tiles, hw, onchip)
-        pad: tuple[Num, Num] = (0.0, 0.0)
-        if i == 0:  # the copies around the model's kernels, once
-            pad = (onchip.pad_bytes / rates["hbm"], onchip.pad_copies)
+        steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip)
+        pad_s: Num = onchip.pad_bytes / rates["hbm"] if i == 0 else 0.0  # once per model
         out.append(
             KernelRoofs(
-                k, floor, estimate, blocks, times, per_sm, spill, latency, load, *pipeline, *pad
+                k,
+                floor,
+                estimate,
+                blocks,
+                times,
+                per_sm,
+                spill,
+                latency,
+                load,
+                steps_per_sm=steps,
+                resident=resident,
+                loads_ahead=ahead,
+                latency_s=wait,
+                pad_s=pad_s,
+                pad_copies=onchip.pad_copies if i == 0 else 0.0,
             )
         )
     return out
 
 
-def _pipeline(work_items: Num, tiles: Num, hw: HardwareSpec, onchip: OnChip) -> tuple[Num, ...]:
+def _pipeline(
+    work_items: Num, tiles: Num, hw: HardwareSpec, onchip: OnChip
+) -> tuple[Num, Num, Num, Num]:
     """:class:`KernelRoofs`' exposed-latency facts of a tiled kernel whose launch states its
     loads ahead (zeros elsewhere, and on a device without a measured memory latency)."""
     if onchip.loads_ahead is None or not hw.memory_latency_s or not roofline.any_nonzero(tiles):
