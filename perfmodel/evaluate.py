@@ -483,8 +483,8 @@ def prologue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 
 def pad_copies(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """The copies a kernel's wrapper makes into zero-padded inputs and out of the padded
-    output (``launch.pad_copies``), after it, in series: their bytes at the estimate's
-    HBM fraction and one launch gap each."""
+    output (``launch.pad_copies``), in series with it: their bytes at the estimate's HBM
+    fraction and one launch gap each, as the ``kernel_launch`` effect gives every kernel."""
     load = k.pad_s / c.efficiency["hbm"]
     return t._replace(fixed=t.fixed + load + k.pad_copies * c.launch_s)
 

@@ -222,7 +222,16 @@ def resolve_hardware(run: Run, hw: str | Path | HardwareSpec | None) -> Hardware
 
 
 def modelled(p: Point) -> bool:
-    return p.status == "ok" and p.median_s is not None and algorithm_of(p) is not None
+    """A point the model is compared with: measured, of a modelled implementation, and
+    not a tuning sweep's variant launch (``Point.tuning``)."""
+    ok = p.status == "ok" and p.median_s is not None and not p.tuning
+    return ok and algorithm_of(p) is not None
+
+
+def fittable(rows: Sequence[Row]) -> list[Row]:
+    """The rows a fit may use: not those whose timings contradict each other (device time
+    above the wall time of the same calls: ``Point.timings_contradict``)."""
+    return [r for r in rows if not r.point.timings_contradict]
 
 
 def compare(
@@ -374,7 +383,10 @@ def _free_parameters(rows: Sequence[Row], groups: list[_Group]) -> dict:
 
 def fit(rows: Sequence[Row], name: str, *, loo: bool = True) -> tuple[Calibration, list[float]]:
     """Bounded least squares on log time of one family's profile on one device, each
-    parameter with its standard error, and (``loo``) every point's leave-one-out error."""
+    parameter with its standard error, and (``loo``) every point's leave-one-out error.
+    Rows whose timings contradict each other are left out (:func:`fittable`)."""
+    given = len(rows)
+    rows = fittable(rows)
     groups = _groups(rows)
     free = _free_parameters(rows, groups)
     if len(rows) < len(free) + 1:
@@ -402,6 +414,8 @@ def fit(rows: Sequence[Row], name: str, *, loo: bool = True) -> tuple[Calibratio
         "points": len(rows),
         "rms_log_error": result.rms_log_error,
     }
+    if given > len(rows):
+        stats["left_out_device_above_wall"] = given - len(rows)
     for k in free:
         stats[f"{k}_stderr"] = result.stderr[k]
         if result.stderr[k] != result.stderr[k]:
