@@ -38,7 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from perfmodel.catalog.hardware import HardwareSpec
-from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel, padded_head_dim
+from perfmodel.catalog.kernels import KernelFamily, load_kernel, padded_head_dim
 from perfmodel.compile import compiled
 from perfmodel.costs import backward as backward_costs
 from perfmodel.costs import flash as flash_costs
@@ -209,6 +209,8 @@ def pad_copies(
         paired = np.floor_divide(h, h_kv) % 2 == 0
         rows = np.where(paired, float(MOSAIC_CONSUMER_ROWS), 2.0 * MOSAIC_CONSUMER_ROWS)
     keys = block_k
+    if family.sequence_padding == "cta_rows":
+        rows = keys = np.full(n.shape, 2.0 * MOSAIC_CONSUMER_ROWS)
     if family.sequence_padding == "none":
         rows = keys = np.ones(n.shape)
     n_pad, m_pad = np.ceil(n / rows) * rows, np.ceil(m / keys) * keys
@@ -222,7 +224,7 @@ def pad_copies(
 
 
 def backward_launch(
-    family: KernelFamily,
+    view: KernelFamily,
     hw: HardwareSpec,
     *,
     n: Any,
@@ -234,11 +236,10 @@ def backward_launch(
     s: Any,
     causal: bool,
 ) -> BackwardLaunch:
-    """The launch of the backward that runs after ``family``'s forward
-    (``KernelFamily.backward_view``: the backward's own tiles where the family states
-    them), per point: its blocks per SM from the dK/dV block's shared memory and
-    registers (``costs.backward``), the head dim it runs at and its padding copies."""
-    view, _ = backward_of(family)
+    """The launch of a backward (``view``: ``KernelFamily.backward_view``, the backward
+    that runs after a family's forward at these points), per point: its tile, its blocks
+    per SM from the dK/dV block's shared memory and registers (``costs.backward``), the
+    head dim it runs at and its padding copies."""
     n, m, d, h, h_kv, b, s = (_column(v) for v in (n, m, d, h, h_kv, b, s))
     size = max(len(v) for v in (n, m, d, h, h_kv, b, s))
     n, m, d, h, h_kv, b, s = (np.broadcast_to(v, (size,)) for v in (n, m, d, h, h_kv, b, s))

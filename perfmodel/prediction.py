@@ -98,8 +98,6 @@ def calibration_profiles(
         chosen["naive"] = naive_default(spec, ceilings)
     if family is not None and spec is not None:
         chosen["flash"] = family_default(family, spec, ceilings)
-        # the backward that runs after this forward, with its own instruction and overlap
-        chosen["backward"] = family_default(backward_of(family)[0], spec, ceilings)
     for item in given:
         profile = load_calibration(item)
         if spec is not None and profile.device is not None and profile.device != spec.name:
@@ -114,8 +112,8 @@ def calibration_profiles(
             )
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
             chosen[str(a)] = profile
-            if a == "flash":  # a fitted flash profile is used for its backward too
-                chosen["backward"] = profile
+            if a == "flash":  # a named flash profile is used for its backward too; else
+                chosen["backward"] = profile  # each backward's own (``_Engine.backward``)
     return chosen
 
 
@@ -355,14 +353,12 @@ class _Engine:
         profiles: dict[str, Calibration],
         naive: str,
         mode: str,
+        ceilings: str = "measured",
     ):
         self.spec, self.family, self.profiles = spec, family, profiles
         self.naive, self.mode = naive, mode
-        self.backward, dq = backward_of(family)
-        self.keys = {
-            "naive": model_key("naive", naive, mode),
-            "backward": model_key("flash", naive, "backward", dq),
-        }
+        self.keys = {"naive": model_key("naive", naive, mode)}
+        self.ceilings = ceilings
         self.framework_s = call_latency_of(family.framework)
         self.mask_args: dict[str, Any] = {}
         self.fp8_as_run = False
@@ -424,7 +420,7 @@ class _Engine:
     ) -> _Engine:
         family = flash_family(kernel, calibration)
         profiles = calibration_profiles(calibration, spec, family, ceilings)
-        return cls(spec, family, profiles, naive, mode)
+        return cls(spec, family, profiles, naive, mode, ceilings)
 
     def evaluate(
         self,
@@ -473,29 +469,7 @@ class _Engine:
                 **{**common, "peak": peak},
             )
         if self.mode != "forward":
-            bwd = backward_launch(self.family, spec, **sizes, causal=causal)
-            if isinstance(point["n"], NUMBERS):  # one point: its one row as numbers
-                bwd = BackwardLaunch(*(float(v[0]) for v in astuple(bwd)))
-            values = shape_values(
-                spec,
-                **{**sizes, "d": bwd.head_dim},
-                block_q=bwd.block_q,
-                block_k=bwd.block_k,
-                fp16=fp16,
-            )
-            backward = evaluate(
-                self.keys["backward"],
-                values=values,
-                calibration=self.profiles.get("backward", self.profiles["flash"]),
-                onchip=OnChip(
-                    blocks_per_sm=bwd.blocks_per_sm,
-                    loads_ahead=bwd.loads_ahead,
-                    pad_bytes=bwd.pad_bytes,
-                    pad_copies=bwd.pad_copies,
-                ),
-                effects=want.effects,
-                **common,
-            )
+            backward = self.backward(sizes, causal, fp16, point["peak"], want.effects)
             flash = backward if flash is None else forward_then_backward(flash, backward)
         assert flash is not None
         out: dict[str, Any] = {f"naive.{k}": v for k, v in naive.items()}
@@ -504,6 +478,81 @@ class _Engine:
         out.setdefault("flash.pack", launch.pack)
         out.setdefault("flash.splits", launch.splits)
         return out
+
+    def backward(
+        self, sizes: dict[str, Any], causal: bool, fp16: Any, peak: Any, effects: bool
+    ) -> dict[str, Any]:
+        """The backward's columns, each point costed as the backward that runs after this
+        family's forward at its head dim (``KernelFamily.backward_view``: ours, the Mosaic
+        kernels on Hopper to d = 128 and the Triton ones above); the points of one
+        backward are evaluated together."""
+        arch = self.spec.arch
+        if isinstance(sizes["d"], NUMBERS):
+            view = backward_of(self.family, int(sizes["d"]), causal=causal, arch=arch)
+            return self._backward_of(view, sizes, causal, fp16, peak, effects)
+        size = max(np.size(v) for v in sizes.values())
+        cols = {k: np.broadcast_to(np.asarray(v, dtype=float), (size,)) for k, v in sizes.items()}
+        half = np.broadcast_to(np.asarray(fp16, dtype=float), (size,))
+        top = np.broadcast_to(np.asarray(peak, dtype=float), (size,))
+        views = {
+            float(u): backward_of(self.family, int(u), causal=causal, arch=arch)
+            for u in np.unique(cols["d"])
+        }
+        by_view: dict[str, list[float]] = {}
+        for dim, (runs, _) in views.items():
+            by_view.setdefault(runs.name, []).append(dim)
+        if len(by_view) == 1:
+            return self._backward_of(next(iter(views.values())), cols, causal, half, top, effects)
+        out: dict[str, Any] = {}
+        for dims in by_view.values():
+            rows = np.flatnonzero(np.isin(cols["d"], dims))
+            sub = {k: v[rows] for k, v in cols.items()}
+            part = self._backward_of(views[dims[0]], sub, causal, half[rows], top[rows], effects)
+            for key, value in part.items():
+                value = np.asarray(value)
+                if key not in out:
+                    out[key] = np.empty(size, dtype=value.dtype)
+                out[key][rows] = np.broadcast_to(value, (len(rows),))
+        return out
+
+    def _backward_of(
+        self,
+        view_dq: tuple[KernelFamily, str],
+        sizes: dict[str, Any],
+        causal: bool,
+        fp16: Any,
+        peak: Any,
+        effects: bool,
+    ) -> dict[str, Any]:
+        """One backward's columns at these points: its launch, model and profile."""
+        view, dq = view_dq
+        spec = self.spec
+        bwd = backward_launch(view, spec, **sizes, causal=causal)
+        if isinstance(sizes["n"], NUMBERS):  # one point: its one row as numbers
+            bwd = BackwardLaunch(*(float(v[0]) for v in astuple(bwd)))
+        values = shape_values(
+            spec,
+            **{**sizes, "d": bwd.head_dim},
+            block_q=bwd.block_q,
+            block_k=bwd.block_k,
+            fp16=fp16,
+        )
+        profile = self.profiles.get("backward") or family_default(view, spec, self.ceilings)
+        return evaluate(
+            model_key("flash", self.naive, "backward", dq),
+            values=values,
+            calibration=profile,
+            onchip=OnChip(
+                blocks_per_sm=bwd.blocks_per_sm,
+                loads_ahead=bwd.loads_ahead,
+                pad_bytes=bwd.pad_bytes,
+                pad_copies=bwd.pad_copies,
+            ),
+            effects=effects,
+            causal=causal,
+            hw=spec,
+            peak=peak,
+        )
 
 
 _SIZES = ("n", "m", "d", "h", "h_kv", "b", "s")

@@ -72,18 +72,17 @@ def test_triton_family_states_the_loads_in_flight(d, causal):
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("d", HEAD_DIMS)
-@pytest.mark.parametrize("forward", ["pallas-triton", "pallas-mosaic"])
-def test_backward_family_is_what_jax_grad_runs(forward, d, causal):
-    """Whichever backend ran the forward, jax.grad runs flash_backward with its
-    heuristic_config (pallas_kernels/flash_attention.py): the family's backward states
-    its dQ rule, both kernels' tiles, warps and stages, and the head dim it pads to."""
+def test_triton_backward_is_flash_backward_heuristic(d, causal):
+    """pallas-triton's [backward] is flash_backward with its heuristic_config: the dQ rule,
+    both kernels' tiles, warps and stages, and the head dim it pads to."""
     from pallas_kernels import flash_backward
+    from perfmodel.catalog.kernels import padded_head_dim
 
-    owner = load_kernel(forward).backward_as_run()
-    assert owner.backward is not None
+    fam = load_kernel("pallas-triton")
+    assert fam.backward is not None
     cfg = flash_backward.heuristic_config(d)
-    tile = owner.backward.tile_for(d, causal=causal)
-    assert owner.backward.dq == cfg.dq
+    tile = fam.backward.tile_for(d, causal=causal)
+    assert fam.backward.dq == cfg.dq
     assert (tile.block_q, tile.block_k, tile.warps, tile.stages) == (
         cfg.block_q,
         cfg.block_k,
@@ -98,10 +97,49 @@ def test_backward_family_is_what_jax_grad_runs(forward, d, causal):
     )
     # the model costs the dQ pass at the dK/dV kernel's tile: they are one tile here
     assert (tile.dq_block_q, tile.dq_block_k) == (tile.block_q, tile.block_k)
-    # the backward pads the head dim as the Triton forward does
-    from perfmodel.catalog.kernels import padded_head_dim
+    assert padded_head_dim(fam.head_dim_padding, d) == flash_triton.native_head_dim(d)
 
-    assert padded_head_dim(owner.head_dim_padding, d) == flash_triton.native_head_dim(d)
+
+flash_mosaic_backward = pytest.importorskip("pallas_kernels.flash_mosaic_backward")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [d for d in HEAD_DIMS if d <= 128])
+def test_mosaic_backward_is_its_heuristic_config(d, causal):
+    """pallas-mosaic's [backward] is flash_mosaic_backward with its heuristic_config: a
+    CTA of two consumers owns 128 keys (dK/dV) or 128 query rows (dQ) and streams tiles of
+    block_q rows (dq_block_k keys) through num_stages stages; a producer warpgroup."""
+    m = flash_mosaic_backward
+    fam = load_kernel("pallas-mosaic")
+    assert fam.backward is not None
+    cfg = m.heuristic_config(d, causal)
+    tile = fam.backward.tile_for(d, causal=causal, arch="sm90")
+    cta, warps = m.CTA_ROWS, 4 * m.CONSUMERS
+    assert (tile.block_q, tile.block_k, tile.warps, tile.stages) == (
+        cfg.block_q,
+        cta,
+        warps,
+        cfg.num_stages,
+    )
+    assert (tile.dq_block_q, tile.dq_block_k, tile.dq_warps, tile.dq_stages) == (
+        cta,
+        cfg.dq_block_k,
+        warps,
+        cfg.dq_num_stages,
+    )
+    assert fam.backward.dq == "two_pass" and fam.backward.producer_warps == 4
+    assert max(t.d_max for t in fam.backward.tiles) == m.MAX_HEAD_DIM
+
+
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("forward", ["pallas-triton", "pallas-mosaic"])
+def test_the_backward_jax_grad_runs(forward, d):
+    """flash_attention.choose_backward: the Mosaic backward on Hopper where it supports the
+    call (d <= its MAX_HEAD_DIM), the Triton kernels elsewhere, whichever forward ran."""
+    fam = load_kernel(forward)
+    hopper = "pallas-mosaic" if d <= flash_mosaic_backward.MAX_HEAD_DIM else "pallas-triton"
+    assert fam.backward_as_run(d, arch="sm90").name == hopper
+    assert fam.backward_as_run(d, arch="sm80").name == "pallas-triton"
 
 
 @pytest.mark.parametrize("d", [16, 48, 80, 96, 112, 160, 200, 256])

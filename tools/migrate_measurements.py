@@ -11,9 +11,13 @@ kept as it was measured:
 * ``backward_config`` stays (``measured.BackwardConfig``); a point whose backward launch is
   not the family's default (``specs/kernels/pallas-triton.toml`` ``[backward]``) is marked
   ``tuning`` and kept out of validation and fits;
-* the runs measured no ceilings: ``ceilings`` is left out (``Run.ceilings`` None).
+* the runs measured no ceilings: ``ceilings`` is left out (``Run.ceilings`` None);
+* ``--backward-family F``: our backward and training-step points ran ``F``'s backward
+  (``Point.backward_family``): the runs before the Mosaic backward existed (2026-12-02)
+  ran the Triton one after either forward.
 
     python tools/migrate_measurements.py specs/measurements/h200-backward-2026-11-30.json
+    python tools/migrate_measurements.py --backward-family pallas-triton FILE...
 """
 
 from __future__ import annotations
@@ -58,8 +62,11 @@ def _is_default(config: dict, d: int, causal: bool) -> bool:
     )
 
 
-def migrate_point(p: dict) -> dict:
+def migrate_point(p: dict, backward_family: str | None = None) -> dict:
     out = dict(p)
+    ours = p["implementation"] == "pallas_flash" and p.get("phase") in ("backward", "train")
+    if backward_family and ours:
+        out["backward_family"] = backward_family
     out["implementation"] = RENAMED.get(p["implementation"], p["implementation"])
     if p.get("status") == "ok" and out.get("median_s") is None:
         out["median_s"] = p["device_time_s"]
@@ -70,17 +77,21 @@ def migrate_point(p: dict) -> dict:
     return out
 
 
-def migrate(data: dict) -> dict:
-    runs = [{**run, "points": [migrate_point(p) for p in run["points"]]} for run in data["runs"]]
+def migrate(data: dict, backward_family: str | None = None) -> dict:
+    runs = [
+        {**run, "points": [migrate_point(p, backward_family) for p in run["points"]]}
+        for run in data["runs"]
+    ]
     return {"schema_version": data.get("schema_version", 1), "runs": runs}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("paths", nargs="+", type=Path)
+    ap.add_argument("--backward-family", help="the family whose backward our points ran")
     args = ap.parse_args(argv)
     for path in args.paths:
-        new = migrate(json.loads(path.read_text()))
+        new = migrate(json.loads(path.read_text()), args.backward_family)
         MeasurementFile.model_validate(new)  # refuses to write what the schema refuses
         write_json(path, new)
         points = sum(len(r["points"]) for r in new["runs"])

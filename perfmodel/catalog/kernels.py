@@ -128,8 +128,9 @@ def padded_head_dim(rule: str, d: Any) -> Any:
 #: in by XLA, O sliced out after): not at all, Q to a multiple of the tile's rows and K/V
 #: of its keys (our Triton kernel), or Q to 64 rows per consumer warpgroup a query head
 #: has (one when the group's heads pair up in a block, else both) and K/V to the tile's
-#: keys (our Mosaic kernel).
-SequencePadding = Literal["none", "tile", "per_consumer"]
+#: keys (our Mosaic kernel), or both to whole CTAs of two consumers' 128 rows (our Mosaic
+#: backward).
+SequencePadding = Literal["none", "tile", "per_consumer", "cta_rows"]
 
 
 #: How a backward sums dQ over K/V blocks (``perfmodel.costs.backward.DQ_FAMILIES``): a
@@ -152,13 +153,18 @@ class BackwardTile(BaseModel):
     #: Pipeline stages of the streamed Q/dO tiles (Triton's ``num_stages``; FA-3's Stages_dO).
     stages: Count
     causal: Flag | None = None
+    arch: str | None = None
     dq_block_q: Count | None = None
     dq_block_k: Count | None = None
     dq_warps: Count | None = None
     dq_stages: Count | None = None
 
-    def matches(self, d: int, causal: bool) -> bool:
-        return d <= self.d_max and (self.causal is None or self.causal == causal)
+    def matches(self, d: int, causal: bool, arch: str | None = None) -> bool:
+        return (
+            d <= self.d_max
+            and (self.causal is None or self.causal == causal)
+            and (self.arch is None or self.arch == arch)
+        )
 
 
 class Backward(BaseModel):
@@ -178,6 +184,14 @@ class Backward(BaseModel):
     #: score hides under the matmuls, as a share of the matmul time.
     softmax_overlap: Annotated[float, Field(ge=0, le=1)]
     tiles: tuple[BackwardTile, ...]
+    #: The family whose backward runs where no tile here matches (a larger head dim,
+    #: another architecture): ours falls back from the Mosaic to the Triton kernels.
+    fallback: str | None = None
+    #: How the backward's wrapper pads the sequences, where it differs from the family's
+    #: forward (``KernelFamily.sequence_padding``).
+    sequence_padding: SequencePadding | None = None
+    #: The head dim it runs at, where it differs from the family's forward.
+    head_dim_padding: HeadDimPadding | None = None
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
@@ -192,14 +206,17 @@ class Backward(BaseModel):
             raise ValueError(f"backward assumes unknown facts {unknown}")
         return self
 
-    def tile_for(self, d: int, *, causal: bool) -> BackwardTile:
+    def tile_for(self, d: int, *, causal: bool, arch: str | None = None) -> BackwardTile:
         """The backward's tile for head dim ``d`` (first matching entry)."""
-        for tile in self.tiles:
-            if tile.matches(d, causal):
-                return tile
-        raise PerfmodelError(
-            f"backward has no tile for head dim d={d} (largest: {max(t.d_max for t in self.tiles)})"
-        )
+        found = self.find_tile(d, causal=causal, arch=arch)
+        if found is None:
+            largest = max(t.d_max for t in self.tiles)
+            raise PerfmodelError(f"backward has no tile for head dim d={d} (largest: {largest})")
+        return found
+
+    def find_tile(self, d: int, *, causal: bool, arch: str | None = None) -> BackwardTile | None:
+        """The first tile matching, or None."""
+        return next((t for t in self.tiles if t.matches(d, causal, arch)), None)
 
 
 class KernelFamily(BaseModel):
@@ -262,26 +279,41 @@ class KernelFamily(BaseModel):
             return self.softmax_overlap
         return 1.0 if self.softmax == "overlapped" else 0.0
 
-    def backward_as_run(self) -> KernelFamily:
-        """The family that describes this family's backward: ``backward_family`` where it
-        names one, else itself."""
-        if self.backward_family is None:
-            return self
-        other = load_kernel(self.backward_family)
-        if other.backward is None:
+    def backward_as_run(
+        self, d: int | None = None, *, causal: bool = False, arch: str | None = "sm90"
+    ) -> KernelFamily:
+        """The family whose ``[backward]`` runs after this family's forward at head dim
+        ``d`` (None: any) on ``arch``: ``backward_family`` where it names one, else
+        itself, then its backward's ``fallback`` where none of its tiles matches."""
+        owner = self if self.backward_family is None else load_kernel(self.backward_family)
+        if owner is not self and owner.backward is None:
             raise PerfmodelError(
-                f"kernel family {self.name!r} runs the backward of {other.name!r}, which "
+                f"kernel family {self.name!r} runs the backward of {owner.name!r}, which "
                 "states no [backward]"
             )
-        return other
+        bwd = owner.backward
+        if d is None or bwd is None or bwd.fallback is None:
+            return owner
+        run_d = int(padded_head_dim(bwd.head_dim_padding or owner.head_dim_padding, d))
+        if bwd.find_tile(run_d, causal=causal, arch=arch) is not None:
+            return owner
+        fallback = load_kernel(bwd.fallback)  # its own [backward], no further fallback
+        if fallback.backward is None:
+            raise PerfmodelError(
+                f"the backward of {owner.name!r} falls back to {fallback.name!r}, which "
+                "states no [backward]"
+            )
+        return fallback
 
-    def backward_view(self) -> tuple[KernelFamily, DqRule]:
-        """The backward that runs after this family's forward (:meth:`backward_as_run`) as
-        a family of its own, for the rules that read one (its tiles, instruction,
-        producer warps and softmax overlap: ``launch.backward_tiles``,
+    def backward_view(
+        self, d: int | None = None, *, causal: bool = False, arch: str | None = "sm90"
+    ) -> tuple[KernelFamily, DqRule]:
+        """The backward that runs after this family's forward (:meth:`backward_as_run`)
+        as a family of its own, for the rules that read one (its tiles, instruction,
+        producer warps, softmax overlap and padding: ``launch.backward_launch``,
         ``calibration.family_default``), and how it sums dQ. A family that states no
         backward is costed as FlashAttention-2's Algorithm 2 at its own forward tiles."""
-        owner = self.backward_as_run()
+        owner = self.backward_as_run(d, causal=causal, arch=arch)
         bwd = owner.backward
         if bwd is None:
             return self, "atomic"
@@ -294,6 +326,7 @@ class KernelFamily(BaseModel):
                 kv_stages=t.stages,
                 loads_ahead=t.stages - 1,  # Triton's num_stages, FA-3's Stages_dO
                 causal=t.causal,
+                arch=t.arch,
             )
             for t in bwd.tiles
         )
@@ -304,6 +337,8 @@ class KernelFamily(BaseModel):
                 producer_warps=bwd.producer_warps,
                 softmax="overlapped" if bwd.producer_warps else "between",
                 softmax_overlap=bwd.softmax_overlap,
+                sequence_padding=bwd.sequence_padding or owner.sequence_padding,
+                head_dim_padding=bwd.head_dim_padding or owner.head_dim_padding,
                 tiles=tiles,
                 backward=None,
                 backward_family=None,
@@ -339,15 +374,20 @@ class KernelFamily(BaseModel):
         return self.tiles[-1].block_k if self.tiles else 128
 
 
-#: ``backward_of``'s views by the identity of the family (kept alive beside its view).
-_BACKWARD_VIEWS: dict[int, tuple[KernelFamily, tuple[KernelFamily, DqRule]]] = {}
+#: ``backward_of``'s views by the identity of the family and the point's (d, causal, arch),
+#: the family kept alive beside them.
+_BACKWARD_VIEWS: dict[tuple, tuple[KernelFamily, tuple[KernelFamily, DqRule]]] = {}
 
 
-def backward_of(family: KernelFamily) -> tuple[KernelFamily, DqRule]:
-    """:meth:`KernelFamily.backward_view`, made once per family object (frozen)."""
-    found = _BACKWARD_VIEWS.get(id(family))
+def backward_of(
+    family: KernelFamily, d: int | None = None, *, causal: bool = False, arch: str | None = "sm90"
+) -> tuple[KernelFamily, DqRule]:
+    """:meth:`KernelFamily.backward_view`, made once per family object (frozen) and point."""
+    key = (id(family), d, causal, arch)
+    found = _BACKWARD_VIEWS.get(key)
     if found is None or found[0] is not family:
-        found = _BACKWARD_VIEWS[id(family)] = (family, family.backward_view())
+        view = family.backward_view(d, causal=causal, arch=arch)
+        found = _BACKWARD_VIEWS[key] = (family, view)
     return found[1]
 
 

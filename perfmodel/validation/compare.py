@@ -19,6 +19,7 @@ and each point's leave-one-out error.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -158,7 +159,33 @@ def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict
     if algorithm_of(p) != "flash":
         del out["kernel"]  # the fused side is not what was timed
         return out
-    return {**out, "kernel": family_of(p), "page_tokens": p.page_size}
+    return {**out, "kernel": _family_as_run(p), "page_tokens": p.page_size}
+
+
+def _family_as_run(p: Point) -> Any:
+    """The point's kernel family, with the backward it ran where the point records one
+    (``Point.backward_family``: runs made before today's backward existed)."""
+    name = family_of(p)
+    if name is None or p.backward_family is None:
+        return name
+    return with_backward(name, p.backward_family)
+
+
+@functools.cache
+def with_backward(family: str, backward: str) -> Any:
+    """``family`` whose backward is ``backward``'s own ``[backward]`` (no fallback), with
+    that backward's paddings, whatever the family runs today."""
+    own = load_kernel(backward)
+    assert own.backward is not None, backward
+    solo = own.backward.model_copy(
+        update={
+            "fallback": None,
+            "head_dim_padding": own.backward.head_dim_padding or own.head_dim_padding,
+            "sequence_padding": own.backward.sequence_padding or own.sequence_padding,
+        }
+    )
+    update = {"name": f"{family}+{backward}-backward", "backward_family": None, "backward": solo}
+    return load_kernel(family).model_copy(update=update)
 
 
 def _floor(p: Point, hw: HardwareSpec) -> float:

@@ -150,6 +150,10 @@ class Point(_Frozen):
     residual_bytes: NonNegativeCount | None = None
     #: The backward kernels' launch, where the benchmark set one.
     backward_config: BackwardConfig | None = None
+    #: The kernel family whose ``[backward]`` ran, where it is not what the point's
+    #: family runs today (``specs/kernels``): our runs before the Mosaic backward existed
+    #: (2026-12-02) ran the Triton backward ("pallas-triton") after either forward.
+    backward_family: str | None = None
     #: A launch variant of a tuning sweep, not the kernel's default (``variant`` names
     #: it): listed, but neither validated nor fitted on.
     tuning: Flag | None = None

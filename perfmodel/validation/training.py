@@ -24,11 +24,12 @@ import argparse
 import statistics
 import tomllib
 from pathlib import Path
+from typing import Any
 
 from perfmodel.catalog.data import data_dir
 from perfmodel.costs.nominal import nominal_flops
 from perfmodel.prediction import predict
-from perfmodel.validation.compare import modelled
+from perfmodel.validation.compare import modelled, with_backward
 from perfmodel.validation.fitting import relative_error
 from perfmodel.validation.measured import load_measurements
 
@@ -52,8 +53,12 @@ IMPLEMENTATIONS: dict[str, tuple[str, str | None]] = {
 
 
 def predicted(impl: str, point: dict, phase: str, hw: str, dtype: str) -> tuple[float, float]:
-    """(time_s, t_lower_s) of one phase ("forward", "backward" or "train") of ``impl``."""
+    """(time_s, t_lower_s) of one phase ("forward", "backward" or "train") of ``impl``, with
+    the backward the point ran where it records one (``Point.backward_family``)."""
     side, family = IMPLEMENTATIONS[impl]
+    kernel: Any = family
+    if family is not None and point.get("backward_family"):
+        kernel = with_backward(family, point["backward_family"])
     pred = predict(
         n=point["n"],
         hw=hw,
@@ -64,7 +69,7 @@ def predicted(impl: str, point: dict, phase: str, hw: str, dtype: str) -> tuple[
         batch=point["batch"],
         dtype=dtype,
         causal=point["causal"],
-        kernel=family,
+        kernel=kernel,
         mode=phase,
     )
     part = getattr(pred, side)
