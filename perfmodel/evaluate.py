@@ -529,7 +529,7 @@ def estimate_steps(
     then each effect applied to every kernel, summed over the kernels. ``d``: the head
     dim, where the profile's matmul fraction was measured by head dim; ``fp16``: 1 where
     the point is fp16 (the profile's ``matmul_fp16_ratio`` applies), else 0."""
-    context = Context(calibration, _fractions(calibration, d, fp16), launch)
+    context = Context(calibration, roof_fractions(calibration, d, fp16), launch)
     states = [KernelTime(k.floor) for k in kernels]
     totals = [_total(states)] if every else []
     for effect in EFFECTS:
@@ -545,7 +545,9 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
     return estimate_steps(kernels, calibration, launch, every=False)[-1]
 
 
-def _fractions(calibration: Calibration, d: Num | None, fp16: Num | None = None) -> dict[str, Num]:
+def roof_fractions(
+    calibration: Calibration, d: Num | None, fp16: Num | None = None
+) -> dict[str, Num]:
     """Each roof's fraction; the matmul's at each point's head dim where the profile
     measured it by head dim (``Calibration.matmul_efficiency_by_d``), times the measured
     fp16/bf16 rate ratio where the point is fp16 (``fp16``: 1 there, else 0)."""
