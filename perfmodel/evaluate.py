@@ -685,6 +685,34 @@ def evaluate(
     return out
 
 
+#: The columns of a floor (``Floor.columns``) but its pack and splits.
+_FLOOR_COLUMNS = (
+    "t_compute_s",
+    "t_memory_s",
+    "t_lower_s",
+    "attainable_flops_per_s",
+    "bound",
+    "binding_roof",
+    *_COLUMN.values(),
+)
+
+
+def lower_floor(out: dict[str, Num], other: dict[str, Num]) -> dict[str, Num]:
+    """``out`` with, row by row, ``other``'s floor where it is lower (the floor is the
+    least over what the implementation could run: the naive side's over its compiles,
+    :func:`evaluate` of each), the step between them its ``launch`` effect."""
+    better = roofline.less(other["t_lower_s"], out["t_lower_s"])
+    if not roofline.any_nonzero(better):
+        return out
+    merged = dict(out)
+    for key in _FLOOR_COLUMNS:
+        if key in other:
+            merged[key] = roofline.choose(better, other[key], out[key])
+    if EFFECT_COLUMNS[0] in out:
+        merged[EFFECT_COLUMNS[0]] = out["t_lower_s"] - merged["t_lower_s"]
+    return merged
+
+
 def _counts(raw: dict[ExprName, Num], kernels: list[str], hw: HardwareSpec) -> dict[str, Num]:
     """The model's work and traffic: per-model fields, per-kernel fields summed, FLOPs,
     intensity, and whether its tensors fit the device's memory."""

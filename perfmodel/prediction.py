@@ -39,6 +39,7 @@ from perfmodel.evaluate import (
     evaluate,
     evaluate_flash,
     forward_then_backward,
+    lower_floor,
     model_key,
     roof_rates,
     shape_values,
@@ -55,7 +56,7 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
-from perfmodel.vocabulary import ALGORITHMS, ROOFS, bytes_per_element, symbol_values
+from perfmodel.vocabulary import ALGORITHMS, ROOFS, NaiveCompile, bytes_per_element, symbol_values
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
 
@@ -444,14 +445,28 @@ class _Engine:
         common = dict(causal=causal, hw=spec, peak=point["peak"])
         tiles = dict(block_q=launch.block_q, block_k=launch.block_k)
         mask = self.mask(point, causal)
+        naive_values = shape_values(spec, **sizes, **tiles, fp16=fp16)
+        # every score, then the mask: the causal naive model (``costs.naive``)
+        naive_common = {**common, "causal": causal or mask is not None}
         naive = evaluate(
             self.keys["naive"],
-            values=shape_values(spec, **sizes, **tiles, fp16=fp16),
+            values=naive_values,
             calibration=self.profiles["naive"],
             effects=want.effects,
-            # every score, then the mask: the causal naive model (``costs.naive``)
-            **{**common, "causal": causal or mask is not None},
+            **naive_common,
         )
+        if self.keys["naive"].naive != NaiveCompile.MINIMAL:
+            # the floor is the least over what the naive side could compile to: the
+            # passes XLA adds are an estimate, the minimal trips a bound
+            minimal = model_key("naive", NaiveCompile.MINIMAL, self.mode)
+            least = evaluate(
+                minimal,
+                values=naive_values,
+                calibration=self.profiles["naive"],
+                effects=False,
+                **naive_common,
+            )
+            naive = lower_floor(naive, least)
         peak, fp8 = self.fp8(point)
         flash: dict[str, Any] | None = None
         if self.mode != "backward":
