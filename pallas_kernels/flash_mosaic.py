@@ -108,7 +108,8 @@ class Config:
     faster on all 12 shapes timed (specs/measurements/details/h200-shapes-2026-12-01.*).
     ``pad_seq``: a length that is not a whole number of tiles is zero-padded with copies
     of Q, K and V and O is sliced back (True, the default: three or four extra kernels,
-    1-48 % of the device time on the 2026-12-01/02 H200 runs, docs/perf-notes.md), or
+    estimated from their bytes at 1-48 % of the device time in the 2026-12-01/02 H200
+    runs, docs/perf-notes.md), or
     (False) nothing is copied: the TMA loads zero-fill the rows past the end and its
     stores skip them. False is traced on CPU only, not yet run on a GPU.
     """
