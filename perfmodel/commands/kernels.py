@@ -100,7 +100,7 @@ def _tile_at_128(family: KernelFamily) -> str:
     from perfmodel.launch import default_tiles
 
     try:
-        bq, bk, warps, _ = default_tiles(
+        bq, bk, warps, *_ = default_tiles(
             family,
             np.array([128.0]),
             np.array([0.0]),
