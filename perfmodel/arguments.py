@@ -282,6 +282,7 @@ PARAMETERS: dict[str, Param] = {
     "hbm_bytes_per_s": Real("bytes/s", optional=True, low=0, open_low=True, high=1e18),
     "matmul_flops_per_s": Real("FLOP/s", optional=True, low=0, open_low=True, high=1e21),
     "memory_fraction": Real("fraction of HBM", low=0, open_low=True, high=1),
+    "max_bytes": PositiveInt("bytes a sweep's result may take", limit=2**62),
     "threshold": Real("a speedup", low=1, open_low=True, high=1e6),
 }
 

@@ -124,7 +124,7 @@ CASES: list[tuple[str, str]] = [
     # predict: names
     ("predict-dtype-unknown", f"{PREDICT} --dtype fp64"),
     ("predict-dtype-empty", f"{PREDICT} --dtype ''"),
-    ("predict-dtype-device-lacks", "predict --n 1024 --hw tpu-v4 --dtype fp8"),
+    ("predict-dtype-device-lacks", "predict --n 1024 --hw tpu-v4 --dtype fp8 --kernel fa2"),
     ("predict-hw-unknown", "predict --n 1024 --hw nope"),
     ("predict-hw-empty", "predict --n 1024 --hw ''"),
     ("predict-calibration-unknown", f"{PREDICT} --calibration nope"),
@@ -276,7 +276,10 @@ CASES: list[tuple[str, str]] = [
     ("explore-out-under-file", "explore --out '{under-file}'"),
     ("explore-measurements-missing", "explore --out '{new}' --measurements '{missing.json}'"),
     ("explore-measurements-binary", "explore --out '{new}' --measurements '{binary.json}'"),
-    ("predict-dtype-tpu-fp16", "predict --n 1024 --hw tpu-v6e --dtype fp16"),
+    ("predict-dtype-tpu-fp16", "predict --n 1024 --hw tpu-v6e --dtype fp16 --kernel fa2"),
+    ("predict-tpu-default-kernel", "predict --n 1024 --hw tpu-v5e"),
+    ("predict-mosaic-on-tpu", "predict --n 1024 --hw tpu-v5e --kernel pallas-mosaic"),
+    ("predict-mosaic-on-ampere", "predict --n 1024 --hw a100 --kernel pallas-mosaic"),
     ("predict-hw-close-match", "predict --n 1024 --hw h20"),
     ("kernels-show-unknown", "kernels show fa-2"),
     ("kernels-no-verb", "kernels"),
@@ -504,9 +507,19 @@ def test_hw_show_units_as_the_sources_state_them() -> None:
 
 
 def test_predict_on_a_tpu_takes_its_own_dtype() -> None:
-    code, out, err = run_cli(["predict", "--n", "1024", "--hw", "tpu-v6e"])
+    code, out, err = run_cli(["predict", "--n", "1024", "--hw", "tpu-v6e", "--kernel", "fa2"])
     assert code == 0, err
     assert "bf16" in out.splitlines()[0], out
+
+
+def test_predict_on_a_tpu_names_a_kernel_to_give() -> None:
+    """No family models a TPU kernel: the default is refused, saying what to give."""
+    code, _, err = run_cli(["predict", "--n", "1024", "--hw", "tpu-v6e"])
+    assert_one_line_exit_2(code, err)
+    kernel = re.search(r"e\.g\. kernel='([\w-]+)'", err)
+    assert kernel and "no kernel family models a TPU kernel" in err, err
+    argv = ["predict", "--n", "1024", "--hw", "tpu-v6e", "--kernel", kernel.group(1)]
+    assert run_cli(argv)[0] == 0
 
 
 def test_diagnose_of_a_flash_run_does_not_recommend_flash() -> None:
@@ -584,3 +597,11 @@ def test_other_commands_any_option_value(where: tuple[str, str], value: str) -> 
         assert err == "" and " nan" not in out and " inf" not in out, out
     else:
         assert_one_line_exit_2(code, err)
+
+
+def test_odd_n_under_tensor_parallelism_accepted() -> None:
+    """tp alone splits heads, not the sequence: an odd n is valid (no zig-zag halves)."""
+    argv = ["predict", "--n", "7", "--hw", "h200", "--h", "8", "--tp", "2", "--causal"]
+    code, out, err = run_cli(argv)
+    assert code == 0, err
+    assert "split cp=1 ring (contiguous) x tp=2" in out, out

@@ -126,6 +126,8 @@ class KernelFamily(BaseModel):
     #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
     softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
     tiles: tuple[Tile, ...] = ()
+    #: Compute capabilities the family's kernels run on ("sm90"); empty: any device.
+    archs: tuple[str, ...] = ()
     #: FP8 attention as the family runs it; None: the family has no FP8 kernel.
     fp8: Fp8 | None = None
     assumed: tuple[str, ...] = ()

@@ -372,11 +372,12 @@ def device_entry(spec: HardwareSpec, grid: Grid) -> dict[str, Any]:
     }
 
 
-def auto_kernel(calibration: str | None) -> dict[str, str]:
-    """The family predict() picks when ``kernel`` is not given (``flash_family``):
-    ``{"kernel": name}``, or ``{"error": message}`` where predict() refuses it."""
+def auto_kernel(spec: HardwareSpec, calibration: str | None) -> dict[str, str]:
+    """The family predict() picks on ``spec`` when ``kernel`` is not given
+    (``flash_family``): ``{"kernel": name}``, or ``{"error": message}`` where predict()
+    refuses it (a TPU: no default family)."""
     try:
-        return {"kernel": flash_family(None, calibration).name}
+        return {"kernel": flash_family(None, calibration, spec).name}
     except PerfmodelError as e:
         return {"error": str(e)}
 
@@ -404,8 +405,11 @@ def headlines(grid: Grid) -> dict[str, dict[str, Any]]:
     for name in grid.devices():
         spec = load_hardware(name)
         dtype = device_entry(spec, grid)["opening_dtype"]
+        kernel = auto_kernel(spec, None).get("kernel")
         for causal in (False, True):
-            shape = Shape(dtype=dtype, causal=causal, kernel=auto_kernel(None)["kernel"])
+            if kernel is None:  # predict() refuses the opening setting here: no headline
+                continue
+            shape = Shape(dtype=dtype, causal=causal, kernel=kernel)
             try:
                 c = conclusions(spec, shape)
             except PerfmodelError:
@@ -474,7 +478,13 @@ def build_data(grid: Grid | None = None, measurements: list[str | Path] | None =
     data |= {
         "naive": list(NAIVE_IMPLEMENTATIONS),
         "kernels": flash_families(),
-        "auto_kernel": {c: auto_kernel(None if c == "default" else c) for c in _calibrations(data)},
+        "auto_kernel": {
+            name: {
+                c: auto_kernel(load_hardware(name), None if c == "default" else c)
+                for c in device["calibrations"]
+            }
+            for name, device in data["devices"].items()
+        },
         "modes": list(MODES),
         "n_reference": N_REFERENCE,
         "opening": {"n": N_REFERENCE, "hw": "H200 SXM"},
@@ -482,10 +492,6 @@ def build_data(grid: Grid | None = None, measurements: list[str | Path] | None =
         "measured": measured,
     }
     return data
-
-
-def _calibrations(data: dict) -> list[str]:
-    return list(dict.fromkeys(c for d in data["devices"].values() for c in d["calibrations"]))
 
 
 def build_page(grid: Grid | None = None, measurements: list[str | Path] | None = None) -> str:
