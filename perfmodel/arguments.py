@@ -303,8 +303,10 @@ def output_folder(path: str | os.PathLike, name: str = "out") -> Path:
 
     Refused: an existing file, a path under a file, a folder where a file cannot be
     created (tried: a temporary file made and removed, since permission bits do not
-    tell for ``/sys`` or ``/proc``).
+    tell for ``/sys`` or ``/proc``), and an empty name (not read as the current folder).
     """
+    if not os.fspath(path).strip():
+        raise fail(name, os.fspath(path), "is empty; give a folder")
     return _writable_folder(Path(path), name, os.fspath(path))
 
 

@@ -68,7 +68,11 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep is not None:
         output_file(args.sweep, "--sweep", ("json",))
     if args.profiles is not None:
+        if args.sweep is None:
+            raise fail("--profiles", args.profiles, "needs --sweep (profiles are fitted on it)")
         output_folder(args.profiles, "--profiles")
+    if args.sections is not None and not args.sections.strip(","):
+        raise fail("--sections", args.sections, "names no section; leave it out for all")
     require("jax", "kernels", "perfmodel calibrate")
     script = [SCRIPT, "--out", str(out), "--device", args.device, "--budget-s", str(args.budget_s)]
     if args.sections:

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         tp=args.tp,
     )
     if args.sweep is None:
-        if args.plot:
+        if args.plot is not None:
             raise PerfmodelError("--plot needs --sweep")
         e = estimate(attention="flash" if args.attention is None else args.attention, **common)
         print(json.dumps(e.to_dict(), indent=1) if args.json else e, end="")
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             "by side; drop --attention (or --sweep for one)"
         )
     name, values = _parse_sweep(args.sweep)
-    if args.plot:
+    if args.plot is not None:
         from perfmodel.arguments import output_file, require
 
         require("matplotlib", "plot", "--plot")

@@ -8,8 +8,9 @@ import http.server
 from pathlib import Path
 from typing import Any
 
-#: The address ``--serve`` listens on unless ``--host`` names another.
+#: The address and port ``--serve`` listens on unless ``--host``/``--port`` name others.
 LOOPBACK = "127.0.0.1"
+PORT = 8765
 
 
 def _words(values: Any) -> str:
@@ -69,7 +70,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="address --serve listens on (default: %(default)s, this machine only)",
     )
     p.add_argument(
-        "--port", type=int, default=8765, help="port for --serve (default: %(default)s; 0: any)"
+        "--port", type=int, default=PORT, help="port for --serve (default: %(default)s; 0: any)"
     )
     p.set_defaults(func=run)
 
@@ -92,6 +93,24 @@ def _heads(values: list[str]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+def _check_address(args: argparse.Namespace) -> None:
+    """--host and --port belong to --serve; with it, the host must resolve (checked before
+    the page is built, not when the server binds)."""
+    import socket
+
+    from perfmodel.arguments import fail
+
+    if not args.serve:
+        for name, value, default in (("--host", args.host, LOOPBACK), ("--port", args.port, PORT)):
+            if value != default:
+                raise fail(name, value, "is where --serve listens: give --serve too")
+        return
+    try:
+        socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        raise fail("--host", args.host, f"is not an address here: {e}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from perfmodel.arguments import output_file
     from perfmodel.errors import PerfmodelError
@@ -104,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
             raise PerfmodelError(f"--measurements {m!r}: no such file")
     if not 0 <= args.port <= 65535:
         raise PerfmodelError(f"--port={args.port} must be in 0..65535")
+    _check_address(args)
     given = dict(
         hw=args.hw,
         dtypes=args.dtype,

@@ -56,7 +56,24 @@ def _holdout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """Options the chosen form does not read (--holdout or the fit) are refused."""
+    from perfmodel.arguments import fail
+
+    fit_only = dict(fit=False, save_calibration=None, plot=None, runs=None)
+    unused = fit_only if args.holdout is not None else dict(published=False)
+    for dest, default in unused.items():
+        if getattr(args, dest) != default:
+            form = "--holdout" if dest == "published" else "the fit (without --holdout)"
+            raise fail(
+                "--" + dest.replace("_", "-"), getattr(args, dest), f"is read by {form} only"
+            )
+    if args.runs is not None and not args.runs.strip(","):
+        raise fail("--runs", args.runs, "names no run prefix; leave it out for every run")
+
+
 def run(args: argparse.Namespace) -> int:
+    _refuse_unused(args)
     if args.holdout is not None:
         return _holdout(args)
     from perfmodel.arguments import output_folder, require
