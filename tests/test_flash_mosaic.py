@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from backend_base import TOLERANCE, BackendContract, random_inputs, rel_err
+from backend_base import CASES, TOLERANCE, BackendContract, random_inputs, rel_err
 
 from pallas_kernels import flash_mosaic
 from pallas_kernels._common import is_hopper
@@ -39,10 +39,29 @@ needs_mosaic_import = pytest.mark.skipif(
 class TestMosaicBackend(BackendContract):
     backend = "mosaic"
 
-    def forward(self, q, k, v, *, causal, diagonal_offset=0, **options):
+    def forward(self, q, k, v, *, causal, diagonal_offset=0, window=None, **options):
         return flash_mosaic.forward_with_test_hooks(
-            q, k, v, causal=causal, diagonal_offset=diagonal_offset, **options
+            q, k, v, causal=causal, diagonal_offset=diagonal_offset, window=window, **options
         )
+
+    @pytest.mark.parametrize(
+        "options",
+        [
+            {"overlap": "qk"},
+            {"overlap": "pv"},
+            {"overlap": "none"},
+            {"persistent": False},
+            {"pad_seq": False},
+        ],
+    )
+    @pytest.mark.parametrize(
+        ("causal", "window", "h", "h_kv"), [(True, 200, 3, 1), (False, (300, 70), 4, 2)]
+    )
+    def test_sliding_window_schedules(self, options, causal, window, h, h_kv):
+        """Each schedule under a window over many key tiles: the two consumers' key ranges
+        differ (odd group: adjacent row tiles) or coincide (paired heads)."""
+        q, k, v = random_inputs(11, 1, 1500, 1500, h, h_kv, 128, "bfloat16")
+        self.check(q, k, v, causal=causal, window=window)
 
     @pytest.mark.parametrize("d", [72, 80, 112, 160, 192, 256])
     @pytest.mark.parametrize("causal", [False, True])
@@ -58,6 +77,16 @@ class TestMosaicBackend(BackendContract):
         o, lse = self.forward(q, k, v, causal=True, pad_head_dim=True)
         ref_o, ref_lse = attention_float64(q, k, v, causal=True)
         assert rel_err(o, ref_o) < TOLERANCE["bfloat16"], rel_err(o, ref_o)
+        np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
+
+    @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+    def test_unpadded_sequence_matches_float64(self, case):
+        """``pad_seq=False``: no copies; TMA zero-fills the rows past n and kv_len."""
+        *shape, causal, dtype = case
+        q, k, v = random_inputs(sum(shape) + 2, *shape, dtype)
+        o, lse = self.forward(q, k, v, causal=causal, pad_seq=False)
+        ref_o, ref_lse = attention_float64(q, k, v, causal=causal)
+        assert rel_err(o, ref_o) < TOLERANCE[q.dtype.name], rel_err(o, ref_o)
         np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
 
     @pytest.mark.parametrize(
@@ -84,12 +113,37 @@ class TestMosaicBackend(BackendContract):
         ((1, 200, 4, 96), (1, 200, 2, 96), True, {}),
         ((1, 200, 2, 80), (1, 200, 2, 80), False, {}),
         ((1, 200, 2, 128), (1, 200, 2, 128), False, {"pad_head_dim": True}),
+        ((2, 301, 3, 128), (2, 157, 1, 128), True, {"pad_seq": False}),
+        ((1, 1000, 4, 64), (1, 1000, 2, 64), False, {"pad_seq": False, "overlap": "pv"}),
     ],
 )
 def test_kernel_traces(shape, kv_shape, causal, options):
     q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
     config = dataclasses.replace(flash_mosaic.heuristic_config(shape[-1], causal), **options)
     plan = flash_mosaic._plan(q, k, causal=causal, sm_scale=0.1, return_lse=True, config=config)
+    jaxpr = str(
+        jax.jit(flash_mosaic._forward, static_argnames=("plan",)).trace(q, k, k, plan=plan).jaxpr
+    )
+    assert jaxpr.count("wgmma") >= 3 and "barrier_wait" in jaxpr
+
+
+@needs_mosaic_import
+@pytest.mark.parametrize("overlap", ["pv", "qk", "none"])
+@pytest.mark.parametrize(
+    ("shape", "kv_shape", "causal", "window"),
+    [
+        ((1, 700, 3, 128), (1, 700, 1, 128), True, 200),
+        ((1, 700, 4, 64), (1, 700, 2, 64), False, (300, 70)),
+        ((1, 300, 2, 128), (1, 100, 1, 128), False, (10, None)),
+    ],
+)
+def test_kernel_traces_with_a_window(shape, kv_shape, causal, window, overlap):
+    q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
+    config = dataclasses.replace(flash_mosaic.heuristic_config(shape[-1], causal), overlap=overlap)
+    plan = flash_mosaic._plan(
+        q, k, causal=causal, window=window, sm_scale=0.1, return_lse=True, config=config
+    )
+    assert plan.bounds == ((window, 0) if causal else window)
     jaxpr = str(
         jax.jit(flash_mosaic._forward, static_argnames=("plan",)).trace(q, k, k, plan=plan).jaxpr
     )
