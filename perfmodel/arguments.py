@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -129,7 +129,7 @@ class PositiveInt(Param):
             math.isfinite(value) and float(value).is_integer()
         ):
             raise fail(name, value, self._must())
-        return int(value)
+        return int(cast(float, value))  # a real number, integral: int() takes it
 
     def _many(self, name: str, arr: np.ndarray) -> np.ndarray:
         if arr.dtype == object and self.optional and any(v is None for v in arr.flat):
@@ -298,7 +298,7 @@ def check_columns(**values: Any) -> dict[str, np.ndarray]:
 
 
 # --- folders and optional packages ---------------------------------------------------
-def output_folder(path: str | os.PathLike, name: str = "out") -> Path:
+def output_folder(path: str | os.PathLike[str], name: str = "out") -> Path:
     """A folder that can be created (or written into), checked before any work; not created.
 
     Refused: an existing file, a path under a file, a folder where a file cannot be
@@ -310,7 +310,9 @@ def output_folder(path: str | os.PathLike, name: str = "out") -> Path:
     return _writable_folder(Path(path), name, os.fspath(path))
 
 
-def output_file(path: str | os.PathLike, name: str = "out", suffixes: Collection[str] = ()) -> Path:
+def output_file(
+    path: str | os.PathLike[str], name: str = "out", suffixes: Collection[str] = ()
+) -> Path:
     """A file that can be written (its folder checked as :func:`output_folder`), checked
     before any work: not a folder, not a name ending in ``/``, one of ``suffixes`` if given."""
     text = os.fspath(path)

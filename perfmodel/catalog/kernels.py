@@ -27,12 +27,12 @@ from typing import Annotated, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.catalog import registry as _registry
-from perfmodel.catalog.fields import Count, Flag, count_between
+from perfmodel.catalog.fields import INTEGER, Count, Flag, within
 from perfmodel.errors import PerfmodelError
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
 #: Warps of a block that only load (FA-3's producer warpgroup: 4): 0 to 32.
-ProducerWarps = count_between(0, 32)
+ProducerWarps = Annotated[int, INTEGER, within(0, 32)]
 #: Fields that name or describe a family rather than state a fact about it.
 _LABELS = {"name", "aliases", "description", "algorithm", "sources", "assumed"}
 

@@ -10,7 +10,7 @@ from perfmodel.errors import PerfmodelError
 SWEEPABLE = ("prompt", "batch")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("estimate", help="whole-model prefill, decode and memory")
     p.add_argument("--model", required=True, help="model name, alias or .toml path: {known:models}")
     p.add_argument(

@@ -17,7 +17,7 @@ def _words(values: Any) -> str:
     return " ".join(":".join(map(str, v)) if isinstance(v, tuple) else str(v) for v in values)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from perfmodel.report.explore_grid import Grid
 
     grid = Grid()
@@ -132,9 +132,10 @@ def run(args: argparse.Namespace) -> int:
         batch=args.batch,
         steps_per_octave=args.steps_per_octave,
     )
-    grid = Grid(
-        **{k: v if k == "steps_per_octave" else tuple(v) for k, v in given.items() if v is not None}
-    ).check()
+    options: dict[str, Any] = {
+        k: v if k == "steps_per_octave" else tuple(v) for k, v in given.items() if v is not None
+    }
+    grid = Grid(**options).check()
     path, data = write_page(out, args.measurements, grid)
     print(f"wrote {path} ({size_of(path)}: {summary(data)})")
     if args.serve:
@@ -192,7 +193,7 @@ def serve(path: Path, host: str, port: int) -> None:
 
     with page_server(path, host, port) as httpd:
         bound_host, bound_port = httpd.server_address[:2]
-        url = f"http://{bound_host}:{bound_port}/{path.name}"
+        url = f"http://{bound_host!s}:{bound_port}/{path.name}"
         print(f"serving {url} (this page only; Ctrl-C to stop)", flush=True)
         webbrowser.open(url)
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop serving, exit 0

@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfmodel.validation.compare import ImplementationSummary, Row
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("validate", help="compare predictions with measured points")
     p.add_argument(
         "files", nargs="+", help="measurement JSON files (perfmodel.validation.measured)"
@@ -111,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(s.violations for s in summary.values()) else 0
 
 
-def _plots(args: argparse.Namespace, rows: list, summary: dict) -> None:
+def _plots(
+    args: argparse.Namespace, rows: list[Row], summary: dict[str, ImplementationSummary]
+) -> None:
     """Parity (datasheet and, with --fit, leave-one-out) and time against n (the fitted
     profiles' predictions when fitted, else the datasheet model's)."""
     from perfmodel.validation.compare import validate

@@ -23,10 +23,11 @@ import statistics
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from perfmodel.catalog.calibration import load_calibration
 from perfmodel.catalog.data import data_dir
-from perfmodel.catalog.hardware import load_hardware
+from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.costs.nominal import nominal_flops
 from perfmodel.evaluate import evaluate, model_key, shape_values
 from perfmodel.validation.fitting import relative_error
@@ -56,7 +57,9 @@ IMPLEMENTATIONS = {
 }
 
 
-def predicted(family: Family, point: dict, phase: str, hw, dtype: str) -> tuple[float, float]:
+def predicted(
+    family: Family, point: dict[str, Any], phase: str, hw: str | HardwareSpec, dtype: str
+) -> tuple[float, float]:
     """(time_s, t_lower_s) of one phase: "forward", "backward" or "train"."""
     spec = load_hardware(hw)
     profile = load_calibration(None)
@@ -75,11 +78,20 @@ def predicted(family: Family, point: dict, phase: str, hw, dtype: str) -> tuple[
             values=values,
             calibration=profile,
         )
-        out.append((r["time_s"], r["t_lower_s"]))
+        out.append((float(r["time_s"]), float(r["t_lower_s"])))  # one point: numbers
     return sum(t for t, _ in out), sum(f for _, f in out)
 
 
-def _row(source, impl, phase, point, measured_s, family, hw, dtype) -> dict:
+def _row(
+    source: str,
+    impl: str,
+    phase: str,
+    point: dict[str, Any],
+    measured_s: float,
+    family: Family,
+    hw: str,
+    dtype: str,
+) -> dict[str, Any]:
     time_s, floor_s = predicted(family, point, phase, hw, dtype)
     keys = ("n", "d", "h", "h_kv", "batch", "causal")
     return {
@@ -95,7 +107,7 @@ def _row(source, impl, phase, point, measured_s, family, hw, dtype) -> dict:
     }
 
 
-def h200_rows(path: Path | None = None) -> list[dict]:
+def h200_rows(path: Path | None = None) -> list[dict[str, Any]]:
     """Every ok, non-tuning point of the newest run in the H200 backward file."""
     path = path or data_dir("measurements") / H200_RUN
     run = json.loads(path.read_text())["runs"][-1]
@@ -122,7 +134,7 @@ def h200_rows(path: Path | None = None) -> list[dict]:
     return rows
 
 
-def published_rows(paths: dict[str, Path] | None = None) -> list[dict]:
+def published_rows(paths: dict[str, Path] | None = None) -> list[dict[str, Any]]:
     """The FA-2 paper's forward+backward bars, as times from their TFLOP/s."""
     paths = paths or {k: data_dir("published") / f for k, f in PUBLISHED.items()}
     rows = []
@@ -140,9 +152,9 @@ def published_rows(paths: dict[str, Path] | None = None) -> list[dict]:
     return rows
 
 
-def summary(rows: list[dict]) -> list[dict]:
+def summary(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Median and max |error| per (source, implementation, phase), points below the floor."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
     for r in rows:
         groups.setdefault((r["source"], r["implementation"], r["phase"]), []).append(r)
     out = []
@@ -163,7 +175,7 @@ def summary(rows: list[dict]) -> list[dict]:
     return out
 
 
-def markdown(stats: list[dict]) -> str:
+def markdown(stats: list[dict[str, Any]]) -> str:
     lines = [
         "| data | implementation | phase | points | median abs err | max abs err | "
         "median err | below floor |",
@@ -178,7 +190,7 @@ def markdown(stats: list[dict]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def main(argv=None) -> int:
+def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, help="write every row and the summary as JSON")
     args = ap.parse_args(argv)
