@@ -41,9 +41,9 @@ from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import roof_rates, shape_values
+from perfmodel.evaluate import roof_fractions, roof_rates, shape_values
 from perfmodel.prediction import calibration_profiles, predict, sweep
-from perfmodel.roofline import combine
+from perfmodel.roofline import Num, combine
 from perfmodel.shape import Shape
 from perfmodel.symbols import m, n
 from perfmodel.vocabulary import ALGORITHMS, ROOFS
@@ -316,9 +316,10 @@ def asymptotic_speedup(
     parts: dict[str, tuple[Any, Any]] = {}
     roofs: dict[str, list[str]] = {}
     for a in ALGORITHMS:
-        eff: dict[str, float] = {
-            r: profiles[a].efficiency(r) if metric == "time_s" else 1.0 for r in ROOFS
-        }
+        # each roof's fraction as the estimate takes it: the matmul's at the head dim and,
+        # for fp16, at the measured fp16/bf16 rate ratio (``evaluate.roof_fractions``)
+        fractions = roof_fractions(profiles[a], float(shape.d), float(shape.dtype == "fp16"))
+        eff: dict[str, Num] = {r: fractions[r] if metric == "time_s" else 1.0 for r in ROOFS}
         raw = roof_rates(spec, spec.peak(shape.dtype))
         rates = {r: (rate * eff[r] if rate else None) for r, rate in raw.items()}
         coeffs = leading_coefficients(a, shape.causal, spec.l2_bytes is not None)

@@ -24,8 +24,10 @@ family decides how it is done (``DQ_FAMILIES``):
   with atomics (in L2), then a small kernel converts it. 5 products: 2.5×.
 
 Causal attention visits the same tiles as the forward (``terms.causal_tiles``), in
-the other loop order. GQA: the dK/dV kernel of a kv head loops over the query heads
-of its group and sums their dK, dV on chip, so its grid has b·h_kv·T_c blocks.
+the other loop order. GQA: the two-pass family's dK/dV kernel of a kv head loops over
+the query heads of its group and sums their dK, dV on chip, so its grid has b·h_kv·T_c
+blocks (ours); the atomic family's runs one program per query head (b·h·T_c) and sums
+the group's partials after (FlashAttention-2 and -3; the summing traffic is left out).
 
 Left out: the padding rows of a last partial block (loads are masked); dropout; the
 zeroing of the atomic family's dQ buffer (a memset, b·h·n·d·4 bytes written).
@@ -114,8 +116,12 @@ def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
     return tiles * block_q * block_k, q_rows, kv_rows, tiles
 
 
-def _dkdv_kernel(causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp.Expr) -> Kernel:
-    """The K/V-block loop of Algorithm 2 (grid b·h_kv·T_c, inner loop over Q blocks)."""
+def _dkdv_kernel(
+    causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp.Expr, heads: sp.Expr = h_kv
+) -> Kernel:
+    """The K/V-block loop of Algorithm 2 (grid b·heads·T_c, inner loop over Q blocks):
+    ``heads`` h_kv where one program sums its group's dK, dV on chip (ours), h where each
+    query head has its programs and the group's partials are summed after (FA-2, FA-3)."""
     _, q_rows, _, _ = _visited(causal)
     row_bytes = 2 * d * s + 2 * F32  # Q and dO rows, their LSE and D
     streamed = b * h * q_rows * row_bytes
@@ -128,7 +134,7 @@ def _dkdv_kernel(causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp
     # as well run one per query head and sum the group's partials after (FlashAttention-2
     # and -3 expand dK, dV per query head for GQA): the floor's parallelism.
     return _recompute_pass(
-        name, causal, gemms, dram, l2_traffic, b * h_kv * t.k_blocks, b * h * t.k_blocks
+        name, causal, gemms, dram, l2_traffic, b * heads * t.k_blocks, b * h * t.k_blocks
     )
 
 
@@ -190,7 +196,9 @@ def build_flash(causal: bool = False, l2: bool = True, dq: str = "two_pass") -> 
         _, q_rows, _, _ = _visited(causal)
         atomics = b * h * q_rows * d * 2 * F32  # read-modify-write of dQ per tile, in L2
         dq_buffer = b * h * n * d * F32
-        main = _dkdv_kernel(causal, l2, 5, "bwd_dkdvdq", dq_atomic_l2=atomics)
+        # FA-2 and FA-3 run one program per query head and K/V block (GQA's dK, dV are
+        # summed after: FA-3 in float32 accumulators, FA-2 by the caller)
+        main = _dkdv_kernel(causal, l2, 5, "bwd_dkdvdq", dq_atomic_l2=atomics, heads=h)
         # the float32 dQ buffer also crosses DRAM once, written back from L2
         main = dataclasses.replace(main, hbm_bytes=main.hbm_bytes + dq_buffer)
         kernels = (_delta_kernel(), main, _dq_convert_kernel())
