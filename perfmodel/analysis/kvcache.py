@@ -102,15 +102,16 @@ def kv_bytes_per_token(model: str | ModelSpec, dtype: str) -> float:
     return float(compiled(_cache(spec))(**_values(spec, dtype, kv_len=1)))
 
 
-def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens, batch=1) -> np.ndarray:
+def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens: Any, batch: Any = 1) -> np.ndarray:
     """``2·layers·h_kv·d·tokens·batch·s``: the cache of ``batch`` sequences of ``tokens``."""
     spec = load_model(model)
     tokens = _positive("tokens", tokens)
     batch = check(batch=batch)["batch"]
-    return batch * compiled(_cache(spec))(**_values(spec, dtype, kv_len=tokens))
+    cache: np.ndarray = batch * compiled(_cache(spec))(**_values(spec, dtype, kv_len=tokens))
+    return cache
 
 
-def _positive(name: str, value) -> np.ndarray:
+def _positive(name: str, value: Any) -> np.ndarray:
     """Token counts (samples of a distribution): positive finite numbers, not booleans,
     at most ``MAX_TOKENS``."""
     try:
@@ -186,7 +187,9 @@ def allocations(
     }
 
 
-def paging_overhead(model: str | ModelSpec, dtype: str, *, tokens, page_tokens: int = 16):
+def paging_overhead(
+    model: str | ModelSpec, dtype: str, *, tokens: Any, page_tokens: int = 16
+) -> Any:
     """Extra decode HBM traffic of paging (block-table reads) as a fraction of K/V bytes."""
     spec = load_model(model)
     values = _values(spec, dtype, h=spec.heads, q_len=1, batch=1, page_tokens=page_tokens)
@@ -270,6 +273,7 @@ def decode_step(
         calibration=calibration,
     )
     c, f = p.config, p.flash
+    assert c.block_q is not None and c.splits is not None and c.pack is not None  # resolved
     work_items = batch * (h // c.pack) * math.ceil(q_len * c.pack / c.block_q) * c.splits
     return DecodeStep(
         kernel=c.kernel,
