@@ -157,7 +157,7 @@ def predict(
     splits: int | None = None,
     page_tokens: int | None = None,
     window: int | tuple[int | None, int | None] | None = None,
-    segments: Sequence[int] | None = None,
+    segments: Sequence[int] | int | None = None,
     block_mask: Any = None,
     block_size: int | tuple[int, int] = masks.DEFAULT_BLOCK,
     fp8_as_run: bool = False,
@@ -177,14 +177,16 @@ def predict(
     "ring", "allgather" or "ulysses"; heads over ``tp``): ``Prediction.parallel``,
     from ``perfmodel.parallel.predict_parallel`` (forward, self-attention), whose
     ``one_device_s`` is this prediction's ``flash.time_s``.
-    Masks (``perfmodel.costs.masks``; forward, self-attention, one device, contiguous
-    K/V): ``window`` (W, or (left, right) keys as ``jax.nn.dot_product_attention``'s
-    ``local_window_size``), ``segments`` (packed document lengths, summing to n),
+    Masks (``perfmodel.costs.masks``; every mode, one device, contiguous K/V):
+    ``window`` (W, or (left, right) keys as ``jax.nn.dot_product_attention``'s
+    ``local_window_size``; with kv_len > n the queries are the last n positions, as in
+    decode), ``segments`` (packed document lengths, summing to n, or one length L:
+    documents of L tokens, the last one what is left; self-attention),
     ``block_mask`` (a boolean array over tiles of ``block_size``, or a callable
-    ``mask_mod(b, h, q_idx, kv_idx)``): the flash side visits only the tiles with a score
-    the mask keeps; the naive side computes every score and then masks them, as for the
-    causal mask. With ``dtype="fp8"`` and ``fp8_as_run``, a family with an FP8 kernel
-    (``specs/kernels`` ``[fp8]``) is costed as that kernel runs it
+    ``mask_mod(b, h, q_idx, kv_idx)``): the flash side, forward and backward, visits only
+    the tiles with a score the mask keeps; the naive side computes every score and then
+    masks them, as for the causal mask. With ``dtype="fp8"`` and ``fp8_as_run``, a family
+    with an FP8 kernel (``specs/kernels`` ``[fp8]``) is costed as that kernel runs it
     (``perfmodel.costs.precision``: P's format, O's, the extra vector ops); without, every
     tensor and both matmuls are FP8.
 
@@ -254,6 +256,7 @@ def predict(
         warps=int(out["warps"]),
         splits=int(out["flash.splits"]),
         pack=int(out["flash.pack"]),
+        **engine.mask_recorded(point, args["causal"]),
     )
     flash = side_prediction(out, "flash", engine.profiles["flash"].name)
     parallel = None
@@ -361,20 +364,16 @@ class _Engine:
         self.fp8_as_run = False
 
     def variants(self, mask: dict[str, Any], fp8_as_run: Any, *, cp: bool, paged: Any) -> None:
-        """Attention beyond the dense and causal forms: a mask (``costs.masks``; forward
-        on one device, contiguous K/V), and FP8 as the family runs it."""
+        """Attention beyond the dense and causal forms: a mask (``costs.masks``; forward,
+        backward and train on one device, contiguous K/V), and FP8 as the family runs it."""
         if not isinstance(fp8_as_run, bool):
             raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
         self.fp8_as_run = fp8_as_run
         given = {k: v for k, v in mask.items() if v is not None and k != "block_size"}
-        if not given:
-            return
-        if self.mode != "forward" or cp or (paged is not False and paged is not None):
-            raise PerfmodelError(
-                f"a mask ({', '.join(given)}) is modelled for the forward pass on one device, "
-                f"contiguous K/V: got mode={self.mode!r}, cp/tp > 1: {cp}, paged: {paged}"
-            )
-        self.mask_args = mask
+        if given:
+            masks.refuse_unmodelled(", ".join(given), cp=cp, paged=bool(paged))
+            self.mask_args = mask
+            self.keys["backward"] = model_key("flash", self.naive, "backward", masked=True)
 
     def mask(self, point: dict[str, Any], causal: bool) -> Any:
         """The checked mask at these points (one n for documents and block masks)."""
@@ -383,13 +382,22 @@ class _Engine:
         a = self.mask_args
         if isinstance(point["n"], NUMBERS):
             n, m = int(point["n"]), int(point["m"])
-        elif a["segments"] is not None or a["block_mask"] is not None:
-            raise PerfmodelError("segments and block_mask fit one n: use predict, not sweep")
-        elif np.any(np.asarray(point["m"]) != np.asarray(point["n"])):
-            raise PerfmodelError(f"window={a['window']!r} needs self-attention: kv_len == n")
-        else:
-            n = m = 1  # a window alone is the same mask at every n
+        elif not isinstance(a["segments"], int | np.integer | None) or a["block_mask"] is not None:
+            raise PerfmodelError(
+                "a list of segments and block_mask fit one n: use predict, not sweep "
+                "(sweep takes segments=L, documents of L tokens, at every n)"
+            )
+        else:  # a window, documents of L: one mask at every n; mask_of checks the worst
+            ns, ms = (np.ravel(c) for c in np.broadcast_arrays(point["n"], point["m"]))
+            gap = ms - ns if a["segments"] is None else -np.abs(ms - ns)
+            worst = int(np.argmin(gap))
+            n, m = int(ns[worst]), int(ms[worst])
         return masks.mask_of(n, m, causal=causal, **a)
+
+    def mask_recorded(self, point: dict[str, Any], causal: bool) -> dict[str, Any]:
+        """The mask's fields of ``Prediction.config`` (none without a mask)."""
+        mask = self.mask(point, causal)
+        return {} if mask is None else mask.recorded()
 
     def fp8(self, point: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         """The matrix rate and the FP8 form's values (None: the plain model)."""
@@ -464,6 +472,8 @@ class _Engine:
             )
         if self.mode != "forward":
             values = shape_values(spec, **sizes, **tiles)
+            if mask is not None:  # the forward's tiles, both loop orders, a program a head
+                values.update(masks.symbol_values(mask, backward=True, **values))
             backward = evaluate(
                 self.keys["backward"],
                 values=values,
@@ -555,7 +565,8 @@ def sweep(
     ``causal``, ``block_q``, ``block_k``, ``kv_len``, ``warps``, ``splits``,
     ``page_tokens``) may each be a list or array; the others (``kernel``,
     ``calibration``, ``naive``, ``mode``, ``cp``, ``cp_scheme``, ``tp``, the masks and
-    ``fp8_as_run``) take one value (``segments`` and ``block_mask``: one n).
+    ``fp8_as_run``) take one value (a list of ``segments`` and ``block_mask``: one n;
+    ``segments=L``, documents of L tokens, any n).
     With ``grid=True`` (the default) the result holds every combination; with
     ``grid=False`` the arguments broadcast together. ``columns`` keeps only the named
     results (less memory and less work: the inputs are always kept). The result's size

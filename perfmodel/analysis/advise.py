@@ -80,17 +80,14 @@ def prefill_breakdown(spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: lis
     from the whole-model estimate (:func:`perfmodel.analysis.estimate.estimate`, batch 1)."""
     from perfmodel.analysis.estimate import estimate
 
-    def attention_s(e) -> float:
-        return sum(op.time_s for op in e.prefill.operators if op.name == "attention")
-
     cols: dict[str, list[float]] = {k: [] for k in ("naive", "flash", "rest", "scratch")}
     for n in prompt:
         kw = dict(prompt=int(n), output=1, batch=1, dtype=dtype, check_memory=False)
         naive = estimate(spec, hw, attention="naive", **kw)
         flash = estimate(spec, hw, attention="flash", **kw)
-        cols["naive"].append(attention_s(naive))
-        cols["flash"].append(attention_s(flash))
-        cols["rest"].append(flash.ttft_s - attention_s(flash))  # the same with either
+        cols["naive"].append(naive.prefill.attention_s)
+        cols["flash"].append(flash.prefill.attention_s)
+        cols["rest"].append(flash.ttft_s - flash.prefill.attention_s)  # the same with either
         cols["scratch"].append(naive.memory.attention_scratch_bytes)
     naive_s, flash_s, rest = (np.asarray(cols[k]) for k in ("naive", "flash", "rest"))
     return {
