@@ -102,3 +102,15 @@ def test_advise_counts_the_windows_in_memory_and_prefill(tmp_path):
     )
     assert a.flash.numbers["prefill_saved_p50"] == pytest.approx(1 - e.ttft_s / naive.ttft_s)
     assert e.prefill.attention_s > e.prefill.share("attention") * e.prefill.time_s
+
+
+def test_mistral_7b_v0_1_is_local_in_every_layer():
+    """A sliding_window without global_every: every layer local (Mistral 7B v0.1)."""
+    spec = load_model("mistral-7b-v0.1")
+    assert spec.layer_windows() == (4095,) * 32 and spec.counted_params() == spec.params
+    e = estimate("mistral-7b-v0.1", "h200", prompt=8000, output=100)
+    names = [op.name for op in e.prefill.operators]
+    assert LOCAL_ATTENTION in names and "attention" not in names
+    per_token = 2 * 32 * 8 * 128 * 2  # every layer's K and V, bf16
+    # the last 4096 of 8100 tokens, positions 4004..8099, span pages 250..506 of 16 tokens
+    assert e.memory.kv_cache_bytes == per_token * 257 * 16
