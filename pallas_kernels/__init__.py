@@ -2,7 +2,8 @@
 
 ``flash_attention`` is the fused kernel (forward backends: FlashAttention-2 in Triton,
 ``flash_triton``; FlashAttention-3 style in Mosaic GPU, ``flash_mosaic``; backward:
-``flash_backward``); ``paged_decode`` the decode kernel over a paged KV cache;
+``flash_mosaic_backward`` on Hopper, ``flash_backward`` in Triton elsewhere);
+``paged_decode`` the decode kernel over a paged KV cache;
 ``context_parallel`` the ring and all-gather schedules over several devices;
 ``naive_attention`` the three unfused steps the model calls "naive";
 ``reference_attention`` the plain-JAX specification all are tested against.

@@ -14,6 +14,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 #: exp(x) = exp2(x * log2(e)): the kernels fold the score scale and log2(e) into one
 #: multiply before an exp2, and turn the base-2 log-sum-exp back with ln(2).
@@ -69,6 +70,84 @@ def softmax_scale(d: int, sm_scale: float | None) -> float:
     if not scale > 0:
         raise ValueError(f"sm_scale={sm_scale} must be positive")
     return scale
+
+
+def window_bounds(window, causal: bool) -> tuple[int | None, int | None] | None:
+    """``window`` of ``flash_attention`` as ``(left, right)`` keys, None where a side is
+    unbounded; None for no window. Query i sees keys j with ``i - left <= j <= i + right``
+    (``jax.nn.dot_product_attention``'s ``local_window_size``): an int W is ``(W, 0)``
+    when causal, else ``(W, W)``; a causal mask has no right window.
+
+    Raises ValueError naming the value (a window <= 0, a side < 0, a right side with
+    causal, or ``(0, 0)``).
+    """
+    if window is None:
+        return None
+
+    def side(value):
+        if value is None:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+            raise ValueError(f"window={window!r}: each side must be an integer >= 0 or None")
+        return int(value)
+
+    if isinstance(window, tuple | list):
+        if len(window) != 2:
+            raise ValueError(f"window={window!r} must be W or (left, right)")
+        left, right = side(window[0]), side(window[1])
+    elif isinstance(window, bool) or not isinstance(window, int | np.integer) or window <= 0:
+        raise ValueError(f"window={window!r} must be a positive integer (keys) or (left, right)")
+    else:
+        left, right = int(window), (0 if causal else int(window))
+    if causal:
+        if right not in (None, 0):
+            raise ValueError(f"window={window!r}: a causal mask has no right window")
+        right = 0
+    if left == 0 and right == 0:
+        raise ValueError(f"window={window!r} leaves each query only itself: must be > 0")
+    if left is None and (right is None or causal):
+        return None  # no restriction beyond the causal one
+    return left, right
+
+
+def visible_bounds(causal: bool, window, diagonal_offset: int = 0):
+    """``(left, right)`` of the keys row i sees, ``i - left <= j <= i + right``, None for
+    an unbounded side: ``window`` (checked by ``window_bounds``; its checked form passes
+    unchanged) and the causal diagonal, shifted by the tests' ``diagonal_offset``."""
+    left, right = window_bounds(window, causal) or (None, None)
+    if causal:
+        right = diagonal_offset
+    return left, right
+
+
+def tile_range(first_row, *, rows, tile, length, left, right):
+    """``(start, full_start, full_end, end)``: the tiles of ``tile`` keys that rows
+    ``[first_row, first_row + rows)`` see, when row i sees keys ``[i - left, i + right]``
+    (None: unbounded) of keys ``[0, length)``. Tiles ``[start, end)`` are visited,
+    ``[full_start, full_end)`` need no mask (every row sees them whole, no key past
+    ``length``). Exactly the tiles holding a key some row sees are visited: those wholly
+    outside the window (or above the causal diagonal) never are. Python ints where
+    nothing depends on ``first_row``; ``start <= full_start <= full_end <= end`` always.
+    """
+    from jax import lax
+
+    n_tiles, n_full = -(-length // tile), length // tile
+    if left is None and right is None:
+        return 0, 0, n_full, n_tiles
+    last_row = first_row + rows - 1
+    start, full_start = 0, 0
+    if left is not None:  # lowest key: first_row - left; all rows see a key >= last_row - left
+        first_key = jnp.maximum(first_row - left, 0)
+        start = jnp.where(first_key < length, lax.div(first_key, tile), n_tiles)
+        full_start = lax.div(jnp.maximum(last_row - left + tile - 1, 0), tile)
+    end, full_end = n_tiles, n_full
+    if right is not None:  # highest key: last_row + right; all rows see keys <= first_row + right
+        end = jnp.clip(lax.div(jnp.maximum(last_row + right + tile, 0), tile), 0, n_tiles)
+        full_end = lax.div(jnp.maximum(first_row + right + 1, 0), tile)
+    end = jnp.maximum(end, start)
+    full_end = jnp.maximum(jnp.minimum(jnp.minimum(full_end, end), n_full), start)
+    full_start = jnp.minimum(jnp.maximum(full_start, start), full_end)
+    return start, full_start, full_end, end
 
 
 def pad_seq(x, multiple: int):

@@ -23,8 +23,9 @@ committed measurements it stands on) names a shape where Triton measured faster;
 ``triton`` everywhere else (always with ``interpret=True``).
 A forced backend that cannot run the call raises ValueError naming the limit.
 
-``jax.grad`` through ``flash_attention`` runs the Triton backward kernels
-(``flash_backward``) whichever backend ran the forward.
+``jax.grad`` through ``flash_attention`` runs, whichever backend ran the forward, the
+Mosaic GPU backward (``flash_mosaic_backward``) on a Hopper GPU where it supports the
+call, else the Triton backward kernels (``flash_backward``): ``choose_backward``.
 
 ``flash_attention_forward`` returns ``(O, lse)``: the residuals a backward pass needs
 (lse is the natural-log log-sum-exp, float32 ``[batch, heads, n]``).
@@ -47,8 +48,8 @@ from pathlib import Path
 
 import jax
 
-from pallas_kernels import flash_backward, flash_mosaic, flash_triton
-from pallas_kernels._common import softmax_scale
+from pallas_kernels import flash_backward, flash_mosaic, flash_mosaic_backward, flash_triton
+from pallas_kernels._common import softmax_scale, window_bounds
 
 BACKENDS = ("auto", "triton", "mosaic")
 #: Where "auto" sends a call both backends run (data, from measurements).
@@ -115,12 +116,15 @@ def flash_attention_forward(
     v,
     *,
     causal: bool = False,
+    window=None,
     sm_scale: float | None = None,
     backend: str = "auto",
     interpret: bool = False,
     **options,
 ):
     """``(O, lse)``: the forward pass and the residual a backward pass needs.
+
+    ``window``: a sliding window as ``flash_attention`` takes it.
 
     ``options`` are the chosen backend's tuning knobs: the fields of its module's
     ``Config`` (triton: ``block_q``, ``block_k``, ``num_warps``, ``num_stages``; mosaic:
@@ -132,10 +136,18 @@ def flash_attention_forward(
     )
     if chosen == "mosaic":
         return flash_mosaic.mosaic_flash_attention(
-            q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True, **options
+            q, k, v, causal=causal, window=window, sm_scale=sm_scale, return_lse=True, **options
         )
     return flash_triton.triton_flash_attention(
-        q, k, v, causal=causal, sm_scale=sm_scale, return_lse=True, interpret=interpret, **options
+        q,
+        k,
+        v,
+        causal=causal,
+        window=window,
+        sm_scale=sm_scale,
+        return_lse=True,
+        interpret=interpret,
+        **options,
     )
 
 
@@ -145,6 +157,8 @@ class _Static:
     """The non-differentiable arguments of one call (hashable: jit and custom_vjp key)."""
 
     causal: bool
+    #: the checked sliding window ``(left, right)`` (``_common.window_bounds``), or None
+    window: tuple | None
     sm_scale: float
     interpret: bool
     backward: flash_backward.Config
@@ -157,6 +171,7 @@ def _forward(static: _Static, q, k, v):
         k,
         v,
         causal=static.causal,
+        window=static.window,
         sm_scale=static.sm_scale,
         interpret=static.interpret,
         **dict(static.forward_options),
@@ -173,9 +188,40 @@ def _attention_fwd(static: _Static, q, k, v):
     return (o, lse), (q, k, v, o, lse)
 
 
+def choose_backward(q, k, v, *, causal: bool, interpret: bool = False, backward=None) -> str:
+    """The backward that ``jax.grad`` runs: ``"mosaic"`` (``flash_mosaic_backward``) on a
+    Hopper GPU when it supports the call and ``backward`` is None, its default
+    (``flash_backward.heuristic_config``) or a ``flash_mosaic_backward.Config``; else
+    ``"triton"`` (``flash_backward``)."""
+    if isinstance(backward, flash_mosaic_backward.Config):
+        return "mosaic"
+    if backward is not None and backward != flash_backward.heuristic_config(q.shape[-1]):
+        return "triton"  # a Triton backward launch chosen by the caller
+    reason = flash_mosaic_backward.supported(q, k, v, causal=causal, interpret=interpret)
+    return "triton" if reason else "mosaic"
+
+
 def _attention_bwd(static: _Static, residuals, cotangents):
     q, k, v, o, lse = residuals
     do, dlse = cotangents
+    chosen = choose_backward(
+        q, k, v, causal=static.causal, interpret=static.interpret, backward=static.backward
+    )
+    if chosen == "mosaic":
+        config = static.backward
+        return flash_mosaic_backward.mosaic_attention_backward(
+            q,
+            k,
+            v,
+            o,
+            lse,
+            do,
+            dlse,
+            causal=static.causal,
+            window=static.window,
+            sm_scale=static.sm_scale,
+            config=config if isinstance(config, flash_mosaic_backward.Config) else None,
+        )
     return flash_backward.flash_attention_backward(
         q,
         k,
@@ -185,6 +231,7 @@ def _attention_bwd(static: _Static, residuals, cotangents):
         do.astype(q.dtype),
         dlse,
         causal=static.causal,
+        window=static.window,
         sm_scale=static.sm_scale,
         config=static.backward,
         interpret=static.interpret,
@@ -200,6 +247,7 @@ def flash_attention(
     v,
     *,
     causal: bool = False,
+    window=None,
     sm_scale: float | None = None,
     backend: str = "auto",
     return_lse: bool = False,
@@ -212,6 +260,12 @@ def flash_attention(
     Args:
       q: ``[batch, n, heads, head_dim]``; k, v: ``[batch, kv_len, kv_heads, head_dim]``.
       causal: query i sees keys ``j <= i`` (top-left aligned, as ``jax.nn``).
+      window: a sliding (local) window, as ``jax.nn.dot_product_attention``'s
+        ``local_window_size``: ``(left, right)`` keys, query i seeing keys ``i - left <=
+        j <= i + right`` (a side None: unbounded), or one int W, ``(W, 0)`` when causal
+        and ``(W, W)`` otherwise. Tiles wholly outside it are never loaded, forward and
+        backward. A window <= 0, a negative side or a right side with ``causal`` is a
+        ValueError naming the value.
       sm_scale: score scale, ``1/sqrt(head_dim)`` when None.
       backend: ``"auto"``, ``"triton"`` or ``"mosaic"`` (module docstring).
       return_lse: also return the log-sum-exp, float32 ``[batch, heads, n]``.
@@ -227,6 +281,7 @@ def flash_attention(
     d = q.shape[-1]
     static = _Static(
         causal=bool(causal),
+        window=window_bounds(window, causal),
         sm_scale=softmax_scale(d, sm_scale),
         interpret=bool(interpret),
         backward=backward or flash_backward.heuristic_config(d),

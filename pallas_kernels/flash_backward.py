@@ -29,9 +29,10 @@ The steps:
 3. ``dq``: the forward's loop order (grid over Q blocks, loop over K/V blocks), which
    recomputes S, P and dP and keeps dQ_i on chip: dQ_i += dS K_j.
 
-No n×m matrix touches HBM. Causal tiles wholly above the diagonal are skipped, and
-only tiles that cross it are masked. Layout ``[batch, seq, heads, head_dim]``; a head dim
-that is not a power of two is zero-padded to one (as the Triton forward).
+No n×m matrix touches HBM. Tiles wholly above the causal diagonal or outside a sliding
+window are skipped, and only tiles that cross an edge are masked. Layout ``[batch, seq,
+heads, head_dim]``; a head dim that is not a power of two is zero-padded to one (as the
+Triton forward).
 """
 
 from __future__ import annotations
@@ -45,7 +46,14 @@ from jax import lax
 from jax.experimental import pallas as pl
 from jax.experimental.pallas import triton as pltriton
 
-from pallas_kernels._common import LOG2_E, is_power_of_two, pad_seq, triton_compiler_params
+from pallas_kernels._common import (
+    LOG2_E,
+    is_power_of_two,
+    pad_seq,
+    tile_range,
+    triton_compiler_params,
+    visible_bounds,
+)
 from pallas_kernels.flash_triton import native_head_dim
 
 #: How dQ is summed over K blocks (``perfmodel.costs.backward.DQ_FAMILIES``).
@@ -139,21 +147,6 @@ def _delta(o_p, do_p, dlse_p, *, block_q, interpret):
 
 
 # --- 2. dK, dV: Algorithm 2's loop order ---------------------------------------------------
-def _q_tile_range(k_block, *, block_q, block_k, n_q_tiles, causal, diagonal_offset):
-    """Q tiles ``[lo, n_q_tiles)`` that see key block ``k_block``; ``[lo, full)`` need a mask.
-
-    Row i sees key j iff ``j <= i + diagonal_offset`` (when causal). A Q tile is
-    skipped when its last row sees no key of the block, and needs no mask when its
-    first row sees the block's last key.
-    """
-    if not causal:
-        return 0, 0
-    first_key = k_block * block_k - diagonal_offset
-    lo = lax.div(jnp.maximum(first_key, 0), block_q)
-    full = lax.div(jnp.maximum(first_key + block_k - 1 + block_q - 1, 0), block_q)
-    return jnp.minimum(lo, n_q_tiles), jnp.clip(full, lo, n_q_tiles)
-
-
 def _dkdv_kernel(
     q_ref,
     k_ref,
@@ -163,12 +156,11 @@ def _dkdv_kernel(
     delta_ref,
     *refs,
     scale,
-    causal,
+    bounds,
     block_q,
     block_k,
     group,
     n_q_tiles,
-    diagonal_offset,
     atomic_dq,
 ):
     """One program: K block ``j`` of one (batch, kv head); loops over the group's query
@@ -186,13 +178,16 @@ def _dkdv_kernel(
     v = v_ref[...]
     d = k.shape[-1]
     cols = j * block_k + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
-    lo, full = _q_tile_range(
-        j,
-        block_q=block_q,
-        block_k=block_k,
-        n_q_tiles=n_q_tiles,
-        causal=causal,
-        diagonal_offset=diagonal_offset,
+    # Key j is seen by rows i in [j - right, j + left]: the forward's range, sides swapped.
+    # Padded rows have lse = +inf (P = 0): no tile needs a mask for them.
+    left, right = bounds
+    lo, lo_full, hi_full, hi = tile_range(
+        j * block_k,
+        rows=block_k,
+        tile=block_q,
+        length=n_q_tiles * block_q,
+        left=right,
+        right=left,
     )
 
     def step(i, carry, *, head, masked):
@@ -206,7 +201,7 @@ def _dkdv_kernel(
         p = jnp.exp2(s * (scale * LOG2_E) - lse[:, None])  # P, recomputed
         if masked:
             rows = start + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 0)
-            p = jnp.where(cols <= rows + diagonal_offset, p, 0.0)
+            p = _masked(p, rows, cols, bounds)
         dv = dv + _dot(p.astype(do.dtype), do, trans_a=True)  # dV_j += Pᵀ dO
         dp = _dot(do, v, trans_b=True)  # dP = dO V_jᵀ
         ds = p * (dp - delta[:, None])  # dS = P ∘ (dP − D)
@@ -217,10 +212,15 @@ def _dkdv_kernel(
         return dk, dv
 
     def head_loop(head, carry):
-        carry = lax.fori_loop(lo, full, functools.partial(step, head=head, masked=True), carry)
-        return lax.fori_loop(
-            full, n_q_tiles, functools.partial(step, head=head, masked=False), carry
+        masked = functools.partial(step, head=head, masked=True)
+        if right is not None:  # the rows above the causal diagonal or the window's right edge
+            carry = lax.fori_loop(lo, lo_full, masked, carry)
+        carry = lax.fori_loop(
+            lo_full, hi_full, functools.partial(step, head=head, masked=False), carry
         )
+        if left is not None:  # the rows past the window's left edge
+            carry = lax.fori_loop(hi_full, hi, masked, carry)
+        return carry
 
     zeros = jnp.zeros((block_k, d), jnp.float32)
     dk, dv = lax.fori_loop(0, group, head_loop, (zeros, zeros))
@@ -228,7 +228,18 @@ def _dkdv_kernel(
     dv_ref[...] = dv.astype(dv_ref.dtype)
 
 
-def _dkdv(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_offset, interpret):
+def _masked(p, rows, cols, bounds):
+    """P with 0 where key ``cols`` is outside the ``bounds`` of query ``rows``
+    (``visible_bounds``); padded keys and rows need no mask here (zero K, V; lse = +inf)."""
+    left, right = bounds
+    if left is not None:
+        p = jnp.where(cols >= rows - left, p, 0.0)
+    if right is not None:
+        p = jnp.where(cols <= rows + right, p, 0.0)
+    return p
+
+
+def _dkdv(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, bounds, scale, interpret):
     """``(dK, dV)``, or ``(dK, dV, dQ·scale⁻¹ in float32)`` when ``cfg.dq == "atomic"``."""
     b, n_pad, h, d = q_p.shape
     kv_pad, h_kv = k_p.shape[1], k_p.shape[2]
@@ -243,12 +254,11 @@ def _dkdv(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_
     kernel = functools.partial(
         _dkdv_kernel,
         scale=scale,
-        causal=causal,
+        bounds=bounds,
         block_q=cfg.block_q,
         block_k=cfg.block_k,
         group=group,
         n_q_tiles=n_pad // cfg.block_q,
-        diagonal_offset=diagonal_offset,
         atomic_dq=atomic_dq,
     )
     in_specs = [rows_spec, kv_spec, kv_spec, rows_spec, stat_spec, stat_spec]
@@ -274,17 +284,6 @@ def _dkdv(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_
 
 
 # --- 3. dQ: the forward's loop order ------------------------------------------------------
-def _k_tile_range(q_block, *, block_q, block_k, n_k_tiles, causal, diagonal_offset):
-    """K tiles ``[0, end)`` that query block ``q_block`` sees; ``[full, end)`` need a mask."""
-    if not causal:
-        return n_k_tiles, n_k_tiles
-    first_row = q_block * block_q + diagonal_offset
-    full = lax.div(jnp.maximum(first_row + 1, 0), block_k)
-    end = lax.div(jnp.maximum(first_row + block_q - 1 + block_k, 0), block_k)
-    end = jnp.minimum(end, n_k_tiles)
-    return jnp.minimum(full, end), end
-
-
 def _dq_kernel(
     q_ref,
     k_ref,
@@ -295,11 +294,10 @@ def _dq_kernel(
     dq_ref,
     *,
     scale,
-    causal,
+    bounds,
     block_q,
     block_k,
     n_k_tiles,
-    diagonal_offset,
 ):
     """One program: Q block ``i`` of one (batch, head); loops over K/V blocks."""
     i = pl.program_id(0)
@@ -316,25 +314,29 @@ def _dq_kernel(
         p = jnp.exp2(_dot(q, k, trans_b=True) * (scale * LOG2_E) - lse[:, None])
         if masked:
             cols = start + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
-            p = jnp.where(cols <= rows + diagonal_offset, p, 0.0)
+            p = _masked(p, rows, cols, bounds)
         ds = p * (_dot(do, v, trans_b=True) - delta[:, None])  # dS = P ∘ (dO V_jᵀ − D)
         return dq + _dot(ds.astype(k.dtype), k)  # dQ_i += dS K_j
 
-    full, end = _k_tile_range(
-        i,
-        block_q=block_q,
-        block_k=block_k,
-        n_k_tiles=n_k_tiles,
-        causal=causal,
-        diagonal_offset=diagonal_offset,
+    # padded keys are zero: they add nothing to dQ, so only the window's edges are masked
+    lo, lo_full, hi_full, hi = tile_range(
+        i * block_q,
+        rows=block_q,
+        tile=block_k,
+        length=n_k_tiles * block_k,
+        left=bounds[0],
+        right=bounds[1],
     )
     dq = jnp.zeros(q.shape, jnp.float32)
-    dq = lax.fori_loop(0, full, functools.partial(step, masked=False), dq)
-    dq = lax.fori_loop(full, end, functools.partial(step, masked=True), dq)
+    if bounds[0] is not None:
+        dq = lax.fori_loop(lo, lo_full, functools.partial(step, masked=True), dq)
+    dq = lax.fori_loop(lo_full, hi_full, functools.partial(step, masked=False), dq)
+    if bounds[1] is not None:
+        dq = lax.fori_loop(hi_full, hi, functools.partial(step, masked=True), dq)
     dq_ref[...] = (dq * scale).astype(dq_ref.dtype)
 
 
-def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_offset, interpret):
+def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, bounds, scale, interpret):
     b, n_pad, h, d = q_p.shape
     kv_pad, h_kv = k_p.shape[1], k_p.shape[2]
     group = h // h_kv
@@ -346,11 +348,10 @@ def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_of
     kernel = functools.partial(
         _dq_kernel,
         scale=scale,
-        causal=causal,
+        bounds=bounds,
         block_q=bq,
         block_k=cfg.dq_block_k,
         n_k_tiles=kv_pad // cfg.dq_block_k,
-        diagonal_offset=diagonal_offset,
     )
     return pl.pallas_call(
         kernel,
@@ -368,10 +369,25 @@ def _dq(q_p, k_p, v_p, do_p, lse2_p, delta_p, *, cfg, causal, scale, diagonal_of
 
 # --- the three kernels together --------------------------------------------------------
 def flash_attention_backward(
-    q, k, v, o, lse, do, dlse=None, *, causal, sm_scale, config, interpret=False, diagonal_offset=0
+    q,
+    k,
+    v,
+    o,
+    lse,
+    do,
+    dlse=None,
+    *,
+    causal,
+    sm_scale,
+    config,
+    interpret=False,
+    diagonal_offset=0,
+    window=None,
 ):
     """``(dQ, dK, dV)`` of attention from the forward's O and natural-log ``lse``.
 
+    ``window``: the forward's sliding window (``_common.window_bounds``); tiles wholly
+    outside it are skipped in both passes, as those above the causal diagonal.
     ``dlse`` is the cotangent of the log-sum-exp (None: zero). ``diagonal_offset``
     shifts the causal diagonal as the forward's test hook does (tests only). A head dim
     that is not native (``flash_triton.native_head_dim``) is zero-padded, the
@@ -389,19 +405,16 @@ def flash_attention_backward(
         lse,
         do,
         dlse,
-        causal=causal,
+        bounds=visible_bounds(causal, window, diagonal_offset),
         sm_scale=sm_scale,
         config=config,
         interpret=interpret,
-        diagonal_offset=diagonal_offset,
     )
     return tuple(g[..., :d] for g in grads)
 
 
-@functools.partial(
-    jax.jit, static_argnames=("causal", "sm_scale", "config", "interpret", "diagonal_offset")
-)
-def _backward(q, k, v, o, lse, do, dlse, *, causal, sm_scale, config, interpret, diagonal_offset):
+@functools.partial(jax.jit, static_argnames=("bounds", "sm_scale", "config", "interpret"))
+def _backward(q, k, v, o, lse, do, dlse, *, bounds, sm_scale, config, interpret):
     n, kv_len = q.shape[1], k.shape[1]
     cfg = config.fit(n, kv_len)
     # powers of two: the larger tile is a multiple of the smaller, so pad to it
@@ -417,9 +430,7 @@ def _backward(q, k, v, o, lse, do, dlse, *, causal, sm_scale, config, interpret,
     lse2 = jnp.pad(lse2, stat_pad, constant_values=jnp.inf)
     dlse = jnp.zeros_like(lse) if dlse is None else dlse
     delta = _delta(o_p, do_p, jnp.pad(dlse, stat_pad), block_q=q_mult, interpret=interpret)
-    kw = dict(
-        cfg=cfg, causal=causal, scale=sm_scale, diagonal_offset=diagonal_offset, interpret=interpret
-    )
+    kw = dict(cfg=cfg, bounds=bounds, scale=sm_scale, interpret=interpret)
     if cfg.dq == "atomic":
         dk, dv, dq_f32 = _dkdv(q_p, k_p, v_p, do_p, lse2, delta, **kw)
         dq = (dq_f32[:, :n] * sm_scale).astype(q.dtype)  # the small convert step

@@ -29,9 +29,12 @@ The kernel follows FlashAttention-3 (Shah et al. 2024), §3.1-3.2, on one H100/H
   stage of a key tile continues across units (``base``).
 * **Operands.** Q, K, V in shared memory (128-byte swizzle) feed wgmma; P goes from
   registers (the wgmma A operand may live in registers); S and O accumulate in f32.
-* **Causal.** Key tiles wholly above the diagonal are never loaded; only the tiles
-  that straddle the diagonal (or the masked tail of a sequence whose length is not a
-  tile multiple) pay for the mask. Query tiles are taken longest first, and a
+* **Causal, sliding windows.** Key tiles wholly above the diagonal or outside the
+  window (``window=(left, right)``: row i sees keys ``i - left <= j <= i + right``) are
+  never loaded; only the tiles that straddle an edge (or the masked tail of a sequence
+  whose length is not a tile multiple) pay for the mask. The producer loads the union of
+  the two consumers' key ranges; a consumer takes the stages of tiles only its partner
+  needs in step (before its own range and after it). Query tiles are taken longest first, and a
   persistent CTA takes every 132nd unit, which spreads long and short units evenly.
 * **GQA.** When a K/V head serves an even number of query heads, the two consumers
   of a CTA take two query heads of the same group at the same rows: one K/V load
@@ -69,6 +72,9 @@ from pallas_kernels._common import (
     check_qkv,
     is_hopper,
     softmax_scale,
+    tile_range,
+    visible_bounds,
+    window_bounds,
 )
 
 #: Head dims up to this run (padded to ``native_head_dim``).
@@ -227,7 +233,9 @@ class _Plan:
     ctas: int  # CTAs launched (persistent: at most one per SM)
     scale_log2: float
     return_lse: bool
-    diagonal_offset: int  # test hook: key j visible to row i iff j <= i + offset
+    #: (left, right): row i sees keys ``i - left <= j <= i + right`` (None: unbounded),
+    #: from the causal mask (shifted by the tests' diagonal offset) and the window
+    bounds: tuple
     config: Config
 
     @property
@@ -248,7 +256,7 @@ def _sm_count() -> int | None:
     return int(getattr(jax.devices()[0], "core_count", 0)) or None
 
 
-def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _Plan:
+def _plan(q, k, *, causal, sm_scale, return_lse, config, window=None, diagonal_offset=0) -> _Plan:
     b, n, h, d = q.shape
     kv_len, h_kv = k.shape[1], k.shape[2]
     group = h // h_kv
@@ -275,7 +283,7 @@ def _plan(q, k, *, causal, sm_scale, return_lse, config, diagonal_offset=0) -> _
         ctas=min(units, _sm_count() or units) if config.persistent else units,
         scale_log2=sm_scale * LOG2_E,
         return_lse=return_lse,
-        diagonal_offset=diagonal_offset,
+        bounds=visible_bounds(causal, window, diagonal_offset),
         config=config,
     )
 
@@ -312,23 +320,35 @@ def _consumer_work(plan: _Plan, coords, wg):
 
 
 def _key_tiles(plan: _Plan, first_row):
-    """``(n_unmasked, n_tiles)``: key tiles ``[0, n_tiles)`` are needed by rows
-    ``[first_row, first_row + 64)``; tiles ``[n_unmasked, n_tiles)`` need a mask."""
+    """``(lo, lo_full, hi_full, hi)``: rows ``[first_row, first_row + 64)`` need key tiles
+    ``[lo, hi)`` (at least one: a row that sees no key gets O = 0 from a masked tile);
+    tiles ``[lo_full, hi_full)`` need no mask. Tiles wholly above the causal diagonal or
+    outside the window are outside the range (``_common.tile_range``)."""
     bk = plan.config.block_k
-    full_tiles = plan.kv_len // bk  # tiles with no padded key
-    if not plan.causal:
-        return jnp.int32(full_tiles), jnp.int32(plan.kv_tiles)
-    top = first_row + plan.diagonal_offset  # the block's first row, shifted
-    bottom = top + ROWS_PER_CONSUMER - 1
-    n_tiles = jnp.clip(lax.div(jnp.maximum(bottom, 0), bk) + 1, 1, plan.kv_tiles)
-    n_unmasked = jnp.clip(lax.div(jnp.maximum(top + 1, 0), bk), 0, full_tiles)
-    return jnp.minimum(n_unmasked, n_tiles), n_tiles
+    lo, lo_full, hi_full, hi = tile_range(
+        first_row,
+        rows=ROWS_PER_CONSUMER,
+        tile=bk,
+        length=plan.kv_len,
+        left=plan.bounds[0],
+        right=plan.bounds[1],
+    )
+    if plan.bounds == (None, None):
+        return lo, lo_full, hi_full, hi
+    lo = jnp.minimum(lo, plan.kv_tiles - 1)
+    hi = jnp.maximum(hi, lo + 1)
+    lo_full = jnp.minimum(jnp.maximum(lo_full, lo), hi)
+    hi_full = jnp.minimum(jnp.maximum(hi_full, lo_full), hi)
+    return lo, lo_full, hi_full, hi
 
 
 def _unit_tiles(plan: _Plan, coords):
-    """Key tiles the producer loads for a unit: the larger of the two consumers' needs."""
-    tiles = [_key_tiles(plan, _consumer_work(plan, coords, wg)[1])[1] for wg in range(CONSUMERS)]
-    return jnp.maximum(*tiles)
+    """``(lo, hi)``: key tiles the producer loads for a unit, the union of the two
+    consumers' ranges (each one's is contiguous and they overlap or touch: adjacent rows)."""
+    ranges = [_key_tiles(plan, _consumer_work(plan, coords, wg)[1]) for wg in range(CONSUMERS)]
+    if plan.heads_paired or plan.bounds == (None, None):  # one range for both
+        return ranges[0][0], ranges[0][3]
+    return jnp.minimum(ranges[0][0], ranges[1][0]), jnp.maximum(ranges[0][3], ranges[1][3])
 
 
 def _layout(x, layout):
@@ -339,7 +359,8 @@ def _layout(x, layout):
 
 
 def _mask(plan: _Plan, s, tile, first_row):
-    """Scores of keys a row may not see become -inf (the kv tail, above the diagonal)."""
+    """Scores of keys a row may not see become -inf (the kv tail, above the diagonal,
+    outside the window)."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
     bk = plan.config.block_k
@@ -349,14 +370,18 @@ def _mask(plan: _Plan, s, tile, first_row):
         return _layout(lax.broadcasted_iota(jnp.int32, shape, dim), plgpu.Layout.WGMMA)
 
     cols = tile * bk + iota(1)
-    visible = None
+    rows = first_row + iota(0)
+    left, right = plan.bounds
+    conditions = []
     if plan.kv_len % bk:
-        visible = cols < plan.kv_len
-    if plan.causal:
-        rows = first_row + iota(0)
-        below = cols <= rows + plan.diagonal_offset
-        visible = below if visible is None else visible & below
-    return s if visible is None else jnp.where(visible, s, -jnp.inf)
+        conditions.append(cols < plan.kv_len)
+    if left is not None:
+        conditions.append(cols >= rows - left)
+    if right is not None:
+        conditions.append(cols <= rows + right)
+    if not conditions:
+        return s
+    return jnp.where(functools.reduce(jnp.logical_and, conditions), s, -jnp.inf)
 
 
 def _online_softmax(plan: _Plan, s, m_prev, l_prev, *, masked: bool, dtype):
@@ -400,11 +425,22 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         coords = _unit_coords(plan, unit)
         batch = coords[2]
         head, first_row = _consumer_work(plan, coords, wg)
-        n_unmasked, n_tiles = _key_tiles(plan, first_row)
-        unit_tiles = _unit_tiles(plan, coords)
+        lo, lo_full, hi_full, hi = _key_tiles(plan, first_row)
+        unit_lo, unit_hi = _unit_tiles(plan, coords)
 
         def stage(tile):
-            return lax.rem(base + tile, jnp.int32(stages))
+            return lax.rem(base + tile - unit_lo, jnp.int32(stages))
+
+        def drain(first, end):
+            """Take (wait for, release) the stages of tiles the other consumer needs and
+            this one does not, in step, so barrier phases stay paired."""
+
+            @pl.loop(first, end)
+            def _(tile):
+                plgpu.barrier_wait(k_ready.at[stage(tile)])
+                release(k_free, tile)
+                plgpu.barrier_wait(v_ready.at[stage(tile)])
+                release(v_free, tile)
 
         def k_tile(tile):
             plgpu.barrier_wait(k_ready.at[stage(tile)])
@@ -495,39 +531,41 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         plgpu.copy_gmem_to_smem(
             q_ref.at[batch, pl.ds(first_row, rows), head], my_q_o, q_ready.at[wg]
         )
+        has_left_edge = plan.bounds[0] is not None
+        if has_left_edge and not plan.heads_paired:
+            drain(unit_lo, lo)  # the partner's rows start earlier (a window)
         plgpu.barrier_wait(q_ready.at[wg])
-        s = scores(jnp.int32(0))
-        last = n_tiles - 1
-        tail_masked = bool(plan.causal or plan.kv_len % bk)
+        s = scores(lo)
+        last = hi - 1
+        tail_masked = bool(plan.bounds != (None, None) or plan.kv_len % bk)
+        # three runs of tiles: masked (the window's left edge), unmasked, masked (the
+        # diagonal, the window's right edge, the padded tail)
         if cfg.overlap == "pv":
-            # the loop step t handles S_{t+1}: mask iff tile t+1 >= n_unmasked
-            p, row_max, row_sum, _ = softmax(jnp.int32(0), s, row_max, row_sum, True)
-            end_unmasked = jnp.clip(n_unmasked - 1, 0, last)
-            carry = (o, p, row_max, row_sum)
-            carry = lax.fori_loop(0, end_unmasked, functools.partial(step_pv, masked=False), carry)
-            carry = lax.fori_loop(
-                end_unmasked, last, functools.partial(step_pv, masked=True), carry
-            )
-            o, p, row_max, row_sum = carry
+            # the loop step t handles S_{t+1}: mask iff t+1 < lo_full or t+1 >= hi_full
+            p, row_max, row_sum, _ = softmax(lo, s, row_max, row_sum, True)
+            step, carry = step_pv, (o, p, row_max, row_sum)
+            begin_unmasked = jnp.clip(lo_full - 1, lo, last)
+            end_unmasked = jnp.clip(hi_full - 1, begin_unmasked, last)
         else:
             step = step_qk if cfg.overlap == "qk" else step_none
-            end_unmasked = jnp.minimum(n_unmasked, last)
             carry = (s, o, row_max, row_sum)
-            carry = lax.fori_loop(0, end_unmasked, functools.partial(step, masked=False), carry)
-            carry = lax.fori_loop(end_unmasked, last, functools.partial(step, masked=True), carry)
+            begin_unmasked = jnp.clip(lo_full, lo, last)
+            end_unmasked = jnp.clip(hi_full, begin_unmasked, last)
+        if has_left_edge:
+            carry = lax.fori_loop(lo, begin_unmasked, functools.partial(step, masked=True), carry)
+        carry = lax.fori_loop(
+            begin_unmasked, end_unmasked, functools.partial(step, masked=False), carry
+        )
+        carry = lax.fori_loop(end_unmasked, last, functools.partial(step, masked=True), carry)
+        if cfg.overlap == "pv":
+            o, p, row_max, row_sum = carry
+        else:
             s, o, row_max, row_sum = carry
             p, row_max, row_sum, alpha = softmax(last, s, row_max, row_sum, tail_masked)
             o = _rescale(o, alpha)
         o = add_pv(last, o, p)
-
-        # Tiles the other consumer needs and this one does not (causal): take their
-        # stages in step, so barrier phases stay paired.
-        @pl.loop(n_tiles, unit_tiles)
-        def _(tile):
-            plgpu.barrier_wait(k_ready.at[stage(tile)])
-            release(k_free, tile)
-            plgpu.barrier_wait(v_ready.at[stage(tile)])
-            release(v_free, tile)
+        if not plan.heads_paired:
+            drain(hi, unit_hi)  # the partner's rows end later (causal, a window)
 
         # O / l and the log-sum-exp, through shared memory and a TMA store.
         l_safe = jnp.where(row_sum == 0.0, 1.0, row_sum)  # rows with no key: O = 0
@@ -543,7 +581,7 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             )
         # the next unit's Q lands in the same buffer: the store must have read it
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
-        return base + unit_tiles
+        return base + unit_hi - unit_lo
 
     _for_each_unit(plan, one_unit)
     plgpu.wait_smem_to_gmem(0)
@@ -579,11 +617,11 @@ def _producer(plan: _Plan, refs, smem, barriers):
         coords = _unit_coords(plan, unit)
         batch = coords[2]
         kv_head = lax.div(_consumer_work(plan, coords, 0)[0], jnp.int32(plan.group))
-        unit_tiles = _unit_tiles(plan, coords)
+        unit_lo, unit_hi = _unit_tiles(plan, coords)
 
-        @pl.loop(0, unit_tiles)
+        @pl.loop(unit_lo, unit_hi)
         def _(tile):
-            step = base + tile
+            step = base + tile - unit_lo
             slot = lax.rem(step, jnp.int32(stages))
             rows = (batch, pl.ds(tile * bk, bk), kv_head)
             for free, src, dst, ready in (
@@ -596,7 +634,7 @@ def _producer(plan: _Plan, refs, smem, barriers):
                     )
                 plgpu.copy_gmem_to_smem(src.at[rows], dst.at[slot], ready.at[slot])
 
-        return base + unit_tiles
+        return base + unit_hi - unit_lo
 
     _for_each_unit(plan, one_unit)
 
@@ -683,6 +721,7 @@ def mosaic_flash_attention(
     v,
     *,
     causal: bool = False,
+    window=None,
     sm_scale: float | None = None,
     return_lse: bool = False,
     **options,
@@ -693,14 +732,17 @@ def mosaic_flash_attention(
     ``block_k``, ``num_stages``, ``overlap``, ``persistent``); query tiles are 64 rows
     per consumer warpgroup.
     """
-    o, lse = _run(q, k, v, causal=causal, sm_scale=sm_scale, return_lse=return_lse, **options)
+    o, lse = _run(
+        q, k, v, causal=causal, window=window, sm_scale=sm_scale, return_lse=return_lse, **options
+    )
     return (o, lse) if return_lse else o
 
 
-def _run(q, k, v, *, causal, sm_scale, return_lse, diagonal_offset=0, **options):
+def _run(q, k, v, *, causal, sm_scale, return_lse, window=None, diagonal_offset=0, **options):
     """Plan (refusing what the kernel does not run), pad the head dim to the native one,
     run, and slice O back."""
     d = q.shape[-1]
+    window = window_bounds(window, causal)
     config = resolve_config(q, causal, options)
     reason = supported(q, k, v, causal=causal, config=config)
     if reason:
@@ -714,6 +756,7 @@ def _run(q, k, v, *, causal, sm_scale, return_lse, diagonal_offset=0, **options)
         sm_scale=softmax_scale(d, sm_scale),
         return_lse=bool(return_lse),
         config=config,
+        window=window,
         diagonal_offset=diagonal_offset,
     )
     o, lse = _jitted_forward(q, k, v, plan)
@@ -734,7 +777,9 @@ def resolve_config(q, causal: bool, options: dict) -> Config:
     return dataclasses.replace(heuristic_config(q.shape[-1], bool(causal)), **options)
 
 
-def forward_with_test_hooks(q, k, v, *, causal, sm_scale=None, diagonal_offset=0, **options):
+def forward_with_test_hooks(
+    q, k, v, *, causal, sm_scale=None, diagonal_offset=0, window=None, **options
+):
     """Tests' entry point: (O, lse) with the causal diagonal shifted by ``diagonal_offset``
     (key j visible to row i iff ``j <= i + offset``; negative offsets leave rows with no
     key). ``options`` replace fields of ``heuristic_config``."""
@@ -745,6 +790,7 @@ def forward_with_test_hooks(q, k, v, *, causal, sm_scale=None, diagonal_offset=0
         causal=causal,
         sm_scale=sm_scale,
         return_lse=True,
+        window=window,
         diagonal_offset=diagonal_offset,
         **options,
     )

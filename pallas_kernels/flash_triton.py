@@ -32,7 +32,10 @@ from pallas_kernels._common import (
     is_power_of_two,
     pad_seq,
     softmax_scale,
+    tile_range,
     triton_compiler_params,
+    visible_bounds,
+    window_bounds,
 )
 
 #: Head dims up to this run; one that is not a power of two >= 16 is zero-padded to one
@@ -114,23 +117,6 @@ def _q_block_index(program, n_programs, causal):
     return n_programs - 1 - program if causal else program
 
 
-def _kv_tile_range(q_block, *, block_q, block_k, kv_len, causal, diagonal_offset):
-    """Key tiles ``[0, n_end)`` this query block needs; tiles ``[n_full, n_end)`` need a mask.
-
-    Key j is visible to query row i iff ``j < kv_len`` and (if causal)
-    ``j <= i + diagonal_offset``. Tiles wholly above the diagonal are never loaded.
-    """
-    n_tiles = pl.cdiv(kv_len, block_k)
-    n_unpadded = kv_len // block_k
-    if not causal:
-        return n_unpadded, n_tiles
-    first_row = q_block * block_q + diagonal_offset  # smallest row index of the block
-    last_row = first_row + block_q - 1
-    n_full = jnp.minimum(lax.div(jnp.maximum(first_row + 1, 0), block_k), n_unpadded)
-    n_end = jnp.minimum(lax.div(jnp.maximum(last_row + block_k, 0), block_k), n_tiles)
-    return jnp.minimum(n_full, n_end), n_end
-
-
 def _flash_kernel(
     q_ref,
     k_ref,
@@ -138,13 +124,18 @@ def _flash_kernel(
     *refs,
     scale_log2,
     causal,
+    bounds,
     block_q,
     block_k,
     kv_len,
-    diagonal_offset,
     n_poisoned,
 ):
     """One program: one block of ``block_q`` query rows of one (batch, head).
+
+    Row i sees key j iff ``j < kv_len`` and ``i - left <= j <= i + right`` (``bounds``,
+    None for an unbounded side: ``visible_bounds``). Key tiles wholly outside that range
+    (above the causal diagonal, outside a window) are never loaded; only the tiles that
+    straddle an edge of it, or hold the padded tail, are masked.
 
     ``refs`` are ``n_poisoned`` aliased output buffers (inputs, unused) then O and,
     optionally, the log-sum-exp.
@@ -168,10 +159,7 @@ def _flash_kernel(
         qk = pltriton.dot(q, k, trans_b=True, precision=precision)  # f32 [block_q, block_k]
         if masked:
             cols = start + lax.broadcasted_iota(jnp.int32, (block_q, block_k), 1)
-            visible = cols < kv_len
-            if causal:
-                visible &= cols <= rows + diagonal_offset
-            qk = jnp.where(visible, qk, -jnp.inf)
+            qk = jnp.where(_visible(rows, cols, kv_len, bounds), qk, -jnp.inf)
         # m_i is kept in log2 units of the scaled scores: exp(x) = exp2(x * log2(e)), so
         # the scale and log2(e) fold into one fused multiply-add before the exp2.
         m_new = jnp.maximum(m_i, jnp.max(qk, axis=1) * scale_log2)
@@ -183,17 +171,19 @@ def _flash_kernel(
         acc = acc * alpha[:, None] + pltriton.dot(p.astype(v.dtype), v, precision=precision)
         return acc, m_new, l_i
 
-    n_full, n_end = _kv_tile_range(
-        q_block,
-        block_q=block_q,
-        block_k=block_k,
-        kv_len=kv_len,
-        causal=causal,
-        diagonal_offset=diagonal_offset,
+    lo, lo_full, hi_full, hi = tile_range(
+        q_block * block_q,
+        rows=block_q,
+        tile=block_k,
+        length=kv_len,
+        left=bounds[0],
+        right=bounds[1],
     )
     carry = (acc, m_i, l_i)
-    carry = lax.fori_loop(0, n_full, functools.partial(step, masked=False), carry)
-    carry = lax.fori_loop(n_full, n_end, functools.partial(step, masked=True), carry)
+    if bounds[0] is not None:  # the window's left edge
+        carry = lax.fori_loop(lo, lo_full, functools.partial(step, masked=True), carry)
+    carry = lax.fori_loop(lo_full, hi_full, functools.partial(step, masked=False), carry)
+    carry = lax.fori_loop(hi_full, hi, functools.partial(step, masked=True), carry)
     acc, m_i, l_i = carry
     l_safe = jnp.where(l_i == 0.0, 1.0, l_i)  # fully masked rows give O = 0, lse = -inf
     o_ref[...] = (acc / l_safe[:, None]).astype(o_ref.dtype)
@@ -201,7 +191,18 @@ def _flash_kernel(
         lse_refs[0][...] = m_i * LN_2 + jnp.log(l_i)
 
 
-def _pallas_forward(q, k, v, *, causal, sm_scale, config, interpret, return_lse, hooks):
+def _visible(rows, cols, kv_len, bounds):
+    """Key ``cols`` visible to query ``rows``: below kv_len and inside ``bounds``."""
+    left, right = bounds
+    visible = cols < kv_len
+    if left is not None:
+        visible &= cols >= rows - left
+    if right is not None:
+        visible &= cols <= rows + right
+    return visible
+
+
+def _pallas_forward(q, k, v, *, causal, window, sm_scale, config, interpret, return_lse, hooks):
     """The pallas_call; returns O and, if ``return_lse``, the log-sum-exp (else None).
 
     ``hooks`` is a ``_TestHooks`` (tests only; production passes the neutral one).
@@ -235,10 +236,10 @@ def _pallas_forward(q, k, v, *, causal, sm_scale, config, interpret, return_lse,
         _flash_kernel,
         scale_log2=sm_scale * LOG2_E,
         causal=causal,
+        bounds=visible_bounds(causal, window, hooks.diagonal_offset),
         block_q=block_q,
         block_k=block_k,
         kv_len=kv_len,
-        diagonal_offset=hooks.diagonal_offset,
         n_poisoned=len(poisoned),
     )
     outs = pl.pallas_call(
@@ -266,7 +267,7 @@ class _TestHooks:
     poison: bool = False
 
 
-_STATIC = ("causal", "sm_scale", "config", "interpret", "return_lse", "hooks")
+_STATIC = ("causal", "window", "sm_scale", "config", "interpret", "return_lse", "hooks")
 _jitted_forward = jax.jit(_pallas_forward, static_argnames=_STATIC)
 
 
@@ -293,7 +294,7 @@ def _pad_head_dim(x, d_pad: int):
     return x if pad == 0 else jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, pad)))
 
 
-def _run(q, k, v, *, causal, sm_scale, config, interpret, return_lse, hooks):
+def _run(q, k, v, *, causal, window, sm_scale, config, interpret, return_lse, hooks):
     """The jitted forward at the kernel's native head dim, O sliced back to ``d``."""
     d = q.shape[-1]
     d_pad = native_head_dim(d)
@@ -303,6 +304,7 @@ def _run(q, k, v, *, causal, sm_scale, config, interpret, return_lse, hooks):
         k,
         v,
         causal=bool(causal),
+        window=window_bounds(window, causal),
         sm_scale=sm_scale,
         config=config,
         interpret=bool(interpret),
@@ -318,6 +320,7 @@ def triton_flash_attention(
     v,
     *,
     causal: bool = False,
+    window=None,
     sm_scale: float | None = None,
     return_lse: bool = False,
     interpret: bool = False,
@@ -330,6 +333,8 @@ def triton_flash_attention(
         with ``heads`` a multiple of ``kv_heads``; head_dim at most 256 (not a power of
         two: zero-padded to one). float32, float16 or bfloat16.
       causal: query i sees keys ``j <= i`` (top-left aligned, as ``jax.nn``).
+      window: a sliding window, W or ``(left, right)`` keys
+        (``_common.window_bounds``): query i sees keys ``i - left <= j <= i + right``.
       sm_scale: score scale, ``1/sqrt(head_dim)`` when None.
       return_lse: also return the natural-log log-sum-exp, f32 ``[batch, heads, n]``.
       interpret: run the kernel in the Pallas interpreter (any backend, e.g. CPU).
@@ -346,6 +351,7 @@ def triton_flash_attention(
         k,
         v,
         causal=causal,
+        window=window,
         interpret=interpret,
         return_lse=return_lse,
         hooks=_TestHooks(),
@@ -355,12 +361,31 @@ def triton_flash_attention(
 
 
 def forward_with_test_hooks(
-    q, k, v, *, causal, block_q, block_k, sm_scale=None, interpret, diagonal_offset=0, poison=True
+    q,
+    k,
+    v,
+    *,
+    causal,
+    block_q,
+    block_k,
+    sm_scale=None,
+    interpret,
+    diagonal_offset=0,
+    poison=True,
+    window=None,
 ):
     """Tests' entry point: (O, lse) with the test hooks of ``_TestHooks``, 4 warps, 2 stages."""
     options = dict(block_q=block_q, block_k=block_k, num_warps=4, num_stages=2, causal=causal)
     resolved = _resolve(q, k, v, sm_scale, options)
     hooks = _TestHooks(diagonal_offset=diagonal_offset, poison=poison)
     return _run(
-        q, k, v, causal=causal, interpret=interpret, return_lse=True, hooks=hooks, **resolved
+        q,
+        k,
+        v,
+        causal=causal,
+        window=window,
+        interpret=interpret,
+        return_lse=True,
+        hooks=hooks,
+        **resolved,
     )

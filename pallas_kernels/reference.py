@@ -29,7 +29,25 @@ def causal_mask(n: int, kv_len: int) -> np.ndarray:
     return np.arange(kv_len)[None, :] <= np.arange(n)[:, None]
 
 
-def attention_float64(q, k, v, *, causal=False, sm_scale=None):
+def visible_mask(n: int, kv_len: int, *, causal=False, window=None, offset=0) -> np.ndarray:
+    """Boolean ``[n, kv_len]``: True where query i may attend key j. Causal: ``j <= i +
+    offset``; ``window`` (W or ``(left, right)``, as ``flash_attention`` reads it):
+    ``i - left <= j <= i + right``."""
+    from pallas_kernels._common import window_bounds
+
+    rows, cols = np.arange(n)[:, None], np.arange(kv_len)[None, :]
+    visible = np.ones((n, kv_len), bool)
+    if causal:
+        visible &= cols <= rows + offset
+    left, right = window_bounds(window, causal) or (None, None)
+    if left is not None:
+        visible &= cols >= rows - left
+    if right is not None and not causal:  # causal: the diagonal above is the right edge
+        visible &= cols <= rows + right
+    return visible
+
+
+def attention_float64(q, k, v, *, causal=False, sm_scale=None, window=None):
     """Attention in float64 numpy; returns ``(O [b,n,h,d], lse [b,h,n])``.
 
     Rows with every key masked give O = 0 and lse = -inf, like the kernel.
@@ -38,8 +56,8 @@ def attention_float64(q, k, v, *, causal=False, sm_scale=None):
     group = q.shape[2] // k.shape[2]
     k, v = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
     s = np.einsum("bqhd,bkhd->bhqk", q, k) * _scale(q.shape[-1], sm_scale)
-    if causal:
-        s = np.where(causal_mask(q.shape[1], k.shape[1]), s, -np.inf)
+    if causal or window is not None:
+        s = np.where(visible_mask(q.shape[1], k.shape[1], causal=causal, window=window), s, -np.inf)
     m = s.max(axis=-1, keepdims=True)
     m_safe = np.where(np.isfinite(m), m, 0.0)
     p = np.exp(s - m_safe)
@@ -50,7 +68,9 @@ def attention_float64(q, k, v, *, causal=False, sm_scale=None):
     return o, lse
 
 
-def attention_grads_float64(q, k, v, do, *, causal=False, sm_scale=None, offset=0, dlse=None):
+def attention_grads_float64(
+    q, k, v, do, *, causal=False, sm_scale=None, offset=0, dlse=None, window=None
+):
     """dQ, dK, dV of ``sum(O∘dO) + sum(lse∘dlse)`` in float64 numpy, from the formulas of
     FlashAttention-2 §3.2 on materialised matrices; GQA K/V gradients summed per group.
     ``offset`` shifts the causal diagonal (key j visible to row i iff j <= i + offset)."""
@@ -59,9 +79,9 @@ def attention_grads_float64(q, k, v, do, *, causal=False, sm_scale=None, offset=
     kk, vv = np.repeat(k, group, axis=2), np.repeat(v, group, axis=2)
     scale = _scale(q.shape[-1], sm_scale)
     s = np.einsum("bqhd,bkhd->bhqk", q, kk, optimize=True) * scale
-    if causal:
-        rows, cols = np.arange(q.shape[1])[:, None], np.arange(k.shape[1])[None, :]
-        s = np.where(cols <= rows + offset, s, -np.inf)
+    if causal or window is not None:
+        visible = visible_mask(q.shape[1], k.shape[1], causal=causal, window=window, offset=offset)
+        s = np.where(visible, s, -np.inf)
     m = np.max(s, axis=-1, keepdims=True)
     e = np.exp(s - np.where(np.isfinite(m), m, 0))
     total = e.sum(-1, keepdims=True)

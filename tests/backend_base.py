@@ -35,6 +35,20 @@ CASES = [
 ]
 
 
+#: (batch, n, kv_len, heads, kv_heads, head_dim, causal, window, dtype): sliding windows
+#: smaller and larger than a tile, causal and two-sided, one-sided, cross attention (rows
+#: past kv_len + left see no key), GQA groups of 1, 3 and 4.
+WINDOW_CASES = [
+    (1, 100, 100, 4, 2, 64, True, 17, "bfloat16"),  # causal, window < a tile
+    (1, 300, 300, 3, 1, 64, True, 100, "float16"),  # odd group: the consumers' ranges differ
+    (1, 260, 260, 2, 2, 64, False, 40, "bfloat16"),  # two-sided (40, 40)
+    (1, 333, 333, 4, 1, 128, False, (5, 150), "float16"),  # asymmetric, group 4
+    (1, 200, 200, 2, 1, 64, False, (None, 10), "bfloat16"),  # right side only
+    (1, 200, 200, 2, 1, 64, False, (70, None), "bfloat16"),  # left side only
+    (2, 230, 90, 2, 1, 64, False, (20, 20), "float16"),  # cross: rows >= 110 see nothing
+]
+
+
 def rel_err(out, ref) -> float:
     out = np.asarray(out, np.float64)
     return float(np.linalg.norm(out - ref) / np.linalg.norm(ref))
@@ -58,18 +72,24 @@ class BackendContract:
     #: the dtype of the large-logit and gradient cases (float32 where the backend runs it)
     wide_dtype: str = "bfloat16"
 
-    def forward(self, q, k, v, *, causal, diagonal_offset=0):
+    def forward(self, q, k, v, *, causal, diagonal_offset=0, window=None):
         """``(O, lse)`` from the backend's test entry point."""
         raise NotImplementedError
 
-    def check(self, q, k, v, *, causal):
-        o, lse = self.forward(q, k, v, causal=causal)
+    def check(self, q, k, v, *, causal, window=None):
+        o, lse = self.forward(q, k, v, causal=causal, window=window)
         assert o.shape == q.shape and o.dtype == q.dtype
         assert lse.shape == (q.shape[0], q.shape[2], q.shape[1]) and lse.dtype == jnp.float32
         assert np.isfinite(np.asarray(o, np.float32)).all(), "unwritten (NaN) or non-finite"
-        ref_o, ref_lse = attention_float64(q, k, v, causal=causal)
+        ref_o, ref_lse = attention_float64(q, k, v, causal=causal, window=window)
         assert rel_err(o, ref_o) < TOLERANCE[q.dtype.name], rel_err(o, ref_o)
         np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
+
+    @pytest.mark.parametrize("case", WINDOW_CASES, ids=lambda c: "-".join(map(str, c)))
+    def test_sliding_window_matches_float64_reference(self, case):
+        *shape, causal, window, dtype = case
+        q, k, v = random_inputs(sum(shape) + 1, *shape, dtype)
+        self.check(q, k, v, causal=causal, window=window)
 
     @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
     def test_matches_float64_reference(self, case):
@@ -96,10 +116,12 @@ class BackendContract:
         assert rel_err(o[:, 37:], ref_o) < TOLERANCE["bfloat16"]
         np.testing.assert_allclose(lse[:, :, 37:], ref_lse, rtol=1e-3, atol=1e-2)
 
-    @pytest.mark.parametrize("causal", [False, True])
-    def test_gradients_match_float64(self, causal):
+    @pytest.mark.parametrize(
+        ("causal", "window"), [(False, None), (True, None), (True, 20), (False, (9, 30))]
+    )
+    def test_gradients_match_float64(self, causal, window):
         """jax.grad through flash_attention with this backend's forward: GQA 2:1, odd n,
-        a loss that uses the log-sum-exp too."""
+        a loss that uses the log-sum-exp too; sliding windows causal and two-sided."""
         b, n, h, h_kv, d = 1, 70, 4, 2, 64
         q, k, v = random_inputs(7, b, n, n, h, h_kv, d, self.wide_dtype)
         rng = np.random.default_rng(8)
@@ -112,6 +134,7 @@ class BackendContract:
                 k,
                 v,
                 causal=causal,
+                window=window,
                 backend=self.backend,
                 return_lse=True,
                 interpret=self.interpret,
@@ -119,7 +142,7 @@ class BackendContract:
             return jnp.sum(o.astype(jnp.float32) * do) + jnp.sum(lse * w)
 
         grads = jax.grad(loss, argnums=(0, 1, 2))(q, k, v)
-        ref = attention_grads_float64(q, k, v, do, causal=causal, dlse=w)
+        ref = attention_grads_float64(q, k, v, do, causal=causal, dlse=w, window=window)
         for name, g, r in zip(("dq", "dk", "dv"), grads, ref, strict=True):
             assert g.dtype == q.dtype, name
             assert rel_err(g, r) < GRAD_TOLERANCE[self.wide_dtype], (name, rel_err(g, r))

@@ -39,13 +39,22 @@ class TestTritonBackend(BackendContract):
     interpret = INTERPRET
     wide_dtype = "float32"
 
-    def forward(self, q, k, v, *, causal, diagonal_offset=0):
+    def forward(self, q, k, v, *, causal, diagonal_offset=0, window=None):
         return run_poisoned(
-            q, k, v, causal=causal, block_q=32, block_k=32, diagonal_offset=diagonal_offset
+            q,
+            k,
+            v,
+            causal=causal,
+            block_q=32,
+            block_k=32,
+            diagonal_offset=diagonal_offset,
+            window=window,
         )
 
 
-def run_poisoned(q, k, v, *, causal, block_q, block_k, sm_scale=None, diagonal_offset=0):
+def run_poisoned(
+    q, k, v, *, causal, block_q, block_k, sm_scale=None, diagonal_offset=0, window=None
+):
     """The kernel with NaN-filled output buffers; returns O and lse."""
     return forward_with_test_hooks(
         q,
@@ -57,6 +66,7 @@ def run_poisoned(q, k, v, *, causal, block_q, block_k, sm_scale=None, diagonal_o
         sm_scale=sm_scale,
         interpret=INTERPRET,
         diagonal_offset=diagonal_offset,
+        window=window,
     )
 
 

@@ -39,10 +39,23 @@ needs_mosaic_import = pytest.mark.skipif(
 class TestMosaicBackend(BackendContract):
     backend = "mosaic"
 
-    def forward(self, q, k, v, *, causal, diagonal_offset=0, **options):
+    def forward(self, q, k, v, *, causal, diagonal_offset=0, window=None, **options):
         return flash_mosaic.forward_with_test_hooks(
-            q, k, v, causal=causal, diagonal_offset=diagonal_offset, **options
+            q, k, v, causal=causal, diagonal_offset=diagonal_offset, window=window, **options
         )
+
+    @pytest.mark.parametrize(
+        "options",
+        [{"overlap": "qk"}, {"overlap": "pv"}, {"overlap": "none"}, {"persistent": False}],
+    )
+    @pytest.mark.parametrize(
+        ("causal", "window", "h", "h_kv"), [(True, 200, 3, 1), (False, (300, 70), 4, 2)]
+    )
+    def test_sliding_window_schedules(self, options, causal, window, h, h_kv):
+        """Each schedule under a window over many key tiles: the two consumers' key ranges
+        differ (odd group: adjacent row tiles) or coincide (paired heads)."""
+        q, k, v = random_inputs(11, 1, 1500, 1500, h, h_kv, 128, "bfloat16")
+        self.check(q, k, v, causal=causal, window=window)
 
     @pytest.mark.parametrize("d", [72, 80, 112, 160, 192, 256])
     @pytest.mark.parametrize("causal", [False, True])
@@ -90,6 +103,29 @@ def test_kernel_traces(shape, kv_shape, causal, options):
     q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
     config = dataclasses.replace(flash_mosaic.heuristic_config(shape[-1], causal), **options)
     plan = flash_mosaic._plan(q, k, causal=causal, sm_scale=0.1, return_lse=True, config=config)
+    jaxpr = str(
+        jax.jit(flash_mosaic._forward, static_argnames=("plan",)).trace(q, k, k, plan=plan).jaxpr
+    )
+    assert jaxpr.count("wgmma") >= 3 and "barrier_wait" in jaxpr
+
+
+@needs_mosaic_import
+@pytest.mark.parametrize("overlap", ["pv", "qk", "none"])
+@pytest.mark.parametrize(
+    ("shape", "kv_shape", "causal", "window"),
+    [
+        ((1, 700, 3, 128), (1, 700, 1, 128), True, 200),
+        ((1, 700, 4, 64), (1, 700, 2, 64), False, (300, 70)),
+        ((1, 300, 2, 128), (1, 100, 1, 128), False, (10, None)),
+    ],
+)
+def test_kernel_traces_with_a_window(shape, kv_shape, causal, window, overlap):
+    q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
+    config = dataclasses.replace(flash_mosaic.heuristic_config(shape[-1], causal), overlap=overlap)
+    plan = flash_mosaic._plan(
+        q, k, causal=causal, window=window, sm_scale=0.1, return_lse=True, config=config
+    )
+    assert plan.bounds == ((window, 0) if causal else window)
     jaxpr = str(
         jax.jit(flash_mosaic._forward, static_argnames=("plan",)).trace(q, k, k, plan=plan).jaxpr
     )

@@ -1,0 +1,211 @@
+"""The Mosaic GPU backward against cuDNN on FlashAttention-3's anchor shapes (issue 22 item 1).
+
+    PYTHONPATH=. python -m kernel_bench.bench_mosaic_backward --out FILE [--ns 1024,4096]
+    python -m kernel_bench.bench_mosaic_backward --table FILE        # ratios, no GPU
+
+FA-3's backward figure: bf16, d = 64 and 128, n = 512 ... 16K, causal and not, 16K
+tokens per call (batch = 16384 / n), h = 2048 / d (here h = 16 at d = 128, 32 at d = 64).
+Per shape, in one process and one run: ``flash_attention(backend="auto")`` (its forward
+as auto picks it, its backward as ``choose_backward`` picks it, both recorded) and cuDNN
+(``jax.nn.dot_product_attention(implementation="cudnn")``), each timed as a forward, as
+the backward alone (the VJP function applied to residuals computed once) and as a
+training step (``jax.grad`` of ``sum(O * dO)``). Device time is CUPTI kernel time
+(``kernel_bench.timing``); points in the measurement schema, rewritten after each shape.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+IMPLS = ("pallas_flash", "cudnn")
+TOKENS = 16384
+NS = (512, 1024, 2048, 4096, 8192, 16384)
+
+
+def anchor_shapes(ns=NS) -> list[dict]:
+    return [
+        dict(
+            n=n,
+            kv_len=n,
+            d=d,
+            h=2048 // d,
+            h_kv=2048 // d,
+            batch=TOKENS // n,
+            dtype="bfloat16",
+            causal=causal,
+        )
+        for d in (128, 64)
+        for causal in (False, True)
+        for n in ns
+    ]
+
+
+def _attn(impl: str, causal: bool):
+    import jax
+
+    if impl == "pallas_flash":
+        from pallas_kernels import flash_attention
+
+        return lambda q, k, v: flash_attention(q, k, v, causal=causal)
+    return lambda q, k, v: jax.nn.dot_product_attention(
+        q, k, v, is_causal=causal, implementation="cudnn"
+    )
+
+
+def time_shape(shape: dict, *, budget_s: float) -> tuple[list[dict], dict]:
+    """Forward, backward alone and training step of ours and cuDNN at one shape."""
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from kernel_bench.bench import (
+        BACKEND_FAMILY,
+        empty_point,
+        make_inputs,
+        record_failure,
+        timed_fields,
+    )
+    from kernel_bench.timing import measure_all
+    from pallas_kernels.flash_attention import choose_backend, choose_backward
+    from perfmodel.costs.nominal import nominal_flops
+
+    keys = ("batch", "h", "n", "kv_len", "d", "causal")
+    b, n, kv_len, h, h_kv, d, dtype = (
+        shape[x] for x in ("batch", "n", "kv_len", "h", "h_kv", "d", "dtype")
+    )
+    sets = make_inputs(jax.random.key(1), b, n, kv_len, h, h_kv, d, getattr(jnp, dtype))
+    do = jax.random.normal(jax.random.key(2), (b, n, h, d), jnp.float32)
+    causal = shape["causal"]
+    forward = BACKEND_FAMILY[choose_backend(*sets[0], causal=causal)]
+    backward = choose_backward(*sets[0][:3], causal=causal)
+    details = {"shape": shape, "forward": forward, "backward": backward}
+    points, grads = [], {}
+    for impl in IMPLS:
+        attn = _attn(impl, causal)
+
+        def loss(q, k, v, attn=attn):
+            return jnp.sum(attn(q, k, v).astype(jnp.float32) * do)
+
+        fwd = jax.jit(attn)
+        train = jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+        vjp_fn = jax.vjp(attn, *sets[0][:3])[1]
+        bwd = jax.jit(lambda vjp_fn, g: vjp_fn(g))
+        cotangents = [do.astype(sets[0][0].dtype), (do * 0.5).astype(sets[0][0].dtype)]
+        runs = {
+            "forward": (fwd, [s[:3] for s in sets]),
+            "backward": (bwd, [(vjp_fn, g) for g in cotangents]),
+            "train": (train, [s[:3] for s in sets]),
+        }
+        for phase, (fn, args) in runs.items():
+            family = "cudnn" if impl == "cudnn" else forward
+            point = {**empty_point(impl, shape), "family": family, "phase": phase}
+            try:
+                out = fn(*args[0])
+                if phase == "train":
+                    grads[impl] = jax.device_get(out)
+                timed = measure_all(fn, args, budget_s=budget_s)
+                flops = nominal_flops(**{k: shape[k] for k in keys}, mode=phase)
+                point.update(timed_fields(timed, flops=flops, tokens=b * n))
+            except Exception as err:  # noqa: BLE001 - recorded, the run goes on
+                record_failure(point, err)
+            points.append(point)
+    if len(grads) == 2:
+        details["grad_rel_diff"] = [  # ‖ours − cuDNN‖ / ‖cuDNN‖ of dQ, dK, dV
+            float(np.linalg.norm(np.float32(g) - r) / np.linalg.norm(r))
+            for g, r in zip(grads["pallas_flash"], map(np.float32, grads["cudnn"]), strict=True)
+        ]
+    return points, details
+
+
+def table(points) -> str:
+    """Markdown: ours/cuDNN speed per shape and phase, and the medians."""
+    import statistics
+
+    from kernel_bench.bench_shapes import ratios
+
+    by: dict = {}
+    for phase, rows in ratios(points).items():
+        for p, r in rows:
+            key = (p["d"], p["causal"], p["n"], p["h"], p["batch"])
+            by.setdefault(key, {})[phase] = (r, p["tflops"])
+    lines = [
+        "| d | causal | n | h | batch | fwd | bwd (ours TFLOP/s) | train |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for key in sorted(by):
+        row = by[key]
+
+        def cell(phase, row=row, tf=False):
+            if phase not in row:
+                return "-"
+            r, t = row[phase]
+            return f"{r:.2f} ({t:.0f})" if tf else f"{r:.2f}"
+
+        d, causal, n, h, b = key
+        lines.append(
+            f"| {d} | {'yes' if causal else 'no'} | {n} | {h} | {b} | {cell('forward')} | "
+            f"{cell('backward', tf=True)} | {cell('train')} |"
+        )
+    for phase, rows in sorted(ratios(points).items()):
+        r = [x for _, x in rows]
+        lines.append(
+            f"\n{phase}: ours/cuDNN over {len(r)} shapes: median {statistics.median(r):.2f}, "
+            f"min {min(r):.2f}, max {max(r):.2f}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--table", type=Path, help="print the ratio table of a file and exit")
+    ap.add_argument("--ns", default=",".join(map(str, NS)), help="comma-separated n values")
+    ap.add_argument("--point-budget-s", type=float, default=0.1)
+    ap.add_argument("--budget-s", type=float, default=200.0, help="no shape starts after this")
+    args = ap.parse_args(argv)
+    import json
+
+    if args.table:
+        runs = json.loads(args.table.read_text())["runs"]
+        pts = [p for r in runs if r["run_id"].startswith("mosaic-backward") for p in r["points"]]
+        print(table(pts), end="")
+        return 0
+    if not args.out:
+        raise SystemExit("--out FILE is required unless --table is given")
+    os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+    from kernel_bench.bench import RunWriter, new_run
+
+    deadline = time.monotonic() + args.budget_s
+    shapes = anchor_shapes(tuple(int(x) for x in args.ns.split(",")))
+    writer = RunWriter(args.out, new_run("mosaic-backward"))
+    for i, shape in enumerate(shapes):
+        if time.monotonic() > deadline:
+            print(f"budget reached: {len(shapes) - i} shapes not timed", flush=True)
+            break
+        t0 = time.monotonic()
+        points, detail = time_shape(shape, budget_s=args.point_budget_s)
+        for point in points:
+            writer.add(point)
+        cells = {(p["implementation"], p["phase"]): p for p in points}
+        line = []
+        for phase in ("forward", "backward", "train"):
+            ours, cud = cells[("pallas_flash", phase)], cells[("cudnn", phase)]
+            if ours["median_s"] and cud["median_s"]:
+                line.append(f"{phase} {cud['median_s'] / ours['median_s']:.2f}")
+            else:
+                line.append(f"{phase} failed: {ours['error'] or cud['error']}"[:300])
+        print(
+            f"[{i + 1}/{len(shapes)}] {shape} {time.monotonic() - t0:.0f}s: {line} "
+            f"{ {k: v for k, v in detail.items() if k != 'shape'} }",
+            flush=True,
+        )
+    print(table(writer.run["points"]), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,431 @@
+"""Sliding-window attention: our kernels against cuDNN's ``local_window_size``, with
+perfmodel's predictions committed before the run (issue 24, item 4).
+
+    python -m kernel_bench.bench_window predict --out PRED.json          # CPU, perfmodel
+    git add PRED.json && git commit                                       # the evidence
+    PYTHONPATH=. python -m kernel_bench.bench_window measure \\
+        --predictions PRED.json --out MEAS.json --budget-s 240            # GPU, jax only
+    python -m kernel_bench.bench_window report --predictions PRED.json --measured MEAS.json
+
+**The draw** (``draw``, ``numpy.random.default_rng(seed)``, before anything is timed):
+``count`` self-attention shapes, three in four causal with window ``(W, 0)``, the rest
+two-sided ``(W, W)``; W log-uniform in [128, 8192]; n log-uniform in [4096, 131072]
+(any integer; the first shape n = 131072) and at least 2 W; GQA group from {1, 2, 4, 8}
+over 1, 2, 4 or 8 K/V heads; head dim 64 or 128; fp16 or bf16; batch 1-8 with at most
+128K query tokens a call; batch, then heads, halved until the visible scores' FLOPs are
+at most 1.5e13 (a call takes tens of milliseconds).
+
+**predict** writes, per shape, ``perfmodel.predict(..., window=...)``'s forward time for
+our forward's family (``pallas-mosaic``: ``backend="auto"`` runs it on Hopper) and for
+cuDNN; the model refuses ``mode="train"`` under a mask, which the file records. It also
+writes the key tiles our kernels visit under the window (``_common.tile_range``, the rule
+the kernels loop by) beside the dense causal count, for the kernel family data.
+
+**measure** (GPU; imports no pydantic, no perfmodel model code): per shape, in one
+process, ``flash_attention(window=...)`` and ``jax.nn.dot_product_attention(...,
+local_window_size=..., implementation="cudnn")``, each as a forward and as a training
+step (``jax.grad`` of ``sum(O * dO)``); device time by CUPTI (``kernel_bench.timing``).
+cuDNN refuses a right window without the causal mask (jax: "cuDNN doesn't support right
+window"); those points keep that error. ``tflops`` is over the FLOPs of the visible
+scores (4 d per visible query-key pair, times 3.5 for a training step), not the dense
+nominal count. The measurement schema (``perfmodel.validation.measured.Point``) has no
+window field yet, so the file keeps its points in that schema plus ``window``, under
+``specs/measurements/details/`` where ``perfmodel validate`` does not read it.
+
+**report**: the model's signed median and median absolute error (predicted / measured
+- 1) per implementation, and ours/cuDNN speed per phase.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+SEED = 24
+COUNT = 16
+WINDOW_RANGE = (128, 8192)
+N_RANGE = (4096, 131072)
+MAX_TOKENS = 131072
+FLOPS_CAP = 1.5e13
+#: a training step's FLOPs over its forward's (forward 4, backward 10 n·m·d products)
+TRAIN_FLOPS_FACTOR = 3.5
+IMPLS = ("pallas_flash", "cudnn")
+FAMILY = {"pallas_flash": "pallas-mosaic", "cudnn": "cudnn"}
+
+
+def _log_uniform(rng, lo: int, hi: int) -> int:
+    return int(round(math.exp(rng.uniform(math.log(lo), math.log(hi)))))
+
+
+def bounds(shape: dict) -> tuple[int, int]:
+    """``(left, right)`` of the shape's window."""
+    w = shape["window"]
+    return (w, 0) if shape["causal"] else (w, w)
+
+
+def visible_pairs(n: int, left: int, right: int) -> int:
+    """Query-key pairs inside the window, self-attention of length n (exact)."""
+    import numpy as np
+
+    q = np.arange(n, dtype=np.int64)
+    return int((np.minimum(q + right, n - 1) - np.maximum(q - left, 0) + 1).sum())
+
+
+def forward_flops(shape: dict) -> float:
+    """4 d per visible pair, times batch and heads."""
+    return (
+        4.0 * shape["d"] * shape["batch"] * shape["h"] * visible_pairs(shape["n"], *bounds(shape))
+    )
+
+
+def draw(seed: int = SEED, count: int = COUNT) -> list[dict]:
+    """``count`` shapes (module docstring)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    kinds = np.array([True] * (count - count // 4) + [False] * (count // 4))
+    rng.shuffle(kinds)
+    shapes = []
+    for i in range(count):
+        w = _log_uniform(rng, *WINDOW_RANGE)
+        n = N_RANGE[1] if i == 0 else max(_log_uniform(rng, *N_RANGE), 2 * w)
+        h_kv = int(rng.choice([1, 2, 4, 8]))
+        h = h_kv * int(rng.choice([1, 2, 4, 8]))
+        d = int(rng.choice([64, 128]))
+        dtype = "float16" if rng.uniform() < 0.5 else "bfloat16"
+        batch = int(min(rng.integers(1, 9), max(1, MAX_TOKENS // n)))
+        s = dict(n=n, kv_len=n, d=d, h=h, h_kv=h_kv, batch=batch, dtype=dtype)
+        s.update(causal=bool(kinds[i]), window=w)
+        while forward_flops(s) > FLOPS_CAP and (s["batch"] > 1 or s["h"] > s["h"] // s["h_kv"]):
+            if s["batch"] > 1:
+                s["batch"] //= 2
+            else:  # halve the K/V heads, keeping the group
+                s["h"], s["h_kv"] = s["h"] // 2, max(1, s["h_kv"] // 2)
+        shapes.append(s)
+    return shapes
+
+
+def tiles_visited(shape: dict) -> dict:
+    """Key tiles our Mosaic forward visits per (batch, query head) under the window: its
+    64-row consumer blocks, the tile of its default launch (``heuristic_config``), the
+    ranges of ``_common.tile_range``; and the dense causal count at the same tiles."""
+    import numpy as np
+
+    from pallas_kernels import flash_mosaic
+    from pallas_kernels._common import tile_range
+
+    n, bk = shape["n"], flash_mosaic.heuristic_config(shape["d"], shape["causal"]).block_k
+    rows = flash_mosaic.ROWS_PER_CONSUMER
+    left, right = bounds(shape)
+
+    def count(lft, rgt):
+        first = np.arange(0, n, rows, dtype=np.int32)  # every consumer block at once
+        lo, lo_full, hi_full, hi = (
+            np.asarray(x)
+            for x in tile_range(first, rows=rows, tile=bk, length=n, left=lft, right=rgt)
+        )
+        return int((hi - lo).sum()), int(((hi - lo) - (hi_full - lo_full)).sum())
+
+    visited, masked = count(left, right)
+    dense, _ = count(None, 0)
+    return dict(block_q=rows, block_k=bk, visited=visited, masked=masked, dense_causal=dense)
+
+
+# ---------------------------------------------------------------- predictions (CPU)
+
+
+def predictions(seed: int, count: int) -> dict:
+    from kernel_bench.bench import git_commit
+    from perfmodel import __version__, predict
+    from perfmodel.errors import PerfmodelError
+
+    shapes = draw(seed, count)
+    rows = []
+    for s in shapes:
+        dtype = {"float16": "fp16", "bfloat16": "bf16"}[s["dtype"]]
+        kw = {k: s[k] for k in ("d", "h", "h_kv", "batch", "causal")}
+        row = {"shape": s, "tiles": tiles_visited(s), "visible_flops": forward_flops(s)}
+        for impl in IMPLS:
+            for mode in ("forward", "train"):
+                try:
+                    p = predict(
+                        s["n"], "h200", **kw, dtype=dtype, window=bounds(s),
+                        kernel=FAMILY[impl], mode=mode,
+                    ).flash  # fmt: skip
+                    row[f"{impl}_{mode}"] = {
+                        "time_s": float(p.time_s),
+                        "t_lower_s": float(p.t_lower_s),
+                    }
+                except PerfmodelError as err:
+                    row[f"{impl}_{mode}"] = {"refused": str(err)}
+        rows.append(row)
+    return {
+        "what": "perfmodel predictions (default deratings, hw h200) for the sliding-window "
+        "draw of kernel_bench/bench_window.py, committed before the GPU run",
+        "seed": seed,
+        "count": count,
+        "perfmodel_version": __version__,
+        "git_commit": git_commit(),
+        "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "rows": rows,
+    }
+
+
+# ---------------------------------------------------------------- measurement (GPU)
+
+
+def _fns(impl: str, shape: dict):
+    """(forward ``(q, k, v)``, training step ``(q, k, v, do)``), jitted."""
+    import jax
+    import jax.numpy as jnp
+
+    causal, window = shape["causal"], bounds(shape)
+    if impl == "pallas_flash":
+        from pallas_kernels import flash_attention
+
+        def attn(q, k, v):
+            return flash_attention(q, k, v, causal=causal, window=window)
+    else:
+
+        def attn(q, k, v):
+            return jax.nn.dot_product_attention(
+                q, k, v, is_causal=causal, local_window_size=window, implementation="cudnn"
+            )
+
+    def loss(q, k, v, do):
+        return jnp.sum(attn(q, k, v).astype(jnp.float32) * do)
+
+    return jax.jit(attn), jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
+
+
+def _compile_all(shapes, workers: int = 12):
+    """Per shape, [(impl, phase, executable or the exception)], compiled in threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import jax
+    import jax.numpy as jnp
+
+    def jobs(s):
+        dt = getattr(jnp, s["dtype"])
+        q = jax.ShapeDtypeStruct((s["batch"], s["n"], s["h"], s["d"]), dt)
+        kv = jax.ShapeDtypeStruct((s["batch"], s["n"], s["h_kv"], s["d"]), dt)
+        do = jax.ShapeDtypeStruct(q.shape, jnp.float32)
+        out = []
+        for impl in IMPLS:
+            fwd, train = _fns(impl, s)
+            out += [(impl, "forward", fwd, (q, kv, kv)), (impl, "train", train, (q, kv, kv, do))]
+        return out
+
+    def build(job):
+        impl, phase, fn, args = job
+        try:
+            return impl, phase, fn.lower(*args).compile()
+        except Exception as err:  # noqa: BLE001 - recorded as the point's error
+            return impl, phase, err
+
+    with ThreadPoolExecutor(workers) as pool:
+        return [list(pool.map(build, jobs(s))) for s in shapes]
+
+
+def _rel(a, b) -> float:
+    import numpy as np
+
+    a, b = np.asarray(a, np.float32), np.asarray(b, np.float32)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def time_shape(shape: dict, compiled, flops: float, *, budget_s: float):
+    """The points of one shape (forward, train, backward = train - forward) and ours vs
+    cuDNN relative differences of O and of dQ, dK, dV."""
+    import jax
+    import jax.numpy as jnp
+
+    from kernel_bench.bench import empty_point, make_inputs, record_failure, timed_fields
+    from kernel_bench.timing import measure_all
+
+    b, n, h, h_kv, d = (shape[k] for k in ("batch", "n", "h", "h_kv", "d"))
+    sets = make_inputs(jax.random.key(1), b, n, n, h, h_kv, d, getattr(jnp, shape["dtype"]))
+    do = jax.random.normal(jax.random.key(2), (b, n, h, d), jnp.float32)
+    left, right = bounds(shape)
+    base = {k: v for k, v in shape.items() if k != "window"}
+    points, outs = [], {}
+    for impl, phase, exe in compiled:
+        point = {**empty_point(impl, base), "family": FAMILY[impl], "phase": phase}
+        point["window"] = [left, right]
+        args = sets if phase == "forward" else [(*x, do) for x in sets]
+        try:
+            if isinstance(exe, Exception):
+                raise exe
+            outs[(impl, phase)] = jax.device_get(exe(*args[0]))
+            timed = measure_all(exe, args, budget_s=budget_s)
+            f = flops * (TRAIN_FLOPS_FACTOR if phase == "train" else 1.0)
+            point.update(timed_fields(timed, flops=f, tokens=b * n))
+        except Exception as err:  # noqa: BLE001 - recorded, the run goes on
+            record_failure(point, err)
+        points.append(point)
+    cells = {(p["implementation"], p["phase"]): p for p in points}
+    for impl in IMPLS:
+        fwd, train = cells[(impl, "forward")], cells[(impl, "train")]
+        if fwd["status"] == train["status"] == "ok":
+            t = train["device_time_s"] - fwd["device_time_s"]
+            bwd = {**empty_point(impl, base), "family": FAMILY[impl], "phase": "backward"}
+            bwd.update(window=[left, right], median_s=t, device_time_s=t, runs=train["runs"])
+            bwd.update(device_time_method=train["device_time_method"])
+            bwd["tflops"] = flops * (TRAIN_FLOPS_FACTOR - 1) / t / 1e12 if t > 0 else None
+            points.append(bwd)
+    details = {"shape": shape}
+    if ("cudnn", "forward") in outs and ("pallas_flash", "forward") in outs:
+        details["o_rel_diff"] = _rel(outs[("pallas_flash", "forward")], outs[("cudnn", "forward")])
+    if ("cudnn", "train") in outs and ("pallas_flash", "train") in outs:
+        ours, ref = outs[("pallas_flash", "train")], outs[("cudnn", "train")]
+        details["grad_rel_diff"] = [_rel(g, r) for g, r in zip(ours, ref, strict=True)]
+    del sets, outs
+    gc.collect()
+    return points, details
+
+
+def measure(pred_path: Path, out: Path, budget_s: float, wait_for: Path | None) -> int:
+    from kernel_bench.bench import RunWriter, new_run
+    from pallas_kernels.flash_attention import choose_backend
+
+    deadline = time.monotonic() + budget_s
+    rows = json.loads(pred_path.read_text())["rows"]
+    shapes = [r["shape"] for r in rows]
+    t0 = time.monotonic()
+    compiled = _compile_all(shapes)
+    print(f"compiled {sum(map(len, compiled))} calls in {time.monotonic() - t0:.0f} s", flush=True)
+    if wait_for:  # the GPU tests run while this compiles: none while timing
+        while not wait_for.exists():
+            time.sleep(1)
+    writer = RunWriter(out, new_run("window"))
+    writer.run["details"] = []
+    for i, (row, jobs) in enumerate(zip(rows, compiled, strict=True)):
+        s = row["shape"]
+        if time.monotonic() > deadline:
+            print(f"budget reached: {len(rows) - i} shapes not timed", flush=True)
+            break
+        points, detail = time_shape(s, jobs, row["visible_flops"], budget_s=0.1)
+        import jax
+        import jax.numpy as jnp
+
+        dt = getattr(jnp, s["dtype"])
+        q = jax.ShapeDtypeStruct((s["batch"], s["n"], s["h"], s["d"]), dt)
+        kv = jax.ShapeDtypeStruct((s["batch"], s["n"], s["h_kv"], s["d"]), dt)
+        detail["auto"] = choose_backend(q, kv, kv, causal=s["causal"])
+        writer.run["details"].append(detail)
+        for p in points:
+            writer.add(p)
+        cell = {(p["implementation"], p["phase"]): p for p in points}
+        for phase in ("forward", "train"):
+            ours, cud = cell[("pallas_flash", phase)], cell[("cudnn", phase)]
+            t = [p["median_s"] * 1e3 if p["median_s"] else None for p in (ours, cud)]
+            ratio = f"{t[1] / t[0]:.2f}" if all(t) else "-"
+            errs = [p["error"][:90] for p in (ours, cud) if p["error"]]
+            print(f"[{i + 1}/{len(rows)}] {phase:7s} ours {t[0]} ms cuDNN {t[1]} ms ratio {ratio}"
+                  f" {s} {errs or ''}", flush=True)  # fmt: skip
+        print(f"  { ({k: v for k, v in detail.items() if k != 'shape'}) }", flush=True)
+    return 0
+
+
+# ---------------------------------------------------------------- report (CPU)
+
+
+def report(pred_path: Path, meas_path: Path) -> str:
+    rows = json.loads(pred_path.read_text())["rows"]
+    run = json.loads(meas_path.read_text())["runs"][-1]
+    key = lambda s: (s["n"], s["d"], s["h"], s["h_kv"], s["batch"], s["dtype"], s["causal"])  # noqa: E731
+    pred = {key(r["shape"]): r for r in rows}
+    cells: dict = {}
+    for p in run["points"]:
+        cells.setdefault(key(p), {})[(p["implementation"], p["phase"])] = p
+    lines = [
+        "| n | window | d | h:h_kv | batch | dtype | tiles visited / dense causal | ours fwd ms"
+        " | cuDNN fwd ms | fwd ours/cuDNN | train ours/cuDNN | model/measured ours | model/"
+        "measured cuDNN |",
+        "|" + "---|" * 13,
+    ]
+    errors: dict = {impl: [] for impl in IMPLS}
+    ratio: dict = {"forward": [], "train": [], "backward": []}
+    for k, cell in cells.items():
+        r = pred[k]
+        s, tiles = r["shape"], r["tiles"]
+
+        def ok(impl, phase, cell=cell):
+            p = cell.get((impl, phase))
+            return p["median_s"] if p and p["status"] == "ok" else None
+
+        model = {}
+        for impl in IMPLS:
+            t, guess = ok(impl, "forward"), r[f"{impl}_forward"].get("time_s")
+            model[impl] = guess / t - 1 if t and guess else None
+            if model[impl] is not None:
+                errors[impl].append(model[impl])
+        for phase in ratio:
+            ours, cud = ok("pallas_flash", phase), ok("cudnn", phase)
+            if ours and cud and ours > 0 and cud > 0:
+                ratio[phase].append(cud / ours)
+        fmt = lambda x, f="{:.2f}": "-" if x is None else f.format(x)  # noqa: E731
+        o, c = ok("pallas_flash", "forward"), ok("cudnn", "forward")
+        to, tc = ok("pallas_flash", "train"), ok("cudnn", "train")
+        w = f"({s['window']}, {0 if s['causal'] else s['window']})"
+        lines.append(
+            f"| {s['n']} | {w} | {s['d']} | {s['h']}:{s['h_kv']} | {s['batch']} | {s['dtype']} "
+            f"| {tiles['visited']} / {tiles['dense_causal']} | {fmt(o and o * 1e3, '{:.3f}')} "
+            f"| {fmt(c and c * 1e3, '{:.3f}')} | {fmt(c / o if o and c else None)} "
+            f"| {fmt(tc / to if to and tc else None)} | {fmt(model['pallas_flash'], '{:+.0%}')} "
+            f"| {fmt(model['cudnn'], '{:+.0%}')} |"
+        )
+    out = ["\n".join(lines), ""]
+    for impl, errs in errors.items():
+        if errs:
+            out.append(
+                f"model error, {impl} forward ({len(errs)} shapes): signed median "
+                f"{statistics.median(errs):+.1%}, median |error| "
+                f"{statistics.median(abs(e) for e in errs):.1%}"
+            )
+    for phase, rs in ratio.items():
+        if rs:
+            out.append(
+                f"{phase}: ours/cuDNN over {len(rs)} shapes: median {statistics.median(rs):.2f}, "
+                f"min {min(rs):.2f}, max {max(rs):.2f}; >= 1.0 on {sum(x >= 1 for x in rs)}"
+            )
+    return "\n".join(out) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("predict")
+    p.add_argument("--out", type=Path, required=True)
+    p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--count", type=int, default=COUNT)
+    m = sub.add_parser("measure")
+    m.add_argument("--predictions", type=Path, required=True)
+    m.add_argument("--out", type=Path, required=True)
+    m.add_argument("--budget-s", type=float, default=240.0, help="no shape starts after this")
+    m.add_argument("--wait-for", type=Path, help="after compiling, wait until this file exists")
+    r = sub.add_parser("report")
+    r.add_argument("--predictions", type=Path, required=True)
+    r.add_argument("--measured", type=Path, required=True)
+    args = ap.parse_args(argv)
+    if args.cmd == "predict":
+        from perfmodel.atomic import write_json
+
+        write_json(args.out, predictions(args.seed, args.count))
+        return 0
+    if args.cmd == "measure":
+        os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
+        return measure(args.predictions, args.out, args.budget_s, args.wait_for)
+    print(report(args.predictions, args.measured), end="")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,660 @@
+"""Backward flash attention for Hopper in Pallas Mosaic GPU (FlashAttention-3 §3.3 style).
+
+``pallas_kernels.flash_attention`` runs it under ``jax.grad`` on a Hopper GPU when
+``supported`` accepts the call (``flash_backward``, the Triton kernels, everywhere else).
+From the forward's O and log-sum-exp it computes dQ, dK, dV in three steps:
+
+1. **Preprocessing** (XLA, memory-bound): D = rowsum(dO ∘ O) − dLSE per query row,
+   the cotangent of the log-sum-exp folded in (dS = P ∘ (dP − D) then carries it), and
+   the log-sum-exp in log2 units, +inf on rows that see no key (their P is then 0).
+2. **dK, dV** (``_dkdv``, FA-3 Algorithm 3's loop order): a CTA owns 128 keys of one
+   (batch, K/V head), 64 per consumer warpgroup (the M of one wgmma). Its K and V rows
+   and the float32 accumulators dK, dV stay on chip while a producer warpgroup streams,
+   by TMA into a ring of ``num_stages`` stages, the tiles of ``block_q`` query rows of
+   Q, dO, LSE and D of *every query head of the GQA group* in turn, so the group's sum
+   happens in the accumulators (no reduction pass). Per tile each consumer computes, in
+   the transposed orientation so that every register operand is a wgmma A operand:
+   Sᵀ = K Qᵀ, Pᵀ = exp2(scale·Sᵀ − LSE), dV += Pᵀ dO, dPᵀ = V dOᵀ, dSᵀ = Pᵀ ∘ (dPᵀ − D),
+   dK += dSᵀ Q.
+3. **dQ** (``_dq``, the forward's loop order): a CTA owns 128 query rows of one head,
+   64 per consumer; Q, dO, LSE, D and the dQ accumulator stay on chip while the producer
+   streams K and V tiles of ``dq_block_k`` keys: S = Q Kᵀ, dP = dO Vᵀ, dS = P ∘ (dP − D),
+   dQ += dS K. This is the "separate dQ pass" of the cost model's two families
+   (``perfmodel/costs/backward.py``): 7 n×m×d products in all, against FA-3's 5 with
+   dQ summed by atomic adds, in exchange for no float32 dQ traffic.
+
+Both kernels split each CTA into roles as the forward (``flash_mosaic``) does: two
+consumer warpgroups that only compute (``setmaxreg`` up) and one producer warpgroup that
+only issues TMA copies (``setmaxreg`` down); ``ready[stage]`` barriers complete on the
+copy's transaction count, ``free[consumer, stage]`` barriers are arrived on by each
+consumer when its last wgmma reading the stage has finished.
+
+**Masks.** ``Mask``: row i sees key j iff ``i - left <= j <= i + right`` (None: an
+unbounded side); causal is ``right = 0``, a sliding window sets ``left`` (and ``right``
+when not causal). Each CTA visits only the tiles inside the band
+(``_common.tile_range``); only tiles that cross its edges, or hold padded keys (dQ), pay
+for the mask. Any n and kv_len: the sequences are zero-padded to the CTA's 128 rows (a
+copy, only when needed); padded query rows have LSE = +inf (P = 0), padded keys are
+masked in the dQ pass and their dK, dV rows sliced off.
+
+Head dims: multiples of 16 up to ``MAX_HEAD_DIM`` = 128 run as they are (others are
+zero-padded to the next multiple of 16), with the forward's shared-memory swizzle per
+row width. Above 128 the two float32 accumulators dK, dV of 64 × d no longer fit one
+warpgroup's registers beside Sᵀ and dPᵀ, and ``supported`` says so (the Triton backward
+runs those). float16 and bfloat16.
+
+This module holds its launch (``Config``, frozen and validated), its default launch per
+shape (``heuristic_config``) and the check of what it runs (``supported``) beside the
+kernels. Mosaic GPU is imported lazily, as in ``flash_mosaic``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import jax
+import jax.numpy as jnp
+from jax import lax
+
+from pallas_kernels import flash_mosaic
+from pallas_kernels._common import (
+    DTYPES_16BIT,
+    LOG2_E,
+    check_qkv,
+    is_hopper,
+    tile_range,
+    visible_bounds,
+)
+
+#: Head dims up to this run (dK and dV, 64 × d float32 each, in one warpgroup's registers).
+MAX_HEAD_DIM = 128
+SUPPORTED_DTYPES = DTYPES_16BIT
+#: Rows of K/V (dK/dV kernel) or of Q (dQ kernel) per consumer: the M of one wgmma.
+ROWS = flash_mosaic.ROWS_PER_CONSUMER
+CONSUMERS = 2
+#: Rows one CTA owns: the sequences are padded to a multiple of this.
+CTA_ROWS = CONSUMERS * ROWS
+SMEM_LIMIT_BYTES = flash_mosaic.SMEM_LIMIT_BYTES
+CONSUMER_REGISTERS = flash_mosaic.CONSUMER_REGISTERS
+PRODUCER_REGISTERS = flash_mosaic.PRODUCER_REGISTERS
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Config:
+    """Tiles and pipeline depths of the two kernels, validated when made.
+
+    ``block_q``: query rows per stage of the dK/dV kernel (the N of Sᵀ = K Qᵀ);
+    ``num_stages``: its ring of Q, dO, LSE, D tiles. ``dq_block_k``: keys per stage of
+    the dQ kernel (the N of S = Q Kᵀ); ``dq_num_stages``: its ring of K, V tiles.
+    """
+
+    block_q: int = 64
+    num_stages: int = 2
+    dq_block_k: int = 64
+    dq_num_stages: int = 2
+
+    def __post_init__(self) -> None:
+        for name in ("block_q", "dq_block_k"):
+            if getattr(self, name) not in (64, 128):
+                raise ValueError(f"{name}={getattr(self, name)} must be 64 or 128")
+        for name in ("num_stages", "dq_num_stages"):
+            if getattr(self, name) < 2:
+                raise ValueError(f"{name}={getattr(self, name)} must be >= 2")
+
+    def smem_bytes(self, d: int, itemsize: int) -> tuple[int, int]:
+        """Shared memory of (the dK/dV kernel, the dQ kernel) at head dim ``d``."""
+        own = 2 * CTA_ROWS * d * itemsize  # K, V (or Q, dO) of both consumers
+        dkdv = own + self.num_stages * (2 * self.block_q * d * itemsize + 2 * self.block_q * 4)
+        dq = own + 2 * CTA_ROWS * 4 + self.dq_num_stages * 2 * self.dq_block_k * d * itemsize
+        return dkdv, dq
+
+
+def heuristic_config(d: int, causal: bool = False) -> Config:
+    """The default launch for head dim ``d``: 128-wide tiles at d <= 64 (Sᵀ and dPᵀ,
+    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages."""
+    del causal  # no mask-dependent choice yet
+    wide = 128 if run_head_dim(d) <= 64 else 64
+    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2)
+
+
+def run_head_dim(d: int) -> int:
+    """The head dim the kernels run for ``d``: the next multiple of 16 (the wgmma K step)."""
+    return flash_mosaic.run_head_dim(d, flash_mosaic.Config())
+
+
+def supported(
+    q, k, v, *, causal: bool = False, interpret: bool = False, config: Config | None = None
+) -> str | None:
+    """Why these kernels cannot run the backward of the call (None when they can)."""
+    del causal
+    if interpret:
+        return "Mosaic GPU kernels have no interpret mode (the Triton backward runs it)"
+    try:
+        check_qkv(q, k, v, max_head_dim=MAX_HEAD_DIM, dtypes=SUPPORTED_DTYPES)
+    except ValueError as err:
+        return f"Mosaic backward: {err}"
+    config = config or heuristic_config(q.shape[-1])
+    d = run_head_dim(q.shape[-1])
+    for name, smem in zip(("dK/dV", "dQ"), config.smem_bytes(d, q.dtype.itemsize), strict=True):
+        if smem > SMEM_LIMIT_BYTES:
+            return f"the {name} kernel of {config} at d={d} needs {smem} B of shared memory"
+    if not is_hopper():
+        return "needs a Hopper (sm_90) GPU"
+    return flash_mosaic.import_error()
+
+
+# ---------------------------------------------------------------- masks
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class Mask:
+    """Row i sees key j iff ``i - left <= j <= i + right``; None is an unbounded side.
+
+    ``Mask.of(causal, window)``: causal sets ``right = 0`` (shifted by the tests'
+    ``diagonal_offset``), a window (``_common.window_bounds``'s ``(left, right)``)
+    bounds the rest.
+    """
+
+    left: int | None = None
+    right: int | None = None
+
+    @classmethod
+    def of(cls, causal: bool, window=None, diagonal_offset: int = 0) -> Mask:
+        left, right = visible_bounds(bool(causal), window, diagonal_offset)
+        return cls(left, right)
+
+    def tiles(self, first, rows, *, tile, length):
+        """``(start, full_start, full_end, end)`` of the tiles of ``tile`` indices (of
+        ``[0, length)``) that ``rows`` indices from ``first`` see (``_common.tile_range``)."""
+        return tile_range(
+            first, rows=rows, tile=tile, length=length, left=self.left, right=self.right
+        )
+
+    def seen_by_keys(self) -> Mask:
+        """The same band from the keys' side: key j is seen by rows ``[j - right, j + left]``."""
+        return Mask(left=self.right, right=self.left)
+
+
+def _iota(shape, dim):
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    return plgpu.layout_cast(lax.broadcasted_iota(jnp.int32, shape, dim), plgpu.Layout.WGMMA)
+
+
+def _mask_tile(s, mask: Mask, first_y, first_x, x_len=None):
+    """``s`` [y, x] (float32, wgmma layout) with -inf where index x is outside
+    ``[y - mask.left, y + mask.right]`` or ``>= x_len``."""
+    y = first_y + _iota(s.shape, 0)
+    x = first_x + _iota(s.shape, 1)
+    visible = None
+
+    def both(a, b):
+        return b if a is None else a & b
+
+    if mask.left is not None:
+        visible = both(visible, x >= y - mask.left)
+    if mask.right is not None:
+        visible = both(visible, x <= y + mask.right)
+    if x_len is not None:
+        visible = both(visible, x < x_len)
+    return s if visible is None else jnp.where(visible, s, -jnp.inf)
+
+
+def _row_vector(ref, dim):
+    """A float32 vector from shared memory that indexes dim ``dim`` of a wgmma tile (its
+    layout: the tile's, reduced over the other dim). jax 0.10's ``plgpu.load`` needs the
+    index argument that 0.11 deprecates."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    layout = plgpu.Layout.WGMMA.reduce(1 - dim)
+    try:
+        return plgpu.load(ref, layout=layout)
+    except TypeError:  # jax 0.10: load(src, idx, *, layout)
+        return plgpu.load(ref, (), layout=layout)
+
+
+def _smem_transforms(d: int, dtype):
+    """Tiling and swizzle of a shared-memory row of ``d`` elements: the largest swizzle
+    the row's bytes divide (``plgpu.find_swizzle``; 128 bytes at d = 64 and 128)."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    bits = jnp.dtype(dtype).itemsize * 8
+    swizzle = plgpu.find_swizzle(d * bits)
+    return plgpu.TilingTransform((8, swizzle * 8 // bits)), plgpu.SwizzleTransform(swizzle)
+
+
+def _bcast(vec, shape, dim):
+    return lax.broadcast_in_dim(vec, shape, [dim])
+
+
+def _three_ranges(loop, lo, full_lo, full_hi, hi, carry):
+    """``loop(start, stop, masked, carry)`` over ``[lo, full_lo)`` and ``[full_hi, hi)``
+    with the mask, ``[full_lo, full_hi)`` without."""
+    carry = loop(lo, full_lo, True, carry)
+    carry = loop(full_lo, full_hi, False, carry)
+    return loop(full_hi, hi, True, carry)
+
+
+# ---------------------------------------------------------------- the static plan
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class _Plan:
+    batch: int
+    n: int
+    n_pad: int
+    heads: int
+    kv_heads: int
+    d: int
+    kv_len: int
+    kv_pad: int
+    mask: Mask
+    scale: float
+    config: Config
+
+    @property
+    def group(self) -> int:
+        return self.heads // self.kv_heads
+
+    @property
+    def scale_log2(self) -> float:
+        return self.scale * LOG2_E
+
+
+def _wgmma_scores(a_ref, b_ref_t, shape):
+    """A Bᵀ (both in shared memory), float32 [shape], waited for."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    def body(acc):
+        plgpu.wgmma(acc, a_ref, plgpu.transpose_ref(b_ref_t, (1, 0)))
+        return acc[...]
+
+    return pl.run_scoped(body, plgpu.ACC(shape, jnp.float32))
+
+
+def _accumulate(acc, a, b_ref):
+    """acc + a B (a in registers, B in shared memory), waited for."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    def body(acc_ref):
+        plgpu.wgmma(acc_ref, a, b_ref)
+
+    return pl.run_state(body)(plgpu.ACC.init(acc))
+
+
+def _zeros(shape):
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    return plgpu.layout_cast(jnp.zeros(shape, jnp.float32), plgpu.Layout.WGMMA)
+
+
+def _roles(consumer, producer, smem_types, barrier_types):
+    """Allocate shared memory and barriers, then run the consumers and the producer."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    def roles(smem, barriers):
+        wg = lax.axis_index("wg")
+
+        @pl.when(wg < CONSUMERS)
+        def _():
+            plgpu.set_max_registers(CONSUMER_REGISTERS, action="increase")
+            consumer(smem, barriers, wg)
+
+        @pl.when(wg == CONSUMERS)
+        def _():
+            plgpu.set_max_registers(PRODUCER_REGISTERS, action="decrease")
+            producer(smem, barriers)
+
+    pl.run_scoped(roles, smem_types, barrier_types, collective_axes="wg")
+
+
+def _launch(plan: _Plan, body, out_types, grid, names, *args):
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    return plgpu.kernel(
+        body,
+        out_type=out_types,
+        grid=grid,
+        grid_names=names,
+        num_threads=CONSUMERS + 1,
+        thread_name="wg",
+        compiler_params=plgpu.CompilerParams(approx_math=True),
+    )(*args)
+
+
+# ---------------------------------------------------------------- dK, dV
+
+
+def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
+    """``(dK, dV)`` [batch, kv_pad, kv_heads, d] from padded inputs."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    cfg = plan.config
+    bq, stages, d, group = cfg.block_q, cfg.num_stages, plan.d, plan.group
+    band = plan.mask.seen_by_keys()  # key j is seen by rows [j - right, j + left]
+    dtype = q.dtype
+    swizzled = _smem_transforms(d, dtype)
+
+    q_tiles = functools.partial(band.tiles, tile=bq, length=plan.n)
+
+    def body(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref):
+        block, kv_head, batch = (lax.axis_index(x) for x in ("kv", "head", "batch"))
+        first_key = block * CTA_ROWS
+        lo, _, _, hi = q_tiles(first_key, CTA_ROWS)  # the tiles either consumer needs
+        span = hi - lo
+        steps = span * group
+
+        def tile_of(t):
+            """(query head, query tile) of pipeline step t: heads outer, tiles inner."""
+            safe = jnp.maximum(span, 1)
+            return kv_head * group + lax.div(t, safe), lo + lax.rem(t, safe)
+
+        def consumer(smem, barriers, wg):
+            k_own, v_own, q_smem, do_smem, lse_smem, delta_smem = smem
+            kv_ready, q_ready, do_ready, lse_ready, delta_ready, free = barriers
+            my_k, my_v = k_own.at[wg], v_own.at[wg]
+            my_first = first_key + wg * ROWS
+            rows = (batch, pl.ds(my_first, ROWS), kv_head)
+            plgpu.copy_gmem_to_smem(k_ref.at[rows], my_k, kv_ready.at[wg])
+            plgpu.copy_gmem_to_smem(v_ref.at[rows], my_v, kv_ready.at[CONSUMERS + wg])
+            plgpu.barrier_wait(kv_ready.at[wg])
+            plgpu.barrier_wait(kv_ready.at[CONSUMERS + wg])
+            _, full_lo, full_hi, _ = q_tiles(my_first, ROWS)
+            full_lo = jnp.clip(full_lo, lo, hi)
+            full_hi = jnp.clip(full_hi, full_lo, hi)
+
+            def step(t, carry, *, masked):
+                dk, dv = carry
+                slot = lax.rem(t, jnp.int32(stages))
+                q_tile = q_smem.at[slot]
+                do_tile = do_smem.at[slot]
+                plgpu.barrier_wait(q_ready.at[slot])
+                s_t = _wgmma_scores(my_k, q_tile, (ROWS, bq))  # Sᵀ = K Qᵀ
+                plgpu.barrier_wait(lse_ready.at[slot])
+                lse = _row_vector(lse_smem.at[slot], 1)
+                if masked:
+                    s_t = _mask_tile(s_t, band, my_first, tile_of(t)[1] * bq)
+                p_t = jnp.exp2(s_t * plan.scale_log2 - _bcast(lse, s_t.shape, 1))
+                plgpu.barrier_wait(do_ready.at[slot])
+
+                def pv_and_dp(refs):
+                    dv_ref_, dp_ref_ = refs
+                    plgpu.wgmma(dv_ref_, p_t.astype(dtype), do_tile)  # dV += Pᵀ dO
+                    plgpu.wgmma(dp_ref_, my_v, plgpu.transpose_ref(do_tile, (1, 0)))  # dPᵀ
+
+                dv, dp_t = pl.run_state(pv_and_dp)(
+                    (plgpu.ACC.init(dv), plgpu.ACC.init(_zeros((ROWS, bq))))
+                )
+                plgpu.barrier_wait(delta_ready.at[slot])
+                delta = _row_vector(delta_smem.at[slot], 1)
+                ds_t = p_t * (dp_t - _bcast(delta, dp_t.shape, 1))  # dSᵀ
+                dk = _accumulate(dk, ds_t.astype(dtype), q_tile)  # dK += dSᵀ Q
+                plgpu.barrier_arrive(free.at[wg * stages + slot])
+                return dk, dv
+
+            def loop(start, stop, masked, carry, *, head_step):
+                return lax.fori_loop(
+                    head_step + start - lo,
+                    head_step + stop - lo,
+                    functools.partial(step, masked=masked),
+                    carry,
+                )
+
+            def head_loop(h, carry):
+                part = functools.partial(loop, head_step=h * span)
+                return _three_ranges(part, lo, full_lo, full_hi, hi, carry)
+
+            zeros = _zeros((ROWS, d))
+            dk, dv = lax.fori_loop(0, group, head_loop, (zeros, zeros))
+            my_k[...] = (dk * plan.scale).astype(dtype)
+            my_v[...] = dv.astype(dtype)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(my_k, dk_ref.at[rows])
+            plgpu.copy_smem_to_gmem(my_v, dv_ref.at[rows])
+            plgpu.wait_smem_to_gmem(0)
+
+        def producer(smem, barriers):
+            _, _, q_smem, do_smem, lse_smem, delta_smem = smem
+            _, q_ready, do_ready, lse_ready, delta_ready, free = barriers
+
+            @pl.loop(0, steps)
+            def _(t):
+                slot = lax.rem(t, jnp.int32(stages))
+                head, tile = tile_of(t)
+                for wg in range(CONSUMERS):  # each consumer released the stage
+                    pl.when(t >= stages)(
+                        lambda wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot])
+                    )
+                rows = pl.ds(tile * bq, bq)
+                for src, dst, ready in ((q_ref, q_smem, q_ready), (do_ref, do_smem, do_ready)):
+                    plgpu.copy_gmem_to_smem(src.at[batch, rows, head], dst.at[slot], ready.at[slot])
+                for src, dst, ready in (
+                    (lse_ref, lse_smem, lse_ready),
+                    (delta_ref, delta_smem, delta_ready),
+                ):
+                    plgpu.copy_gmem_to_smem(src.at[batch, head, rows], dst.at[slot], ready.at[slot])
+
+        smem_types = (
+            plgpu.SMEM((CONSUMERS, ROWS, d), dtype, transforms=swizzled),  # K, then dK
+            plgpu.SMEM((CONSUMERS, ROWS, d), dtype, transforms=swizzled),  # V, then dV
+            plgpu.SMEM((stages, bq, d), dtype, transforms=swizzled),  # Q stages
+            plgpu.SMEM((stages, bq, d), dtype, transforms=swizzled),  # dO stages
+            plgpu.SMEM((stages, bq), jnp.float32),  # LSE stages
+            plgpu.SMEM((stages, bq), jnp.float32),  # D stages
+        )
+        barrier_types = (
+            plgpu.Barrier(num_barriers=2 * CONSUMERS),  # kv_ready[K or V, consumer]
+            plgpu.Barrier(num_barriers=stages),  # q_ready
+            plgpu.Barrier(num_barriers=stages),  # do_ready
+            plgpu.Barrier(num_barriers=stages),  # lse_ready
+            plgpu.Barrier(num_barriers=stages),  # delta_ready
+            plgpu.Barrier(num_barriers=CONSUMERS * stages),  # free[consumer, stage]
+        )
+        _roles(consumer, producer, smem_types, barrier_types)
+
+    out = jax.ShapeDtypeStruct((plan.batch, plan.kv_pad, plan.kv_heads, d), dtype)
+    grid = (plan.kv_pad // CTA_ROWS, plan.kv_heads, plan.batch)
+    return _launch(plan, body, [out, out], grid, ("kv", "head", "batch"), q, k, v, do, lse2, delta)
+
+
+# ---------------------------------------------------------------- dQ
+
+
+def _dq(plan: _Plan, q, k, v, do, lse2, delta):
+    """dQ [batch, n_pad, heads, d] from padded inputs."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    cfg = plan.config
+    bk, stages, d = cfg.dq_block_k, cfg.dq_num_stages, plan.d
+    tail = plan.kv_len if plan.kv_len % bk else None
+    mask = plan.mask
+    dtype = q.dtype
+    swizzled = _smem_transforms(d, dtype)
+    q_blocks = plan.n_pad // CTA_ROWS
+
+    k_tiles = functools.partial(mask.tiles, tile=bk, length=plan.kv_len)
+
+    def body(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dq_ref):
+        block, head, batch = (lax.axis_index(x) for x in ("q", "head", "batch"))
+        if mask.right is not None:  # causal: the longest query blocks first
+            block = q_blocks - 1 - block
+        kv_head = lax.div(head, jnp.int32(plan.group))
+        first_row = block * CTA_ROWS
+        lo, _, _, hi = k_tiles(first_row, CTA_ROWS)
+
+        def consumer(smem, barriers, wg):
+            q_own, do_own, lse_own, delta_own, k_smem, v_smem = smem
+            own_ready, k_ready, v_ready, k_free, v_free = barriers
+            my_q, my_do = q_own.at[wg], do_own.at[wg]
+            my_first = first_row + wg * ROWS
+            rows = (batch, pl.ds(my_first, ROWS), head)
+            stats = (batch, head, pl.ds(my_first, ROWS))
+            copies = (
+                (q_ref.at[rows], my_q),
+                (do_ref.at[rows], my_do),
+                (lse_ref.at[stats], lse_own.at[wg]),
+                (delta_ref.at[stats], delta_own.at[wg]),
+            )
+            for i, (src, dst) in enumerate(copies):
+                plgpu.copy_gmem_to_smem(src, dst, own_ready.at[i * CONSUMERS + wg])
+            for i in range(len(copies)):
+                plgpu.barrier_wait(own_ready.at[i * CONSUMERS + wg])
+            lse = _row_vector(lse_own.at[wg], 0)
+            delta = _row_vector(delta_own.at[wg], 0)
+            _, full_lo, full_hi, _ = k_tiles(my_first, ROWS)
+            full_lo = jnp.clip(full_lo, lo, hi)
+            full_hi = jnp.clip(full_hi, full_lo, hi)
+
+            def step(j, dq, *, masked):
+                slot = lax.rem(j - lo, jnp.int32(stages))
+                k_tile, v_tile = k_smem.at[slot], v_smem.at[slot]
+                plgpu.barrier_wait(k_ready.at[slot])
+                s = _wgmma_scores(my_q, k_tile, (ROWS, bk))  # S = Q Kᵀ
+                plgpu.barrier_wait(v_ready.at[slot])
+                dp = _wgmma_scores(my_do, v_tile, (ROWS, bk))  # dP = dO Vᵀ
+                plgpu.barrier_arrive(v_free.at[wg * stages + slot])
+                if masked:
+                    s = _mask_tile(s, mask, my_first, j * bk, tail)
+                p = jnp.exp2(s * plan.scale_log2 - _bcast(lse, s.shape, 0))
+                ds = p * (dp - _bcast(delta, dp.shape, 0))
+                dq = _accumulate(dq, ds.astype(dtype), k_tile)  # dQ += dS K
+                plgpu.barrier_arrive(k_free.at[wg * stages + slot])
+                return dq
+
+            def loop(start, stop, masked, dq):
+                return lax.fori_loop(start, stop, functools.partial(step, masked=masked), dq)
+
+            dq = _three_ranges(loop, lo, full_lo, full_hi, hi, _zeros((ROWS, d)))
+            my_q[...] = (dq * plan.scale).astype(dtype)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(my_q, dq_ref.at[rows])
+            plgpu.wait_smem_to_gmem(0)
+
+        def producer(smem, barriers):
+            *_, k_smem, v_smem = smem
+            _, k_ready, v_ready, k_free, v_free = barriers
+
+            @pl.loop(lo, hi)
+            def _(j):
+                t = j - lo
+                slot = lax.rem(t, jnp.int32(stages))
+                keys = (batch, pl.ds(j * bk, bk), kv_head)
+                for free, src, dst, ready in (
+                    (k_free, k_ref, k_smem, k_ready),
+                    (v_free, v_ref, v_smem, v_ready),
+                ):
+                    for wg in range(CONSUMERS):
+                        pl.when(t >= stages)(
+                            lambda free=free, wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot])
+                        )
+                    plgpu.copy_gmem_to_smem(src.at[keys], dst.at[slot], ready.at[slot])
+
+        smem_types = (
+            plgpu.SMEM((CONSUMERS, ROWS, d), dtype, transforms=swizzled),  # Q, then dQ
+            plgpu.SMEM((CONSUMERS, ROWS, d), dtype, transforms=swizzled),  # dO
+            plgpu.SMEM((CONSUMERS, ROWS), jnp.float32),  # LSE
+            plgpu.SMEM((CONSUMERS, ROWS), jnp.float32),  # D
+            plgpu.SMEM((stages, bk, d), dtype, transforms=swizzled),  # K stages
+            plgpu.SMEM((stages, bk, d), dtype, transforms=swizzled),  # V stages
+        )
+        barrier_types = (
+            plgpu.Barrier(num_barriers=4 * CONSUMERS),  # own_ready[Q, dO, LSE, D; consumer]
+            plgpu.Barrier(num_barriers=stages),  # k_ready
+            plgpu.Barrier(num_barriers=stages),  # v_ready
+            plgpu.Barrier(num_barriers=CONSUMERS * stages),  # k_free[consumer, stage]
+            plgpu.Barrier(num_barriers=CONSUMERS * stages),  # v_free[consumer, stage]
+        )
+        _roles(consumer, producer, smem_types, barrier_types)
+
+    out = jax.ShapeDtypeStruct((plan.batch, plan.n_pad, plan.heads, d), dtype)
+    grid = (q_blocks, plan.heads, plan.batch)
+    return _launch(plan, body, out, grid, ("q", "head", "batch"), q, k, v, do, lse2, delta)
+
+
+# ---------------------------------------------------------------- the three steps
+
+
+def _pad(x, axis: int, length: int):
+    pad = length - x.shape[axis]
+    if pad == 0:
+        return x
+    widths = [(0, 0)] * x.ndim
+    widths[axis] = (0, pad)
+    return jnp.pad(x, widths)
+
+
+@functools.partial(jax.jit, static_argnames=("plan",))
+def _backward(q, k, v, o, lse, do, dlse, plan: _Plan):
+    n, kv_len, d = plan.n, plan.kv_len, plan.d
+    q, o, do = (_pad(_pad(x, 3, d), 1, plan.n_pad) for x in (q, o, do))
+    k, v = (_pad(_pad(x, 3, d), 1, plan.kv_pad) for x in (k, v))
+    # 1. D = rowsum(dO ∘ O) − dLSE; LSE in log2 units, +inf where a row sees no key
+    delta = jnp.einsum("bnhd,bnhd->bhn", o.astype(jnp.float32), do.astype(jnp.float32))
+    if dlse is not None:
+        delta = delta - _pad(dlse.astype(jnp.float32), 2, plan.n_pad)
+    lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2_E)
+    lse2 = jnp.pad(lse2, ((0, 0), (0, 0), (0, plan.n_pad - n)), constant_values=jnp.inf)
+    dk, dv = _dkdv(plan, q, k, v, do, lse2, delta)  # 2. dK, dV
+    dq = _dq(plan, q, k, v, do, lse2, delta)  # 3. dQ
+    return dq[:, :n], dk[:, :kv_len], dv[:, :kv_len]
+
+
+def mosaic_attention_backward(
+    q,
+    k,
+    v,
+    o,
+    lse,
+    do,
+    dlse=None,
+    *,
+    causal: bool,
+    sm_scale: float,
+    window=None,
+    config: Config | None = None,
+    diagonal_offset: int = 0,
+):
+    """``(dQ, dK, dV)`` of attention from the forward's O and natural-log ``lse``.
+
+    ``dlse``: the cotangent of the log-sum-exp (None: zero). ``window``: the checked
+    ``(left, right)`` of ``_common.window_bounds`` (None: none). ``diagonal_offset``
+    shifts the causal diagonal as the forward's test hook does (tests only). Raises
+    ValueError naming the limit when ``supported`` refuses the call.
+    """
+    config = config or heuristic_config(q.shape[-1], causal)
+    reason = supported(q, k, v, causal=causal, config=config)
+    if reason:
+        raise ValueError(f"the Mosaic backward cannot run this call: {reason}")
+    d = q.shape[-1]
+    b, n, h, _ = q.shape
+    kv_len, h_kv = k.shape[1], k.shape[2]
+    plan = _Plan(
+        batch=b,
+        n=n,
+        n_pad=-(-n // CTA_ROWS) * CTA_ROWS,
+        heads=h,
+        kv_heads=h_kv,
+        d=run_head_dim(d),
+        kv_len=kv_len,
+        kv_pad=-(-kv_len // CTA_ROWS) * CTA_ROWS,
+        mask=Mask.of(causal, window, diagonal_offset),
+        scale=float(sm_scale),
+        config=config,
+    )
+    grads = _backward(q, k, v, o, lse, do.astype(q.dtype), dlse, plan)
+    return tuple(g[..., :d] for g in grads)
+
+
+__all__ = [
+    "Config",
+    "Mask",
+    "heuristic_config",
+    "mosaic_attention_backward",
+    "supported",
+]
