@@ -181,8 +181,9 @@ def predictions(seed: int, count: int) -> dict:
 # ---------------------------------------------------------------- measurement (GPU)
 
 
-def _fns(impl: str, shape: dict):
-    """(forward ``(q, k, v)``, training step ``(q, k, v, do)``), jitted."""
+def _fns(impl: str, shape: dict, options: dict | None = None):
+    """(forward ``(q, k, v)``, training step ``(q, k, v, do)``), jitted; ``options`` go to
+    ``flash_attention`` (a variant's launch knobs)."""
     import jax
     import jax.numpy as jnp
 
@@ -191,7 +192,7 @@ def _fns(impl: str, shape: dict):
         from pallas_kernels import flash_attention
 
         def attn(q, k, v):
-            return flash_attention(q, k, v, causal=causal, window=window)
+            return flash_attention(q, k, v, causal=causal, window=window, **(options or {}))
     else:
 
         def attn(q, k, v):
@@ -205,8 +206,9 @@ def _fns(impl: str, shape: dict):
     return jax.jit(attn), jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
 
 
-def _compile_all(shapes, workers: int = 12):
-    """Per shape, [(impl, phase, executable or the exception)], compiled in threads."""
+def _compile_all(shapes, variants: dict, workers: int = 12):
+    """Per shape, [(impl, phase, variant, executable or the exception)], compiled in
+    threads; each of ``variants`` (name: flash_attention options) adds our forward."""
     from concurrent.futures import ThreadPoolExecutor
 
     import jax
@@ -220,15 +222,22 @@ def _compile_all(shapes, workers: int = 12):
         out = []
         for impl in IMPLS:
             fwd, train = _fns(impl, s)
-            out += [(impl, "forward", fwd, (q, kv, kv)), (impl, "train", train, (q, kv, kv, do))]
+            out += [
+                (impl, "forward", "", fwd, (q, kv, kv)),
+                (impl, "train", "", train, (q, kv, kv, do)),
+            ]
+        for name, options in variants.items():
+            out.append(
+                ("pallas_flash", "forward", name, _fns(IMPLS[0], s, options)[0], (q, kv, kv))
+            )
         return out
 
     def build(job):
-        impl, phase, fn, args = job
+        *head, fn, args = job
         try:
-            return impl, phase, fn.lower(*args).compile()
+            return (*head, fn.lower(*args).compile())
         except Exception as err:  # noqa: BLE001 - recorded as the point's error
-            return impl, phase, err
+            return (*head, err)
 
     with ThreadPoolExecutor(workers) as pool:
         return [list(pool.map(build, jobs(s))) for s in shapes]
@@ -255,21 +264,23 @@ def time_shape(shape: dict, compiled, flops: float, *, budget_s: float):
     do = jax.random.normal(jax.random.key(2), (b, n, h, d), jnp.float32)
     left, right = bounds(shape)
     base = {k: v for k, v in shape.items() if k != "window"}
-    points, outs = [], {}
-    for impl, phase, exe in compiled:
+    points, outs, variants = [], {}, []
+    for impl, phase, variant, exe in compiled:
         point = {**empty_point(impl, base), "family": FAMILY[impl], "phase": phase}
         point["window"] = [left, right]
+        if variant:
+            point["variant"] = variant
         args = sets if phase == "forward" else [(*x, do) for x in sets]
         try:
             if isinstance(exe, Exception):
                 raise exe
-            outs[(impl, phase)] = jax.device_get(exe(*args[0]))
+            outs[(impl, phase, variant)] = jax.device_get(exe(*args[0]))
             timed = measure_all(exe, args, budget_s=budget_s)
             f = flops * (TRAIN_FLOPS_FACTOR if phase == "train" else 1.0)
             point.update(timed_fields(timed, flops=f, tokens=b * n))
         except Exception as err:  # noqa: BLE001 - recorded, the run goes on
             record_failure(point, err)
-        points.append(point)
+        (variants if variant else points).append(point)
     cells = {(p["implementation"], p["phase"]): p for p in points}
     for impl in IMPLS:
         fwd, train = cells[(impl, "forward")], cells[(impl, "train")]
@@ -281,17 +292,28 @@ def time_shape(shape: dict, compiled, flops: float, *, budget_s: float):
             bwd["tflops"] = flops * (TRAIN_FLOPS_FACTOR - 1) / t / 1e12 if t > 0 else None
             points.append(bwd)
     details = {"shape": shape}
-    if ("cudnn", "forward") in outs and ("pallas_flash", "forward") in outs:
-        details["o_rel_diff"] = _rel(outs[("pallas_flash", "forward")], outs[("cudnn", "forward")])
-    if ("cudnn", "train") in outs and ("pallas_flash", "train") in outs:
-        ours, ref = outs[("pallas_flash", "train")], outs[("cudnn", "train")]
+    ref_o = outs.get(("cudnn", "forward", ""))
+    for (impl, phase, variant), out in outs.items():
+        if ref_o is not None and impl == "pallas_flash" and phase == "forward":
+            details["o_rel_diff" + (f"_{variant}" if variant else "")] = _rel(out, ref_o)
+    if variants:  # our default forward is their reference where cuDNN runs no such window
+        ours_o = outs.get(("pallas_flash", "forward", ""))
+        for p in variants:
+            out = outs.get(("pallas_flash", "forward", p["variant"]))
+            if ours_o is not None and out is not None:
+                details[f"o_rel_diff_{p['variant']}_vs_default"] = _rel(out, ours_o)
+        details["variants"] = variants
+    if ("cudnn", "train", "") in outs and ("pallas_flash", "train", "") in outs:
+        ours, ref = outs[("pallas_flash", "train", "")], outs[("cudnn", "train", "")]
         details["grad_rel_diff"] = [_rel(g, r) for g, r in zip(ours, ref, strict=True)]
     del sets, outs
     gc.collect()
     return points, details
 
 
-def measure(pred_path: Path, out: Path, budget_s: float, wait_for: Path | None) -> int:
+def measure(
+    pred_path: Path, out: Path, budget_s: float, wait_for: Path | None, variants: dict
+) -> int:
     from kernel_bench.bench import RunWriter, new_run
     from pallas_kernels.flash_attention import choose_backend
 
@@ -299,7 +321,7 @@ def measure(pred_path: Path, out: Path, budget_s: float, wait_for: Path | None) 
     rows = json.loads(pred_path.read_text())["rows"]
     shapes = [r["shape"] for r in rows]
     t0 = time.monotonic()
-    compiled = _compile_all(shapes)
+    compiled = _compile_all(shapes, variants)
     print(f"compiled {sum(map(len, compiled))} calls in {time.monotonic() - t0:.0f} s", flush=True)
     if wait_for:  # the GPU tests run while this compiles: none while timing
         while not wait_for.exists():
@@ -330,7 +352,13 @@ def measure(pred_path: Path, out: Path, budget_s: float, wait_for: Path | None) 
             errs = [p["error"][:90] for p in (ours, cud) if p["error"]]
             print(f"[{i + 1}/{len(rows)}] {phase:7s} ours {t[0]} ms cuDNN {t[1]} ms ratio {ratio}"
                   f" {s} {errs or ''}", flush=True)  # fmt: skip
-        print(f"  { ({k: v for k, v in detail.items() if k != 'shape'}) }", flush=True)
+        for v in detail.get("variants", ()):
+            ours = cell[("pallas_flash", "forward")]
+            if v["median_s"] and ours["median_s"]:
+                print(f"  variant {v['variant']}: {v['median_s'] * 1e3:.3f} ms, default/variant "
+                      f"{ours['median_s'] / v['median_s']:.2f}", flush=True)  # fmt: skip
+        shown = {k: v for k, v in detail.items() if k not in ("shape", "variants")}
+        print(f"  {shown}", flush=True)
     return 0
 
 
@@ -347,8 +375,8 @@ def report(pred_path: Path, meas_path: Path) -> str:
         cells.setdefault(key(p), {})[(p["implementation"], p["phase"])] = p
     lines = [
         "| n | window | d | h:h_kv | batch | dtype | tiles visited / dense causal | ours fwd ms"
-        " | cuDNN fwd ms | fwd ours/cuDNN | train ours/cuDNN | model/measured ours | model/"
-        "measured cuDNN |",
+        " | cuDNN fwd ms | fwd ours/cuDNN | train ours/cuDNN | model error ours | model error "
+        "cuDNN |",
         "|" + "---|" * 13,
     ]
     errors: dict = {impl: [] for impl in IMPLS}
@@ -411,6 +439,13 @@ def main(argv=None) -> int:
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--budget-s", type=float, default=240.0, help="no shape starts after this")
     m.add_argument("--wait-for", type=Path, help="after compiling, wait until this file exists")
+    m.add_argument(
+        "--variant",
+        action="append",
+        default=[],
+        help="NAME=JSON: our forward again with these flash_attention options, e.g. "
+        "nopad='{\"pad_seq\": false}'",
+    )
     r = sub.add_parser("report")
     r.add_argument("--predictions", type=Path, required=True)
     r.add_argument("--measured", type=Path, required=True)
@@ -422,7 +457,9 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "measure":
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-        return measure(args.predictions, args.out, args.budget_s, args.wait_for)
+        variants = dict(v.split("=", 1) for v in args.variant)
+        variants = {name: json.loads(text) for name, text in variants.items()}
+        return measure(args.predictions, args.out, args.budget_s, args.wait_for, variants)
     print(report(args.predictions, args.measured), end="")
     return 0
 

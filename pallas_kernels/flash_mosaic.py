@@ -106,6 +106,12 @@ class Config:
     of 16 (the wgmma K step) and run with the largest shared-memory swizzle a row divides
     (64 bytes at d=96 and 160, 32 at d=80 and 112). On the H200 the second ran 1.04-1.20x
     faster on all 12 shapes timed (specs/measurements/details/h200-shapes-2026-12-01.*).
+    ``pad_seq``: a length that is not a whole number of tiles is zero-padded with copies
+    of Q, K and V and O is sliced back (True, the default: three or four extra kernels,
+    estimated from their bytes at 1-48 % of the device time in the 2026-12-01/02 H200
+    runs, docs/perf-notes.md), or
+    (False) nothing is copied: the TMA loads zero-fill the rows past the end and its
+    stores skip them. False is traced on CPU only, not yet run on a GPU.
     """
 
     block_k: int = 128
@@ -113,6 +119,7 @@ class Config:
     overlap: str = "pv"
     persistent: bool = False
     pad_head_dim: bool = False
+    pad_seq: bool = True
 
     def __post_init__(self) -> None:
         if self.block_k not in (64, 128, 192, 256):
@@ -680,9 +687,14 @@ def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
 def _forward(q, k, v, plan: _Plan):
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
-    q_p = _pad_to(q, plan.n_pad)
-    k_p, v_p = _pad_to(k, plan.kv_pad), _pad_to(v, plan.kv_pad)
-    out_types = [jax.ShapeDtypeStruct((plan.batch, plan.n_pad, plan.heads, plan.d), q.dtype)]
+    if plan.config.pad_seq:
+        q_p = _pad_to(q, plan.n_pad)
+        k_p, v_p = _pad_to(k, plan.kv_pad), _pad_to(v, plan.kv_pad)
+        n_out = plan.n_pad
+    else:  # TMA zero-fills loads past the end and skips stores past it
+        q_p, k_p, v_p, n_out = q, k, v, plan.n
+    out_types = [jax.ShapeDtypeStruct((plan.batch, n_out, plan.heads, plan.d), q.dtype)]
+    # the lse stays padded: a TMA store needs 16-byte strides, 4 n bytes need not be
     if plan.return_lse:
         out_types.append(jax.ShapeDtypeStruct((plan.batch, plan.heads, plan.n_pad), jnp.float32))
 
@@ -702,7 +714,7 @@ def _forward(q, k, v, plan: _Plan):
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
     )(q_p, k_p, v_p)
-    o = outs[0][:, : plan.n]
+    o = outs[0] if n_out == plan.n else outs[0][:, : plan.n]
     return o, (outs[1][:, :, : plan.n] if plan.return_lse else None)
 
 

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
-from backend_base import TOLERANCE, BackendContract, random_inputs, rel_err
+from backend_base import CASES, TOLERANCE, BackendContract, random_inputs, rel_err
 
 from pallas_kernels import flash_mosaic
 from pallas_kernels._common import is_hopper
@@ -46,7 +46,13 @@ class TestMosaicBackend(BackendContract):
 
     @pytest.mark.parametrize(
         "options",
-        [{"overlap": "qk"}, {"overlap": "pv"}, {"overlap": "none"}, {"persistent": False}],
+        [
+            {"overlap": "qk"},
+            {"overlap": "pv"},
+            {"overlap": "none"},
+            {"persistent": False},
+            {"pad_seq": False},
+        ],
     )
     @pytest.mark.parametrize(
         ("causal", "window", "h", "h_kv"), [(True, 200, 3, 1), (False, (300, 70), 4, 2)]
@@ -73,6 +79,16 @@ class TestMosaicBackend(BackendContract):
         assert rel_err(o, ref_o) < TOLERANCE["bfloat16"], rel_err(o, ref_o)
         np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
 
+    @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+    def test_unpadded_sequence_matches_float64(self, case):
+        """``pad_seq=False``: no copies; TMA zero-fills the rows past n and kv_len."""
+        *shape, causal, dtype = case
+        q, k, v = random_inputs(sum(shape) + 2, *shape, dtype)
+        o, lse = self.forward(q, k, v, causal=causal, pad_seq=False)
+        ref_o, ref_lse = attention_float64(q, k, v, causal=causal)
+        assert rel_err(o, ref_o) < TOLERANCE[q.dtype.name], rel_err(o, ref_o)
+        np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
+
     @pytest.mark.parametrize(
         "options", [{"overlap": "qk"}, {"overlap": "none"}, {"persistent": False}]
     )
@@ -97,6 +113,8 @@ class TestMosaicBackend(BackendContract):
         ((1, 200, 4, 96), (1, 200, 2, 96), True, {}),
         ((1, 200, 2, 80), (1, 200, 2, 80), False, {}),
         ((1, 200, 2, 128), (1, 200, 2, 128), False, {"pad_head_dim": True}),
+        ((2, 301, 3, 128), (2, 157, 1, 128), True, {"pad_seq": False}),
+        ((1, 1000, 4, 64), (1, 1000, 2, 64), False, {"pad_seq": False, "overlap": "pv"}),
     ],
 )
 def test_kernel_traces(shape, kv_shape, causal, options):
