@@ -331,6 +331,22 @@ def test_cli_writes_one_offline_page(tmp_path, capsys):
     assert "--heads '8:3' must be H or H:H_KV" in capsys.readouterr().err
 
 
+def test_cli_takes_the_window_control_and_mask_picker_values(tmp_path, capsys):
+    from perfmodel.cli import main
+
+    out = tmp_path / "page.html"
+    args = ["explore", "--out", str(out), "--hw", "h200", "--d", "128", "--heads", "1"]
+    small = [*args, "--dtype", "bf16", "--steps-per-octave", "1"]
+    assert main([*small, "--windows", "255", "none", "--documents", "none"]) == 0
+    text = out.read_text()
+    assert '"window": [null, 255]' in text and '"documents": [null]' in text
+    capsys.readouterr()
+    assert main([*small, "--windows", "-4"]) == 2
+    assert "--windows '-4' must be positive integers (or none)" in capsys.readouterr().err
+    assert main([*small, "--documents", "1k"]) == 2
+    assert "--documents '1k' must be positive integers" in capsys.readouterr().err
+
+
 # --- the server (perfmodel explore --serve) ----------------------------------------------
 @pytest.fixture
 def served(tmp_path):
