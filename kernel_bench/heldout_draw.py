@@ -378,7 +378,9 @@ def _time_prefill(job: dict, point: dict) -> dict:
     return detail
 
 
-def measure(pred_path: Path, out: Path, details: Path, budget_s: float) -> int:
+def measure(
+    pred_path: Path, out: Path, details: Path, budget_s: float, run_name: str = "heldout2"
+) -> int:
     import jax
 
     from kernel_bench.bench import RunWriter, empty_point, git_commit, record_failure
@@ -388,7 +390,7 @@ def measure(pred_path: Path, out: Path, details: Path, budget_s: float) -> int:
     deadline = time.monotonic() + budget_s
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run = {
-        "run_id": f"heldout2-{stamp}",
+        "run_id": f"{run_name}-{stamp}",
         "device_name": jax.devices()[0].device_kind,
         "jax_version": jax.__version__,
         "git_commit": git_commit(),
@@ -478,13 +480,14 @@ def main(argv=None) -> int:
     m.add_argument("--out", type=Path, required=True)
     m.add_argument("--details", type=Path, required=True)
     m.add_argument("--budget-s", type=float, default=200.0)
+    m.add_argument("--run-name", default="heldout2", help="the run_id's prefix")
     args = ap.parse_args(argv)
     if args.verb == "predict":
         _write_json(args.out, predictions(args.seed))
         print(f"wrote {args.out}")
         return 0
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    return measure(args.predictions, args.out, args.details, args.budget_s)
+    return measure(args.predictions, args.out, args.details, args.budget_s, args.run_name)
 
 
 if __name__ == "__main__":

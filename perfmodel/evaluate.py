@@ -252,6 +252,12 @@ class OnChip:
     bytes_in_flight: Num = 0.0
     #: Q bytes one block loads before its first inner-loop step can start.
     q_tile_bytes: Num = 0.0
+    #: Tiles a block has in flight ahead of the one it computes on (None: not stated,
+    #: no exposed latency): the :func:`exposed_latency` effect.
+    loads_ahead: Num | None = None
+    #: The copies into and out of padded buffers around the kernel: bytes, kernels.
+    pad_bytes: Num = 0.0
+    pad_copies: Num = 0.0
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -265,6 +271,9 @@ def onchip_of(launch: Launch) -> OnChip:
         launch.spill_bytes_per_tile,
         launch.bytes_in_flight,
         launch.q_tile_bytes,
+        launch.loads_ahead,
+        launch.pad_bytes,
+        launch.pad_copies,
     )
 
 
@@ -285,6 +294,16 @@ class KernelRoofs:
     #: tile at one SM's share of the HBM bandwidth (datasheet): :func:`prologue`.
     prologue_latency_s: Num = 0.0
     prologue_bytes_s: Num = 0.0
+    #: For :func:`exposed_latency`: inner-loop steps each busy SM runs, blocks resident
+    #: to interleave them, tiles in flight ahead of use, and the memory latency.
+    steps_per_sm: Num = 0.0
+    resident: Num = 1.0
+    loads_ahead: Num = 0.0
+    latency_s: Num = 0.0
+    #: The padding copies around the kernel (:func:`pad_copies`): their bytes at the
+    #: datasheet HBM bandwidth, and how many kernels they are.
+    pad_s: Num = 0.0
+    pad_copies: Num = 0.0
 
 
 def kernel_roofs(
@@ -320,8 +339,41 @@ def _roofs_from_raw(
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1
         latency, load = _prologue(work_items, hw, onchip, rates) if fused else (0.0, 0.0)
-        out.append(KernelRoofs(k, floor, estimate, blocks, times, per_sm, spill, latency, load))
+        steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip)
+        pad_s: Num = onchip.pad_bytes / rates["hbm"] if i == 0 else 0.0  # once per model
+        out.append(
+            KernelRoofs(
+                k,
+                floor,
+                estimate,
+                blocks,
+                times,
+                per_sm,
+                spill,
+                latency,
+                load,
+                steps_per_sm=steps,
+                resident=resident,
+                loads_ahead=ahead,
+                latency_s=wait,
+                pad_s=pad_s,
+                pad_copies=onchip.pad_copies if i == 0 else 0.0,
+            )
+        )
     return out
+
+
+def _pipeline(
+    work_items: Num, tiles: Num, hw: HardwareSpec, onchip: OnChip
+) -> tuple[Num, Num, Num, Num]:
+    """:class:`KernelRoofs`' exposed-latency facts of a tiled kernel whose launch states its
+    loads ahead (zeros elsewhere, and on a device without a measured memory latency)."""
+    if onchip.loads_ahead is None or not hw.memory_latency_s or not roofline.any_nonzero(tiles):
+        return (0.0, 1.0, 0.0, 0.0)
+    top, low = roofline.maximum, roofline.minimum
+    busy = low(work_items, float(hw.sm_count))
+    resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
+    return (roofline.ratio_or_zero(tiles, busy), resident, onchip.loads_ahead, hw.memory_latency_s)
 
 
 def _prologue(
@@ -388,6 +440,24 @@ def overlap(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     return t._replace(overlap=c.calibration.compute_overlap)
 
 
+def exposed_latency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Loads an unpipelined loop cannot hide: a block that issues its next tiles only
+    when it needs them (``loads_ahead`` 0: a Triton launch of one stage, our d > 128
+    kernels) waits one memory latency each inner-loop step; ``step`` being one step's
+    compute at the SM's rate, the SM idles only while all its ``resident`` blocks wait,
+    so the compute stretches by ``max(1, (step + latency) / (resident·step))``."""
+    if not roofline.any_nonzero(k.steps_per_sm):
+        return t
+    compute = {r: v for r, v in t.times.items() if r in _COMPUTE}
+    step = roofline.ratio_or_zero(roofline.combine(compute, t.overlap), k.steps_per_sm)
+    # A load in flight ahead of use is taken as hidden: with one or more, the bandwidth
+    # the SMs can pull is the ``waves`` effect's Little's-law reach, not a wait per step.
+    unpipelined = roofline.choose(roofline.gt(k.loads_ahead, 0.0), 0.0, 1.0)
+    wait = unpipelined * k.latency_s
+    factor = roofline.maximum(1.0, roofline.ratio_or_zero(step + wait, k.resident * step))
+    return t._replace(stretch=t.stretch * factor)
+
+
 def spills(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Registers spilled to local memory, written and read each step, in series with
     the compute."""
@@ -397,7 +467,8 @@ def spills(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 def block_overhead(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """A fixed cost per thread block, in inner-loop steps (``block_overhead_tiles``),
     stretching the compute."""
-    return t._replace(stretch=1 + c.calibration.block_overhead_tiles * k.blocks_per_tile)
+    per_block = 1 + c.calibration.block_overhead_tiles * k.blocks_per_tile
+    return t._replace(stretch=t.stretch * per_block)
 
 
 def kernel_launch(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
@@ -413,16 +484,26 @@ def prologue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     return t._replace(fixed=t.fixed + k.prologue_latency_s + load)
 
 
+def pad_copies(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """The copies a kernel's wrapper makes into zero-padded inputs and out of the padded
+    output (``launch.pad_copies``), in series with it: their bytes at the estimate's HBM
+    fraction and one launch gap each, as the ``kernel_launch`` effect gives every kernel."""
+    load = k.pad_s / c.efficiency["hbm"]
+    return t._replace(fixed=t.fixed + load + k.pad_copies * c.launch_s)
+
+
 #: The effects ``time_s`` adds to the floor of the launch evaluated, in order. A new
 #: effect is one function here (its column ``effect_<name>_s`` follows).
 EFFECTS: tuple[Effect, ...] = (
     waves,
     efficiency,
     overlap,
+    exposed_latency,
     spills,
     block_overhead,
     kernel_launch,
     prologue,
+    pad_copies,
 )
 #: The name of each effect's column; the first, "launch", is the step from the best
 #: launch's floor to the floor of the launch evaluated.
@@ -444,12 +525,14 @@ def estimate_steps(
     *,
     every: bool = True,
     d: Num | None = None,
+    fp16: Num | None = None,
 ) -> list[Num]:
     """The model's device time after the floor of ``kernels`` and after each effect of
     :data:`EFFECTS` (only the last with ``every=False``): each kernel's largest roof,
     then each effect applied to every kernel, summed over the kernels. ``d``: the head
-    dim, where the profile's matmul fraction was measured by head dim."""
-    context = Context(calibration, _fractions(calibration, d), launch)
+    dim, where the profile's matmul fraction was measured by head dim; ``fp16``: 1 where
+    the point is fp16 (the profile's ``matmul_fp16_ratio`` applies), else 0."""
+    context = Context(calibration, roof_fractions(calibration, d, fp16), launch)
     states = [KernelTime(k.floor) for k in kernels]
     totals = [_total(states)] if every else []
     for effect in EFFECTS:
@@ -465,14 +548,21 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
     return estimate_steps(kernels, calibration, launch, every=False)[-1]
 
 
-def _fractions(calibration: Calibration, d: Num | None) -> dict[str, Num]:
+def roof_fractions(
+    calibration: Calibration, d: Num | None, fp16: Num | None = None
+) -> dict[str, Num]:
     """Each roof's fraction; the matmul's at each point's head dim where the profile
-    measured it by head dim (``Calibration.matmul_efficiency_by_d``)."""
+    measured it by head dim (``Calibration.matmul_efficiency_by_d``), times the measured
+    fp16/bf16 rate ratio where the point is fp16 (``fp16``: 1 there, else 0)."""
     fractions = _efficiency(ByIdentity(calibration))
     table = calibration.matmul_efficiency_by_d
-    if not table or d is None:
+    ratio = calibration.matmul_fp16_ratio
+    matmul = fractions[Roof.MATMUL] if not table or d is None else interpolate(table, d)
+    if fp16 is not None and ratio != 1.0:
+        matmul = matmul * (1.0 - fp16 * (1.0 - ratio))
+    if matmul is fractions[Roof.MATMUL]:
         return fractions
-    return {**fractions, Roof.MATMUL: interpolate(table, d)}
+    return {**fractions, Roof.MATMUL: matmul}
 
 
 @functools.lru_cache(maxsize=256)
@@ -592,10 +682,38 @@ def evaluate(
     roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
     out = _counts(raw, kernels, hw)
     out.update(floor_of(roofs, out["matmul_flops"]).columns())
-    out.update(_estimate(roofs, calibration, hw, effects, values.get("d")))
+    out.update(_estimate(roofs, calibration, hw, effects, values.get("d"), values.get("fp16")))
     if effects:
         out[EFFECT_COLUMNS[0]] = 0.0 * out["t_lower_s"]  # one launch: it is the best
     return out
+
+
+#: The columns of a floor (``Floor.columns``) but its pack and splits.
+_FLOOR_COLUMNS = (
+    "t_compute_s",
+    "t_memory_s",
+    "t_lower_s",
+    "attainable_flops_per_s",
+    "bound",
+    "binding_roof",
+    *_COLUMN.values(),
+)
+
+
+def lower_floor(out: dict[str, Num], other: dict[str, Num]) -> dict[str, Num]:
+    """``out`` with, row by row, ``other``'s floor where it is lower (the floor is the
+    least over what the implementation could run: the naive side's over its compiles,
+    :func:`evaluate` of each), the step between them its ``launch`` effect."""
+    better = roofline.less(other["t_lower_s"], out["t_lower_s"])
+    if not roofline.any_nonzero(better):
+        return out
+    merged = dict(out)
+    for key in _FLOOR_COLUMNS:
+        if key in other:
+            merged[key] = roofline.choose(better, other[key], out[key])
+    if EFFECT_COLUMNS[0] in out:
+        merged[EFFECT_COLUMNS[0]] = out["t_lower_s"] - merged["t_lower_s"]
+    return merged
 
 
 def _counts(raw: dict[ExprName, Num], kernels: list[str], hw: HardwareSpec) -> dict[str, Num]:
@@ -619,12 +737,13 @@ def _estimate(
     hw: HardwareSpec,
     effects: bool,
     d: Num | None = None,
+    fp16: Num | None = None,
 ) -> dict[str, Num]:
     """``time_s`` and, with ``effects``, what each effect of :data:`EFFECTS` adds to the
     floor of the launch evaluated (``effect_<name>_s``)."""
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
-    steps = estimate_steps(roofs, calibration, launch, every=effects, d=d)
+    steps = estimate_steps(roofs, calibration, launch, every=effects, d=d, fp16=fp16)
     out: dict[str, Num] = {"time_s": steps[-1]}
     if effects:
         for i, column in enumerate(EFFECT_COLUMNS[1:]):
@@ -782,7 +901,7 @@ def evaluate_flash(
         raw, kernels, roofs = roofs_at(rows, split, at.pack, at.splits, onchip_of(at), at, sub)
         out = _counts(raw, kernels, hw)
         out.update(floor_of(roofs, out["matmul_flops"], at.pack, at.splits).flat())
-        out.update(_estimate(roofs, calibration, hw, effects, sub.get("d")))
+        out.update(_estimate(roofs, calibration, hw, effects, sub.get("d"), sub.get("fp16")))
         return out
 
     def floor_at(rows: Any, pack: Num, splits: Num) -> Floor:

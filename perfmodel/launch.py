@@ -38,8 +38,9 @@ import numpy as np
 import numpy.typing as npt
 
 from perfmodel.catalog.hardware import HardwareSpec
-from perfmodel.catalog.kernels import KernelFamily, load_kernel
+from perfmodel.catalog.kernels import KernelFamily, load_kernel, padded_head_dim
 from perfmodel.compile import compiled
+from perfmodel.costs import backward as backward_costs
 from perfmodel.costs import flash as flash_costs
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
@@ -55,6 +56,8 @@ BLOCK_K_MULTIPLE = 8
 #: Bytes of one register (32 bits).
 REGISTER_BYTES = 4
 WARP = 32
+#: Query rows of one consumer warpgroup of our Mosaic kernel (flash_mosaic.ROWS_PER_CONSUMER).
+MOSAIC_CONSUMER_ROWS = 64
 #: Registers a producer warp's thread runs on (FA-3 sets 24-32 with setmaxnreg).
 PRODUCER_REGISTERS = 32
 #: The SRAM bytes and float32 accumulators of one block: the cost model's expressions.
@@ -92,6 +95,14 @@ class Launch:
     #: head, and with the GQA group packed in a tile.
     split_limit_one: Num
     split_limit_group: Num
+    #: K/V tiles in flight ahead of the one computed on (``KernelFamily.loads_ahead``)
+    loads_ahead: Num = 1.0
+    #: The head dim the kernel runs at (``KernelFamily.head_dim_padding``).
+    head_dim: Num = 0.0
+    #: Bytes read and written, and kernels run, by the copies into padded inputs and out
+    #: of the padded output around the fused kernel (:func:`pad_copies`).
+    pad_bytes: Num = 0.0
+    pad_copies: Num = 0.0
 
     def __len__(self) -> int:
         return len(self.block_q)
@@ -135,17 +146,115 @@ def _by_unique(fn: Callable[..., tuple[float, ...]], *keys: Column) -> list[Colu
 
 def default_tiles(
     family: KernelFamily, d: Column, causal: Column, arch: str | None
-) -> tuple[Column, Column, Column, Column]:
-    """The family's (block_q, block_k, warps, kv_stages) per point: its first tile
-    matching the head dim, causal flag and arch (``KernelFamily.tile_for``), with the
-    tile's own K/V stages where it states them, else the family's."""
+) -> tuple[Column, Column, Column, Column, Column]:
+    """The family's (block_q, block_k, warps, kv_stages, loads_ahead) per point: its
+    first tile matching the head dim, causal flag and arch (``KernelFamily.tile_for``),
+    with the tile's own K/V stages where it states them, else the family's, and the K/V
+    tiles in flight ahead of use (``KernelFamily.loads_ahead``)."""
 
-    def tile(dim: float, masked: float) -> tuple[float, float, float, float]:
+    def tile(dim: float, masked: float) -> tuple[float, float, float, float, float]:
         t = family.tile_for(int(dim), causal=bool(masked), arch=arch)
-        return (t.block_q, t.block_k, t.warps, t.kv_stages or family.kv_stages)
+        stages = t.kv_stages or family.kv_stages
+        return (t.block_q, t.block_k, t.warps, stages, family.loads_ahead(t))
 
-    bq, bk, w, stages = _by_unique(tile, d, causal)
-    return bq, bk, w, stages
+    bq, bk, w, stages, ahead = _by_unique(tile, d, causal)
+    return bq, bk, w, stages, ahead
+
+
+@dataclass(frozen=True)
+class BackwardLaunch:
+    """The backward's tile (both its kernels), blocks per SM of its dK/dV kernel, the
+    Q/dO tiles in flight ahead of use, the head dim it runs at and its wrapper's padding
+    copies: numbers for one point, else columns."""
+
+    block_q: Any
+    block_k: Any
+    blocks_per_sm: Any
+    loads_ahead: Any
+    head_dim: Any
+    pad_bytes: Any
+    pad_copies: Any
+
+
+_BWD_SMEM = compiled(backward_costs.backward_sram_bytes())
+_BWD_REGISTERS = compiled(backward_costs.backward_register_bytes())
+
+
+def pad_copies(
+    family: KernelFamily,
+    *,
+    n: Column,
+    m: Column,
+    d: Column,
+    d_run: Column,
+    h: Column,
+    h_kv: Column,
+    b: Column,
+    s: Column,
+    block_q: Column,
+    block_k: Column,
+    per_side: int = 2,
+) -> tuple[Column, Column]:
+    """Bytes and kernels of the XLA copies a family's wrapper makes around its fused
+    kernel (``KernelFamily.sequence_padding``, ``head_dim_padding``): Q copied into a
+    buffer of whole row blocks (and O sliced out of one) where n is not a multiple or the
+    head dim is padded; K and V likewise for the keys. Each copy reads the tensor and
+    writes it padded (or the reverse). ``per_side``: tensors of each side copied (the
+    forward: Q and O, K and V; the backward: Q, O, dO and dQ, K, V, dK and dV)."""
+    zero = np.zeros(n.shape)
+    if family.sequence_padding == "none" and family.head_dim_padding == "none":
+        return zero, zero
+    rows = block_q
+    if family.sequence_padding == "per_consumer":
+        paired = np.floor_divide(h, h_kv) % 2 == 0
+        rows = np.where(paired, float(MOSAIC_CONSUMER_ROWS), 2.0 * MOSAIC_CONSUMER_ROWS)
+    keys = block_k
+    if family.sequence_padding == "cta_rows":
+        rows = keys = np.full(n.shape, 2.0 * MOSAIC_CONSUMER_ROWS)
+    if family.sequence_padding == "none":
+        rows = keys = np.ones(n.shape)
+    n_pad, m_pad = np.ceil(n / rows) * rows, np.ceil(m / keys) * keys
+    wider = d_run != d
+    q_copy = (n_pad != n) | wider
+    kv_copy = (m_pad != m) | wider
+    q_bytes = b * h * (n * d + n_pad * d_run) * s  # Q in, and as much for O out
+    kv_bytes = b * h_kv * (m * d + m_pad * d_run) * s  # each of K and V
+    copied = np.where(q_copy, per_side * q_bytes, 0.0) + np.where(kv_copy, per_side * kv_bytes, 0.0)
+    return copied, per_side * (q_copy + 0.0) + per_side * (kv_copy + 0.0)
+
+
+def backward_launch(
+    view: KernelFamily,
+    hw: HardwareSpec,
+    *,
+    n: Any,
+    m: Any,
+    d: Any,
+    h: Any,
+    h_kv: Any,
+    b: Any,
+    s: Any,
+    causal: bool,
+) -> BackwardLaunch:
+    """The launch of a backward (``view``: ``KernelFamily.backward_view``, the backward
+    that runs after a family's forward at these points), per point: its tile, its blocks
+    per SM from the dK/dV block's shared memory and registers (``costs.backward``), the
+    head dim it runs at and its padding copies."""
+    n, m, d, h, h_kv, b, s = (_column(v) for v in (n, m, d, h, h_kv, b, s))
+    size = max(len(v) for v in (n, m, d, h, h_kv, b, s))
+    n, m, d, h, h_kv, b, s = (np.broadcast_to(v, (size,)) for v in (n, m, d, h, h_kv, b, s))
+    d_run = np.asarray(padded_head_dim(view.head_dim_padding, d), dtype=np.float64)
+    bq, bk, w, _, ahead = default_tiles(view, d_run, np.full(size, float(causal)), hw.arch)
+    tile = dict(block_q=bq, block_k=bk, d=d_run, s=s)
+    threads = WARP * w
+    regs = _BWD_REGISTERS(**tile) / REGISTER_BYTES / threads
+    producers = np.full(size, float(WARP * view.producer_warps))
+    blocks, _ = capacity(hw, _BWD_SMEM(**tile), regs, threads, producers)
+    copied, copies = pad_copies(
+        view, n=n, m=m, d=d, d_run=d_run, h=h, h_kv=h_kv, b=b, s=s, block_q=bq, block_k=bk,
+        per_side=4,
+    )  # fmt: skip
+    return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies)
 
 
 def footprint(
@@ -311,7 +420,8 @@ def resolve(
     masked = np.broadcast_to(_column(causal), (size,))
     if splits is not None:
         check_multiple("splits", splits, 1)
-    bq_d, bk_d, w_d, stages = default_tiles(family, d, masked, hw.arch)
+    given_d, d = d, np.asarray(padded_head_dim(family.head_dim_padding, d), dtype=np.float64)
+    bq_d, bk_d, w_d, stages, ahead = default_tiles(family, d, masked, hw.arch)
     bq = bq_d if block_q is None else np.broadcast_to(_column(block_q), (size,))
     bk = bk_d if block_k is None else np.broadcast_to(_column(block_k), (size,))
     w = w_d if warps is None else np.broadcast_to(_column(warps), (size,))
@@ -326,6 +436,9 @@ def resolve(
     blocks, spilled = capacity(hw, smem, regs, threads, producers)
     group = np.floor_divide(h, h_kv)
     pack = gqa_pack(family.gqa_packing, n, group, bq)
+    copied, copies = pad_copies(
+        family, n=n, m=m, d=given_d, d_run=d, h=h, h_kv=h_kv, b=b, s=s, block_q=bq, block_k=bk
+    )
 
     def limit(at: Column) -> Column:
         return split_limit(family, hw, n=n, m=m, h=h, b=b, pack=at, block_q=bq, block_k=bk)
@@ -352,6 +465,10 @@ def resolve(
         spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
         bytes_in_flight=2 * bk * d * s * (stages if family.producer_warps else 1.0),
         q_tile_bytes=bq * d * s,
+        loads_ahead=ahead,
+        head_dim=d,
+        pad_bytes=copied,
+        pad_copies=copies,
         split_limit_one=limit(np.ones(size)),
         split_limit_group=limit(group),
     )

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import inspect
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -29,20 +29,22 @@ from perfmodel.catalog.calibration import (
 )
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
-from perfmodel.catalog.kernels import KernelFamily, load_kernel
+from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
 from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import (
     EFFECT_COLUMNS,
     EFFECT_NAMES,
+    OnChip,
     evaluate,
     evaluate_flash,
     forward_then_backward,
+    lower_floor,
     model_key,
     roof_rates,
     shape_values,
 )
-from perfmodel.launch import resolve, resolve_point
+from perfmodel.launch import BackwardLaunch, backward_launch, resolve, resolve_point
 from perfmodel.parallel import ParallelPrediction, predict_parallel
 from perfmodel.results import (
     SIDE_FIELDS,
@@ -54,7 +56,7 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
-from perfmodel.vocabulary import ALGORITHMS, ROOFS, bytes_per_element, symbol_values
+from perfmodel.vocabulary import ALGORITHMS, ROOFS, NaiveCompile, bytes_per_element, symbol_values
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
 
@@ -111,6 +113,8 @@ def calibration_profiles(
             )
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
             chosen[str(a)] = profile
+            if a == "flash":  # a named flash profile is used for its backward too; else
+                chosen["backward"] = profile  # each backward's own (``_Engine.backward``)
     return chosen
 
 
@@ -236,6 +240,7 @@ def predict(
         ),
         "s": bytes_per_element(args["dtype"]),
         "peak": spec.peak(args["dtype"]),
+        "fp16": float(args["dtype"] == "fp16"),
         "page": page_tokens or 1,
     }
     named = {k: args[k] for k in ("block_q", "block_k", "warps")} | {"splits": splits}
@@ -352,13 +357,12 @@ class _Engine:
         profiles: dict[str, Calibration],
         naive: str,
         mode: str,
+        ceilings: str = "measured",
     ):
         self.spec, self.family, self.profiles = spec, family, profiles
         self.naive, self.mode = naive, mode
-        self.keys = {
-            "naive": model_key("naive", naive, mode),
-            "backward": model_key("flash", naive, "backward"),
-        }
+        self.keys = {"naive": model_key("naive", naive, mode)}
+        self.ceilings = ceilings
         self.framework_s = call_latency_of(family.framework)
         self.mask_args: dict[str, Any] = {}
         self.fp8_as_run = False
@@ -373,7 +377,6 @@ class _Engine:
         if given:
             masks.refuse_unmodelled(", ".join(given), cp=cp, paged=bool(paged))
             self.mask_args = mask
-            self.keys["backward"] = model_key("flash", self.naive, "backward", masked=True)
 
     def mask(self, point: dict[str, Any], causal: bool) -> Any:
         """The checked mask at these points (one n for documents and block masks)."""
@@ -425,7 +428,7 @@ class _Engine:
     ) -> _Engine:
         family = flash_family(kernel, calibration)
         profiles = calibration_profiles(calibration, spec, family, ceilings)
-        return cls(spec, family, profiles, naive, mode)
+        return cls(spec, family, profiles, naive, mode, ceilings)
 
     def evaluate(
         self,
@@ -441,26 +444,43 @@ class _Engine:
         (``perfmodel.launch``), then each side's counts, floor and estimate."""
         want = wanted or Wanted()
         spec, sizes = self.spec, {k: point[k] for k in _SIZES}
+        fp16 = point.get("fp16", 0.0)  # fp16 points: the tensor cores' measured fp16 rate
         resolve_launch = resolve_point if isinstance(point["n"], NUMBERS) else resolve
         launch = resolve_launch(self.family, spec, **sizes, causal=causal, **named)
+        # the fused kernel runs at its padded head dim (``KernelFamily.head_dim_padding``)
+        run = {**sizes, "d": launch.head_dim}
         common = dict(causal=causal, hw=spec, peak=point["peak"])
         tiles = dict(block_q=launch.block_q, block_k=launch.block_k)
         mask = self.mask(point, causal)
+        naive_values = shape_values(spec, **sizes, **tiles, fp16=fp16)
+        # every score, then the mask: the causal naive model (``costs.naive``)
+        naive_common = {**common, "causal": causal or mask is not None}
         naive = evaluate(
             self.keys["naive"],
-            values=shape_values(spec, **sizes, **tiles),
+            values=naive_values,
             calibration=self.profiles["naive"],
             effects=want.effects,
-            # every score, then the mask: the causal naive model (``costs.naive``)
-            **{**common, "causal": causal or mask is not None},
+            **naive_common,
         )
+        if self.keys["naive"].naive != NaiveCompile.MINIMAL:
+            # the floor is the least over what the naive side could compile to: the
+            # passes XLA adds are an estimate, the minimal trips a bound
+            minimal = model_key("naive", NaiveCompile.MINIMAL, self.mode)
+            least = evaluate(
+                minimal,
+                values=naive_values,
+                calibration=self.profiles["naive"],
+                effects=False,
+                **naive_common,
+            )
+            naive = lower_floor(naive, least)
         peak, fp8 = self.fp8(point)
         flash: dict[str, Any] | None = None
         if self.mode != "backward":
             flash = evaluate_flash(
                 launch,
                 self.family,
-                shape={**sizes, "page": point["page"]},
+                shape={**run, "page": point["page"], "fp16": fp16},
                 calibration=self.profiles["flash"],
                 framework_latency_s=self.framework_s,
                 paged=paged,
@@ -471,16 +491,7 @@ class _Engine:
                 **{**common, "peak": peak},
             )
         if self.mode != "forward":
-            values = shape_values(spec, **sizes, **tiles)
-            if mask is not None:  # the forward's tiles, both loop orders, a program a head
-                values.update(masks.symbol_values(mask, backward=True, **values))
-            backward = evaluate(
-                self.keys["backward"],
-                values=values,
-                calibration=self.profiles["flash"],
-                effects=want.effects,
-                **common,
-            )
+            backward = self.backward(sizes, causal, fp16, point["peak"], want.effects, mask)
             flash = backward if flash is None else forward_then_backward(flash, backward)
         assert flash is not None
         out: dict[str, Any] = {f"naive.{k}": v for k, v in naive.items()}
@@ -489,6 +500,94 @@ class _Engine:
         out.setdefault("flash.pack", launch.pack)
         out.setdefault("flash.splits", launch.splits)
         return out
+
+    def backward(
+        self,
+        sizes: dict[str, Any],
+        causal: bool,
+        fp16: Any,
+        peak: Any,
+        effects: bool,
+        mask: Any = None,
+    ) -> dict[str, Any]:
+        """The backward's columns, each point costed as the backward that runs after this
+        family's forward at its head dim (``KernelFamily.backward_view``: ours, the Mosaic
+        kernels on Hopper to d = 128 and the Triton ones above); the points of one
+        backward are evaluated together."""
+        arch = self.spec.arch
+        if isinstance(sizes["d"], NUMBERS):
+            view = backward_of(self.family, int(sizes["d"]), causal=causal, arch=arch)
+            return self._backward_of(view, sizes, causal, fp16, peak, effects, mask)
+        size = max(np.size(v) for v in sizes.values())
+        cols = {k: np.broadcast_to(np.asarray(v, dtype=float), (size,)) for k, v in sizes.items()}
+        half = np.broadcast_to(np.asarray(fp16, dtype=float), (size,))
+        top = np.broadcast_to(np.asarray(peak, dtype=float), (size,))
+        views = {
+            float(u): backward_of(self.family, int(u), causal=causal, arch=arch)
+            for u in np.unique(cols["d"])
+        }
+        by_view: dict[str, list[float]] = {}
+        for dim, (runs, _) in views.items():
+            by_view.setdefault(runs.name, []).append(dim)
+        if len(by_view) == 1:
+            only = next(iter(views.values()))
+            return self._backward_of(only, cols, causal, half, top, effects, mask)
+        out: dict[str, Any] = {}
+        for dims in by_view.values():
+            rows = np.flatnonzero(np.isin(cols["d"], dims))
+            sub = {k: v[rows] for k, v in cols.items()}
+            part = self._backward_of(
+                views[dims[0]], sub, causal, half[rows], top[rows], effects, mask
+            )
+            for key, value in part.items():
+                value = np.asarray(value)
+                if key not in out:
+                    out[key] = np.empty(size, dtype=value.dtype)
+                out[key][rows] = np.broadcast_to(value, (len(rows),))
+        return out
+
+    def _backward_of(
+        self,
+        view_dq: tuple[KernelFamily, str],
+        sizes: dict[str, Any],
+        causal: bool,
+        fp16: Any,
+        peak: Any,
+        effects: bool,
+        mask: Any = None,
+    ) -> dict[str, Any]:
+        """One backward's columns at these points: its launch, model and profile; under a
+        ``mask``, the tiles it visits at the backward's tiles (``masks.backward_visited``)."""
+        view, dq = view_dq
+        spec = self.spec
+        bwd = backward_launch(view, spec, **sizes, causal=causal)
+        if isinstance(sizes["n"], NUMBERS):  # one point: its one row as numbers
+            bwd = BackwardLaunch(*(float(v[0]) for v in astuple(bwd)))
+        values = shape_values(
+            spec,
+            **{**sizes, "d": bwd.head_dim},
+            block_q=bwd.block_q,
+            block_k=bwd.block_k,
+            fp16=fp16,
+        )
+        if mask is not None:  # the forward's tiles, both loop orders, a program a head
+            values.update(masks.symbol_values(mask, backward=True, **values))
+        profile = self.profiles.get("backward") or family_default(view, spec, self.ceilings)
+        return evaluate(
+            model_key("flash", self.naive, "backward", dq, masked=mask is not None),
+            values=values,
+            calibration=profile,
+            onchip=OnChip(
+                blocks_per_sm=bwd.blocks_per_sm,
+                loads_ahead=bwd.loads_ahead,
+                pad_bytes=bwd.pad_bytes,
+                pad_copies=bwd.pad_copies,
+            ),
+            effects=effects,
+            causal=causal,
+            hw=spec,
+            peak=peak,
+        )
 
 
 _SIZES = ("n", "m", "d", "h", "h_kv", "b", "s")
@@ -783,6 +882,10 @@ def _evaluate_chunks(
     s, peak = _per_point_dtype(engine.spec, cols["dtype"])
     api = ("n", "kv_len", "d", "h", "h_kv", "batch")
     shape = {**symbol_values(**{k: cols[k] for k in api}), "s": s, "peak": peak}
+    dtypes = cols["dtype"]
+    shape["fp16"] = (
+        float(str(dtypes[0]) == "fp16") if is_repeated(dtypes) else (dtypes == "fp16").astype(float)
+    )
     shape["page"] = _named(cols["page_tokens"])
     paged = shape["page"] is not None
     if not paged:

@@ -20,9 +20,30 @@ def test_the_required_families_ship():
 def test_every_stated_fact_has_a_source(name):
     family = load_kernel(name)
     labels = {"name", "aliases", "description", "algorithm", "sources", "assumed"}
-    stated = family.model_fields_set - labels
+    stated = family.model_fields_set - labels - {"backward"}  # sourced in its own table
     assert stated <= set(family.sources), stated - set(family.sources)
     assert all(family.sources[k].strip() for k in stated)
+    if family.backward is not None:
+        bwd = family.backward
+        facts = bwd.model_fields_set - {"sources", "assumed"}
+        assert facts <= set(bwd.sources), facts - set(bwd.sources)
+        assert all(bwd.sources[k].strip() for k in facts)
+
+
+def test_each_backward_is_the_family_that_runs():
+    # on Hopper our forwards are differentiated by the Mosaic backward to d = 128, by the
+    # Triton backward above (flash_attention.choose_backward)
+    for forward in ("pallas-mosaic", "pallas-triton"):
+        assert load_kernel(forward).backward_as_run(128).name == "pallas-mosaic"
+        assert load_kernel(forward).backward_as_run(256).name == "pallas-triton"
+    dq = {f: load_kernel(f).backward_view()[1] for f in ("fa2", "fa3", "cudnn", "pallas-triton")}
+    assert dq == {"fa2": "atomic", "fa3": "atomic", "cudnn": "atomic", "pallas-triton": "two_pass"}
+    # FA-3's backward tiles (hopper/flash_bwd_launch_template.h): 80 x 128 at d = 128
+    view, _ = load_kernel("fa3").backward_view()
+    assert view.tile_for(128, causal=False, arch="sm90").block_q == 80
+    assert view.tile_for(128, causal=True, arch="sm90").block_q == 64
+    # cuDNN's structure is assumed, and says so
+    assert "dq" in load_kernel("cudnn").backward.assumed
 
 
 def test_softmax_placement_sets_the_compute_overlap():
@@ -66,7 +87,9 @@ def test_split_rule_reproduces_the_sources_example():
 
 def test_decode_families_split_a_small_grid():
     assert _splits("flash-decoding", 8, 1024) > 1
-    assert _splits("cudnn", 8, 1024) == 1
+    # cuDNN splits too (assumed FlashAttention-2's rule from the development decode sets)
+    assert _splits("cudnn", 8, 1024) > 1
+    assert _splits("pallas-triton", 8, 1024) == 1
 
 
 def test_unknown_family_lists_the_known_ones():

@@ -58,3 +58,94 @@ def test_paged_family_is_the_kernel_default():
     assert tile.warps == defaults["num_warps"].default
     assert fam.kv_stages == defaults["num_stages"].default - 1
     assert fam.split_sm_factor == paged_decode.PROGRAMS_PER_SM
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", HEAD_DIMS)
+def test_triton_family_states_the_loads_in_flight(d, causal):
+    # Triton's pipeliner keeps num_stages - 1 loads in flight: 0 at one stage (no
+    # prefetch), which the exposed_latency effect reads
+    fam = load_kernel("pallas-triton")
+    tile = fam.tile_for(d, causal=causal, arch="sm90")
+    assert fam.loads_ahead(tile) == flash_triton.heuristic_config(d, causal).num_stages - 1
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", HEAD_DIMS)
+def test_triton_backward_is_flash_backward_heuristic(d, causal):
+    """pallas-triton's [backward] is flash_backward with its heuristic_config: the dQ rule,
+    both kernels' tiles, warps and stages, and the head dim it pads to."""
+    from pallas_kernels import flash_backward
+    from perfmodel.catalog.kernels import padded_head_dim
+
+    fam = load_kernel("pallas-triton")
+    assert fam.backward is not None
+    cfg = flash_backward.heuristic_config(d)
+    tile = fam.backward.tile_for(d, causal=causal)
+    assert fam.backward.dq == cfg.dq
+    assert (tile.block_q, tile.block_k, tile.warps, tile.stages) == (
+        cfg.block_q,
+        cfg.block_k,
+        cfg.num_warps,
+        cfg.num_stages,
+    )
+    assert (tile.dq_block_q, tile.dq_block_k, tile.dq_warps, tile.dq_stages) == (
+        cfg.dq_block_q,
+        cfg.dq_block_k,
+        cfg.dq_num_warps or cfg.num_warps,
+        cfg.dq_num_stages or cfg.num_stages,
+    )
+    # the model costs the dQ pass at the dK/dV kernel's tile: they are one tile here
+    assert (tile.dq_block_q, tile.dq_block_k) == (tile.block_q, tile.block_k)
+    assert padded_head_dim(fam.head_dim_padding, d) == flash_triton.native_head_dim(d)
+
+
+flash_mosaic_backward = pytest.importorskip("pallas_kernels.flash_mosaic_backward")
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("d", [d for d in HEAD_DIMS if d <= 128])
+def test_mosaic_backward_is_its_heuristic_config(d, causal):
+    """pallas-mosaic's [backward] is flash_mosaic_backward with its heuristic_config: a
+    CTA of two consumers owns 128 keys (dK/dV) or 128 query rows (dQ) and streams tiles of
+    block_q rows (dq_block_k keys) through num_stages stages; a producer warpgroup."""
+    m = flash_mosaic_backward
+    fam = load_kernel("pallas-mosaic")
+    assert fam.backward is not None
+    cfg = m.heuristic_config(d, causal)
+    tile = fam.backward.tile_for(d, causal=causal, arch="sm90")
+    cta, warps = m.CTA_ROWS, 4 * m.CONSUMERS
+    assert (tile.block_q, tile.block_k, tile.warps, tile.stages) == (
+        cfg.block_q,
+        cta,
+        warps,
+        cfg.num_stages,
+    )
+    assert (tile.dq_block_q, tile.dq_block_k, tile.dq_warps, tile.dq_stages) == (
+        cta,
+        cfg.dq_block_k,
+        warps,
+        cfg.dq_num_stages,
+    )
+    assert fam.backward.dq == "two_pass" and fam.backward.producer_warps == 4
+    assert max(t.d_max for t in fam.backward.tiles) == m.MAX_HEAD_DIM
+
+
+@pytest.mark.parametrize("d", HEAD_DIMS)
+@pytest.mark.parametrize("forward", ["pallas-triton", "pallas-mosaic"])
+def test_the_backward_jax_grad_runs(forward, d):
+    """flash_attention.choose_backward: the Mosaic backward on Hopper where it supports the
+    call (d <= its MAX_HEAD_DIM), the Triton kernels elsewhere, whichever forward ran."""
+    fam = load_kernel(forward)
+    hopper = "pallas-mosaic" if d <= flash_mosaic_backward.MAX_HEAD_DIM else "pallas-triton"
+    assert fam.backward_as_run(d, arch="sm90").name == hopper
+    assert fam.backward_as_run(d, arch="sm80").name == "pallas-triton"
+
+
+@pytest.mark.parametrize("d", [16, 48, 80, 96, 112, 160, 200, 256])
+def test_mosaic_family_pads_the_head_dim_as_the_kernel(d):
+    from perfmodel.catalog.kernels import padded_head_dim
+
+    fam = load_kernel("pallas-mosaic")
+    cfg = flash_mosaic.heuristic_config(d)
+    assert padded_head_dim(fam.head_dim_padding, d) == flash_mosaic.run_head_dim(d, cfg)

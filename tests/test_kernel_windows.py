@@ -38,9 +38,7 @@ def test_tile_range_is_exactly_the_tiles_with_a_visible_key(
     n_tiles = -(-kv_len // tile)
     lo, lo_full, hi_full, hi = (
         int(x)
-        for x in tile_range(
-            first_row, rows=rows, tile=tile, length=kv_len, left=left, right=right
-        )
+        for x in tile_range(first_row, rows=rows, tile=tile, length=kv_len, left=left, right=right)
     )
     assert lo <= lo_full <= hi_full <= hi <= n_tiles
     i = np.arange(first_row, first_row + rows)[:, None]

@@ -220,18 +220,36 @@ def test_each_effect_by_hand():
     # overlap 0: nothing hides under the matmul, the other compute roofs add: 10 + 5
     # (the second resident block does not change it)
     assert steps[3] == 15.0
+    # exposed latency: none on a kernel that states no pipeline
+    assert steps[4] == 15.0
     # spills in series: + 0.5
-    assert steps[4] == 15.5
+    assert steps[5] == 15.5
     # block overhead: 1 + 2 tiles x 0.25 blocks per tile = x1.5
-    assert steps[5] == 23.25
+    assert steps[6] == 23.25
     # the launch gap
-    assert steps[6] == 23.375
+    assert steps[7] == 23.375
     # the prologue: one latency and one Q tile per wave, in series
     kernel = replace(_kernel(), prologue_latency_s=0.25, prologue_bytes_s=0.25)
     with_prologue = estimate_steps([kernel], cal, launch=0.125)
-    assert with_prologue[7] - with_prologue[6] == 0.25 + 0.25 / 0.5  # bytes at the HBM fraction
-    assert steps[7] == steps[6]  # no prologue on a kernel without one
+    assert with_prologue[8] - with_prologue[7] == 0.25 + 0.25 / 0.5  # bytes at the HBM fraction
+    assert steps[8] == steps[7]  # no prologue on a kernel without one
     assert len(steps) == len(EFFECTS) + 1
+
+
+def test_exposed_latency_by_hand():
+    cal = Calibration(name="t", matmul_efficiency=0.5, exp_efficiency=0.5, hbm_efficiency=0.5,
+                      compute_overlap=0.0)  # fmt: skip
+    # 15 s of compute over 10 steps per SM: 1.5 s a step; no load ahead, 2 blocks resident,
+    # 6 s latency: (1.5 + 6) / (2 x 1.5) = x2.5 on the compute
+    kernel = replace(_kernel(), steps_per_sm=10.0, resident=2.0, loads_ahead=0.0, latency_s=6.0)
+    steps = estimate_steps([kernel], cal, launch=0.0)
+    assert steps[4] == 15.0 * 2.5
+    # a load in flight ahead of use hides the latency (the waves effect's reach bounds it)
+    ahead = estimate_steps([replace(kernel, loads_ahead=1.0)], cal, launch=0.0)
+    assert ahead[4] == ahead[3] == 15.0
+    # enough resident blocks hide it too: (1.5 + 6) / (5 x 1.5) = 1
+    many = estimate_steps([replace(kernel, resident=5.0)], cal, launch=0.0)
+    assert many[4] == 15.0
 
 
 def test_prologue_by_hand():
@@ -268,3 +286,31 @@ def test_paged_block_table_bytes_by_hand():
     plain = flash_costs.build(split=True, launch=True)
     extra = at(paged.kernels[0].hbm_bytes, page=16) - at(plain.kernels[0].hbm_bytes, page=16)
     assert extra == B * H * math.ceil(N / 128) * math.ceil(N / 16) * 4
+
+
+def test_pad_copies_by_hand():
+    # our Triton wrapper pads Q to whole 128-row blocks and K, V to 64-key blocks
+    # (flash_triton._pallas_forward): n = 1000 -> 1024 copies Q in and O out; m = 1024 is
+    # whole: K and V are not copied
+    import numpy as np
+
+    from perfmodel.catalog.kernels import load_kernel
+    from perfmodel.launch import pad_copies
+
+    one = np.ones(1)
+    kw = dict(h=one * 4, h_kv=one * 2, b=one * 2, s=one * 2, block_q=one * 128, block_k=one * 64)
+    fam = load_kernel("pallas-triton")
+    copied, copies = pad_copies(fam, n=one * 1000, m=one * 1024, d=one * 128, d_run=one * 128, **kw)
+    assert copies[0] == 2
+    assert copied[0] == 2 * 2 * 4 * (1000 + 1024) * 128 * 2
+    # a padded head dim copies every tensor, at its own and at the padded width
+    copied, copies = pad_copies(fam, n=one * 1024, m=one * 1024, d=one * 96, d_run=one * 128, **kw)
+    assert copies[0] == 4
+    q = 2 * 4 * 1024 * (96 + 128) * 2
+    kv = 2 * 2 * 1024 * (96 + 128) * 2
+    assert copied[0] == 2 * q + 2 * kv
+    # cuDNN takes the call as it is
+    none = pad_copies(
+        load_kernel("cudnn"), n=one * 1000, m=one * 999, d=one * 96, d_run=one * 96, **kw
+    )
+    assert none[0][0] == none[1][0] == 0

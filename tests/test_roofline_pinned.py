@@ -145,8 +145,9 @@ def test_ridge_point_by_hand():
 def test_one_block_leaves_the_other_sms_idle_in_predict():
     # n = 128, one head: flash runs one thread block, so the matmul roof is stretched by
     # the 131 idle SMs of 132 (the floor), and the estimate by the same single wave. A
-    # family that never splits K/V (cuDNN's) has no other launch to take the floor over.
-    p = predict(n=128, hw="h200", calibration="default", kernel="cudnn")
+    # family that never splits K/V (our Mosaic kernel) has no other launch to take the
+    # floor over.
+    p = predict(n=128, hw="h200", calibration="default", kernel="pallas-mosaic")
     assert (p.flash.floor_pack, p.flash.floor_splits) == (1, 1)
     matmul_s = p.flash.matmul_flops / H200.peak("fp16")
     assert p.flash.roof_times_s["matmul"] == pytest.approx(matmul_s)

@@ -41,7 +41,7 @@ from perfmodel.compile import compiled
 from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, roof_rates, shape_values
+from perfmodel.evaluate import ALGORITHMS, roof_fractions, roof_rates, shape_values
 from perfmodel.prediction import calibration_profiles, predict, sweep
 from perfmodel.roofline import combine
 from perfmodel.shape import Shape
@@ -314,7 +314,10 @@ def asymptotic_speedup(
     values = _sym_values(shape, spec)
     parts, roofs = {}, {}
     for a in ALGORITHMS:
-        eff = {r: profiles[a].efficiency(r) if metric == "time_s" else 1.0 for r in ROOFS}
+        # each roof's fraction as the estimate takes it: the matmul's at the head dim and,
+        # for fp16, at the measured fp16/bf16 rate ratio (``evaluate.roof_fractions``)
+        fractions = roof_fractions(profiles[a], float(shape.d), float(shape.dtype == "fp16"))
+        eff = {r: fractions[r] if metric == "time_s" else 1.0 for r in ROOFS}
         raw = roof_rates(spec, spec.peak(shape.dtype))
         rates = {r: (rate * eff[r] if rate else None) for r, rate in raw.items()}
         coeffs = leading_coefficients(a, shape.causal, spec.l2_bytes is not None)

@@ -53,6 +53,9 @@ class Calibration(BaseModel):
     #: (head dim, matmul fraction) measured by K = head dim where the device has
     #: ceilings (``perfmodel.catalog.ceilings``); empty: ``matmul_efficiency`` at every d.
     matmul_efficiency_by_d: tuple[tuple[int, Fraction], ...] = ()
+    #: The tensor cores' fp16 rate over their bf16 rate on the family's instruction and
+    #: tiles, where the device's ceilings measured both (1: the datasheet's, equal).
+    matmul_fp16_ratio: Ratio = 1.0
     #: Fit statistics, shown and never computed with (NaN: a stderr the fit cannot give).
     fit: dict[str, int | float | str] = {}
     sources: dict[str, str] = {}

@@ -297,13 +297,30 @@ def beside_datasheet(c: Ceilings, spec: HardwareSpec) -> list[tuple[str, Measure
 #: Where a family's matrix products run, as the ceilings name it: (instruction, operands).
 #: A producer warpgroup (TMA) keeps the operands in shared memory ahead of use; a kernel
 #: whose compute warps load their own tiles pays for the loads in the product's loop.
-def tensor_rows(c: Ceilings, family: KernelFamily) -> list[TensorCoreRate]:
-    """The measured tile kernels that run the family's products (bf16, valid rows)."""
+def tensor_rows(c: Ceilings, family: KernelFamily, dtype: str = "bf16") -> list[TensorCoreRate]:
+    """The measured tile kernels that run the family's products (valid rows of ``dtype``)."""
     if family.matmul == "mma":
-        return c.tensor("mma.sync", "bf16")
+        return c.tensor("mma.sync", dtype)
     if family.producer_warps:
-        return c.tensor("wgmma", "bf16")
-    return c.tensor("triton_default", "bf16", "streamed") or c.tensor("triton_default", "bf16")
+        return c.tensor("wgmma", dtype)
+    return c.tensor("triton_default", dtype, "streamed") or c.tensor("triton_default", dtype)
+
+
+def fp16_ratio(c: Ceilings, family: KernelFamily) -> float | None:
+    """The median, over the family's tiles measured in both dtypes, of the fp16 rate over
+    the bf16 rate (None: no tile measured in both)."""
+
+    def key(r: TensorCoreRate) -> tuple:
+        return (r.instruction, r.lowering, r.m, r.n, r.k, r.warps, r.operands)
+
+    bf16 = {key(r): r.flops_per_s for r in tensor_rows(c, family, "bf16")}
+    ratios = sorted(
+        r.flops_per_s / bf16[key(r)] for r in tensor_rows(c, family, "fp16") if key(r) in bf16
+    )
+    if not ratios:
+        return None
+    mid = len(ratios) // 2
+    return ratios[mid] if len(ratios) % 2 else (ratios[mid - 1] + ratios[mid]) / 2
 
 
 def matmul_by_head_dim(rows: list[TensorCoreRate], peak: float) -> tuple[tuple[int, float], ...]:
@@ -348,6 +365,13 @@ def measured_fractions(
             out["matmul_efficiency"] = interpolate(table, 128.0)
             sources["matmul_efficiency"] = (
                 f"ceilings: {family.matmul} tile kernels of [[tensor_core]] by K = head dim"
+            )
+        ratio = fp16_ratio(c, family)
+        if ratio:
+            out["matmul_fp16_ratio"] = ratio
+            sources["matmul_fp16_ratio"] = (
+                f"ceilings: fp16 over bf16 rate of the {family.matmul} tile kernels measured in "
+                "both (median)"
             )
         hbm = c.value("hbm_read_bytes_per_s")
         hbm_name = "hbm_read_bytes_per_s (attention reads far more than it writes)"

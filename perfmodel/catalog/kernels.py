@@ -22,12 +22,14 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
+import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.catalog import registry as _registry
 from perfmodel.catalog.fields import Count, Flag, count_between
+from perfmodel.catalog.fields import NonNegativeCount as NonNegative
 from perfmodel.errors import PerfmodelError
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
@@ -63,6 +65,10 @@ class Tile(BaseModel):
     warps: Count
     #: K/V shared-memory stages of this launch where they differ from the family's
     kv_stages: Count | None = None
+    #: K/V tiles a block has in flight ahead of the one it computes on, where the stages
+    #: do not say it (a Triton launch of ``num_stages`` N keeps N - 1; 0: no prefetch).
+    #: Otherwise :meth:`KernelFamily.loads_ahead`.
+    loads_ahead: NonNegative | None = None
     arch: str | None = None
     causal: Flag | None = None
 
@@ -100,6 +106,119 @@ class Fp8(BaseModel):
     backward: bool = False
 
 
+#: The head dim a kernel runs a call at: d itself, the next power of two (at least 16:
+#: Q, K and V zero-padded, our Triton kernels), or the next multiple of 16 (the wgmma K
+#: step: our Mosaic kernel).
+HeadDimPadding = Literal["none", "power_of_two", "multiple_of_16"]
+
+
+def padded_head_dim(rule: str, d: Any) -> Any:
+    """The head dim a kernel with padding ``rule`` runs ``d`` at (numbers or arrays)."""
+    if rule == "none":
+        return d
+    arr = np.asarray(d, dtype=np.float64)
+    if rule == "power_of_two":
+        out = np.maximum(16.0, 2.0 ** np.ceil(np.log2(arr)))
+    else:
+        out = np.ceil(arr / 16.0) * 16.0
+    return float(out) if np.ndim(out) == 0 else out
+
+
+#: How a kernel's wrapper pads the sequences before the fused kernel (zero rows copied
+#: in by XLA, O sliced out after): not at all, Q to a multiple of the tile's rows and K/V
+#: of its keys (our Triton kernel), or Q to 64 rows per consumer warpgroup a query head
+#: has (one when the group's heads pair up in a block, else both) and K/V to the tile's
+#: keys (our Mosaic kernel), or both to whole CTAs of two consumers' 128 rows (our Mosaic
+#: backward).
+SequencePadding = Literal["none", "tile", "per_consumer", "cta_rows"]
+
+
+#: How a backward sums dQ over K/V blocks (``perfmodel.costs.backward.DQ_FAMILIES``): a
+#: separate dQ pass in the forward's loop order (7 products), or float32 atomics from the
+#: dK/dV loop into a buffer a small kernel converts (5 products).
+DqRule = Literal["two_pass", "atomic"]
+
+
+class BackwardTile(BaseModel):
+    """The backward's launch for head dims up to ``d_max``: the dK/dV kernel's tile (its
+    K/V block ``block_k`` stays on chip while Q blocks of ``block_q`` rows stream past),
+    warps and pipeline stages, and the separate dQ pass's where it has one."""
+
+    model_config = _frozen
+
+    d_max: Count
+    block_q: Count
+    block_k: Count
+    warps: Count
+    #: Pipeline stages of the streamed Q/dO tiles (Triton's ``num_stages``; FA-3's Stages_dO).
+    stages: Count
+    causal: Flag | None = None
+    arch: str | None = None
+    dq_block_q: Count | None = None
+    dq_block_k: Count | None = None
+    dq_warps: Count | None = None
+    dq_stages: Count | None = None
+
+    def matches(self, d: int, causal: bool, arch: str | None = None) -> bool:
+        return (
+            d <= self.d_max
+            and (self.causal is None or self.causal == causal)
+            and (self.arch is None or self.arch == arch)
+        )
+
+
+class Backward(BaseModel):
+    """How a family runs the backward of attention (``mode="backward"``, the second half
+    of ``mode="train"``), each fact sourced in its own ``sources``.
+
+    The passes and the products of each follow from ``dq`` (``costs.backward.PASSES``):
+    both recompute S and P = exp(scale·S − LSE) from the forward's log-sum-exp; the
+    two-pass family recomputes them, and dP, once more in its dQ pass."""
+
+    model_config = _frozen
+
+    dq: DqRule
+    matmul: MatmulUnit
+    producer_warps: ProducerWarps = 0
+    #: As the forward's ``softmax_overlap``: how much of the exp and vector work per
+    #: score hides under the matmuls, as a share of the matmul time.
+    softmax_overlap: Annotated[float, Field(ge=0, le=1)]
+    tiles: tuple[BackwardTile, ...]
+    #: The family whose backward runs where no tile here matches (a larger head dim,
+    #: another architecture): ours falls back from the Mosaic to the Triton kernels.
+    fallback: str | None = None
+    #: How the backward's wrapper pads the sequences, where it differs from the family's
+    #: forward (``KernelFamily.sequence_padding``).
+    sequence_padding: SequencePadding | None = None
+    #: The head dim it runs at, where it differs from the family's forward.
+    head_dim_padding: HeadDimPadding | None = None
+    assumed: tuple[str, ...] = ()
+    sources: dict[str, str]
+
+    @model_validator(mode="after")
+    def _every_fact_has_a_source(self) -> Backward:
+        facts = set(type(self).model_fields) - {"sources", "assumed"}
+        missing = sorted(facts & self.model_fields_set - set(self.sources))
+        if missing:
+            raise ValueError(f"backward gives no source for {missing}")
+        unknown = sorted(set(self.assumed) - facts)
+        if unknown:
+            raise ValueError(f"backward assumes unknown facts {unknown}")
+        return self
+
+    def tile_for(self, d: int, *, causal: bool, arch: str | None = None) -> BackwardTile:
+        """The backward's tile for head dim ``d`` (first matching entry)."""
+        found = self.find_tile(d, causal=causal, arch=arch)
+        if found is None:
+            largest = max(t.d_max for t in self.tiles)
+            raise PerfmodelError(f"backward has no tile for head dim d={d} (largest: {largest})")
+        return found
+
+    def find_tile(self, d: int, *, causal: bool, arch: str | None = None) -> BackwardTile | None:
+        """The first tile matching, or None."""
+        return next((t for t in self.tiles if t.matches(d, causal, arch)), None)
+
+
 class KernelFamily(BaseModel):
     """The structure of one attention implementation, each fact sourced."""
 
@@ -121,6 +240,8 @@ class KernelFamily(BaseModel):
     split_block_q: Count | None = None
     split_block_k: dict[int, Count] = {}
     extra_passes: tuple[ExtraPass, ...] = ()
+    head_dim_padding: HeadDimPadding = "none"
+    sequence_padding: SequencePadding = "none"
     #: Of the softmax's exp and vector time, how much hides under the matmuls, as a
     #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
     #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
@@ -128,12 +249,17 @@ class KernelFamily(BaseModel):
     tiles: tuple[Tile, ...] = ()
     #: FP8 attention as the family runs it; None: the family has no FP8 kernel.
     fp8: Fp8 | None = None
+    #: The backward as the family runs it; None: none stated (costed as FlashAttention-2's).
+    backward: Backward | None = None
+    #: The family whose backward kernels run after this family's forward (ours: every
+    #: forward backend is differentiated by the one Triton backward); None: its own.
+    backward_family: str | None = None
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
     @model_validator(mode="after")
     def _every_fact_has_a_source(self) -> KernelFamily:
-        facts = set(type(self).model_fields) - _LABELS
+        facts = set(type(self).model_fields) - _LABELS - {"backward"}  # it sources its own
         given = {f for f in facts if f in self.model_fields_set}
         missing = sorted(given - set(self.sources))
         if missing:
@@ -153,6 +279,83 @@ class KernelFamily(BaseModel):
             return self.softmax_overlap
         return 1.0 if self.softmax == "overlapped" else 0.0
 
+    def backward_as_run(
+        self, d: int | None = None, *, causal: bool = False, arch: str | None = "sm90"
+    ) -> KernelFamily:
+        """The family whose ``[backward]`` runs after this family's forward at head dim
+        ``d`` (None: any) on ``arch``: ``backward_family`` where it names one, else
+        itself, then its backward's ``fallback`` where none of its tiles matches."""
+        owner = self if self.backward_family is None else load_kernel(self.backward_family)
+        if owner is not self and owner.backward is None:
+            raise PerfmodelError(
+                f"kernel family {self.name!r} runs the backward of {owner.name!r}, which "
+                "states no [backward]"
+            )
+        bwd = owner.backward
+        if d is None or bwd is None or bwd.fallback is None:
+            return owner
+        run_d = int(padded_head_dim(bwd.head_dim_padding or owner.head_dim_padding, d))
+        if bwd.find_tile(run_d, causal=causal, arch=arch) is not None:
+            return owner
+        fallback = load_kernel(bwd.fallback)  # its own [backward], no further fallback
+        if fallback.backward is None:
+            raise PerfmodelError(
+                f"the backward of {owner.name!r} falls back to {fallback.name!r}, which "
+                "states no [backward]"
+            )
+        return fallback
+
+    def backward_view(
+        self, d: int | None = None, *, causal: bool = False, arch: str | None = "sm90"
+    ) -> tuple[KernelFamily, DqRule]:
+        """The backward that runs after this family's forward (:meth:`backward_as_run`)
+        as a family of its own, for the rules that read one (its tiles, instruction,
+        producer warps, softmax overlap and padding: ``launch.backward_launch``,
+        ``calibration.family_default``), and how it sums dQ. A family that states no
+        backward is costed as FlashAttention-2's Algorithm 2 at its own forward tiles."""
+        owner = self.backward_as_run(d, causal=causal, arch=arch)
+        bwd = owner.backward
+        if bwd is None:
+            return self, "atomic"
+        tiles = tuple(
+            Tile(
+                d_max=t.d_max,
+                block_q=t.block_q,
+                block_k=t.block_k,
+                warps=t.warps,
+                kv_stages=t.stages,
+                loads_ahead=t.stages - 1,  # Triton's num_stages, FA-3's Stages_dO
+                causal=t.causal,
+                arch=t.arch,
+            )
+            for t in bwd.tiles
+        )
+        view = owner.model_copy(
+            update=dict(
+                name=f"{owner.name}/backward",
+                matmul=bwd.matmul,
+                producer_warps=bwd.producer_warps,
+                softmax="overlapped" if bwd.producer_warps else "between",
+                softmax_overlap=bwd.softmax_overlap,
+                sequence_padding=bwd.sequence_padding or owner.sequence_padding,
+                head_dim_padding=bwd.head_dim_padding or owner.head_dim_padding,
+                tiles=tiles,
+                backward=None,
+                backward_family=None,
+            )
+        )
+        return view, bwd.dq
+
+    def loads_ahead(self, tile: Tile) -> int:
+        """K/V tiles in flight ahead of use at ``tile``: what the tile states, else a
+        producer warpgroup's ring of ``kv_stages`` buffers keeps ``kv_stages - 1`` loading
+        while one is computed on, and a kernel whose compute warps load (cp.async, FA-2's
+        K prefetch) issues its ``kv_stages`` loads one step ahead."""
+        if tile.loads_ahead is not None:
+            return tile.loads_ahead
+        stages = tile.kv_stages or self.kv_stages
+        return stages - 1 if self.producer_warps else stages
+
     def tile_for(self, d: int, *, causal: bool, arch: str | None) -> Tile:
         """The family's default tile for head dim ``d`` (first matching entry)."""
         for tile in self.tiles:
@@ -169,6 +372,23 @@ class KernelFamily(BaseModel):
             if d <= d_max:
                 return self.split_block_k[d_max]
         return self.tiles[-1].block_k if self.tiles else 128
+
+
+#: ``backward_of``'s views by the identity of the family and the point's (d, causal, arch),
+#: the family kept alive beside them.
+_BACKWARD_VIEWS: dict[tuple, tuple[KernelFamily, tuple[KernelFamily, DqRule]]] = {}
+
+
+def backward_of(
+    family: KernelFamily, d: int | None = None, *, causal: bool = False, arch: str | None = "sm90"
+) -> tuple[KernelFamily, DqRule]:
+    """:meth:`KernelFamily.backward_view`, made once per family object (frozen) and point."""
+    key = (id(family), d, causal, arch)
+    found = _BACKWARD_VIEWS.get(key)
+    if found is None or found[0] is not family:
+        view = family.backward_view(d, causal=causal, arch=arch)
+        found = _BACKWARD_VIEWS[key] = (family, view)
+    return found[1]
 
 
 @functools.cache

@@ -28,8 +28,10 @@ the other loop order; so does any mask (``masked``: a window, documents, a block
 ``perfmodel.costs.masks``): the symbols ``mask_*`` count the visited tiles in both loop
 orders (``masks.backward_visited``), and DRAM sees each streamed row once while the
 heads in flight fit in L2, else once per wave of the programs that read it.
-GQA: the dK/dV kernel of a kv head loops over the query heads of its group and sums
-their dK, dV on chip, so its grid has b·h_kv·T_c blocks.
+GQA: the two-pass family's dK/dV kernel of a kv head loops over the query heads of its
+group and sums their dK, dV on chip, so its grid has b·h_kv·T_c blocks (ours); the
+atomic family's runs one program per query head (b·h·T_c) and sums the group's partials
+after (FlashAttention-2 and -3; the summing traffic is left out).
 
 Left out: the padding rows of a last partial block (loads are masked); dropout; the
 zeroing of the atomic family's dQ buffer (a memset, b·h·n·d·4 bytes written).
@@ -140,9 +142,17 @@ def _visited(causal: bool, masked: bool = False) -> tuple[sp.Expr, sp.Expr, sp.E
 
 
 def _dkdv_kernel(
-    causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp.Expr, masked: bool = False
+    causal: bool,
+    l2: bool,
+    gemms: int,
+    name: str,
+    dq_atomic_l2: sp.Expr,
+    heads: sp.Expr = h_kv,
+    masked: bool = False,
 ) -> Kernel:
-    """The K/V-block loop of Algorithm 2 (grid b·h_kv·T_c, inner loop over Q blocks)."""
+    """The K/V-block loop of Algorithm 2 (grid b·heads·T_c, inner loop over Q blocks):
+    ``heads`` h_kv where one program sums its group's dK, dV on chip (ours), h where each
+    query head has its programs and the group's partials are summed after (FA-2, FA-3)."""
     _, q_rows, _, _ = _visited(causal, masked)
     row_bytes = 2 * d * s + 2 * F32  # Q and dO rows, their LSE and D
     streamed = b * h * q_rows * row_bytes
@@ -160,7 +170,7 @@ def _dkdv_kernel(
     # as well run one per query head and sum the group's partials after (FlashAttention-2
     # and -3 expand dK, dV per query head for GQA): the floor's parallelism.
     return _recompute_pass(
-        name, causal, gemms, dram, l2_traffic, b * h_kv * t.k_blocks, b * h * t.k_blocks, masked
+        name, causal, gemms, dram, l2_traffic, b * heads * t.k_blocks, b * h * t.k_blocks, masked
     )
 
 
@@ -226,14 +236,16 @@ def build_flash(
     if dq not in DQ_FAMILIES:
         raise ValueError(f"dq={dq!r} unknown; known: {DQ_FAMILIES}")
     if dq == "two_pass":
-        dkdv = _dkdv_kernel(causal, l2, 4, "bwd_dkdv", 0 * t.q_bytes, masked)
+        dkdv = _dkdv_kernel(causal, l2, 4, "bwd_dkdv", 0 * t.q_bytes, masked=masked)
         kernels = (_delta_kernel(), dkdv, _dq_kernel(causal, l2, masked))
         dq_buffer = 0 * t.q_bytes
     else:
         _, q_rows, _, _ = _visited(causal, masked)
         atomics = b * h * q_rows * d * 2 * F32  # read-modify-write of dQ per tile, in L2
         dq_buffer = b * h * n * d * F32
-        main = _dkdv_kernel(causal, l2, 5, "bwd_dkdvdq", atomics, masked)
+        # FA-2 and FA-3 run one program per query head and K/V block (GQA's dK, dV are
+        # summed after: FA-3 in float32 accumulators, FA-2 by the caller)
+        main = _dkdv_kernel(causal, l2, 5, "bwd_dkdvdq", atomics, heads=h, masked=masked)
         # the float32 dQ buffer also crosses DRAM once, written back from L2
         main = dataclasses.replace(main, hbm_bytes=main.hbm_bytes + dq_buffer)
         kernels = (_delta_kernel(), main, _dq_convert_kernel())

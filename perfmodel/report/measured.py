@@ -72,13 +72,13 @@ def _measured_point(spec: HardwareSpec, shape: Shape, run: Any, p: Any) -> Model
     hbm = sm = verdict = None
     if p.status == "ok":
         ceil = run.ceilings  # the rates measured in the same run, where they apply
-        peak = ceil.matmul_bf16_flops_per_s if at.dtype == "bf16" else None
+        peak = ceil.matmul_bf16_flops_per_s if ceil and at.dtype == "bf16" else None
         hbm, sm = utilisation_from_time(
             p.median_s,
             p.n,
             spec,
             algorithm=algo,
-            hbm_bytes_per_s=ceil.copy_bytes_per_s,
+            hbm_bytes_per_s=ceil.copy_bytes_per_s if ceil else None,
             matmul_flops_per_s=peak,
             **at.kwargs(p.n),
         )

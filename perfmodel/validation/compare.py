@@ -19,6 +19,7 @@ and each point's leave-one-out error.
 
 from __future__ import annotations
 
+import functools
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
@@ -158,7 +159,33 @@ def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict
     if algorithm_of(p) != "flash":
         del out["kernel"]  # the fused side is not what was timed
         return out
-    return {**out, "kernel": family_of(p), "page_tokens": p.page_size}
+    return {**out, "kernel": _family_as_run(p), "page_tokens": p.page_size}
+
+
+def _family_as_run(p: Point) -> Any:
+    """The point's kernel family, with the backward it ran where the point records one
+    (``Point.backward_family``: runs made before today's backward existed)."""
+    name = family_of(p)
+    if name is None or p.backward_family is None:
+        return name
+    return with_backward(name, p.backward_family)
+
+
+@functools.cache
+def with_backward(family: str, backward: str) -> Any:
+    """``family`` whose backward is ``backward``'s own ``[backward]`` (no fallback), with
+    that backward's paddings, whatever the family runs today."""
+    own = load_kernel(backward)
+    assert own.backward is not None, backward
+    solo = own.backward.model_copy(
+        update={
+            "fallback": None,
+            "head_dim_padding": own.backward.head_dim_padding or own.head_dim_padding,
+            "sequence_padding": own.backward.sequence_padding or own.sequence_padding,
+        }
+    )
+    update = {"name": f"{family}+{backward}-backward", "backward_family": None, "backward": solo}
+    return load_kernel(family).model_copy(update=update)
 
 
 def _floor(p: Point, hw: HardwareSpec) -> float:
@@ -222,7 +249,16 @@ def resolve_hardware(run: Run, hw: str | Path | HardwareSpec | None) -> Hardware
 
 
 def modelled(p: Point) -> bool:
-    return p.status == "ok" and p.median_s is not None and algorithm_of(p) is not None
+    """A point the model is compared with: measured, of a modelled implementation, and
+    not a tuning sweep's variant launch (``Point.tuning``)."""
+    ok = p.status == "ok" and p.median_s is not None and not p.tuning
+    return ok and algorithm_of(p) is not None
+
+
+def fittable(rows: Sequence[Row]) -> list[Row]:
+    """The rows a fit may use: not those whose timings contradict each other (device time
+    above the wall time of the same calls: ``Point.timings_contradict``)."""
+    return [r for r in rows if not r.point.timings_contradict]
 
 
 def compare(
@@ -374,7 +410,10 @@ def _free_parameters(rows: Sequence[Row], groups: list[_Group]) -> dict:
 
 def fit(rows: Sequence[Row], name: str, *, loo: bool = True) -> tuple[Calibration, list[float]]:
     """Bounded least squares on log time of one family's profile on one device, each
-    parameter with its standard error, and (``loo``) every point's leave-one-out error."""
+    parameter with its standard error, and (``loo``) every point's leave-one-out error.
+    Rows whose timings contradict each other are left out (:func:`fittable`)."""
+    given = len(rows)
+    rows = fittable(rows)
     groups = _groups(rows)
     free = _free_parameters(rows, groups)
     if len(rows) < len(free) + 1:
@@ -402,6 +441,8 @@ def fit(rows: Sequence[Row], name: str, *, loo: bool = True) -> tuple[Calibratio
         "points": len(rows),
         "rms_log_error": result.rms_log_error,
     }
+    if given > len(rows):
+        stats["left_out_device_above_wall"] = given - len(rows)
     for k in free:
         stats[f"{k}_stderr"] = result.stderr[k]
         if result.stderr[k] != result.stderr[k]:

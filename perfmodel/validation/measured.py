@@ -75,6 +75,22 @@ class Ceilings(_Frozen):
     clock_hz: Hertz | None = None
 
 
+class BackwardConfig(_Frozen):
+    """The backward kernels' launch a point timed (``pallas_kernels.flash_backward.Config``):
+    the dK/dV kernel's tile, the dQ pass's, warps and stages, and how dQ is summed."""
+
+    block_q: Count
+    block_k: Count
+    dq_block_q: Count | None = None
+    dq_block_k: Count | None = None
+    num_warps: Count
+    num_stages: Count
+    dq: Literal["two_pass", "atomic"] | None = None
+    #: the dQ pass's launch parameters where they differ (None: the dK/dV kernel's)
+    dq_num_warps: Count | None = None
+    dq_num_stages: Count | None = None
+
+
 class Point(_Frozen):
     """One implementation timed at one shape; times are over ``runs`` timed calls."""
 
@@ -126,6 +142,22 @@ class Point(_Frozen):
     call_latency_s: Seconds | None = None
     call_latency_p10_s: Seconds | None = None
     call_latency_samples: Count | None = None
+    #: Spread of the device time over its samples.
+    device_p10_s: Seconds | None = None
+    device_p90_s: Seconds | None = None
+    device_samples: Count | None = None
+    #: Bytes the forward keeps for the backward (O, the log-sum-exp; naive: P).
+    residual_bytes: NonNegativeCount | None = None
+    #: The backward kernels' launch, where the benchmark set one.
+    backward_config: BackwardConfig | None = None
+    #: The kernel family whose ``[backward]`` ran, where it is not what the point's
+    #: family runs today (``specs/kernels``): our runs before the Mosaic backward existed
+    #: (2026-12-02) ran the Triton backward ("pallas-triton") after either forward.
+    backward_family: str | None = None
+    #: A launch variant of a tuning sweep, not the kernel's default (``variant`` names
+    #: it): listed, but neither validated nor fitted on.
+    tuning: Flag | None = None
+    variant: str | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Point:
@@ -138,6 +170,16 @@ class Point(_Frozen):
         if self.status != "ok" and self.error is None:
             raise ValueError(f"a {self.status!r} point needs an error message")
         return self
+
+    @property
+    def timings_contradict(self) -> bool:
+        """Device time above the wall time of the same calls queued back to back: one of
+        the two is wrong (kept out of fits: ``perfmodel.validation.compare.fittable``)."""
+        return (
+            self.device_time_s is not None
+            and self.queued_time_s is not None
+            and self.device_time_s > self.queued_time_s
+        )
 
     def basis(self) -> TimeBasis:
         """What ``median_s`` measures; points written before the field existed are legacy."""
@@ -177,7 +219,8 @@ class Run(_Frozen):
     jax_version: str
     git_commit: str
     timestamp: str  #: ISO 8601, UTC
-    ceilings: Ceilings
+    #: None: the run measured no ceilings of its own (the backward runs of 2026-11-30).
+    ceilings: Ceilings | None = None
     points: list[Point]
 
 

@@ -1,16 +1,19 @@
 """The backward and training-step model against measurements it was never fitted to.
 
-Two sources: our H200 run (``specs/measurements/h200-backward-*.json``: ours, cuDNN and
-XLA's naive attention, forward, backward and train device times) and the
-FlashAttention-2 forward+backward bars on an A100 and an H100
-(``specs/published/fa2-{a100,h100}-fwd-bwd-fp16.toml``). Every prediction uses the default
-profile (datasheet roofs derated by the shipped defaults); nothing here is fitted, so
-every point is held out. Error = predicted / measured − 1 on device time.
+Two sources: our H200 run (``specs/measurements/h200-backward-2026-11-30.json``: ours,
+cuDNN and XLA's naive attention, forward, backward and train device times) and published
+bars: FlashAttention-2's forward+backward on an A100 and an H100
+(``specs/published/fa2-{a100,h100}-fwd-bwd-fp16.toml``) and FlashAttention-3's backward
+figure on an H100 (``fa3-h100-backward-fp16.toml``: FA-2, cuDNN, FA-3, standard
+attention). Every prediction is ``perfmodel.predict`` with the implementation's kernel
+family (``IMPLEMENTATIONS``) and its unfitted profile (the device's measured ceilings
+where it has them, else the datasheet); nothing here is fitted, so every point is held
+out. Error = predicted / measured − 1 on device time.
 
-How each implementation is modelled (``IMPLEMENTATIONS``): ours is the two-pass dQ
-family with its measured backward tile; cuDNN and FlashAttention-2 the atomic family
-(FA-2 Algorithm 2); XLA's naive attention and PyTorch's standard attention the minimal
-naive forward and backward (a floor: the fewest n×n trips).
+The backward each family runs is the family's own ``[backward]`` (``specs/kernels``):
+ours the Triton two-pass kernels, FA-2 / FA-3 / cuDNN the float32-dQ-atomic structure at
+their tiles; the naive side (XLA's, PyTorch's standard attention) the minimal naive
+forward and backward (a floor: the fewest n×n trips).
 
     python -m perfmodel.validation.training          # the table of errors
 """
@@ -18,69 +21,65 @@ naive forward and backward (a floor: the fewest n×n trips).
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import tomllib
-from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from perfmodel.catalog.calibration import load_calibration
 from perfmodel.catalog.data import data_dir
-from perfmodel.catalog.hardware import load_hardware
 from perfmodel.costs.nominal import nominal_flops
-from perfmodel.evaluate import evaluate, model_key, shape_values
+from perfmodel.prediction import predict
+from perfmodel.validation.compare import modelled, with_backward
 from perfmodel.validation.fitting import relative_error
-from perfmodel.vocabulary import symbol_values
+from perfmodel.validation.measured import load_measurements
 
 H200_RUN = "h200-backward-2026-11-30.json"
-#: Published forward+backward bars (``specs/published``): FA-2 on an A100 and an H100.
-PUBLISHED = {"fa2-a100": "fa2-a100-fwd-bwd-fp16.toml", "fa2-h100": "fa2-h100-fwd-bwd-fp16.toml"}
-
-
-@dataclass(frozen=True)
-class Family:
-    """How one implementation is modelled: algorithm, dQ family, forward and backward tiles."""
-
-    algorithm: str
-    dq: str
-    forward_tile: tuple[int, int]
-    backward_tile: tuple[int, int]
-
-
-IMPLEMENTATIONS = {
-    "pallas_flash": Family("flash", "two_pass", (128, 128), (64, 64)),
-    "cudnn": Family("flash", "atomic", (128, 128), (64, 128)),
-    "xla_naive": Family("naive", "atomic", (128, 128), (128, 128)),
-    "fa2": Family("flash", "atomic", (128, 128), (64, 128)),
-    "naive": Family("naive", "atomic", (128, 128), (128, 128)),
+#: Published bars (``specs/published``): FA-2's forward+backward on an A100 and an H100,
+#: FA-3's backward figure on an H100.
+PUBLISHED = {
+    "fa2-a100": "fa2-a100-fwd-bwd-fp16.toml",
+    "fa2-h100": "fa2-h100-fwd-bwd-fp16.toml",
+    "fa3-h100": "fa3-h100-backward-fp16.toml",
+}
+#: Each implementation as the model costs it: the side, and the flash side's kernel family.
+IMPLEMENTATIONS: dict[str, tuple[str, str | None]] = {
+    "pallas_flash": ("flash", "pallas-triton"),
+    "cudnn": ("flash", "cudnn"),
+    "fa2": ("flash", "fa2"),
+    "fa3": ("flash", "fa3"),
+    "naive_jit": ("naive", None),
+    "naive": ("naive", None),
 }
 
 
-def predicted(family: Family, point: dict, phase: str, hw, dtype: str) -> tuple[float, float]:
-    """(time_s, t_lower_s) of one phase: "forward", "backward" or "train"."""
-    spec = load_hardware(hw)
-    profile = load_calibration(None)
-    out = []
-    for mode in ("forward", "backward") if phase == "train" else (phase,):
-        bq, bk = family.forward_tile if mode == "forward" else family.backward_tile
-        sizes = {k: point[k] for k in ("n", "kv_len", "d", "h", "h_kv", "batch")}
-        api = dict(sizes, dtype=dtype, block_q=bq, block_k=bk)
-        values = shape_values(spec, **symbol_values(**api))
-        key = model_key(family.algorithm, mode=mode, dq=family.dq)
-        r = evaluate(
-            key,
-            causal=point["causal"],
-            hw=spec,
-            peak=spec.peak(dtype),
-            values=values,
-            calibration=profile,
-        )
-        out.append((r["time_s"], r["t_lower_s"]))
-    return sum(t for t, _ in out), sum(f for _, f in out)
+def predicted(impl: str, point: dict, phase: str, hw: str, dtype: str) -> tuple[float, float]:
+    """(time_s, t_lower_s) of one phase ("forward", "backward" or "train") of ``impl``, with
+    the backward the point ran where it records one (``Point.backward_family``)."""
+    side, family = IMPLEMENTATIONS[impl]
+    kernel: Any = family
+    if family is not None and point.get("backward_family"):
+        kernel = with_backward(family, point["backward_family"])
+    pred = predict(
+        n=point["n"],
+        hw=hw,
+        kv_len=point["kv_len"],
+        d=point["d"],
+        h=point["h"],
+        h_kv=point["h_kv"],
+        batch=point["batch"],
+        dtype=dtype,
+        causal=point["causal"],
+        kernel=kernel,
+        mode=phase,
+    )
+    part = getattr(pred, side)
+    return part.time_s, part.t_lower_s
 
 
-def _row(source, impl, phase, point, measured_s, family, hw, dtype) -> dict:
-    time_s, floor_s = predicted(family, point, phase, hw, dtype)
+def _row(
+    source: str, impl: str, phase: str, point: dict, measured_s: float, hw: str, dtype: str
+) -> dict:
+    time_s, floor_s = predicted(impl, point, phase, hw, dtype)
     keys = ("n", "d", "h", "h_kv", "batch", "causal")
     return {
         "source": source,
@@ -96,47 +95,34 @@ def _row(source, impl, phase, point, measured_s, family, hw, dtype) -> dict:
 
 
 def h200_rows(path: Path | None = None) -> list[dict]:
-    """Every ok, non-tuning point of the newest run in the H200 backward file."""
-    path = path or data_dir("measurements") / H200_RUN
-    run = json.loads(path.read_text())["runs"][-1]
+    """Every modelled point (ok, not a tuning variant) of the newest run in the H200
+    backward file, each at its implementation's default launch."""
+    pairs = load_measurements(path or data_dir("measurements") / H200_RUN)
+    newest = pairs[-1][0].run_id
     rows = []
-    for p in run["points"]:
-        if p.get("tuning") or p["status"] != "ok":
+    for run, p in pairs:
+        if run.run_id != newest or not modelled(p) or p.phase is None:
             continue
-        family = IMPLEMENTATIONS[p["implementation"]]
-        if p["implementation"] == "pallas_flash" and p.get("backward_config"):
-            cfg = p["backward_config"]
-            family = Family("flash", "two_pass", (128, 128), (cfg["block_q"], cfg["block_k"]))
-        rows.append(
-            _row(
-                "h200",
-                p["implementation"],
-                p["phase"],
-                p,
-                p["device_time_s"],
-                family,
-                "h200",
-                "bf16",
-            )
-        )
+        point = p.model_dump()
+        dtype = {"bfloat16": "bf16", "float16": "fp16"}[p.dtype]
+        rows.append(_row("h200", p.implementation, p.phase, point, p.median_s, "h200", dtype))
     return rows
 
 
 def published_rows(paths: dict[str, Path] | None = None) -> list[dict]:
-    """The FA-2 paper's forward+backward bars, as times from their TFLOP/s."""
+    """The published bars, as times from their TFLOP/s (the nominal convention of each
+    file's ``mode``: forward + backward 3.5x the forward's FLOPs, backward 2.5x)."""
     paths = paths or {k: data_dir("published") / f for k, f in PUBLISHED.items()}
     rows = []
     for source, path in paths.items():
         data = tomllib.loads(Path(path).read_text())
+        mode = data.get("mode", "train")
         for p in data["points"]:
+            if "tflops" not in p:
+                continue
             shape = {k: p[k] for k in ("batch", "h", "n", "kv_len", "d", "causal")}
-            # the published convention: nominal FLOPs, backward 2.5x the forward
-            seconds = nominal_flops(**shape, mode="train") / (p["tflops"] * 1e12)
-            family = IMPLEMENTATIONS[p["family"]]
-            row = _row(
-                source, p["family"], "train", p, seconds, family, data["device"], data["dtype"]
-            )
-            rows.append(row)
+            seconds = nominal_flops(**shape, mode=mode) / (p["tflops"] * 1e12)
+            rows.append(_row(source, p["family"], mode, p, seconds, data["device"], data["dtype"]))
     return rows
 
 
