@@ -225,6 +225,17 @@ def timed_fields(timed: dict, *, flops: float, tokens: int) -> dict:
     }
 
 
+def parse_variants(items) -> dict[str, dict]:
+    """``NAME=JSON`` command-line items (``--variant``) as {name: flash_attention options}."""
+    variants = {}
+    for item in items:
+        name, sep, text = item.partition("=")
+        if not sep or not name:
+            raise SystemExit(f"--variant {item!r}: expected NAME=JSON")
+        variants[name] = json.loads(text)
+    return variants
+
+
 def record_failure(point: dict, err: Exception) -> None:
     """A failed point keeps its status and message (the sweep goes on); an unexpected
     error also prints its traceback."""

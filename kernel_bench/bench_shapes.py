@@ -34,6 +34,7 @@ HEAD_DIMS = (64, 80, 96, 112, 128, 160, 192, 256)
 N_RANGE = (512, 65536)
 MAX_TOKENS = 65536
 IMPLS = ("pallas_flash", "cudnn")
+PHASES = ("forward", "train")
 
 
 def _log_uniform(rng, lo: int, hi: int) -> int:
@@ -99,26 +100,31 @@ def _structs(shape: dict):
     return (q, kv, kv), (q, kv, kv, jax.ShapeDtypeStruct((b, n, h, d), jnp.float32))
 
 
-def jobs_of(shape: dict) -> list[tuple[str, str, str, object, tuple]]:
-    """(implementation, phase, variant, jitted function, argument structs) per shape."""
+def jobs_of(
+    shape: dict, phases=PHASES, extra: dict | None = None
+) -> list[tuple[str, str, str, object, tuple]]:
+    """(implementation, phase, variant, jitted function, argument structs) per shape;
+    ``extra`` ({name: flash_attention options}, ``--variant``) applies to every shape."""
     fwd_args, train_args = _structs(shape)
     jobs = []
     for impl in IMPLS:
         fwd, train = _fns(impl, shape["causal"])
-        jobs += [(impl, "forward", "", fwd, fwd_args), (impl, "train", "", train, train_args)]
-    for name, options, applies in VARIANTS:
+        calls = {"forward": (fwd, fwd_args), "train": (train, train_args)}
+        jobs += [(impl, phase, "", *calls[phase]) for phase in phases]
+    always = [(name, options, lambda s: True) for name, options in (extra or {}).items()]
+    for name, options, applies in (*VARIANTS, *always):
         if applies(shape):
             fwd, _ = _fns("pallas_flash", shape["causal"], options)
             jobs.append(("pallas_flash", "forward", name, fwd, fwd_args))
     return jobs
 
 
-def compile_all(shapes, workers: int = 12) -> list[list[tuple]]:
+def compile_all(shapes, workers: int = 12, phases=PHASES, extra=None) -> list[list[tuple]]:
     """Every job of every shape compiled (XLA and the kernel compilers run in threads);
     a job that fails keeps its exception in place of the executable."""
     from concurrent.futures import ThreadPoolExecutor
 
-    per_shape = [jobs_of(shape) for shape in shapes]
+    per_shape = [jobs_of(shape, phases, extra) for shape in shapes]
 
     def build(job):
         *head, fn, args = job
@@ -341,6 +347,12 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=300.0, help="no shape starts after this")
     ap.add_argument("--details", type=Path, help="JSON: per shape ours-vs-cuDNN differences")
     ap.add_argument("--wait-for", type=Path, help="after compiling, wait until this file exists")
+    ap.add_argument("--pick", help="comma-separated indices into the draw: time only these")
+    ap.add_argument("--forward-only", action="store_true", help="no training steps")
+    ap.add_argument(
+        "--variant", action="append", default=[], help="NAME=JSON: our forward again with "
+        "these flash_attention options on every shape"
+    )  # fmt: skip
     ap.add_argument("--routing", action="store_true", help="time ROUTING_SHAPES into --out")
     ap.add_argument("--routing-table", type=Path, help="print routing.toml from a file's runs")
     args = ap.parse_args(argv)
@@ -360,12 +372,15 @@ def main(argv=None) -> int:
         routing_run(args.out)
         return 0
     deadline = time.monotonic() + args.budget_s
-    from kernel_bench.bench import RunWriter, new_run
+    from kernel_bench.bench import RunWriter, new_run, parse_variants
     from perfmodel.atomic import write_json
 
     shapes = draw(args.seed, args.count)
+    if args.pick:
+        shapes = [shapes[int(i)] for i in args.pick.split(",")]
+    phases = ("forward",) if args.forward_only else PHASES
     t0 = time.monotonic()
-    compiled = compile_all(shapes)
+    compiled = compile_all(shapes, phases=phases, extra=parse_variants(args.variant))
     print(f"compiled {sum(map(len, compiled))} calls in {time.monotonic() - t0:.0f} s", flush=True)
     if args.wait_for:  # e.g. the GPU tests, run while this compiled: none while timing
         while not args.wait_for.exists():

@@ -57,6 +57,7 @@ FLOPS_CAP = 1.5e13
 #: a training step's FLOPs over its forward's (forward 4, backward 10 n·m·d products)
 TRAIN_FLOPS_FACTOR = 3.5
 IMPLS = ("pallas_flash", "cudnn")
+PHASES = ("forward", "train")
 FAMILY = {"pallas_flash": "pallas-mosaic", "cudnn": "cudnn"}
 
 
@@ -178,6 +179,67 @@ def predictions(seed: int, count: int) -> dict:
     }
 
 
+#: the copy rate of jnp.pad / slice kernels measured in run window-20261202T020510Z
+#: (docs/perf-notes.md, "Sliding windows in our kernels")
+COPY_RATE_BPS = 4.18e12
+
+
+def nopad_prediction(meas_path: Path) -> str:
+    """Per shape of a measured window run: our forward without the sequence-padding copies
+    (``pad_seq=False``) as perfmodel gives it (the measured default less the share of its
+    ``pad_copies`` effect in its forward time) and as the copies' bytes give it (the
+    measured default less (n + n_pad) rows of Q, K, V and O at ``COPY_RATE_BPS``), and
+    ours/cuDNN of each; then the medians."""
+    from perfmodel import predict
+
+    run = json.loads(meas_path.read_text())["runs"][-1]
+    cells = {}
+    for p in run["points"]:
+        key = (p["n"], tuple(p["window"]), p["d"], p["h"], p["h_kv"], p["batch"], p["dtype"])
+        cells.setdefault(key, {})[(p["implementation"], p["phase"])] = p
+    lines = [
+        "| n | window | d | h:h_kv | batch | ours ms | cuDNN ms | model nopad ms | bytes nopad ms"
+        " | ours/cuDNN | model nopad/cuDNN | bytes nopad/cuDNN |",
+        "|" + "---|" * 12,
+    ]
+    ratios: dict[str, list[float]] = {"now": [], "model": [], "bytes": []}
+    for (n, window, d, h, h_kv, b, dtype), cell in cells.items():
+        ours, cud = cell.get(("pallas_flash", "forward")), cell.get(("cudnn", "forward"))
+        if not ours or not ours["median_s"]:
+            continue
+        kw = dict(d=d, h=h, h_kv=h_kv, batch=b, causal=window[1] == 0, window=window)
+        half = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
+        flash = predict(n, "h200", dtype=half, kernel="pallas-mosaic", **kw).flash
+        # the model's own time is ~38 % fast here: its share of the copies, applied to ours
+        share = flash.effects_s.get("pad_copies", 0.0) / flash.time_s
+        model = ours["median_s"] * (1 - share)
+        block_k = 128 if d <= 128 else 64
+        size = 2 * b * d
+        copied = sum(
+            (n + -(-n // tile) * tile) * heads * size
+            for tile, heads in ((64, h), (block_k, h_kv), (block_k, h_kv), (64, h))
+            if n % tile
+        )
+        est = ours["median_s"] - copied / COPY_RATE_BPS
+        ref = cud["median_s"] if cud and cud["median_s"] else None
+        cols = [f"{x:.2f}" if ref else "-" for x in (ref / ours["median_s"] if ref else 0,
+                ref / model if ref else 0, ref / est if ref else 0)]  # fmt: skip
+        if ref:
+            for k, t in (("now", ours["median_s"]), ("model", model), ("bytes", est)):
+                ratios[k].append(ref / t)
+        lines.append(
+            f"| {n} | {tuple(window)} | {d} | {h}:{h_kv} | {b} | {ours['median_s'] * 1e3:.3f} "
+            f"| {ref * 1e3 if ref else float('nan'):.3f} | {model * 1e3:.3f} | {est * 1e3:.3f} | "
+            + " | ".join(cols)
+            + " |"
+        )
+    for k, r in ratios.items():
+        if r:
+            lines.append(f"ours/cuDNN forward, {k}: median {statistics.median(r):.2f}, "
+                         f"min {min(r):.2f}, max {max(r):.2f} over {len(r)} shapes")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------- measurement (GPU)
 
 
@@ -206,9 +268,10 @@ def _fns(impl: str, shape: dict, options: dict | None = None):
     return jax.jit(attn), jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
 
 
-def _compile_all(shapes, variants: dict, workers: int = 12):
-    """Per shape, [(impl, phase, variant, executable or the exception)], compiled in
-    threads; each of ``variants`` (name: flash_attention options) adds our forward."""
+def _compile_all(shapes, variants: dict, phases=PHASES, workers: int = 12):
+    """Per shape, [(impl, phase, variant, executable or the exception)] for ``phases``,
+    compiled in threads; each of ``variants`` (name: flash_attention options) adds our
+    forward."""
     from concurrent.futures import ThreadPoolExecutor
 
     import jax
@@ -222,10 +285,8 @@ def _compile_all(shapes, variants: dict, workers: int = 12):
         out = []
         for impl in IMPLS:
             fwd, train = _fns(impl, s)
-            out += [
-                (impl, "forward", "", fwd, (q, kv, kv)),
-                (impl, "train", "", train, (q, kv, kv, do)),
-            ]
+            calls = {"forward": (fwd, (q, kv, kv)), "train": (train, (q, kv, kv, do))}
+            out += [(impl, phase, "", *calls[phase]) for phase in phases]
         for name, options in variants.items():
             out.append(
                 ("pallas_flash", "forward", name, _fns(IMPLS[0], s, options)[0], (q, kv, kv))
@@ -283,8 +344,8 @@ def time_shape(shape: dict, compiled, flops: float, *, budget_s: float):
         (variants if variant else points).append(point)
     cells = {(p["implementation"], p["phase"]): p for p in points}
     for impl in IMPLS:
-        fwd, train = cells[(impl, "forward")], cells[(impl, "train")]
-        if fwd["status"] == train["status"] == "ok":
+        fwd, train = cells[(impl, "forward")], cells.get((impl, "train"))
+        if train and fwd["status"] == train["status"] == "ok":
             t = train["device_time_s"] - fwd["device_time_s"]
             bwd = {**empty_point(impl, base), "family": FAMILY[impl], "phase": "backward"}
             bwd.update(window=[left, right], median_s=t, device_time_s=t, runs=train["runs"])
@@ -312,7 +373,12 @@ def time_shape(shape: dict, compiled, flops: float, *, budget_s: float):
 
 
 def measure(
-    pred_path: Path, out: Path, budget_s: float, wait_for: Path | None, variants: dict
+    pred_path: Path,
+    out: Path,
+    budget_s: float,
+    wait_for: Path | None,
+    variants: dict,
+    phases=PHASES,
 ) -> int:
     from kernel_bench.bench import RunWriter, new_run
     from pallas_kernels.flash_attention import choose_backend
@@ -321,7 +387,7 @@ def measure(
     rows = json.loads(pred_path.read_text())["rows"]
     shapes = [r["shape"] for r in rows]
     t0 = time.monotonic()
-    compiled = _compile_all(shapes, variants)
+    compiled = _compile_all(shapes, variants, phases)
     print(f"compiled {sum(map(len, compiled))} calls in {time.monotonic() - t0:.0f} s", flush=True)
     if wait_for:  # the GPU tests run while this compiles: none while timing
         while not wait_for.exists():
@@ -345,7 +411,7 @@ def measure(
         for p in points:
             writer.add(p)
         cell = {(p["implementation"], p["phase"]): p for p in points}
-        for phase in ("forward", "train"):
+        for phase in phases:
             ours, cud = cell[("pallas_flash", phase)], cell[("cudnn", phase)]
             t = [p["median_s"] * 1e3 if p["median_s"] else None for p in (ours, cud)]
             ratio = f"{t[1] / t[0]:.2f}" if all(t) else "-"
@@ -446,6 +512,9 @@ def main(argv=None) -> int:
         help="NAME=JSON: our forward again with these flash_attention options, e.g. "
         "nopad='{\"pad_seq\": false}'",
     )
+    m.add_argument("--forward-only", action="store_true", help="no training steps")
+    e = sub.add_parser("nopad-predict", help="ours without the padding copies, predicted")
+    e.add_argument("--measured", type=Path, required=True)
     r = sub.add_parser("report")
     r.add_argument("--predictions", type=Path, required=True)
     r.add_argument("--measured", type=Path, required=True)
@@ -457,9 +526,14 @@ def main(argv=None) -> int:
         return 0
     if args.cmd == "measure":
         os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-        variants = dict(v.split("=", 1) for v in args.variant)
-        variants = {name: json.loads(text) for name, text in variants.items()}
-        return measure(args.predictions, args.out, args.budget_s, args.wait_for, variants)
+        from kernel_bench.bench import parse_variants
+
+        phases = ("forward",) if args.forward_only else PHASES
+        variants = parse_variants(args.variant)
+        return measure(args.predictions, args.out, args.budget_s, args.wait_for, variants, phases)
+    if args.cmd == "nopad-predict":
+        print(nopad_prediction(args.measured), end="")
+        return 0
     print(report(args.predictions, args.measured), end="")
     return 0
 
