@@ -111,7 +111,10 @@ class Config:
     estimated from their bytes at 1-48 % of the device time in the 2026-12-01/02 H200
     runs, docs/perf-notes.md), or
     (False) nothing is copied: the TMA loads zero-fill the rows past the end and its
-    stores skip them. False is traced on CPU only, not yet run on a GPU.
+    stores skip them. False does not lower on jax 0.11.2 where a length is not a multiple
+    of 8 (Mosaic GPU: "dimension 2 must have size smaller or a multiple of its tiling 8",
+    H200 run of 2026-12-02, docs/perf-notes.md); it stays for the day the TMA loads take
+    a rounding mode.
     """
 
     block_k: int = 128

@@ -31,7 +31,7 @@ import tempfile
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -129,7 +129,7 @@ class PositiveInt(Param):
             math.isfinite(value) and float(value).is_integer()
         ):
             raise fail(name, value, self._must())
-        return int(value)
+        return int(cast(float, value))  # a real number, integral: int() takes it
 
     def _many(self, name: str, arr: np.ndarray) -> np.ndarray:
         if arr.dtype == object and self.optional and any(v is None for v in arr.flat):
@@ -282,6 +282,7 @@ PARAMETERS: dict[str, Param] = {
     "hbm_bytes_per_s": Real("bytes/s", optional=True, low=0, open_low=True, high=1e18),
     "matmul_flops_per_s": Real("FLOP/s", optional=True, low=0, open_low=True, high=1e21),
     "memory_fraction": Real("fraction of HBM", low=0, open_low=True, high=1),
+    "max_bytes": PositiveInt("bytes a sweep's result may take", limit=2**62),
     "threshold": Real("a speedup", low=1, open_low=True, high=1e6),
 }
 
@@ -297,17 +298,21 @@ def check_columns(**values: Any) -> dict[str, np.ndarray]:
 
 
 # --- folders and optional packages ---------------------------------------------------
-def output_folder(path: str | os.PathLike, name: str = "out") -> Path:
+def output_folder(path: str | os.PathLike[str], name: str = "out") -> Path:
     """A folder that can be created (or written into), checked before any work; not created.
 
     Refused: an existing file, a path under a file, a folder where a file cannot be
     created (tried: a temporary file made and removed, since permission bits do not
-    tell for ``/sys`` or ``/proc``).
+    tell for ``/sys`` or ``/proc``), and an empty name (not read as the current folder).
     """
+    if not os.fspath(path).strip():
+        raise fail(name, os.fspath(path), "is empty; give a folder")
     return _writable_folder(Path(path), name, os.fspath(path))
 
 
-def output_file(path: str | os.PathLike, name: str = "out", suffixes: Collection[str] = ()) -> Path:
+def output_file(
+    path: str | os.PathLike[str], name: str = "out", suffixes: Collection[str] = ()
+) -> Path:
     """A file that can be written (its folder checked as :func:`output_folder`), checked
     before any work: not a folder, not a name ending in ``/``, one of ``suffixes`` if given."""
     text = os.fspath(path)

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from perfmodel.atomic import save_figure
 
 
-def plot_sweep(rows: list[dict], over: str, path: str | Path) -> None:
+def plot_sweep(rows: list[dict[str, Any]], over: str, path: str | Path) -> None:
     """Two panels, naive against flash: prefill tokens/s against the swept value, and
     latency against throughput (each point one value of the sweep)."""
     import matplotlib

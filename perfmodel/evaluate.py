@@ -21,9 +21,10 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, cast
 
 import numpy as np
+import numpy.typing as npt
 import sympy as sp
 
 from perfmodel import roofline
@@ -217,7 +218,7 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     return values
 
 
-def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
+def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num | None]:
     """Each roof's full rate on ``hw``: FLOP/s, exp/s or bytes/s (``peak``: the dtype's matmul)."""
     return {
         Roof.MATMUL: peak,
@@ -229,7 +230,7 @@ def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num]:
 
 
 def _kernel_roofs(
-    raw: dict[ExprName, Num], kernel: str, rates: Mapping[str, Num]
+    raw: dict[ExprName, Num], kernel: str, rates: Mapping[str, Num | None]
 ) -> dict[str, Num]:
     return roofline.roof_times({r: raw[kernel, work] for r, work in _WORK}, rates)
 
@@ -323,7 +324,7 @@ def kernel_roofs(
 def _roofs_from_raw(
     raw: dict[ExprName, Num],
     kernels: list[str],
-    rates: dict[str, Num],
+    rates: Mapping[str, Num | None],
     hw: HardwareSpec,
     onchip: OnChip,
 ) -> list[KernelRoofs]:
@@ -340,7 +341,8 @@ def _roofs_from_raw(
         per_sm = onchip.blocks_per_sm if fused else 1
         latency, load = _prologue(work_items, hw, onchip, rates) if fused else (0.0, 0.0)
         steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip)
-        pad_s: Num = onchip.pad_bytes / rates["hbm"] if i == 0 else 0.0  # once per model
+        hbm = cast(Num, rates["hbm"])  # every device has one
+        pad_s: Num = onchip.pad_bytes / hbm if i == 0 else 0.0  # once per model
         out.append(
             KernelRoofs(
                 k,
@@ -377,7 +379,7 @@ def _pipeline(
 
 
 def _prologue(
-    work_items: Num, hw: HardwareSpec, onchip: OnChip, rates: dict[str, Num]
+    work_items: Num, hw: HardwareSpec, onchip: OnChip, rates: Mapping[str, Num | None]
 ) -> tuple[Num, Num]:
     """Per wave of the fused kernel's blocks (``work_items`` over the SMs' resident
     blocks): one memory latency, and one Q tile at an SM's share of the HBM bandwidth,
@@ -385,7 +387,7 @@ def _prologue(
     resident = hw.sm_count * onchip.blocks_per_sm
     waves = np.ceil(np.divide(work_items, resident))
     latency = waves * (hw.memory_latency_s or 0.0)
-    load = waves * onchip.q_tile_bytes * hw.sm_count / rates["hbm"]
+    load = waves * onchip.q_tile_bytes * hw.sm_count / cast(Num, rates["hbm"])  # every device
     if isinstance(work_items, float):
         return float(latency), float(load)
     return latency, load
@@ -404,7 +406,8 @@ class KernelTime(NamedTuple):
     fixed: Num = 0.0
 
     def seconds(self) -> Num:
-        return roofline.combine(self.times, self.overlap, self.stretch, serial=self.serial)
+        time: Num = roofline.combine(self.times, self.overlap, self.stretch, serial=self.serial)
+        return time
 
 
 @dataclass(frozen=True)
@@ -413,7 +416,7 @@ class Context:
     launch gap per kernel."""
 
     calibration: Calibration
-    efficiency: dict[str, float]
+    efficiency: dict[str, Num]
     launch_s: Num
 
 
@@ -566,12 +569,12 @@ def roof_fractions(
 
 
 @functools.lru_cache(maxsize=256)
-def _efficiency(calibration: ByIdentity) -> dict[str, float]:
+def _efficiency(calibration: ByIdentity) -> dict[str, Num]:
     """Each roof's achievable fraction in a (frozen) profile, read once per profile."""
     return {r: calibration.obj.efficiency(r) for r in ROOFS}
 
 
-def call_latency(time_s: Num, kernels: int, calibration: Calibration, framework_s: Num) -> Num:
+def call_latency(time_s: Num, kernels: Num, calibration: Calibration, framework_s: Num) -> Num:
     """One synchronous call as a user's script sees it: the host issues the kernels, the
     device runs them, the call returns. A fitted host dispatch per kernel (profiles fitted
     on synchronous timings) stands in for the framework's measured call latency."""
@@ -838,9 +841,10 @@ def _per_split(split: Num, run: Callable[[Any, bool], Columns]) -> Columns:
         return run(None, False)
     if roofline.all_nonzero(split):
         return run(None, True)
-    parts = [(np.flatnonzero(split), True), (np.flatnonzero(~split), False)]
+    mask = cast(npt.NDArray[Any], split)  # some rows split, others not: a column
+    parts = [(np.flatnonzero(mask), True), (np.flatnonzero(~mask), False)]
     done = [(rows, run(rows, flag)) for rows, flag in parts]
-    size = len(split)
+    size = len(mask)
     out: Columns = {}
     for key, sample in done[0][1].items():
         column = np.empty(size, dtype=np.asarray(sample).dtype)
@@ -915,7 +919,7 @@ def evaluate_flash(
 
         return Floor.from_flat(_per_split(roofline.gt(splits, 1.0), run))
 
-    def t_lower_at(rows: Any, pack: Num, splits: Num) -> Any:
+    def t_lower_at(rows: Any, pack: npt.NDArray[Any], splits: npt.NDArray[Any]) -> Any:
         if isinstance(launch.block_q, float):  # one point: its one row as numbers
             return np.atleast_1d(floor_at(None, float(pack[0]), float(splits[0])).t_lower_s)
         return floor_at(rows, pack, splits).t_lower_s

@@ -32,7 +32,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -105,7 +105,7 @@ class Launch:
     pad_copies: Num = 0.0
 
     def __len__(self) -> int:
-        return len(self.block_q)
+        return len(cast(npt.NDArray[Any], self.block_q))  # a launch of columns
 
     def take(self, rows: Any) -> Launch:
         """The launch of some rows (an index or a boolean mask)."""
@@ -318,7 +318,7 @@ def gqa_pack(rule: str, n: Column, group: Column, block_q: Column) -> Column:
     return np.where(packed & (group > 1), group, 1.0)
 
 
-def programs(n: Column, h: Column, b: Column, pack: Column, block_q: Column) -> Column:
+def programs(n: Column, h: Column, b: Column, pack: Column, block_q: Column | int) -> Column:
     """Thread blocks of one unsplit launch: (batch, head group, Q block)."""
     return b * np.floor_divide(h, pack) * np.ceil(n * pack / block_q)
 

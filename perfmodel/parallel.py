@@ -159,7 +159,7 @@ def check_split(n: int, h: int, h_kv: int, cp: int, tp: int, scheme: str, balanc
     if balance not in BALANCES:
         raise PerfmodelError(f"unknown balance={balance!r}; known: {BALANCES}")
     chunks = cp * (2 if balance == "zigzag" else 1)
-    if n % chunks:
+    if cp > 1 and n % chunks:  # one device (tp alone) holds the whole sequence
         raise PerfmodelError(f"n={n} is not divisible by {chunks} ({balance} split, cp={cp})")
     if h % h_kv:
         raise PerfmodelError(f"h={h} is not divisible by h_kv={h_kv}")
@@ -211,7 +211,8 @@ def predict_parallel(
     spec = load_hardware(hw)
     h_kv = h if h_kv is None else h_kv
     if balance is None:
-        balance = "zigzag" if causal and scheme != "ulysses" else "contiguous"
+        # zig-zag balances a causal sequence split: with cp = 1 there is none
+        balance = "zigzag" if causal and scheme != "ulysses" and cp > 1 else "contiguous"
     check_split(n, h, h_kv, cp, tp, scheme, balance)
     bytes_per_element(dtype)  # the one dtype check: an unknown name raises, naming it
     family = load_kernel(kernel)

@@ -13,14 +13,14 @@ True
 from __future__ import annotations
 
 import inspect
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from perfmodel.arguments import check, check_columns
+from perfmodel.arguments import check, check_columns, fail
 from perfmodel.catalog.calibration import (
     Calibration,
     family_default,
@@ -53,6 +53,7 @@ from perfmodel.results import (
     construct,
     html_table,
     markdown_table,
+    text_table,
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
@@ -118,19 +119,35 @@ def calibration_profiles(
     return chosen
 
 
-def flash_family(kernel: Any, calibration: CalibrationArg) -> KernelFamily:
+def flash_family(
+    kernel: Any, calibration: CalibrationArg, spec: HardwareSpec | None = None
+) -> KernelFamily:
     """The family named, else the one a named flash profile refines, else FlashAttention-2
-    (a profile of the naive side names how naive runs, not the fused kernel)."""
+    (a profile of the naive side names how naive runs, not the fused kernel). On ``spec``:
+    a family outside its ``archs`` is refused, and so is the default on a TPU (every
+    family is a GPU kernel: its tiles and warps are CUDA's, so the caller names one)."""
     if kernel is None:
         given = calibration if isinstance(calibration, list | tuple) else [calibration]
         profiles = [load_calibration(c) for c in given if c is not None]  # type: ignore[arg-type]
         named = [p.kernel for p in profiles if p.algorithm != "naive"]
-        kernel = next((k for k in named if k), "fa2")
+        kernel = next((k for k in named if k), None)
+        if kernel is None and spec is not None and spec.kind == "tpu":
+            raise PerfmodelError(
+                f"kernel=None on {spec.name}: no kernel family models a TPU kernel (each in "
+                "perfmodel kernels list is a GPU kernel); name one, e.g. kernel='fa2', to "
+                "cost its launch on this device's roofs"
+            )
+        kernel = kernel or "fa2"
     family = load_kernel(kernel)
     if family.algorithm != "flash":
         raise PerfmodelError(
             f"kernel={family.name!r} is a {family.algorithm} family; kernel= names the fused "
             f"side (naive= names how the naive side is compiled)"
+        )
+    if spec is not None and family.archs and spec.arch not in family.archs:
+        raise PerfmodelError(
+            f"kernel={family.name!r} runs on {', '.join(family.archs)} only, not on "
+            f"{spec.name} (arch={spec.arch!r}); name another family (perfmodel kernels list)"
         )
     return family
 
@@ -234,6 +251,7 @@ def predict(
         cp=args["cp"] != 1 or args["tp"] != 1,
         paged=page_tokens is not None,
     )
+    engine.forward_only(splits=splits, page_tokens=page_tokens)
     point = {
         **symbol_values(
             n=args["n"], kv_len=m, d=args["d"], h=args["h"], h_kv=h_kv, batch=args["batch"]
@@ -372,11 +390,27 @@ class _Engine:
         backward and train on one device, contiguous K/V), and FP8 as the family runs it."""
         if not isinstance(fp8_as_run, bool):
             raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
+        self.forward_only(fp8_as_run=fp8_as_run or None)
         self.fp8_as_run = fp8_as_run
         given = {k: v for k, v in mask.items() if v is not None and k != "block_size"}
         if given:
             masks.refuse_unmodelled(", ".join(given), cp=cp, paged=bool(paged))
             self.mask_args = mask
+
+    def forward_only(self, **given: Any) -> None:
+        """Options only the forward kernel has (a K/V split, a paged cache, FP8 as run),
+        refused with ``mode="backward"`` rather than ignored (None: not given; a column:
+        its first value shown)."""
+        for name, value in given.items():
+            if self.mode == "backward" and value is not None:
+                shown = value if np.ndim(value) == 0 else np.asarray(value).flat[0]
+                raise fail(
+                    name,
+                    shown,
+                    "is the forward kernel's, not modelled for mode='backward' (one program "
+                    "per query head, contiguous K/V, no FP8 form): drop it, or use "
+                    "mode='train' (its forward half takes it)",
+                )
 
     def mask(self, point: dict[str, Any], causal: bool) -> Any:
         """The checked mask at these points (one n for documents and block masks)."""
@@ -426,7 +460,7 @@ class _Engine:
         mode: str,
         ceilings: str = "measured",
     ) -> _Engine:
-        family = flash_family(kernel, calibration)
+        family = flash_family(kernel, calibration, spec)
         profiles = calibration_profiles(calibration, spec, family, ceilings)
         return cls(spec, family, profiles, naive, mode, ceilings)
 
@@ -627,6 +661,11 @@ class SweepResult(dict[str, Any]):
         notes = [f"{len(self)} points, {len(self.keys())} columns; fixed: {fixed}"]
         return "sweep", cols, rows, notes
 
+    def __str__(self) -> str:
+        return text_table(*self._table())
+
+    __repr__ = __str__
+
     def _repr_html_(self) -> str:
         return html_table(*self._table())
 
@@ -689,6 +728,7 @@ def sweep(
         )
     given = {**_DEFAULTS, **options}
     flags = check(grid=grid, naive=given["naive"], mode=given["mode"], ceilings=given["ceilings"])
+    max_bytes = check(max_bytes=max_bytes)["max_bytes"]
     split = check(cp=given["cp"], cp_scheme=given["cp_scheme"], tp=given["tp"])
     spec = load_hardware(hw)
     # an option left to its default None (the family's choice) is a column of None
@@ -725,6 +765,7 @@ def sweep(
         cp=(split["cp"], split["tp"]) != (1, 1),
         paged=_named(np.asarray(cols["page_tokens"])) is not None,
     )
+    engine.forward_only(**{k: _named(np.asarray(cols[k])) for k in ("splits", "page_tokens")})
     results = _evaluate_chunks(engine, cols, wanted, size)
     out = SweepResult({k: cols[k] for k in _SWEPT})
     for k in ("block_q", "block_k", "warps"):  # the launch's tiles and warps, as integers
@@ -765,8 +806,10 @@ def sweep_columns(spec: HardwareSpec) -> tuple[str, ...]:
     (``perfmodel.results.SIDE_FIELDS``), each roof the device has, each effect; the
     fused side's launch; the parallel split's; the speedup."""
     roofs = [f"t_{r}_s" for r, rate in roof_rates(spec, 1.0).items() if rate is not None]
-    # call_latency_s: a point's host latency, None where unmeasured: predict's alone
-    side = (*(f for f in SIDE_FIELDS if f != "call_latency_s"), *roofs, *EFFECT_COLUMNS)
+    # call_latency_s: a point's host latency, None where unmeasured: predict's alone;
+    # l2_bytes: only on a device with an L2 (predict's None elsewhere), as its roof
+    absent = {"call_latency_s", *(() if spec.l2_bytes is not None else ("l2_bytes",))}
+    side = (*(f for f in SIDE_FIELDS if f not in absent), *roofs, *EFFECT_COLUMNS)
     launch = ("pack", "splits", "blocks_per_sm", "spilled_registers_per_thread", "fits_sram")
     return (
         *(f"naive.{f}" for f in side),
@@ -780,8 +823,11 @@ def sweep_columns(spec: HardwareSpec) -> tuple[str, ...]:
 def _wanted(known: tuple[str, ...], columns: Any) -> set[str]:
     if columns is None:
         return set(known)
-    if isinstance(columns, str) or not all(isinstance(c, str) for c in columns):
-        raise PerfmodelError(f"columns={columns!r} must be a list of result names")
+    if isinstance(columns, str) or not isinstance(columns, Iterable):
+        raise fail("columns", columns, "must be a list of result names")
+    columns = list(columns)
+    if not all(isinstance(c, str) for c in columns):
+        raise fail("columns", columns, "must be a list of result names")
     unknown = [c for c in columns if c not in known and c not in _SWEPT]
     if unknown:
         raise PerfmodelError(f"columns={unknown!r} are not results; known: {', '.join(known)}")

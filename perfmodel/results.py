@@ -234,6 +234,24 @@ def html_table(
     return f"<p><b>{esc(title)}</b></p><table>{row(header, 'th')}{body}</table>{tail}"
 
 
+def text_table(
+    title: str, header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str] = ()
+) -> str:
+    """The plain-text twin of :func:`html_table`, for ``print``: columns padded to their
+    widest cell (first column left, the rest right)."""
+    table = [[str(c) for c in header], *([str(c) for c in r] for r in rows)]
+    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+
+    def row(cells: Sequence[str]) -> str:
+        first, *rest = (
+            c.ljust(w) if i == 0 else c.rjust(w)
+            for i, (c, w) in enumerate(zip(cells, widths, strict=True))
+        )
+        return "  " + "  ".join([first, *rest]).rstrip()
+
+    return "\n".join([title, *map(row, table), *notes])
+
+
 def markdown_table(
     title: str, header: Sequence[str], rows: Sequence[Sequence[str]], notes: Sequence[str] = ()
 ) -> str:

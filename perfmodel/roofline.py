@@ -15,9 +15,10 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, TypeAlias, cast
 
 import numpy as np
+import numpy.typing as npt
 
 from perfmodel.vocabulary import COMPUTE_ROOFS, MEMORY_ROOFS
 
@@ -26,7 +27,7 @@ __all__ = ["COMPUTE_ROOFS", "MEMORY_ROOFS"]  # the roof names, from perfmodel.vo
 ROOF_SET = frozenset(COMPUTE_ROOFS + MEMORY_ROOFS)
 
 #: A float for one point, or a numpy array for a sweep: every function takes either.
-Num = Any
+Num: TypeAlias = float | npt.NDArray[Any]
 #: Plain Python numbers (bool among them): one point, no numpy.
 NUMBERS = (int, float)
 
@@ -86,7 +87,8 @@ def rows(value: Num, index: Any) -> Num:
     """Some rows of a column (all for None); a number is the same at every row."""
     if index is None or np.ndim(value) == 0:
         return value
-    return value[index]
+    picked: Num = cast(npt.NDArray[Any], value)[index]
+    return picked
 
 
 def arithmetic_intensity(flops: Num, bytes_moved: Num) -> Num:
@@ -103,7 +105,12 @@ def attainable_flops_per_s(intensity: Num, peak: float, bandwidth: float) -> Num
 
 def roof_times(work: Mapping[str, Num], rates: Mapping[str, Num | None]) -> dict[str, Num]:
     """Seconds on each roof: work (FLOPs, exps or bytes) over its rate; no rate, no roof."""
-    return {roof: w / rates[roof] for roof, w in work.items() if rates.get(roof) is not None}
+    out: dict[str, Num] = {}
+    for roof, w in work.items():
+        rate = rates.get(roof)
+        if rate is not None:
+            out[roof] = w / rate
+    return out
 
 
 def lower_bound(times: Mapping[str, Num]) -> Num:
@@ -125,7 +132,7 @@ def matmul_rate_at_floor(matmul_flops: Num, t_lower: Num) -> Num:
     return matmul_flops / t_lower
 
 
-def derated(times: Mapping[str, Num], efficiency: Mapping[str, float]) -> dict[str, Num]:
+def derated(times: Mapping[str, Num], efficiency: Mapping[str, Num]) -> dict[str, Num]:
     """Roof times at the achievable fraction of each roof."""
     return {roof: t / efficiency[roof] for roof, t in times.items()}
 
@@ -147,7 +154,8 @@ def kernel_estimate(
 ) -> Num:
     """A kernel's estimated time from its roof times, each at its achievable fraction;
     ``serial`` is time on the compute path that nothing overlaps (register spills)."""
-    return combine(derated(times, efficiency), compute_overlap, fill_stretch, serial=serial)
+    time: Num = combine(derated(times, efficiency), compute_overlap, fill_stretch, serial=serial)
+    return time
 
 
 def combine(
@@ -210,8 +218,9 @@ def wave_efficiency(work_items: Num, units: int) -> Num:
     return items / (ceil(items / units) * units)
 
 
-def binding_roof(times: Mapping[str, Num]) -> Num:
-    """Name of the largest roof, elementwise."""
+def binding_roof(times: Mapping[str, Num]) -> Any:
+    """Name of the largest roof, elementwise (a label: a str, or an object array of them,
+    carried among the number columns)."""
     names = list(times)
     if isinstance(times[names[0]], float):
         return max(names, key=times.__getitem__)

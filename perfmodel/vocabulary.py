@@ -72,7 +72,7 @@ class Implementation(_Name):
 
 
 #: The prefill cost model of each implementation that ``perfmodel validate`` compares.
-ALGORITHM_OF = {
+ALGORITHM_OF: dict[str, Algorithm] = {
     Implementation.PALLAS_FLASH: Algorithm.FLASH,
     Implementation.CUDNN: Algorithm.FLASH,
     Implementation.NAIVE: Algorithm.NAIVE,

@@ -76,8 +76,8 @@ class BackendContract:
         """``(O, lse)`` from the backend's test entry point."""
         raise NotImplementedError
 
-    def check(self, q, k, v, *, causal, window=None):
-        o, lse = self.forward(q, k, v, causal=causal, window=window)
+    def check(self, q, k, v, *, causal, window=None, **options):
+        o, lse = self.forward(q, k, v, causal=causal, window=window, **options)
         assert o.shape == q.shape and o.dtype == q.dtype
         assert lse.shape == (q.shape[0], q.shape[2], q.shape[1]) and lse.dtype == jnp.float32
         assert np.isfinite(np.asarray(o, np.float32)).all(), "unwritten (NaN) or non-finite"

@@ -249,7 +249,7 @@ def test_between_grid_points_the_nearest_point_is_shown():
     ns = data["n"]
     rng = random.Random(5)
     cases, nearest = [], []
-    while len(nearest) < 200:
+    while len(nearest) < 240:
         cfg = random_config(rng, data)
         i = rng.randrange(len(ns) - 1)
         if ns[i + 1] - ns[i] < 2:

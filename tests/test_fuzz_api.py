@@ -13,6 +13,7 @@ requires exactly ``PerfmodelError`` with a one-line message naming the argument.
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 import numpy as np
@@ -33,6 +34,7 @@ from perfmodel.analysis.kvcache import (
     kv_bytes_per_token,
     kv_cache_bytes,
 )
+from perfmodel.prediction import SweepResult
 
 # --- the values ---------------------------------------------------------------------------
 EDGE = [
@@ -481,6 +483,25 @@ REFUSED: list[tuple[str, Any, dict[str, Any], str]] = [
     ("estimate-sweep-kernel-unknown", estimate_sweep, dict(**SWEEP_EST, kernel="bogus"), "kernel"),
     ("estimate-sweep-prompt-empty", estimate_sweep, dict(**{**SWEEP_EST, "prompt": []}), "prompt"),
     (
+        "mosaic-on-tpu",
+        perfmodel.predict,
+        dict(n=1024, hw="tpu-v5e", kernel="pallas-mosaic", dtype="bf16"),
+        "kernel",
+    ),
+    (
+        "mosaic-on-ampere",
+        perfmodel.predict,
+        dict(n=1024, hw="a100", kernel="pallas-mosaic"),
+        "kernel",
+    ),
+    ("tpu-default-kernel", perfmodel.predict, dict(n=1024, hw="tpu-v5e", dtype="bf16"), "kernel"),
+    (
+        "backward-splits",
+        perfmodel.predict,
+        dict(n=1024, hw="h200", mode="backward", splits=2),
+        "splits",
+    ),
+    (
         "sweep-max-bytes-negative",
         perfmodel.sweep,
         dict(hw="h200", n=[1024], max_bytes=-1),
@@ -574,24 +595,42 @@ def test_out_of_memory_suggests_an_accepted_split() -> None:
 
 def test_missing_peak_says_which_dtype_to_give() -> None:
     with pytest.raises(PerfmodelError, match=r"give dtype='bf16'"):
-        perfmodel.predict(n=1024, hw="tpu-v6e")
+        perfmodel.predict(n=1024, hw="tpu-v6e", kernel="fa2")
 
 
-# --- issue 23, in code being rewritten (prediction, parallel, kernel_config): held by
-# strict xfails until that rewrite is merged and the fix made there ------------------------
-PENDING = pytest.mark.xfail(strict=True, reason="issue 23: fix after the engine rewrite")
-
-
-@PENDING
-@pytest.mark.parametrize(
-    "kwargs",
-    [dict(columns=0), dict(max_bytes=None), dict(max_bytes=math.nan)],
-    ids=["columns-0", "max-bytes-none", "max-bytes-nan"],
-)
-def test_sweep_options_refused(kwargs: dict[str, Any]) -> None:
+# --- issue 23: the combinations once held as strict xfails, each its exact contract -------
+def refused(fn: Any, message: str) -> str:
+    """``fn()`` under the guard raises exactly PerfmodelError with the one-line ``message``
+    (a regular expression matched against the whole message)."""
     with pytest.raises(PerfmodelError) as info:
-        guarded(lambda: perfmodel.sweep("h200", n=[1024], **kwargs))
-    assert type(info.value) is PerfmodelError and next(iter(kwargs)) in str(info.value)
+        guarded(fn)
+    text = str(info.value)
+    assert type(info.value) is PerfmodelError and "\n" not in text, text
+    assert re.fullmatch(message, text), text
+    return text
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(columns=0), r"columns=0 must be a list of result names"),
+        (dict(columns=[1]), r"columns=\[1\] must be a list of result names"),
+        (dict(columns="flash.time_s"), r"columns='flash.time_s' must be a list of result names"),
+        (dict(max_bytes=None), r"max_bytes=None must be a positive integer \(bytes .*\)"),
+        (dict(max_bytes=math.nan), r"max_bytes=nan must be a positive integer \(bytes .*\)"),
+        (dict(max_bytes=0), r"max_bytes=0 must be a positive integer \(bytes .*\)"),
+        (dict(max_bytes=True), r"max_bytes=True must be a positive integer \(bytes .*\)"),
+    ],
+    ids=["columns-0", "columns-int", "columns-str", "max-none", "max-nan", "max-0", "max-true"],
+)
+def test_sweep_options_refused(kwargs: dict[str, Any], message: str) -> None:
+    refused(lambda: perfmodel.sweep("h200", n=[1024], **kwargs), message)
+
+
+def test_sweep_columns_and_size_limit_accepted() -> None:
+    """A generator of names is a list of names; a whole float is a byte count."""
+    r = perfmodel.sweep("h200", n=[1024], columns=(c for c in ["flash.time_s"]), max_bytes=1e9)
+    assert "flash.time_s" in r and "naive.hbm_bytes" not in r
 
 
 def test_sweep_overflow_matches_predict() -> None:
@@ -604,41 +643,116 @@ def test_sweep_overflow_matches_predict() -> None:
 @pytest.mark.parametrize(
     "kwargs",
     [
-        pytest.param(dict(n=7, h=8, tp=2, causal=True), marks=PENDING),
+        dict(n=7, h=8, tp=2, causal=True),  # tp alone: no sequence split, no zig-zag
+        dict(n=7, h=8, tp=2, causal=False),
         # the engine checks cp/tp once (perfmodel.arguments) before the split: these pass
         dict(n=1024, h=8, cp=np.int64(2)),
         dict(n=1024, h=8, tp=2.0),
     ],
-    ids=["odd-n-tp", "cp-numpy", "tp-float"],
+    ids=["odd-n-tp-causal", "odd-n-tp", "cp-numpy", "tp-float"],
 )
 def test_valid_splits_accepted(kwargs: dict[str, Any]) -> None:
-    assert guarded(lambda: perfmodel.predict(hw="h200", **kwargs)).parallel is not None
+    p = guarded(lambda: perfmodel.predict(hw="h200", **kwargs))
+    assert p.parallel is not None and _finite(p.parallel)
+    zigzag = p.parallel.causal and p.parallel.devices > 1
+    assert p.parallel.balance == ("zigzag" if zigzag else "contiguous")
 
 
-@PENDING
+def test_odd_n_under_context_parallelism_still_refused() -> None:
+    refused(
+        lambda: perfmodel.predict(n=7, hw="h200", h=8, cp=2, causal=True),
+        r"n=7 is not divisible by 4 \(zigzag split, cp=2\)",
+    )
+
+
+BACKWARD = (
+    r"{0} is the forward kernel's, not modelled for mode='backward' \(.*\): drop it, or use "
+    r"mode='train' \(its forward half takes it\)"
+)
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        (dict(mode="backward", splits=4), BACKWARD.format("splits=4")),
+        (dict(mode="backward", page_tokens=16), BACKWARD.format("page_tokens=16")),
+        (
+            dict(mode="backward", dtype="fp8", kernel="fa3", fp8_as_run=True),
+            BACKWARD.format("fp8_as_run=True"),
+        ),
+        (
+            dict(hw="tpu-v5e", kernel="pallas-mosaic", dtype="bf16"),
+            r"kernel='pallas-mosaic' runs on sm90 only, not on TPU v5e \(arch=None\); name "
+            r"another family \(perfmodel kernels list\)",
+        ),
+        (
+            dict(hw="a100", kernel="pallas-mosaic"),
+            r"kernel='pallas-mosaic' runs on sm90 only, not on A100 SXM 80GB \(arch='sm80'\);"
+            r" name another family \(perfmodel kernels list\)",
+        ),
+        (
+            dict(hw="tpu-v5p", dtype="bf16"),
+            r"kernel=None on TPU v5p: no kernel family models a TPU kernel \(.*\); name one,"
+            r" e\.g\. kernel='fa2', to cost its launch on this device's roofs",
+        ),
+    ],
+    ids=[
+        "backward-splits",
+        "backward-page-tokens",
+        "backward-fp8-as-run",
+        "mosaic-on-tpu",
+        "mosaic-on-ampere",
+        "tpu-default-kernel",
+    ],
+)
+def test_combinations_that_do_not_apply_refused(kwargs: dict[str, Any], message: str) -> None:
+    refused(lambda: perfmodel.predict(**{"n": 1024, "hw": "h200", **kwargs}), message)
+    sweep_kwargs = {k: v for k, v in kwargs.items() if k != "hw"}
+    hw = kwargs.get("hw", "h200")
+    refused(lambda: perfmodel.sweep(hw, n=[1024, 2048], **sweep_kwargs), message)
+
+
 @pytest.mark.parametrize(
     "kwargs",
     [
-        dict(mode="backward", splits=4),
-        dict(mode="backward", page_tokens=16),
-        # needs the explorer page's launch rule to refuse it too (its test mirrors predict)
-        dict(hw="tpu-v5e", kernel="pallas-mosaic", dtype="bf16"),
-        dict(hw="a100", kernel="pallas-mosaic"),
+        dict(mode="train", splits=4),  # the forward half splits K/V: the time moves
+        dict(hw="h100", kernel="pallas-mosaic"),
+        dict(hw="tpu-v5p", dtype="bf16", kernel="fa2"),
     ],
-    ids=["backward-splits", "backward-page-tokens", "mosaic-on-tpu", "mosaic-on-ampere"],
+    ids=["train-splits", "mosaic-on-hopper", "tpu-named-kernel"],
 )
-def test_combinations_that_do_not_apply_refused(kwargs: dict[str, Any]) -> None:
-    with pytest.raises(PerfmodelError):
-        guarded(lambda: perfmodel.predict(**{"n": 1024, "hw": "h200", **kwargs}))
+def test_combinations_that_apply_accepted(kwargs: dict[str, Any]) -> None:
+    p = guarded(lambda: perfmodel.predict(**{"n": 1024, "hw": "h200", **kwargs}))
+    assert _finite(p) and p.config.kernel == kwargs.get("kernel", "fa2")
+    if "splits" in kwargs:
+        assert p.flash.time_s != perfmodel.predict(n=1024, hw="h200", mode="train").flash.time_s
 
 
-@PENDING
-def test_sweep_on_a_tpu_has_no_nan_l2() -> None:
-    r = perfmodel.sweep("tpu-v5p", n=[1024], dtype="bf16")
-    assert _finite(r["flash.l2_bytes"]) or r["flash.l2_bytes"][0] is None
+def test_sweep_on_a_tpu_has_no_l2_column() -> None:
+    """No L2 on the device: predict's l2_bytes is None and sweep has no such column (as it
+    has no t_l2_s), never a NaN; asking for it names the column."""
+    r = perfmodel.sweep("tpu-v5p", n=[1024], dtype="bf16", kernel="fa2")
+    assert (
+        perfmodel.predict(n=1024, hw="tpu-v5p", dtype="bf16", kernel="fa2").flash.l2_bytes is None
+    )
+    assert not any(k.endswith(("l2_bytes", "t_l2_s")) for k in r)
+    assert _finite(dict(r))
+    refused(
+        lambda: perfmodel.sweep(
+            "tpu-v5p", n=[1024], dtype="bf16", kernel="fa2", columns=["flash.l2_bytes"]
+        ),
+        r"columns=\['flash\.l2_bytes'\] are not results; known: .*",
+    )
 
 
-@PENDING
 def test_printed_sweep_is_a_table() -> None:
-    text = str(perfmodel.sweep("h200", n=[1024, 2048]))
-    assert "array(" not in text and "flash.time_s" in text
+    r = perfmodel.sweep("h200", n=[1024, 2048], causal=[False, True])
+    lines = str(r).splitlines()
+    assert repr(r) == str(r) and "array(" not in str(r)
+    assert lines[0] == "sweep"
+    assert lines[1].split() == ["n", "causal", "kv_len", *SweepResult.SHOWN]
+    assert len(lines) == 2 + len(r) + 1  # title, header, one line a point, the note
+    assert lines[-1].startswith(f"{len(r)} points, {len(r.keys())} columns; fixed: d=128")
+    first = lines[2].split()
+    assert first[:3] == ["1024", "False", "1024"]
+    assert float(first[4]) == pytest.approx(r["flash.time_s"][0], rel=1e-3)

@@ -15,6 +15,7 @@ root included, can create.
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import io
 import json
@@ -24,6 +25,7 @@ import shlex
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from contract_guard import TooSlow, limits
@@ -32,7 +34,7 @@ from hypothesis import strategies as st
 
 import perfmodel
 import perfmodel.cli
-from perfmodel.cli import main
+from perfmodel.cli import build_parser, main
 
 ROOT = Path(__file__).resolve().parents[1]
 SPECS = ROOT / "specs"
@@ -124,7 +126,7 @@ CASES: list[tuple[str, str]] = [
     # predict: names
     ("predict-dtype-unknown", f"{PREDICT} --dtype fp64"),
     ("predict-dtype-empty", f"{PREDICT} --dtype ''"),
-    ("predict-dtype-device-lacks", "predict --n 1024 --hw tpu-v4 --dtype fp8"),
+    ("predict-dtype-device-lacks", "predict --n 1024 --hw tpu-v4 --dtype fp8 --kernel fa2"),
     ("predict-hw-unknown", "predict --n 1024 --hw nope"),
     ("predict-hw-empty", "predict --n 1024 --hw ''"),
     ("predict-calibration-unknown", f"{PREDICT} --calibration nope"),
@@ -276,8 +278,25 @@ CASES: list[tuple[str, str]] = [
     ("explore-out-under-file", "explore --out '{under-file}'"),
     ("explore-measurements-missing", "explore --out '{new}' --measurements '{missing.json}'"),
     ("explore-measurements-binary", "explore --out '{new}' --measurements '{binary.json}'"),
-    ("predict-dtype-tpu-fp16", "predict --n 1024 --hw tpu-v6e --dtype fp16"),
+    ("predict-dtype-tpu-fp16", "predict --n 1024 --hw tpu-v6e --dtype fp16 --kernel fa2"),
+    ("predict-tpu-default-kernel", "predict --n 1024 --hw tpu-v5e"),
+    ("predict-mosaic-on-tpu", "predict --n 1024 --hw tpu-v5e --kernel pallas-mosaic"),
+    ("predict-mosaic-on-ampere", "predict --n 1024 --hw a100 --kernel pallas-mosaic"),
     ("predict-hw-close-match", "predict --n 1024 --hw h20"),
+    # options the chosen form does not read: refused, not ignored
+    ("diagnose-util-with-n", "diagnose --hbm-util 0.5 --sm-util 0.3 --n 4096"),
+    ("diagnose-util-with-hw", "diagnose --hbm-util 0.5 --sm-util 0.3 --hw bogus"),
+    ("diagnose-time-attention-only", "diagnose --time-s 1e-3 --n 4096 --hw h200 --attention-only"),
+    ("explore-host-without-serve", "explore --out {new}/x.html --host 0.0.0.0"),
+    ("explore-port-without-serve", "explore --out {new}/x.html --port 9000"),
+    ("explore-serve-host-unknown", "explore --out {new}/x.html --serve --host 'no such host!'"),
+    ("calibrate-profiles-without-sweep", "calibrate --out {new}.toml --profiles {new}"),
+    ("calibrate-sections-empty", "calibrate --out {new}.toml --sections ,"),
+    ("report-out-empty", "report --hw h200 --out ''"),
+    ("validate-holdout-with-fit", "validate $MEASURED --holdout run=heldout --fit"),
+    ("validate-holdout-with-runs", "validate $MEASURED --holdout run=heldout --runs sweep"),
+    ("validate-published-without-holdout", "validate $MEASURED --published"),
+    ("validate-runs-empty", "validate $MEASURED --runs ,"),
     ("kernels-show-unknown", "kernels show fa-2"),
     ("kernels-no-verb", "kernels"),
     ("calibrate-out-folder", "calibrate --out '{regular-file}/'"),
@@ -504,9 +523,19 @@ def test_hw_show_units_as_the_sources_state_them() -> None:
 
 
 def test_predict_on_a_tpu_takes_its_own_dtype() -> None:
-    code, out, err = run_cli(["predict", "--n", "1024", "--hw", "tpu-v6e"])
+    code, out, err = run_cli(["predict", "--n", "1024", "--hw", "tpu-v6e", "--kernel", "fa2"])
     assert code == 0, err
     assert "bf16" in out.splitlines()[0], out
+
+
+def test_predict_on_a_tpu_names_a_kernel_to_give() -> None:
+    """No family models a TPU kernel: the default is refused, saying what to give."""
+    code, _, err = run_cli(["predict", "--n", "1024", "--hw", "tpu-v6e"])
+    assert_one_line_exit_2(code, err)
+    kernel = re.search(r"e\.g\. kernel='([\w-]+)'", err)
+    assert kernel and "no kernel family models a TPU kernel" in err, err
+    argv = ["predict", "--n", "1024", "--hw", "tpu-v6e", "--kernel", kernel.group(1)]
+    assert run_cli(argv)[0] == 0
 
 
 def test_diagnose_of_a_flash_run_does_not_recommend_flash() -> None:
@@ -584,3 +613,77 @@ def test_other_commands_any_option_value(where: tuple[str, str], value: str) -> 
         assert err == "" and " nan" not in out and " inf" not in out, out
     else:
         assert_one_line_exit_2(code, err)
+
+
+def test_odd_n_under_tensor_parallelism_accepted() -> None:
+    """tp alone splits heads, not the sequence: an odd n is valid (no zig-zag halves)."""
+    argv = ["predict", "--n", "7", "--hw", "h200", "--h", "8", "--tp", "2", "--causal"]
+    code, out, err = run_cli(argv)
+    assert code == 0, err
+    assert "split cp=1 ring (contiguous) x tp=2" in out, out
+
+
+# --- every option of every command, read from the parser ----------------------------------
+#: A valid, quick command line per command (hw and kernels take names: their options are
+#: the --json flag only); every option below is tried on it.
+BASE = {
+    "predict": "predict --n 1024 --hw h200",
+    "estimate": "estimate --model llama-3.1-8b --hw h200",
+    "validate": "validate $MEASURED",
+    "calibrate": "calibrate --out {new}.toml --interpret",
+    "report": "report --hw h200 --out {new}",
+    "explore": "explore --out {new}/x.html --hw h200 --dtype bf16 --d 128 --heads 1:1 --batch 1",
+    "diagnose": "diagnose --hbm-util 0.5 --sm-util 0.3",
+    "advise": "advise --workload contract-review --hw h200",
+}
+
+
+def _value_options() -> list[tuple[str, str, Any]]:
+    """(command, option, its type) of every option that takes a value."""
+    out = []
+    for command, sub in main_parser_commands().items():
+        for action in sub._actions:
+            if (
+                action.option_strings
+                and action.nargs != 0
+                and "--help" not in action.option_strings
+            ):
+                out.append((command, action.option_strings[-1], action.type))
+    return out
+
+
+def main_parser_commands() -> dict[str, argparse.ArgumentParser]:
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return dict(sub.choices)
+
+
+#: Values no option accepts: empty text for every option; for a number, also these.
+NUMBER_VALUES = ("nan", "inf", "-1", "abc", "1e999")
+OPTION_CASES = [
+    (command, option, value)
+    for command, option, kind in _value_options()
+    for value in ("", *(NUMBER_VALUES if kind in (int, float) else ()))
+]
+
+
+def test_every_command_has_a_base_line() -> None:
+    with_options = {c for c, _, _ in _value_options()}
+    assert with_options == set(BASE), with_options ^ set(BASE)
+
+
+@pytest.mark.parametrize(
+    ("command", "option", "value"),
+    OPTION_CASES,
+    ids=[f"{c}{o}={v or 'empty'}" for c, o, v in OPTION_CASES],
+)
+def test_every_option_refuses_what_no_option_accepts(
+    command: str, option: str, value: str, tmp_path: Path
+) -> None:
+    """Every option of every command (read from the parser, so a new one is covered):
+    an empty value, and a non-finite, negative, non-numeric or overflowing number, exit 2
+    in one line before any work, leaving nothing behind."""
+    argv = _argv(BASE[command], {}, tmp_path / "new") + [option, value]
+    code, _, err = run_cli(argv)
+    assert_one_line_exit_2(code, err)
+    assert not any(tmp_path.iterdir()), "a refused command wrote something"

@@ -78,7 +78,7 @@ def test_l2_keeps_the_lower_bound_under_the_known_measurement():
 
 
 def test_tpu_has_no_l2_level():
-    p = predict(n=4096, hw="tpu-v5e", dtype="bf16")
+    p = predict(n=4096, hw="tpu-v5e", dtype="bf16", kernel="fa2")
     assert p.flash.l2_bytes is None
     assert p.flash.hbm_bytes == p.flash.hbm_bytes_no_cache
 

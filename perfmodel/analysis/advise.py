@@ -23,7 +23,7 @@ Thresholds are constants below; the reasons quote the numbers they were applied 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -75,14 +75,16 @@ def _pct(x: float) -> str:
 
 
 # --- FlashAttention-2 -------------------------------------------------------------------
-def prefill_breakdown(spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: list[int]) -> dict:
+def prefill_breakdown(
+    spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: list[int]
+) -> dict[str, Any]:
     """Per prompt length: attention (naive, flash) and the rest of prefill, in seconds,
     from the whole-model estimate (:func:`perfmodel.analysis.estimate.estimate`, batch 1)."""
     from perfmodel.analysis.estimate import estimate
 
     cols: dict[str, list[float]] = {k: [] for k in ("naive", "flash", "rest", "scratch")}
     for n in prompt:
-        kw = dict(prompt=int(n), output=1, batch=1, dtype=dtype, check_memory=False)
+        kw: dict[str, Any] = dict(prompt=int(n), output=1, batch=1, dtype=dtype, check_memory=False)
         naive = estimate(spec, hw, attention="naive", **kw)
         flash = estimate(spec, hw, attention="flash", **kw)
         cols["naive"].append(naive.prefill.attention_s)
@@ -101,7 +103,9 @@ def prefill_breakdown(spec: ModelSpec, hw: HardwareSpec, dtype: str, prompt: lis
     }
 
 
-def _flash_advice(spec, hw, wl, dtype, budget) -> Recommendation:
+def _flash_advice(
+    spec: ModelSpec, hw: HardwareSpec, wl: Workload, dtype: str, budget: float
+) -> Recommendation:
     prompt = wl.tokens("prompt")
     keys = list(prompt)
     p = prefill_breakdown(spec, hw, dtype, list(prompt.values()))
@@ -140,7 +144,9 @@ def _flash_advice(spec, hw, wl, dtype, budget) -> Recommendation:
 
 
 # --- PagedAttention ---------------------------------------------------------------------
-def _paged_advice(spec, wl, dtype, kv: dict[str, Allocation], held) -> Recommendation:
+def _paged_advice(
+    spec: ModelSpec, wl: Workload, dtype: str, kv: dict[str, Allocation], held: Any
+) -> Recommendation:
     contig, paged = kv["contiguous"], kv["paged"]
     lost = 1.0 - contig.max_concurrency / max(paged.max_concurrency, 1)
     overhead = float(np.mean(paging_overhead(spec, dtype, tokens=held, page_tokens=PAGE_TOKENS)))

@@ -37,16 +37,16 @@ from perfmodel.arguments import PositiveInt, Real
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import load_kernel
-from perfmodel.compile import compiled
+from perfmodel.compile import Compiled, compiled
 from perfmodel.costs import symbolic
 from perfmodel.costs import terms as t
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, roof_fractions, roof_rates, shape_values
+from perfmodel.evaluate import roof_fractions, roof_rates, shape_values
 from perfmodel.prediction import calibration_profiles, predict, sweep
-from perfmodel.roofline import combine
+from perfmodel.roofline import Num, combine
 from perfmodel.shape import Shape
 from perfmodel.symbols import m, n
-from perfmodel.vocabulary import ROOFS
+from perfmodel.vocabulary import ALGORITHMS, ROOFS
 
 #: One rate symbol per roof (FLOP/s, exp/s or bytes/s), for the symbolic limit.
 RATE = {r: sp.Symbol(f"R_{r}", positive=True) for r in ROOFS}
@@ -108,7 +108,7 @@ def along_n(
 
 
 @functools.cache
-def _io_bytes():
+def _io_bytes() -> Compiled:
     return compiled(t.q_bytes + t.k_bytes + t.v_bytes + t.o_bytes)
 
 
@@ -126,7 +126,8 @@ def speedup_at(
     if metric not in ("time_s", "t_lower_s"):
         raise PerfmodelError(f"metric={metric!r} must be 'time_s' or 't_lower_s'")
     cols = along_n(hw, n_values, shape, calibration, window, **kw)
-    return cols[f"naive.{metric}"] / cols[f"flash.{metric}"]
+    ratio: np.ndarray = cols[f"naive.{metric}"] / cols[f"flash.{metric}"]
+    return ratio
 
 
 # --- the crossover ------------------------------------------------------------------
@@ -248,7 +249,7 @@ def _eventually(cond: sp.Basic) -> bool:
 
 
 @functools.cache
-def leading_coefficients(algorithm: str, causal: bool = False, l2: bool = True) -> dict:
+def leading_coefficients(algorithm: str, causal: bool = False, l2: bool = True) -> dict[str, Any]:
     """Per kernel, per roof: lim work/n² as n→∞ (sympy, in the shape symbols).
 
     >>> leading_coefficients("naive")["softmax"]["hbm"]
@@ -276,7 +277,7 @@ class Asymptote:
 
 
 def _limit_time(
-    coeffs: dict, values: dict, rates: dict, overlap: float = 1.0
+    coeffs: dict[str, Any], values: dict[str, Any], rates: dict[str, Any], overlap: float = 1.0
 ) -> tuple[sp.Expr, sp.Expr, list[str]]:
     """Σ_kernels (roofs combined as the estimate does), symbolic and numeric, with each
     kernel's binding roof. Per-block and launch costs vanish as n → ∞."""
@@ -312,12 +313,13 @@ def asymptotic_speedup(
     predict(n=n_big, hw=spec, **shape.kwargs(n_big))  # checks the shape
     profiles = calibration_profiles(calibration, spec, family)
     values = _sym_values(shape, spec)
-    parts, roofs = {}, {}
+    parts: dict[str, tuple[Any, Any]] = {}
+    roofs: dict[str, list[str]] = {}
     for a in ALGORITHMS:
         # each roof's fraction as the estimate takes it: the matmul's at the head dim and,
         # for fp16, at the measured fp16/bf16 rate ratio (``evaluate.roof_fractions``)
         fractions = roof_fractions(profiles[a], float(shape.d), float(shape.dtype == "fp16"))
-        eff = {r: fractions[r] if metric == "time_s" else 1.0 for r in ROOFS}
+        eff: dict[str, Num] = {r: fractions[r] if metric == "time_s" else 1.0 for r in ROOFS}
         raw = roof_rates(spec, spec.peak(shape.dtype))
         rates = {r: (rate * eff[r] if rate else None) for r, rate in raw.items()}
         coeffs = leading_coefficients(a, shape.causal, spec.l2_bytes is not None)
@@ -379,14 +381,14 @@ def window_gain(
     spec, shape = load_hardware(hw), _shape(shape, kw)
     big = 1 << 20
     ns = np.asarray([*n_values, big, 2 * big])
-    args = dict(metric=metric, shape=shape, window=window)
+    args: dict[str, Any] = dict(metric=metric, shape=shape, window=window)
     cols = along_n(spec, ns, shape, window=window)
     naive, flash = cols[f"naive.{metric}"], cols[f"flash.{metric}"]
     # t_naive ~ A·n², t_flash ~ B·n: A from t(2N) - t(N) = 3·A·N², B from t(2N) - t(N) = B·N
     per_token = float((naive[-1] - naive[-2]) / (3 * big**2) / ((flash[-1] - flash[-2]) / big))
     dense = speedup_at(spec, ns[:-2], metric=metric, shape=shape)
     top = int(max(n_values))
-    scan = dict(n_max=top, sustained=sustained)
+    scan: dict[str, Any] = dict(n_max=top, sustained=sustained)
     dense_x = crossover_n(spec, threshold, metric=metric, shape=shape, **scan)
     # Up to n = window + 1 every query sees all its keys: the window changes nothing there
     reach = window + 1

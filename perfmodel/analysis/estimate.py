@@ -34,10 +34,12 @@ from __future__ import annotations
 
 import html
 import math
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from perfmodel import roofline
+from perfmodel import roofline, symbols
 from perfmodel.analysis.kvcache import kept_tokens, layer_groups
 from perfmodel.arguments import MAX_TOKENS, PARAMETERS, Choice, Flag, Param, PositiveInt
 from perfmodel.catalog.calibration import Calibration, known_calibrations, load_calibration
@@ -51,6 +53,10 @@ from perfmodel.evaluate import KernelRoofs, estimate_time, roof_rates
 from perfmodel.results import html_table, markdown_table
 from perfmodel.units import si
 from perfmodel.vocabulary import ROOFS, Roof, symbol_values
+
+if TYPE_CHECKING:
+    from perfmodel.analysis.kvcache import DecodeStep
+    from perfmodel.results import AlgorithmPrediction
 
 #: Attention algorithms: naive (S and P through HBM) and FlashAttention-2.
 ATTENTION = {"naive": "naive", "flash": "flash", "fa2": "flash", "flash2": "flash"}
@@ -197,7 +203,7 @@ class Estimate:
         """Output tokens per second over the whole request, prefill included."""
         return self.batch * self.output / self.latency_s
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out = asdict(self)
         for phase in ("prefill", "decode"):
             p = getattr(self, phase)
@@ -246,7 +252,7 @@ ARGUMENTS: dict[str, Param] = {
 }
 
 
-def check_arguments(**values: object) -> dict:
+def check_arguments(**values: object) -> dict[str, Any]:
     """Each of estimate's arguments checked as :data:`ARGUMENTS` declares; returns them."""
     return {k: ARGUMENTS[k].scalar(k, v) for k, v in values.items()}
 
@@ -313,7 +319,7 @@ def _values(
 def _operator(
     kernel: Kernel,
     count: int,
-    values: dict,
+    values: dict[str, Any],
     device: HardwareSpec,
     dtype: str,
     calibration: Calibration,
@@ -334,13 +340,15 @@ def _operator(
         count=count,
         flops=count * (roofs[Roof.MATMUL] + roofs[Roof.VECTOR]),
         hbm_bytes=count * roofs[Roof.HBM],
-        t_lower_s=count * roofline.lower_bound(times),
-        time_s=count * time,
+        t_lower_s=count * float(roofline.lower_bound(times)),  # one kernel: numbers
+        time_s=count * float(time),
         roof=roofline.binding_roof(times),
     )
 
 
-def _layer_operators(spec, device, dtype, rows, head_rows) -> list[Operator]:
+def _layer_operators(
+    spec: ModelSpec, device: HardwareSpec, dtype: str, rows: int, head_rows: int
+) -> list[Operator]:
     default = load_calibration("default")
     mla = spec.mla is not None
     ops = []
@@ -353,7 +361,7 @@ def _layer_operators(spec, device, dtype, rows, head_rows) -> list[Operator]:
     return ops + [_operator(k, 1, values, device, dtype, default) for k in tf.once_per_forward()]
 
 
-def _summed(name: str, count: int, side) -> Operator:
+def _summed(name: str, count: int, side: AlgorithmPrediction | DecodeStep) -> Operator:
     """``count`` launches of one attention result (a ``predict`` side or a decode step)."""
     return Operator(
         name=name,
@@ -376,17 +384,28 @@ def _attention_name(window: int | None) -> str:
     return "attention" if window is None else LOCAL_ATTENTION
 
 
-def _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, variant):
+def _prefill_attention(
+    spec: ModelSpec,
+    device: HardwareSpec,
+    dtype: str,
+    prompt: int,
+    batch: int,
+    algorithm: str,
+    impl: str | None,
+    variant: str,
+) -> tuple[tuple[Operator, ...], float]:
     """Prefill attention per layer kind (global, and local under its window), plus MLA's
     decompression of K and V; and the largest attention scratch of one layer."""
     from perfmodel.costs import mla
     from perfmodel.prediction import predict
 
-    heads = dict(d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads)
+    heads: dict[str, Any] = dict(d=spec.head_dim, h=spec.heads, h_kv=spec.kv_heads)
     if spec.mla is not None:  # non-absorbed: ordinary attention at the mean head dim
         heads = mla.prefill_attention_shape(spec.mla.qk_head_dim, spec.mla.v_head_dim, spec.heads)
-    ops, scratch = [], 0.0
+    ops: list[Operator] = []
+    scratch = 0.0
     for window, count in layer_groups(spec):
+        masked: dict[str, Any] = {} if window is None else {"window": window}
         p = predict(
             n=prompt,
             hw=device,
@@ -396,7 +415,7 @@ def _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, vari
             causal=True,
             calibration=_profile(device, impl),
             naive=variant,
-            **({} if window is None else {"window": window}),
+            **masked,
         )
         side = p.flash if algorithm == "flash" else p.naive
         ops.append(_summed(_attention_name(window), count, side))
@@ -404,7 +423,7 @@ def _prefill_attention(spec, device, dtype, prompt, batch, algorithm, impl, vari
     if spec.mla is not None:
         values = _values(spec, dtype, batch * prompt, batch)
         default = load_calibration("default")
-        for kernel in (mla.decompress(tf.rows), mla.expand_rope(tf.rows)):
+        for kernel in (mla.decompress(symbols.rows), mla.expand_rope(symbols.rows)):
             ops.append(_operator(kernel, spec.layers, values, device, dtype, default))
     return tuple(ops), scratch
 
@@ -434,7 +453,15 @@ def decode_splits(device: HardwareSpec, batch: int, kv_heads: int, context: int,
     return int(compiled(decode.paged_splits())(**values, resident_ctas=resident))
 
 
-def _decode_attention(spec, device, dtype, batch, context, kv, page_tokens):
+def _decode_attention(
+    spec: ModelSpec,
+    device: HardwareSpec,
+    dtype: str,
+    batch: int,
+    context: int,
+    kv: str,
+    page_tokens: int,
+) -> tuple[Operator, ...]:
     """One decode step's attention per layer kind: a local layer reads the last
     ``window + 1`` tokens of its cache at most; MLA reads its latent cache (absorbed)."""
     from perfmodel.analysis.kvcache import decode_step
@@ -461,7 +488,9 @@ def _decode_attention(spec, device, dtype, batch, context, kv, page_tokens):
     return tuple(ops)
 
 
-def _latent_decode(spec, device, dtype, batch, context) -> tuple[Operator, ...]:
+def _latent_decode(
+    spec: ModelSpec, device: HardwareSpec, dtype: str, batch: int, context: int
+) -> tuple[Operator, ...]:
     """MLA decode, absorbed (FlashMLA's form): ``q·W_UK``, attention over the latent
     cache, ``·W_UV`` (``perfmodel.costs.mla``), at the default profile."""
     from perfmodel.costs import mla
@@ -751,7 +780,7 @@ _PHASE_WIDTHS = (-14, 6, 12, 12, 9, 8, 11, 11, 8)  #: text column widths; negati
 
 def _phase_rows(phase: Phase) -> list[tuple[str, ...]]:
     """One phase's per-operator cells, then its total (text, HTML and markdown share them)."""
-    rows = [
+    rows: list[tuple[str, ...]] = [
         (
             op.name,
             str(op.count),
@@ -774,7 +803,7 @@ def _phase_rows(phase: Phase) -> list[tuple[str, ...]]:
 
 
 def _phase_lines(phase: Phase) -> list[str]:
-    def line(cells) -> str:
+    def line(cells: Sequence[str]) -> str:
         return (
             "  "
             + "".join(
@@ -851,7 +880,15 @@ def estimate_markdown(e: Estimate) -> str:
 
 
 # --- sweeps -------------------------------------------------------------------------
-def estimate_sweep(model, hw, *, prompt, batch, kernel=None, **kwargs) -> list[dict]:
+def estimate_sweep(
+    model: str | Path | ModelSpec,
+    hw: str | Path | HardwareSpec,
+    *,
+    prompt: Any,
+    batch: Any,
+    kernel: str | None = None,
+    **kwargs: Any,
+) -> list[dict[str, Any]]:
     """Naive and flash over a list of prompt lengths or batch sizes (one of the two).
 
     One row per (value, attention); a point that does not fit is kept, marked
@@ -899,7 +936,7 @@ def estimate_sweep(model, hw, *, prompt, batch, kernel=None, **kwargs) -> list[d
     return rows
 
 
-def sweep_table(rows: list[dict], over: str) -> str:
+def sweep_table(rows: list[dict[str, Any]], over: str) -> str:
     """Naive against flash per swept value: TTFT, prefill tokens/s, TPOT, memory."""
     head = (
         f"{over:>7} {'attention':>9} {'TTFT':>10} {'prompt tok/s':>13} {'attn share':>10} "

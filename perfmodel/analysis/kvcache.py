@@ -151,7 +151,11 @@ def kv_bytes_per_token(model: str | ModelSpec, dtype: str) -> float:
 
 
 def kv_cache_bytes(
-    model: str | ModelSpec, dtype: str, tokens, batch=1, page_tokens: int | None = None
+    model: str | ModelSpec,
+    dtype: str,
+    tokens: Any,
+    batch: Any = 1,
+    page_tokens: int | None = None,
 ) -> np.ndarray:
     """``2·layers·h_kv·d·tokens·batch·s``: the cache of ``batch`` sequences of ``tokens``
     (a local layer: its window's tokens); with ``page_tokens``, the whole pages they take."""
@@ -160,10 +164,11 @@ def kv_cache_bytes(
     batch = check(batch=batch, page_tokens=page_tokens)["batch"]
     paged = {} if page_tokens is None else {"page_tokens": page_tokens}
     expr = _cache(spec, paged=page_tokens is not None)
-    return batch * compiled(expr)(**_values(spec, dtype, kv_len=tokens, **paged))
+    cache: np.ndarray = batch * compiled(expr)(**_values(spec, dtype, kv_len=tokens, **paged))
+    return cache
 
 
-def _positive(name: str, value) -> np.ndarray:
+def _positive(name: str, value: Any) -> np.ndarray:
     """Token counts (samples of a distribution): positive finite numbers, not booleans,
     at most ``MAX_TOKENS``."""
     try:
@@ -239,7 +244,9 @@ def allocations(
     }
 
 
-def paging_overhead(model: str | ModelSpec, dtype: str, *, tokens, page_tokens: int = 16):
+def paging_overhead(
+    model: str | ModelSpec, dtype: str, *, tokens: Any, page_tokens: int = 16
+) -> Any:
     """Extra decode HBM traffic of paging (block-table reads) as a fraction of K/V bytes."""
     spec = load_model(model)
     values = _values(spec, dtype, h=spec.heads, q_len=1, batch=1, page_tokens=page_tokens)
@@ -323,6 +330,7 @@ def decode_step(
         calibration=calibration,
     )
     c, f = p.config, p.flash
+    assert c.block_q is not None and c.splits is not None and c.pack is not None  # resolved
     work_items = batch * (h // c.pack) * math.ceil(q_len * c.pack / c.block_q) * c.splits
     return DecodeStep(
         kernel=c.kernel,

@@ -13,7 +13,7 @@ from __future__ import annotations
 import functools
 import os
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -21,6 +21,10 @@ from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.fields import Fraction, Overhead, PositiveFraction, Ratio
 from perfmodel.catalog.registry import read_toml
 from perfmodel.errors import PerfmodelError
+
+if TYPE_CHECKING:  # both import this module
+    from perfmodel.catalog.hardware import HardwareSpec
+    from perfmodel.catalog.kernels import KernelFamily
 
 
 class Calibration(BaseModel):
@@ -105,7 +109,9 @@ def load_calibration(calibration: str | Path | Calibration | None) -> Calibratio
 CEILINGS = ("measured", "datasheet")
 
 
-def family_default(family, hw, ceilings: str = "measured") -> Calibration:
+def family_default(
+    family: KernelFamily, hw: HardwareSpec, ceilings: str = "measured"
+) -> Calibration:
     """The unfitted profile of one kernel family on one device: the fractions of each
     roof the device's microbenchmarks reach (measured ceilings; the tensor-core rate of
     the family's instruction by head dim), else ``default``'s datasheet deratings (and
@@ -117,7 +123,7 @@ def family_default(family, hw, ceilings: str = "measured") -> Calibration:
     return _FAMILY_DEFAULTS[key]
 
 
-def naive_default(hw, ceilings: str = "measured") -> Calibration:
+def naive_default(hw: HardwareSpec, ceilings: str = "measured") -> Calibration:
     """The unfitted profile of the naive side (library GEMMs and XLA fusions): the
     device's measured ceilings where it has them (cuBLAS GEMM, HBM copy), else
     ``default``."""
@@ -133,10 +139,10 @@ def naive_default(hw, ceilings: str = "measured") -> Calibration:
     return _FAMILY_DEFAULTS[key]
 
 
-_FAMILY_DEFAULTS: dict[tuple, Calibration] = {}
+_FAMILY_DEFAULTS: dict[tuple[str, ...], Calibration] = {}
 
 
-def _measured(hw, family, ceilings: str) -> dict:
+def _measured(hw: HardwareSpec, family: KernelFamily | None, ceilings: str) -> dict[str, Any]:
     """The measured fractions of ``hw`` for ``family`` (None: the naive side), or {}."""
     if ceilings not in CEILINGS:
         raise PerfmodelError(f"ceilings={ceilings!r}; known: {', '.join(CEILINGS)}")
@@ -152,7 +158,7 @@ def _measured(hw, family, ceilings: str) -> dict:
     return out
 
 
-def _family_default(family, hw, ceilings: str) -> Calibration:
+def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Calibration:
     base = _load_named("default")
     matmul = base.matmul_efficiency
     if family.matmul == "mma" and hw.warp_mma_fraction is not None:

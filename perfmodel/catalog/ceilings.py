@@ -310,7 +310,7 @@ def fp16_ratio(c: Ceilings, family: KernelFamily) -> float | None:
     """The median, over the family's tiles measured in both dtypes, of the fp16 rate over
     the bf16 rate (None: no tile measured in both)."""
 
-    def key(r: TensorCoreRate) -> tuple:
+    def key(r: TensorCoreRate) -> tuple[Any, ...]:
         return (r.instruction, r.lowering, r.m, r.n, r.k, r.warps, r.operands)
 
     bf16 = {key(r): r.flops_per_s for r in tensor_rows(c, family, "bf16")}

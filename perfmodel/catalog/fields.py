@@ -27,6 +27,7 @@ refuse what no device has, not what a new one might.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, StrictBool
@@ -45,8 +46,9 @@ __all__ = [
     "PositiveFraction",
     "Ratio",
     "Seconds",
-    "between",
-    "count_between",
+    "INTEGER",
+    "NUMBER",
+    "within",
 ]
 
 #: A boolean written as a boolean (TOML ``true``, JSON ``true``), never 1 or "yes".
@@ -71,7 +73,7 @@ def _integer(value: Any) -> int:
     return int(value)
 
 
-def _range(low: float, high: float, *, open_low: bool, unit: str):
+def _range(low: float, high: float, *, open_low: bool, unit: str) -> Callable[[float], float]:
     shown = f"{'above' if open_low else 'at least'} {low:g}{unit} and at most {high:g}{unit}"
 
     def check(value: float) -> float:
@@ -82,43 +84,39 @@ def _range(low: float, high: float, *, open_low: bool, unit: str):
     return check
 
 
-def between(low: float, high: float, *, open_low: bool = False, unit: str = "") -> Any:
-    """A finite float in ``[low, high]`` (``(low, high]`` with ``open_low``)."""
-    return Annotated[
-        float,
-        BeforeValidator(_number),
-        AfterValidator(_range(low, high, open_low=open_low, unit=unit)),
-    ]
+#: Before a range check: a finite float, or a whole number for a count (never a bool or
+#: text); a field is ``Annotated[float, NUMBER, within(0, 1)]``.
+NUMBER = BeforeValidator(_number)
+INTEGER = BeforeValidator(_integer)
 
 
-def count_between(low: int, high: int, *, unit: str = "") -> Any:
-    """An integer in ``[low, high]``."""
-    return Annotated[
-        int, BeforeValidator(_integer), AfterValidator(_range(low, high, open_low=False, unit=unit))
-    ]
+def within(low: float, high: float, *, open_low: bool = False, unit: str = "") -> AfterValidator:
+    """The range check of a number field: ``[low, high]`` (``(low, high]`` with
+    ``open_low``), its message in ``unit``."""
+    return AfterValidator(_range(low, high, open_low=open_low, unit=unit))
 
 
 #: Any finite number (a fit statistic, a relative error).
-Finite = Annotated[float, BeforeValidator(_number)]
+Finite = Annotated[float, NUMBER]
 #: Matrix, vector and special-function rates: 1 GFLOP/s to 1 EFLOP/s.
-FlopsPerSecond = between(1e9, 1e18, unit=" FLOP/s")
+FlopsPerSecond = Annotated[float, NUMBER, within(1e9, 1e18, unit=" FLOP/s")]
 #: Memory, cache and link bandwidths, and measured copy rates: 1 MB/s to 10 PB/s.
-BytesPerSecond = between(1e6, 1e16, unit=" B/s")
+BytesPerSecond = Annotated[float, NUMBER, within(1e6, 1e16, unit=" B/s")]
 #: Byte sizes (memory capacity, SRAM, caches): 1 B to 1 PiB.
-ByteCount = count_between(1, 2**50, unit=" B")
+ByteCount = Annotated[int, INTEGER, within(1, 2**50, unit=" B")]
 #: Counts of hardware units, heads, layers, tiles, warps, stages: 1 to 2^31.
-Count = count_between(1, 2**31)
+Count = Annotated[int, INTEGER, within(1, 2**31)]
 #: A count that may be zero (timed runs, peak bytes).
-NonNegativeCount = count_between(0, 2**62)
+NonNegativeCount = Annotated[int, INTEGER, within(0, 2**62)]
 #: Fixed costs (a launch gap, a latency, a host dispatch): 0 to 1 s.
-Overhead = between(0.0, 1.0, unit=" s")
+Overhead = Annotated[float, NUMBER, within(0.0, 1.0, unit=" s")]
 #: A latency that time is divided by: above 0, at most 1 s.
-Latency = between(0.0, 1.0, open_low=True, unit=" s")
+Latency = Annotated[float, NUMBER, within(0.0, 1.0, open_low=True, unit=" s")]
 #: A measured time: above 0, at most 10^6 s (the largest time ``diagnose`` accepts).
-Seconds = between(0.0, 1e6, open_low=True, unit=" s")
+Seconds = Annotated[float, NUMBER, within(0.0, 1e6, open_low=True, unit=" s")]
 #: A share of a roof reached, or of a whole: (0, 1].
-PositiveFraction = between(0.0, 1.0, open_low=True)
+PositiveFraction = Annotated[float, NUMBER, within(0.0, 1.0, open_low=True)]
 #: A share that may be zero: [0, 1].
-Fraction = between(0.0, 1.0)
+Fraction = Annotated[float, NUMBER, within(0.0, 1.0)]
 #: A non-negative dimensionless figure (tiles of overhead, a clock ratio): 0 to 10^6.
-Ratio = between(0.0, 1e6)
+Ratio = Annotated[float, NUMBER, within(0.0, 1e6)]

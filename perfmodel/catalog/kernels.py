@@ -28,13 +28,13 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.catalog import registry as _registry
-from perfmodel.catalog.fields import Count, Flag, count_between
+from perfmodel.catalog.fields import INTEGER, Count, Flag, within
 from perfmodel.catalog.fields import NonNegativeCount as NonNegative
 from perfmodel.errors import PerfmodelError
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
 #: Warps of a block that only load (FA-3's producer warpgroup: 4): 0 to 32.
-ProducerWarps = count_between(0, 32)
+ProducerWarps = Annotated[int, INTEGER, within(0, 32)]
 #: Fields that name or describe a family rather than state a fact about it.
 _LABELS = {"name", "aliases", "description", "algorithm", "sources", "assumed"}
 
@@ -247,6 +247,8 @@ class KernelFamily(BaseModel):
     #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
     softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
     tiles: tuple[Tile, ...] = ()
+    #: Compute capabilities the family's kernels run on ("sm90"); empty: any device.
+    archs: tuple[str, ...] = ()
     #: FP8 attention as the family runs it; None: the family has no FP8 kernel.
     fp8: Fp8 | None = None
     #: The backward as the family runs it; None: none stated (costed as FlashAttention-2's).
@@ -376,7 +378,7 @@ class KernelFamily(BaseModel):
 
 #: ``backward_of``'s views by the identity of the family and the point's (d, causal, arch),
 #: the family kept alive beside them.
-_BACKWARD_VIEWS: dict[tuple, tuple[KernelFamily, tuple[KernelFamily, DqRule]]] = {}
+_BACKWARD_VIEWS: dict[tuple[Any, ...], tuple[KernelFamily, tuple[KernelFamily, DqRule]]] = {}
 
 
 def backward_of(

@@ -15,17 +15,18 @@ from __future__ import annotations
 
 import functools
 from pathlib import Path
+from typing import Annotated
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from perfmodel.catalog import registry as _registry
-from perfmodel.catalog.fields import Count, Flag, NonNegativeCount, count_between
+from perfmodel.catalog.fields import INTEGER, Count, Flag, NonNegativeCount, within
 from perfmodel.vocabulary import bytes_per_element
 
 #: Largest relative gap allowed between the stated and the counted parameter number.
 PARAMS_TOLERANCE = 0.01
 #: Parameters of one model: 1 to 10^15.
-Params = count_between(1, 10**15)
+Params = Annotated[int, INTEGER, within(1, 10**15)]
 
 
 class LatentAttention(BaseModel):

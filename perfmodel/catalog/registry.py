@@ -33,7 +33,7 @@ MAX_FILE_BYTES = 64 * 2**20
 MAX_DEPTH = 32
 
 
-def read_text(path: str | os.PathLike, what: str) -> str:
+def read_text(path: str | os.PathLike[str], what: str) -> str:
     """A data file's text; every failure names the path and says what is wrong."""
     shown = repr(str(path))
     try:
@@ -58,7 +58,7 @@ def read_text(path: str | os.PathLike, what: str) -> str:
 
 
 def parse(
-    text: str, path: str | os.PathLike, what: str, loads: Callable[[str], Any] = tomllib.loads
+    text: str, path: str | os.PathLike[str], what: str, loads: Callable[[str], Any] = tomllib.loads
 ) -> Any:
     """``loads(text)`` (TOML by default, or a JSON reader), nested at most MAX_DEPTH deep;
     a syntax error names the file, on one line."""
@@ -90,7 +90,7 @@ def _depth(data: Any) -> int:
     return deepest
 
 
-def parse_model(model: type[M], data: Any, path: str | os.PathLike, what: str) -> M:
+def parse_model(model: type[M], data: Any, path: str | os.PathLike[str], what: str) -> M:
     """``model.model_validate(data)``; a wrong schema names the first bad field, on one line."""
     try:
         return model.model_validate(data)

@@ -11,19 +11,19 @@ import functools
 import math
 import re
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict, model_validator
 
 from perfmodel.catalog import registry as _registry
-from perfmodel.catalog.fields import Count, between
+from perfmodel.catalog.fields import NUMBER, Count, within
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
 #: A length quantile: above 0, at most 2^40 tokens or characters.
-Length = between(0.0, 2.0**40, open_low=True)
+Length = Annotated[float, NUMBER, within(0.0, 2.0**40, open_low=True)]
 #: Characters per token of a tokenizer: above 0, at most 1000.
-CharsPerToken = between(0.0, 1e3, open_low=True)
+CharsPerToken = Annotated[float, NUMBER, within(0.0, 1e3, open_low=True)]
 _QUANTILE = re.compile(r"p(\d{1,2}(?:\.\d+)?)")
 
 

@@ -6,7 +6,7 @@ import argparse
 import json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("advise", help="FlashAttention-2 vs PagedAttention priority for a workload")
     p.add_argument(
         "--workload",

@@ -17,12 +17,17 @@ import math
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfmodel.catalog.calibration import Calibration
+    from perfmodel.catalog.hardware import HardwareSpec
 
 #: The ceilings script's sections (pallas_kernels/ceilings.py SECTIONS), for --help.
 SCRIPT = "pallas_kernels.ceilings"
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "calibrate",
         help="measure this GPU's ceilings (and optionally fit profiles) into files",
@@ -68,7 +73,11 @@ def run(args: argparse.Namespace) -> int:
     if args.sweep is not None:
         output_file(args.sweep, "--sweep", ("json",))
     if args.profiles is not None:
+        if args.sweep is None:
+            raise fail("--profiles", args.profiles, "needs --sweep (profiles are fitted on it)")
         output_folder(args.profiles, "--profiles")
+    if args.sections is not None and not args.sections.strip(","):
+        raise fail("--sections", args.sections, "names no section; leave it out for all")
     require("jax", "kernels", "perfmodel calibrate")
     script = [SCRIPT, "--out", str(out), "--device", args.device, "--budget-s", str(args.budget_s)]
     if args.sections:
@@ -83,7 +92,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _sweep(args: argparse.Namespace, spec) -> None:
+def _sweep(args: argparse.Namespace, spec: HardwareSpec) -> None:
     """A short attention sweep, then one fitted profile per implementation."""
     from perfmodel.atomic import write_text
     from perfmodel.validation.compare import validate
@@ -96,7 +105,7 @@ def _sweep(args: argparse.Namespace, spec) -> None:
     )
     folder = Path(args.profiles) if args.profiles else sweep.parent
 
-    def save(implementation: str, points: int, profile) -> None:
+    def save(implementation: str, points: int, profile: Calibration) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         write_text(folder / f"{profile.name}.toml", profile_toml(profile))
         print(f"fitted {implementation} on {points} points: {folder / profile.name}.toml")

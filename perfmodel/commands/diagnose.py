@@ -7,7 +7,7 @@ import dataclasses
 import json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
         "diagnose",
         help="bandwidth-bound, compute-bound or elsewhere: does flash help?",
@@ -49,7 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="fp16", help="element type: {known:dtypes}")
     p.add_argument("--causal", action="store_true", help="the measured run was causal")
     p.add_argument("--json", action="store_true", help="machine-readable output")
-    p.set_defaults(func=run)
+    # each option's default, kept with the arguments: what differs from it was given
+    p.set_defaults(func=run, defaults={a.dest: a.default for a in p._actions})
 
 
 def run(args: argparse.Namespace) -> int:
@@ -57,6 +58,7 @@ def run(args: argparse.Namespace) -> int:
     from perfmodel.errors import PerfmodelError
 
     utils = (args.hbm_util, args.sm_util)
+    _refuse_unused(args)
     if args.time_s is not None:
         if any(u is not None for u in utils):
             raise PerfmodelError("give either --hbm-util/--sm-util or --time-s, not both")
@@ -87,3 +89,22 @@ def run(args: argparse.Namespace) -> int:
         )
     print(json.dumps(dataclasses.asdict(result), indent=2) if args.json else result)
     return 0
+
+
+#: Options of one form only: the measured shape and rates of --time-s, and
+#: --attention-only of the utilisation figures.
+_TIME_ONLY = ("n", "hw", "hbm_bw", "matmul_peak", "d", "h", "h_kv", "batch", "dtype", "causal")
+
+
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """An option the chosen form does not read is refused, not ignored."""
+    from perfmodel.arguments import fail
+
+    defaults = args.defaults
+    unused = ("attention_only",) if args.time_s is not None else _TIME_ONLY
+    for dest in unused:
+        if getattr(args, dest) != defaults[dest]:
+            form = "--hbm-util/--sm-util" if dest == "attention_only" else "--time-s"
+            raise fail(
+                "--" + dest.replace("_", "-"), getattr(args, dest), f"is read with {form} only"
+            )

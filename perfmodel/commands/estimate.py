@@ -10,7 +10,7 @@ from perfmodel.errors import PerfmodelError
 SWEEPABLE = ("prompt", "batch")
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("estimate", help="whole-model prefill, decode and memory")
     p.add_argument("--model", required=True, help="model name, alias or .toml path: {known:models}")
     p.add_argument(
@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         tp=args.tp,
     )
     if args.sweep is None:
-        if args.plot:
+        if args.plot is not None:
             raise PerfmodelError("--plot needs --sweep")
         e = estimate(attention="flash" if args.attention is None else args.attention, **common)
         print(json.dumps(e.to_dict(), indent=1) if args.json else e, end="")
@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
             "by side; drop --attention (or --sweep for one)"
         )
     name, values = _parse_sweep(args.sweep)
-    if args.plot:
+    if args.plot is not None:
         from perfmodel.arguments import output_file, require
 
         require("matplotlib", "plot", "--plot")

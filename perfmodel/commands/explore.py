@@ -8,15 +8,16 @@ import http.server
 from pathlib import Path
 from typing import Any
 
-#: The address ``--serve`` listens on unless ``--host`` names another.
+#: The address and port ``--serve`` listens on unless ``--host``/``--port`` name others.
 LOOPBACK = "127.0.0.1"
+PORT = 8765
 
 
 def _words(values: Any) -> str:
     return " ".join(":".join(map(str, v)) if isinstance(v, tuple) else str(v) for v in values)
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     from perfmodel.report.explore_grid import Grid
 
     grid = Grid()
@@ -83,7 +84,7 @@ def register(sub: argparse._SubParsersAction) -> None:
         help="address --serve listens on (default: %(default)s, this machine only)",
     )
     p.add_argument(
-        "--port", type=int, default=8765, help="port for --serve (default: %(default)s; 0: any)"
+        "--port", type=int, default=PORT, help="port for --serve (default: %(default)s; 0: any)"
     )
     p.set_defaults(func=run)
 
@@ -120,6 +121,24 @@ def _masks(flag: str, values: list[str]) -> tuple[int | None, ...]:
     return tuple(dict.fromkeys(out))
 
 
+def _check_address(args: argparse.Namespace) -> None:
+    """--host and --port belong to --serve; with it, the host must resolve (checked before
+    the page is built, not when the server binds)."""
+    import socket
+
+    from perfmodel.arguments import fail
+
+    if not args.serve:
+        for name, value, default in (("--host", args.host, LOOPBACK), ("--port", args.port, PORT)):
+            if value != default:
+                raise fail(name, value, "is where --serve listens: give --serve too")
+        return
+    try:
+        socket.getaddrinfo(args.host, args.port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:
+        raise fail("--host", args.host, f"is not an address here: {e}") from None
+
+
 def run(args: argparse.Namespace) -> int:
     from perfmodel.arguments import output_file
     from perfmodel.errors import PerfmodelError
@@ -132,6 +151,7 @@ def run(args: argparse.Namespace) -> int:
             raise PerfmodelError(f"--measurements {m!r}: no such file")
     if not 0 <= args.port <= 65535:
         raise PerfmodelError(f"--port={args.port} must be in 0..65535")
+    _check_address(args)
     given = dict(
         hw=args.hw,
         dtypes=args.dtype,
@@ -142,9 +162,10 @@ def run(args: argparse.Namespace) -> int:
         documents=None if args.documents is None else _masks("--documents", args.documents),
         steps_per_octave=args.steps_per_octave,
     )
-    grid = Grid(
-        **{k: v if k == "steps_per_octave" else tuple(v) for k, v in given.items() if v is not None}
-    ).check()
+    options: dict[str, Any] = {
+        k: v if k == "steps_per_octave" else tuple(v) for k, v in given.items() if v is not None
+    }
+    grid = Grid(**options).check()
     path, data = write_page(out, args.measurements, grid)
     print(f"wrote {path} ({size_of(path)}: {summary(data)})")
     if args.serve:
@@ -202,7 +223,7 @@ def serve(path: Path, host: str, port: int) -> None:
 
     with page_server(path, host, port) as httpd:
         bound_host, bound_port = httpd.server_address[:2]
-        url = f"http://{bound_host}:{bound_port}/{path.name}"
+        url = f"http://{bound_host!s}:{bound_port}/{path.name}"
         print(f"serving {url} (this page only; Ctrl-C to stop)", flush=True)
         webbrowser.open(url)
         with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop serving, exit 0

@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfmodel.catalog.ceilings import Ceilings
+    from perfmodel.catalog.hardware import HardwareSpec
 
 from perfmodel.units import si
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("hw", help="list or show hardware specs")
     verbs = p.add_subparsers(dest="verb", required=True, parser_class=type(p))
     listing = verbs.add_parser("list", help="every shipped device")
@@ -24,8 +29,8 @@ def run_list(args: argparse.Namespace) -> int:
     from perfmodel.catalog.hardware import known_names, load_hardware
 
     if args.json:
-        specs = [load_hardware(name).model_dump(mode="json") for name in known_names()]
-        print(json.dumps(specs, indent=2))
+        dumped = [load_hardware(name).model_dump(mode="json") for name in known_names()]
+        print(json.dumps(dumped, indent=2))
         return 0
     specs = [load_hardware(name) for name in known_names()]
     rows = [
@@ -84,7 +89,7 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def print_measured(c, spec, *, title: str) -> None:
+def print_measured(c: Ceilings, spec: HardwareSpec, *, title: str) -> None:
     """Measured ceilings (``perfmodel.catalog.ceilings``) beside the datasheet's figures."""
     from perfmodel.catalog.ceilings import beside_datasheet
 

@@ -6,7 +6,7 @@ import argparse
 import json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("kernels", help="list or show attention kernel families")
     verbs = p.add_subparsers(dest="verb", required=True, parser_class=type(p))
     listing = verbs.add_parser("list", help="every shipped kernel family")

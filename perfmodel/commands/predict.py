@@ -6,7 +6,7 @@ import argparse
 import json
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("predict", help="naive vs flash attention on one device")
     p.add_argument("--n", type=int, required=True, help="query length, tokens")
     p.add_argument(

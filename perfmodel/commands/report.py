@@ -6,9 +6,14 @@ import argparse
 import json
 import shlex
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfmodel.shape import Shape
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("report", help="sweep n: conclusions, misconceptions, figures")
     p.add_argument(
         "--hw", required=True, help="device name, alias or spec .toml path (perfmodel hw list)"
@@ -103,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _append_split(path, args: argparse.Namespace, shape) -> None:
+def _append_split(path: Path | None, args: argparse.Namespace, shape: Shape) -> None:
     """The report's section on the split over devices (``perfmodel.report.parallel``);
     with ``path`` None, only build it (the check before the report is written)."""
     from perfmodel.atomic import write_text
@@ -139,7 +144,7 @@ def _defaults_from_measurements(args: argparse.Namespace) -> None:
     points = [p for _, p in load_measurements(args.measurements)] if args.measurements else []
     points = [p for p in points if p.implementation in ("pallas_flash", "naive")]
 
-    def most_common(values: list) -> object:
+    def most_common(values: list[Any]) -> Any:
         return Counter(values).most_common(1)[0][0] if values else None
 
     if args.h is None:

@@ -6,10 +6,13 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from perfmodel.validation.compare import ImplementationSummary, Row
 
 
-def register(sub: argparse._SubParsersAction) -> None:
+def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("validate", help="compare predictions with measured points")
     p.add_argument(
         "files", nargs="+", help="measurement JSON files (perfmodel.validation.measured)"
@@ -56,7 +59,24 @@ def _holdout(args: argparse.Namespace) -> int:
     return 0
 
 
+def _refuse_unused(args: argparse.Namespace) -> None:
+    """Options the chosen form does not read (--holdout or the fit) are refused."""
+    from perfmodel.arguments import fail
+
+    fit_only = dict(fit=False, save_calibration=None, plot=None, runs=None)
+    unused = fit_only if args.holdout is not None else dict(published=False)
+    for dest, default in unused.items():
+        if getattr(args, dest) != default:
+            form = "--holdout" if dest == "published" else "the fit (without --holdout)"
+            raise fail(
+                "--" + dest.replace("_", "-"), getattr(args, dest), f"is read by {form} only"
+            )
+    if args.runs is not None and not args.runs.strip(","):
+        raise fail("--runs", args.runs, "names no run prefix; leave it out for every run")
+
+
 def run(args: argparse.Namespace) -> int:
+    _refuse_unused(args)
     if args.holdout is not None:
         return _holdout(args)
     from perfmodel.arguments import output_folder, require
@@ -94,7 +114,9 @@ def run(args: argparse.Namespace) -> int:
     return 1 if any(s.violations for s in summary.values()) else 0
 
 
-def _plots(args: argparse.Namespace, rows: list, summary: dict) -> None:
+def _plots(
+    args: argparse.Namespace, rows: list[Row], summary: dict[str, ImplementationSummary]
+) -> None:
     """Parity (datasheet and, with --fit, leave-one-out) and time against n (the fitted
     profiles' predictions when fitted, else the datasheet model's)."""
     from perfmodel.validation.compare import validate

@@ -42,7 +42,7 @@ import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -70,7 +70,7 @@ class Mask:
     block: bytes | None = None
     block_shape: tuple[int, int] | None = None
     block_size: tuple[int, int] = (DEFAULT_BLOCK, DEFAULT_BLOCK)
-    mask_mod: Callable | None = field(default=None, compare=True)
+    mask_mod: Callable[..., Any] | None = field(default=None, compare=True)
 
     @property
     def is_dense(self) -> bool:
@@ -84,7 +84,7 @@ class Mask:
         )
 
     def block_array(self) -> np.ndarray:
-        return np.frombuffer(self.block, dtype=bool).reshape(self.block_shape)
+        return np.frombuffer(cast(bytes, self.block), dtype=np.bool_).reshape(self.block_shape)
 
     def describe(self) -> str:
         """A short name: ``causal window=(4095, 0)``, ``segments=3 docs``, ``block mask``."""
@@ -286,7 +286,8 @@ def _range_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.n
     """Tiles of a window / documents / causal mask, from each Q block's key range."""
     lo, hi, seen = _block_ranges(mask, n, m, block_q, block_k)
     j = np.arange(math.ceil(m / block_k), dtype=np.int64)
-    return (j >= lo[:, None]) & (j <= hi[:, None]) & seen[:, None]
+    tiles: np.ndarray = (j >= lo[:, None]) & (j <= hi[:, None]) & seen[:, None]
+    return tiles
 
 
 def _block_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
@@ -306,20 +307,22 @@ def _block_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.n
         - prefix[r1[:, None], c0[None, :]]
         + prefix[r0[:, None], c0[None, :]]
     )
-    return total > 0
+    visited: np.ndarray = total > 0
+    return visited
 
 
 def _callable_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
     """A callable mask evaluated on every element, a chunk of Q blocks at a time."""
     t_r, t_c = math.ceil(n / block_q), math.ceil(m / block_k)
-    out = np.zeros((t_r, t_c), dtype=bool)
+    out = np.zeros((t_r, t_c), dtype=np.bool_)
+    mask_mod = cast(Callable[..., Any], mask.mask_mod)  # a callable mask
     kv = np.arange(t_c * block_k)
     per_chunk = max(1, _CHUNK_ELEMENTS // (block_q * t_c * block_k))
     for start in range(0, t_r, per_chunk):
         stop = min(t_r, start + per_chunk)
         q = np.arange(start * block_q, stop * block_q)
         try:
-            allowed = np.asarray(mask.mask_mod(0, 0, q[:, None], kv[None, :]), dtype=bool)
+            allowed = np.asarray(mask_mod(0, 0, q[:, None], kv[None, :]), dtype=np.bool_)
             allowed = np.broadcast_to(allowed, (q.size, kv.size))
         except Exception as err:  # a user's function: say which one failed and how
             raise PerfmodelError(

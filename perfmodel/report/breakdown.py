@@ -5,9 +5,10 @@ from __future__ import annotations
 from typing import Any
 
 from perfmodel.catalog.hardware import load_hardware
-from perfmodel.evaluate import ALGORITHMS, kernel_roofs, shape_values
+from perfmodel.evaluate import kernel_roofs, shape_values
 from perfmodel.prediction import predict
 from perfmodel.shape import Shape
+from perfmodel.vocabulary import ALGORITHMS
 
 KERNEL_LABELS = {
     "qk": "naive: S = QKᵀ",

@@ -58,11 +58,11 @@ from perfmodel.catalog.kernels import known_kernels, load_kernel
 from perfmodel.costs import MODES
 from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
-from perfmodel.evaluate import ALGORITHMS, roof_rates
+from perfmodel.evaluate import roof_rates
 from perfmodel.prediction import calibration_profiles, flash_family, predict, sweep
 from perfmodel.report.conclusions import N_REFERENCE
 from perfmodel.report.explore_grid import Grid
-from perfmodel.vocabulary import BYTES_PER_ELEMENT, ROOFS
+from perfmodel.vocabulary import ALGORITHMS, BYTES_PER_ELEMENT, ROOFS
 
 #: predict() parameters the page offers as a control. A parameter added to predict()
 #: and missing here and in NOT_SHOWN fails tests/test_explore.py: the page must learn it.
@@ -190,7 +190,7 @@ class _Tables:
         row holds ``-1 - message index``); the first row of each side."""
         missing = self.pool.add(np.full(self.pool.width, np.nan))
         out: list[int] = []
-        offsets = {}
+        offsets: dict[str, int] = {}
         for side in SIDES:
             offsets[side] = len(out)
             for row in self.rows[side]:
@@ -224,7 +224,7 @@ def _sweep_rows(
     spec: HardwareSpec, rows: list[dict[str, Any]], ns: list[int], **fixed: Any
 ) -> dict[str, np.ndarray]:
     """sweep() over ``rows`` × ``ns`` (n fastest), one call."""
-    points = {k: np.repeat([r[k] for r in rows], len(ns)) for k in rows[0]}
+    points: dict[str, Any] = {k: np.repeat([r[k] for r in rows], len(ns)) for k in rows[0]}
     return sweep(spec, n=np.tile(ns, len(rows)), grid=False, **points, **fixed)
 
 
@@ -268,7 +268,7 @@ def _slice(result: dict[str, np.ndarray], row: int, width: int) -> dict[str, np.
     return {k: np.asarray(v)[part] for k, v in result.items()}
 
 
-def _refusal(spec: HardwareSpec, row: dict[str, Any], ns: list[int], fixed: dict) -> str:
+def _refusal(spec: HardwareSpec, row: dict[str, Any], ns: list[int], fixed: dict[str, Any]) -> str:
     """predict()'s message for a row sweep refuses (at the largest grid n)."""
     try:
         predict(n=ns[-1], hw=spec, **row, **fixed)
@@ -385,11 +385,12 @@ def device_entry(spec: HardwareSpec, grid: Grid) -> dict[str, Any]:
     }
 
 
-def auto_kernel(calibration: str | None) -> dict[str, str]:
-    """The family predict() picks when ``kernel`` is not given (``flash_family``):
-    ``{"kernel": name}``, or ``{"error": message}`` where predict() refuses it."""
+def auto_kernel(spec: HardwareSpec, calibration: str | None) -> dict[str, str]:
+    """The family predict() picks on ``spec`` when ``kernel`` is not given
+    (``flash_family``): ``{"kernel": name}``, or ``{"error": message}`` where predict()
+    refuses it (a TPU: no default family)."""
     try:
-        return {"kernel": flash_family(None, calibration).name}
+        return {"kernel": flash_family(None, calibration, spec).name}
     except PerfmodelError as e:
         return {"error": str(e)}
 
@@ -417,8 +418,11 @@ def headlines(grid: Grid) -> dict[str, dict[str, Any]]:
     for name in grid.devices():
         spec = load_hardware(name)
         dtype = device_entry(spec, grid)["opening_dtype"]
+        kernel = auto_kernel(spec, None).get("kernel")
         for causal in (False, True):
-            shape = Shape(dtype=dtype, causal=causal, kernel=auto_kernel(None)["kernel"])
+            if kernel is None:  # predict() refuses the opening setting here: no headline
+                continue
+            shape = Shape(dtype=dtype, causal=causal, kernel=kernel)
             try:
                 c = conclusions(spec, shape)
             except PerfmodelError:
@@ -474,7 +478,9 @@ ASSETS = Path(__file__).with_name("explore_page")
 SCRIPTS = ("tables.js", "page.js")
 
 
-def build_data(grid: Grid | None = None, measurements: list[str | Path] | None = None) -> dict:
+def build_data(
+    grid: Grid | None = None, measurements: list[str | Path] | None = None
+) -> dict[str, Any]:
     """Everything the page reads, as one JSON-able dict."""
     missing = check_controls()
     if missing:
@@ -487,7 +493,13 @@ def build_data(grid: Grid | None = None, measurements: list[str | Path] | None =
     data |= {
         "naive": list(NAIVE_IMPLEMENTATIONS),
         "kernels": flash_families(),
-        "auto_kernel": {c: auto_kernel(None if c == "default" else c) for c in _calibrations(data)},
+        "auto_kernel": {
+            name: {
+                c: auto_kernel(load_hardware(name), None if c == "default" else c)
+                for c in device["calibrations"]
+            }
+            for name, device in data["devices"].items()
+        },
         "modes": list(MODES),
         "n_reference": N_REFERENCE,
         "opening": {"n": N_REFERENCE, "hw": "H200 SXM"},
@@ -497,16 +509,12 @@ def build_data(grid: Grid | None = None, measurements: list[str | Path] | None =
     return data
 
 
-def _calibrations(data: dict) -> list[str]:
-    return list(dict.fromkeys(c for d in data["devices"].values() for c in d["calibrations"]))
-
-
 def build_page(grid: Grid | None = None, measurements: list[str | Path] | None = None) -> str:
     """The whole page as one HTML string (no network access needed to view it)."""
     return page_html(build_data(grid, measurements))
 
 
-def page_html(data: dict) -> str:
+def page_html(data: dict[str, Any]) -> str:
     """The page showing ``data`` (:func:`build_data`'s)."""
     page = (ASSETS / "page.html").read_text(encoding="utf-8")
     script = "\n".join((ASSETS / s).read_text(encoding="utf-8") for s in SCRIPTS)
@@ -522,7 +530,7 @@ def write_page(
     path: str | Path,
     measurements: list[str | Path] | None = None,
     grid: Grid | None = None,
-) -> tuple[Path, dict]:
+) -> tuple[Path, dict[str, Any]]:
     """Write the page atomically; the path and the data it shows."""
     from perfmodel.atomic import write_text
 
@@ -532,7 +540,7 @@ def write_page(
     return out, data
 
 
-def summary(data: dict) -> str:
+def summary(data: dict[str, Any]) -> str:
     """What a page holds: its distinct column vectors, the n grid, rows and devices."""
     return (
         f"{data['vectors']:,} column vectors of {len(data['n'])} n, "

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -39,7 +39,7 @@ COLORS = {"naive": "tab:red", "flash": "tab:blue"}
 MARKERS = {"naive": "o", "xla": "v", "pallas_flash": "s", "cudnn": "D"}
 
 
-def _figure(ncols: int = 1, width: float = 8.0):
+def _figure(ncols: int = 1, width: float = 8.0) -> tuple[Any, Any]:
     from matplotlib.figure import Figure
 
     fig = Figure(figsize=(width, 5.2), dpi=120, layout="constrained")
@@ -371,7 +371,7 @@ def speedup_chart(
 def _measured_speedup(ax: Any, measured: Sequence[Any] | None) -> None:
     """Measured naive / pallas_flash at equal shapes."""
     pairs = [
-        (nv.point.n, nv.point.median_s / fl.point.median_s)
+        (nv.point.n, cast(float, nv.point.median_s) / cast(float, fl.point.median_s))  # timed
         for nv, fl in measured_pairs(measured or ())
     ]
     if pairs:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -46,7 +46,8 @@ def _misconceptions(spec: HardwareSpec, shape: Shape, c: Conclusions, ns: np.nda
         try:
             a = predict(n=c.n_reference, hw=spec, **alt_shape.kwargs(c.n_reference))
         except PerfmodelError:  # wider elements: halve the tiles so that they fit in SRAM
-            alt_shape = replace(alt_shape, block_q=shape.block_q // 2, block_k=shape.block_k // 2)
+            bq, bk = cast(int, shape.block_q), cast(int, shape.block_k)  # the report's tiles
+            alt_shape = replace(alt_shape, block_q=bq // 2, block_k=bk // 2)
             tiles = f", tiles {alt_shape.block_q}×{alt_shape.block_k} to fit SRAM"
             a = predict(n=c.n_reference, hw=spec, **alt_shape.kwargs(c.n_reference))
         side = "above" if a.naive.intensity >= a.ridge_point else "still below"

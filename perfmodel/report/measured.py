@@ -106,7 +106,7 @@ def _footprint(spec: HardwareSpec, n: int, shape: Shape, algo: str) -> float:
 
 def measured_pairs(points: Sequence[ModelledPoint]) -> list[tuple[ModelledPoint, ModelledPoint]]:
     """(naive, pallas_flash) pairs timed at the same n and batch, by n."""
-    ok = {
+    ok: dict[tuple[str, int, int], ModelledPoint] = {
         (q.point.implementation, q.point.n, q.point.batch): q
         for q in points
         if q.point.median_s is not None

@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from perfmodel.parallel import crossover_n, predict_parallel
+from perfmodel.parallel import ParallelPrediction, crossover_n, predict_parallel
 from perfmodel.units import binary, si
 
 
-def _row(r, first: str) -> str:
+def _row(r: ParallelPrediction, first: str) -> str:
     return (
         f"| {first} | {si(r.one_device_s, 's').strip()} | {si(r.time_s, 's').strip()} | "
         f"{r.speedup:.2f}x | {r.efficiency:.0%} | {si(r.comm_s, 's').strip()} | "

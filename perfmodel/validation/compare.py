@@ -24,7 +24,7 @@ import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -149,7 +149,7 @@ def _launch(p: Point, tiles: tuple[int | None, int | None] | None = None) -> Sha
     return replace(shape, kernel=family_of(p) or shape.kernel, block_q=bq, block_k=bk, warps=warps)
 
 
-def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict:
+def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict[str, Any]:
     """``predict`` arguments for a point (:func:`_launch`), and how its naive side compiles."""
     out = {
         **_launch(p, tiles).kwargs(),
@@ -191,9 +191,10 @@ def with_backward(family: str, backward: str) -> Any:
 def _floor(p: Point, hw: HardwareSpec) -> float:
     """The least t_lower_s over what the point's implementation could have launched: its
     recorded tiles, else its family's default and every peer tile that fits."""
-    algorithm = algorithm_of(p)
+    algorithm = cast(str, algorithm_of(p))  # a modelled point: naive or flash
     if p.block_q is not None or algorithm == "naive":
-        return getattr(predict(hw=hw, **_shape(p)), algorithm).t_lower_s
+        floor: float = getattr(predict(hw=hw, **_shape(p)), algorithm).t_lower_s
+        return floor
     floors = [predict(hw=hw, **_shape(p)).flash.t_lower_s]
     for tiles in PEER_TILES:
         try:
@@ -203,7 +204,7 @@ def _floor(p: Point, hw: HardwareSpec) -> float:
     return min(floors)
 
 
-def _config_key(p: Point) -> tuple:
+def _config_key(p: Point) -> tuple[Any, ...]:
     return (
         p.implementation,
         p.family,
@@ -226,19 +227,19 @@ def _config_key(p: Point) -> tuple:
     )
 
 
-def select(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list:
+def select(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list[Any]:
     """The newest measurement of each configuration, from runs whose id starts with
     ``run_prefix`` (comma-separated; e.g. "sweep,onehead": leave tuning runs out).
     Older repeats are superseded (``every_point`` keeps them: the floor check)."""
     prefixes = None if run_prefix is None else tuple(run_prefix.split(","))
-    newest: dict[tuple, tuple[Run, Point]] = {}
+    newest: dict[tuple[Any, ...], tuple[Run, Point]] = {}
     for run, p in sorted(pairs, key=lambda rp: rp[0].timestamp):
         if prefixes is None or run.run_id.startswith(prefixes):
             newest[_config_key(p)] = (run, p)
     return list(newest.values())
 
 
-def every_point(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list:
+def every_point(pairs: Iterable[tuple[Run, Point]], run_prefix: str | None = None) -> list[Any]:
     """Every measured point of every run (no superseding), from matching runs."""
     prefixes = None if run_prefix is None else tuple(run_prefix.split(","))
     return [(r, p) for r, p in pairs if prefixes is None or r.run_id.startswith(prefixes)]
@@ -273,7 +274,7 @@ def compare(
         if not modelled(p):
             continue
         spec = resolve_hardware(run, hw)
-        algorithm = algorithm_of(p)
+        algorithm = cast(str, algorithm_of(p))  # modelled: naive or flash
         profile = (calibration or {}).get(p.implementation)
         pred = getattr(
             predict(hw=spec, calibration=_as_algorithm(profile, algorithm), **_shape(p)),
@@ -282,7 +283,8 @@ def compare(
         timing = timing_of(p)
         predicted = pred.time_s if timing == "device" else _queued_s(pred, algorithm, profile)
         floor = _floor(p, spec)
-        rows.append(Row(run, p, spec, p.median_s, p.min_s or p.median_s, predicted, floor, timing))
+        measured = cast(float, p.median_s)  # modelled: timed
+        rows.append(Row(run, p, spec, measured, p.min_s or measured, predicted, floor, timing))
     return rows
 
 
@@ -290,7 +292,8 @@ def _queued_s(pred: Any, algorithm: str, profile: Calibration | None) -> float:
     """Older files' wall time per call, calls queued back to back: the device time, or
     the host's dispatch of the call's kernels where that is longer (a fitted profile's)."""
     dispatch = profile.dispatch_overhead_s if profile is not None else 0.0
-    return max(pred.time_s, dispatch * (3 if algorithm == "naive" else 1))
+    queued: float = max(pred.time_s, dispatch * (3 if algorithm == "naive" else 1))
+    return queued
 
 
 def _as_algorithm(profile: Calibration | None, algorithm: str) -> Calibration | None:
@@ -315,9 +318,11 @@ def _tidy(x: float) -> float:
     return 0.0 if abs(x) < 1e-9 else x
 
 
-def _profile(params: dict[str, float], base: Calibration | None = None, **labels: Any):
+def _profile(
+    params: dict[str, float], base: Calibration | None = None, **labels: Any
+) -> Calibration:
     memory = params.get("memory_efficiency", 1.0)
-    values = dict(
+    values: dict[str, Any] = dict(
         matmul_efficiency=params["matmul_efficiency"],
         hbm_efficiency=memory,
         l2_efficiency=memory,
@@ -353,7 +358,7 @@ def _row_roofs(r: Row) -> list[KernelRoofs]:
     config = launch_of(shape, r.hw)
     sizes["page"] = p.page_size or 1
     values = flash_values(r.hw, sizes, config, config.pack, config.splits)
-    key = model_key("flash", split=config.splits > 1, paged=bool(p.page_size))
+    key = model_key("flash", split=cast(bool, config.splits > 1), paged=bool(p.page_size))
     return kernel_roofs(
         key, causal=shape.causal, hw=r.hw, peak=peak, values=values, onchip=onchip_of(config)
     )
@@ -386,7 +391,9 @@ def _groups(rows: Sequence[Row]) -> list[_Group]:
     return out
 
 
-def _predicted(params: dict[str, float], groups: list[_Group], calls: np.ndarray, n: int):
+def _predicted(
+    params: dict[str, float], groups: list[_Group], calls: np.ndarray, n: int
+) -> np.ndarray:
     """Every row's prediction under ``params``: device time; for queued rows the host's
     dispatch where it is longer."""
     out = np.empty(n)
@@ -398,7 +405,7 @@ def _predicted(params: dict[str, float], groups: list[_Group], calls: np.ndarray
     return out
 
 
-def _free_parameters(rows: Sequence[Row], groups: list[_Group]) -> dict:
+def _free_parameters(rows: Sequence[Row], groups: list[_Group]) -> dict[str, Any]:
     tiled = any(np.any(k.blocks_per_tile) for g in groups for k in g.kernels)
     calls = any(r.timing == "queued" for r in rows)
     return {
@@ -424,7 +431,8 @@ def fit(rows: Sequence[Row], name: str, *, loo: bool = True) -> tuple[Calibratio
     calls = np.array([r.timing == "queued" for r in rows])
 
     def residuals(params: dict[str, float]) -> np.ndarray:
-        return np.log(_predicted(params, groups, calls, len(rows)) / measured)
+        errors: np.ndarray = np.log(_predicted(params, groups, calls, len(rows)) / measured)
+        return errors
 
     result = fit_log_time(residuals, free)
     loo_errors: list[float] = []
@@ -488,7 +496,7 @@ def group_of(p: Point) -> str:
     """A summary's label: the implementation, its family where that is not the one the
     implementation implies, and the mode where it is not the forward: the phase
     (``pallas_flash [pallas-mosaic] (train)``), or ``(decode)``."""
-    label = p.implementation
+    label: str = p.implementation
     if p.family is not None and p.family != FAMILY_OF.get(p.implementation, p.family):
         label += f" [{p.family}]"
     if p.phase not in (None, "forward"):

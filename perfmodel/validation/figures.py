@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from perfmodel.atomic import save_figure
 from perfmodel.validation.compare import Row
@@ -20,7 +21,7 @@ _COLOURS = {
 }
 
 
-def _pyplot():
+def _pyplot() -> Any:
     import matplotlib
 
     matplotlib.use("Agg")

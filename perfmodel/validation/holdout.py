@@ -192,7 +192,10 @@ def published_rows(pattern: str = "*-forward-*.toml") -> list[Published]:
 
 def report(figures: Iterable[Figures], published: Iterable[Published] = ()) -> str:
     """The held-out table: per implementation, points fitted on and tested, and errors."""
-    pct = lambda x: "-" if x is None else f"{x:.1%}"  # noqa: E731
+
+    def pct(x: float | None) -> str:
+        return "-" if x is None else f"{x:.1%}"
+
     lines = [
         "held out: error = predicted / measured - 1 on points no fit saw",
         f"{'implementation':<16} {'family':<14} {'fit on':>6} {'test':>5} "
@@ -222,7 +225,7 @@ def report(figures: Iterable[Figures], published: Iterable[Published] = ()) -> s
     return "\n".join(lines)
 
 
-def report_json(figures: Iterable[Figures], published: Iterable[Published] = ()) -> dict:
+def report_json(figures: Iterable[Figures], published: Iterable[Published] = ()) -> dict[str, Any]:
     """The held-out figures as data: per implementation the points fitted on and tested
     and each error (default and fitted profile); per published row its error and floor."""
     return {

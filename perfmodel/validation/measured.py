@@ -18,12 +18,13 @@ import json
 import math
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError, model_validator
 
 from perfmodel.atomic import write_json
 from perfmodel.catalog.fields import (
+    NUMBER,
     ByteCount,
     BytesPerSecond,
     Count,
@@ -34,7 +35,7 @@ from perfmodel.catalog.fields import (
     Overhead,
     Ratio,
     Seconds,
-    between,
+    within,
 )
 from perfmodel.catalog.registry import parse, parse_model, read_text
 from perfmodel.costs import nominal
@@ -54,9 +55,9 @@ TimeBasis = Literal["device", "legacy_queued"]
 
 
 #: A clock rate: 1 MHz to 100 GHz.
-Hertz = between(1e6, 1e11, unit=" Hz")
+Hertz = Annotated[float, NUMBER, within(1e6, 1e11, unit=" Hz")]
 #: Tokens per second: above 0, at most 10^15.
-TokenRate = between(0.0, 1e15, open_low=True, unit=" tokens/s")
+TokenRate = Annotated[float, NUMBER, within(0.0, 1e15, open_low=True, unit=" tokens/s")]
 
 
 class _Frozen(BaseModel):
@@ -269,7 +270,7 @@ def load_measurements(paths: str | Path | Iterable[str | Path]) -> list[tuple[Ru
     ]
 
 
-def merge_write(path: str | Path, new_run: Run | dict) -> MeasurementFile:
+def merge_write(path: str | Path, new_run: Run | dict[str, Any]) -> MeasurementFile:
     """Append ``new_run`` to the file at ``path`` (created if absent), atomically.
 
     The merged file is validated before anything is written and replaces the old one

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.units import si
@@ -81,7 +82,7 @@ def fit_line(c: Calibration) -> str:
     return f"fit {c.name} (± stderr, [LOO range]): " + ", ".join(parts)
 
 
-def report_json(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) -> dict:
+def report_json(rows: Sequence[Row], summary: dict[str, ImplementationSummary]) -> dict[str, Any]:
     return {
         "summary": {
             k: {

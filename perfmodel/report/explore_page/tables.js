@@ -90,9 +90,9 @@ const Tables = (() => {
 
   function family(data, st) {
     // the flash kernel family of a setting: the one named, or "auto": the one predict()
-    // picks for the calibration (explore.auto_kernel)
+    // picks on the device for the calibration (explore.auto_kernel)
     if (st.kernel !== "auto") return st.kernel;
-    const auto = data.auto_kernel[st.calibration];
+    const auto = data.auto_kernel[st.hw][st.calibration];
     if (auto.error) throw new Error(auto.error);
     return auto.kernel;
   }
