@@ -40,7 +40,7 @@ from perfmodel.atomic import write_json
 
 HEADS = 16
 TOKENS = 16384
-IMPLEMENTATIONS = ("pallas_flash", "cudnn", "xla_naive")
+IMPLEMENTATIONS = ("pallas_flash", "cudnn", "naive_jit")
 #: Backward tiles tried at n=8192, d=128 before the sweep: (block_q, block_k,
 #: dq_block_q, dq_block_k, num_warps, num_stages). The winner serves every point.
 CANDIDATES = (
@@ -118,7 +118,7 @@ def attention_fn(impl: str, causal: bool, backward_cfg=None):
         return lambda q, k, v: jax.nn.dot_product_attention(
             q, k, v, is_causal=causal, implementation="cudnn"
         )
-    if impl == "xla_naive":
+    if impl == "naive_jit":
         from pallas_kernels.naive import naive_attention_jit
 
         return lambda q, k, v: naive_attention_jit(q, k, v, causal=causal)
@@ -240,7 +240,7 @@ def jobs() -> list:
                 out.append((impl, shape_of(n, 128, causal, h_kv=2)))
     for n in (512, 1024, 2048, 4096, 8192):
         for causal in (False, True):
-            out.append(("xla_naive", shape_of(n, 128, causal)))
+            out.append(("naive_jit", shape_of(n, 128, causal)))
     for n in (512, 2048):
         for causal in (False, True):
             out += [("pallas_flash", shape_of(n, 128, causal)), ("cudnn", shape_of(n, 128, causal))]

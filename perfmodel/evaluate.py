@@ -73,7 +73,7 @@ class ModelKey:
     dq: str = "atomic"
     split: bool = False
     paged: bool = False
-    #: Forward flash under a mask (``costs.masks``), and FP8 as a family runs it.
+    #: Flash under a mask (``costs.masks``; forward and backward), and FP8 as a family runs it.
     masked: bool = False
     fp8: bool = False
 
@@ -118,10 +118,12 @@ def model_key(
     _known("mode", mode, MODES)
     _known("dq", dq, DQ_FAMILIES)
     flash_forward = algorithm == Algorithm.FLASH and mode == "forward"
-    if (split or paged or masked or fp8) and not flash_forward:
+    masked_ok = algorithm == Algorithm.FLASH and mode in ("forward", "backward")
+    if ((split or paged or fp8) and not flash_forward) or (masked and not masked_ok):
         raise PerfmodelError(
             f"split={split!r}, paged={paged!r}, masked={masked!r}, fp8={fp8!r}: only the "
-            f"forward flash model has them (algorithm={algorithm!r}, mode={mode!r})"
+            f"forward flash model has them, and masked the flash backward "
+            f"(algorithm={algorithm!r}, mode={mode!r})"
         )
     if algorithm == Algorithm.FLASH:
         naive = NaiveCompile.MINIMAL
@@ -152,7 +154,8 @@ def _model(key: ModelKey, causal: bool, l2: bool) -> CostModel:
             masked=key.masked,
             fp8=key.fp8,
         )
-    return symbolic(key.algorithm, causal=causal, l2=l2, naive=key.naive, mode=key.mode, dq=key.dq)
+    model = functools.partial(symbolic, naive=key.naive, mode=key.mode, dq=key.dq)
+    return model(key.algorithm, causal=causal, l2=l2, masked=key.masked)
 
 
 #: The name of one of a model's expressions: ``(kernel, field)`` for a kernel's field,

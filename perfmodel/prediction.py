@@ -254,7 +254,7 @@ def predict(
     splits: int | None = None,
     page_tokens: int | None = None,
     window: int | tuple[int | None, int | None] | None = None,
-    segments: Sequence[int] | None = None,
+    segments: Sequence[int] | int | None = None,
     block_mask: Any = None,
     block_size: int | tuple[int, int] = masks.DEFAULT_BLOCK,
     fp8_as_run: bool = False,
@@ -274,14 +274,16 @@ def predict(
     "ring", "allgather" or "ulysses"; heads over ``tp``): ``Prediction.parallel``,
     from ``perfmodel.parallel.predict_parallel`` (forward, self-attention), whose
     ``one_device_s`` is this prediction's ``flash.time_s``.
-    Masks (``perfmodel.costs.masks``; forward, self-attention, one device, contiguous
-    K/V): ``window`` (W, or (left, right) keys as ``jax.nn.dot_product_attention``'s
-    ``local_window_size``), ``segments`` (packed document lengths, summing to n),
+    Masks (``perfmodel.costs.masks``; every mode, one device, contiguous K/V):
+    ``window`` (W, or (left, right) keys as ``jax.nn.dot_product_attention``'s
+    ``local_window_size``; with kv_len > n the queries are the last n positions, as in
+    decode), ``segments`` (packed document lengths, summing to n, or one length L:
+    documents of L tokens, the last one what is left; self-attention),
     ``block_mask`` (a boolean array over tiles of ``block_size``, or a callable
-    ``mask_mod(b, h, q_idx, kv_idx)``): the flash side visits only the tiles with a score
-    the mask keeps; the naive side computes every score and then masks them, as for the
-    causal mask. With ``dtype="fp8"`` and ``fp8_as_run``, a family with an FP8 kernel
-    (``specs/kernels`` ``[fp8]``) is costed as that kernel runs it
+    ``mask_mod(b, h, q_idx, kv_idx)``): the flash side, forward and backward, visits only
+    the tiles with a score the mask keeps; the naive side computes every score and then
+    masks them, as for the causal mask. With ``dtype="fp8"`` and ``fp8_as_run``, a family
+    with an FP8 kernel (``specs/kernels`` ``[fp8]``) is costed as that kernel runs it
     (``perfmodel.costs.precision``: P's format, O's, the extra vector ops); without, every
     tensor and both matmuls are FP8.
 
@@ -353,6 +355,7 @@ def predict(
         warps=int(out["warps"]),
         splits=int(out["flash.splits"]),
         pack=int(out["flash.pack"]),
+        **engine.mask_recorded(point, args["causal"]),
     )
     flash = side_prediction(out, "flash", engine.profiles["flash"].name)
     parallel = None
@@ -459,21 +462,16 @@ class _Engine:
         self.fp8_as_run = False
 
     def variants(self, mask: dict[str, Any], fp8_as_run: Any, *, cp: bool, paged: Any) -> None:
-        """Attention beyond the dense and causal forms: a mask (``costs.masks``; forward
-        on one device, contiguous K/V), and FP8 as the family runs it."""
+        """Attention beyond the dense and causal forms: a mask (``costs.masks``; forward,
+        backward and train on one device, contiguous K/V), and FP8 as the family runs it."""
         if not isinstance(fp8_as_run, bool):
             raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
         self.forward_only(fp8_as_run=fp8_as_run or None)
         self.fp8_as_run = fp8_as_run
         given = {k: v for k, v in mask.items() if v is not None and k != "block_size"}
-        if not given:
-            return
-        if self.mode != "forward" or cp or (paged is not False and paged is not None):
-            raise PerfmodelError(
-                f"a mask ({', '.join(given)}) is modelled for the forward pass on one device, "
-                f"contiguous K/V: got mode={self.mode!r}, cp/tp > 1: {cp}, paged: {paged}"
-            )
-        self.mask_args = mask
+        if given:
+            masks.refuse_unmodelled(", ".join(given), cp=cp, paged=bool(paged))
+            self.mask_args = mask
 
     def forward_only(self, **given: Any) -> None:
         """Options only the forward kernel has (a K/V split, a paged cache, FP8 as run),
@@ -497,13 +495,22 @@ class _Engine:
         a = self.mask_args
         if isinstance(point["n"], NUMBERS):
             n, m = int(point["n"]), int(point["m"])
-        elif a["segments"] is not None or a["block_mask"] is not None:
-            raise PerfmodelError("segments and block_mask fit one n: use predict, not sweep")
-        elif np.any(np.asarray(point["m"]) != np.asarray(point["n"])):
-            raise PerfmodelError(f"window={a['window']!r} needs self-attention: kv_len == n")
-        else:
-            n = m = 1  # a window alone is the same mask at every n
+        elif not isinstance(a["segments"], int | np.integer | None) or a["block_mask"] is not None:
+            raise PerfmodelError(
+                "a list of segments and block_mask fit one n: use predict, not sweep "
+                "(sweep takes segments=L, documents of L tokens, at every n)"
+            )
+        else:  # a window, documents of L: one mask at every n; mask_of checks the worst
+            ns, ms = (np.ravel(c) for c in np.broadcast_arrays(point["n"], point["m"]))
+            gap = ms - ns if a["segments"] is None else -np.abs(ms - ns)
+            worst = int(np.argmin(gap))
+            n, m = int(ns[worst]), int(ms[worst])
         return masks.mask_of(n, m, causal=causal, **a)
+
+    def mask_recorded(self, point: dict[str, Any], causal: bool) -> dict[str, Any]:
+        """The mask's fields of ``Prediction.config`` (none without a mask)."""
+        mask = self.mask(point, causal)
+        return {} if mask is None else mask.recorded()
 
     def fp8(self, point: dict[str, Any]) -> tuple[Any, dict[str, Any] | None]:
         """The matrix rate and the FP8 form's values (None: the plain model)."""
@@ -604,7 +611,7 @@ class _Engine:
                 **{**common, "peak": peak},
             )
         if self.mode != "forward":
-            backward = self.backward(sizes, causal, fp16, point["peak"], want.effects)
+            backward = self.backward(sizes, causal, fp16, point["peak"], want.effects, mask)
             flash = backward if flash is None else forward_then_backward(flash, backward)
         assert flash is not None
         out: dict[str, Any] = {f"naive.{k}": v for k, v in naive.items()}
@@ -615,7 +622,13 @@ class _Engine:
         return out
 
     def backward(
-        self, sizes: dict[str, Any], causal: bool, fp16: Any, peak: Any, effects: bool
+        self,
+        sizes: dict[str, Any],
+        causal: bool,
+        fp16: Any,
+        peak: Any,
+        effects: bool,
+        mask: Any = None,
     ) -> dict[str, Any]:
         """The backward's columns, each point costed as the backward that runs after this
         family's forward at its head dim (``KernelFamily.backward_view``: ours, the Mosaic
@@ -624,7 +637,7 @@ class _Engine:
         arch = self.spec.arch
         if isinstance(sizes["d"], NUMBERS):
             view = backward_of(self.family, int(sizes["d"]), causal=causal, arch=arch)
-            return self._backward_of(view, sizes, causal, fp16, peak, effects)
+            return self._backward_of(view, sizes, causal, fp16, peak, effects, mask)
         size = max(np.size(v) for v in sizes.values())
         cols = {k: np.broadcast_to(np.asarray(v, dtype=float), (size,)) for k, v in sizes.items()}
         half = np.broadcast_to(np.asarray(fp16, dtype=float), (size,))
@@ -637,12 +650,15 @@ class _Engine:
         for dim, (runs, _) in views.items():
             by_view.setdefault(runs.name, []).append(dim)
         if len(by_view) == 1:
-            return self._backward_of(next(iter(views.values())), cols, causal, half, top, effects)
+            only = next(iter(views.values()))
+            return self._backward_of(only, cols, causal, half, top, effects, mask)
         out: dict[str, Any] = {}
         for dims in by_view.values():
             rows = np.flatnonzero(np.isin(cols["d"], dims))
             sub = {k: v[rows] for k, v in cols.items()}
-            part = self._backward_of(views[dims[0]], sub, causal, half[rows], top[rows], effects)
+            part = self._backward_of(
+                views[dims[0]], sub, causal, half[rows], top[rows], effects, mask
+            )
             for key, value in part.items():
                 value = np.asarray(value)
                 if key not in out:
@@ -658,8 +674,10 @@ class _Engine:
         fp16: Any,
         peak: Any,
         effects: bool,
+        mask: Any = None,
     ) -> dict[str, Any]:
-        """One backward's columns at these points: its launch, model and profile."""
+        """One backward's columns at these points: its launch, model and profile; under a
+        ``mask``, the tiles it visits at the backward's tiles (``masks.backward_visited``)."""
         view, dq = view_dq
         spec = self.spec
         bwd = backward_launch(view, spec, **sizes, causal=causal)
@@ -673,9 +691,11 @@ class _Engine:
             kv_stages=view.kv_stages,  # read by the forward model only (no sympy import)
             fp16=fp16,
         )
+        if mask is not None:  # the forward's tiles, both loop orders, a program a head
+            values.update(masks.symbol_values(mask, backward=True, **values))
         profile = self.profiles.get("backward") or family_default(view, spec, self.ceilings)
         return evaluate(
-            model_key("flash", self.naive, "backward", dq),
+            model_key("flash", self.naive, "backward", dq, masked=mask is not None),
             values=values,
             calibration=profile,
             onchip=OnChip(
@@ -772,7 +792,8 @@ def sweep(
     ``causal``, ``block_q``, ``block_k``, ``kv_len``, ``warps``, ``splits``,
     ``page_tokens``) may each be a list or array; the others (``kernel``,
     ``calibration``, ``naive``, ``mode``, ``cp``, ``cp_scheme``, ``tp``, the masks and
-    ``fp8_as_run``) take one value (``segments`` and ``block_mask``: one n).
+    ``fp8_as_run``) take one value (a list of ``segments`` and ``block_mask``: one n;
+    ``segments=L``, documents of L tokens, any n).
     With ``grid=True`` (the default) the result holds every combination; with
     ``grid=False`` the arguments broadcast together. ``columns`` keeps only the named
     results (less memory and less work: the inputs are always kept). The result's size

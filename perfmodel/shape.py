@@ -24,13 +24,14 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from perfmodel.catalog.kernels import load_kernel
+from perfmodel.errors import PerfmodelError
 from perfmodel.vocabulary import symbol_values
 
 if TYPE_CHECKING:
     from perfmodel.catalog.hardware import HardwareSpec
 
 #: Fields that are ``predict`` keyword arguments only when set (None: the default).
-_OPTIONAL = ("n", "kv_len", "warps", "splits")
+_OPTIONAL = ("n", "kv_len", "warps", "splits", "window", "segments")
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,12 @@ class Shape:
     pack: int | None = None  #: query heads of a GQA group sharing one tile (resolved only)
     #: A sweep's rule instead of ``batch``: ``max(1, tokens // n)`` sequences at each n.
     tokens: int | None = None
+    #: The mask (``perfmodel.costs.masks``), as ``predict`` resolved it: the window in
+    #: (left, right) keys, packed document lengths, and a block mask's description (the
+    #: array or callable itself is not kept, so :meth:`kwargs` refuses to replay it).
+    window: tuple[int | None, int | None] | None = None
+    segments: tuple[int, ...] | int | None = None  #: lengths, or L: documents of L tokens
+    block_mask: str | None = None
 
     def batch_at(self, n: Any) -> Any:
         """The batch at sequence length n (an int, or an array for an array of n)."""
@@ -77,7 +84,13 @@ class Shape:
     def kwargs(self, n: Any = None) -> dict[str, Any]:
         """``predict`` keyword arguments (n, kv_len, warps and splits only where set); with
         ``n`` given, the batch at that n and no ``n`` key (the caller passes n)."""
-        skip = {"pack", "tokens", *(k for k in _OPTIONAL if getattr(self, k) is None)}
+        if self.block_mask is not None:
+            raise PerfmodelError(
+                f"block_mask={self.block_mask!r}: a shape keeps only the block mask's "
+                "description; pass the array or callable to predict again"
+            )
+        skip = {"pack", "tokens", "block_mask"}
+        skip |= {k for k in _OPTIONAL if getattr(self, k) is None}
         if self.mode == "forward":
             skip.add("mode")
         out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in skip}

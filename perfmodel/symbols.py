@@ -55,6 +55,11 @@ kv_rank, rope_dim, nope_dim, v_dim, q_rank = sp.symbols(
 mask_tiles, mask_scores, mask_kv_rows, mask_kv_touched, mask_kv_wave_rows = sp.symbols(
     "mask_tiles mask_scores mask_kv_rows mask_kv_touched mask_kv_wave_rows", nonnegative=True
 )
+#: The backward's K-block-major walk under a mask (``masks.Backward.dkdv``), per (batch,
+#: query head): Q rows streamed, distinct Q rows read, Q rows times the waves reading them.
+mask_q_rows, mask_q_touched, mask_q_wave_rows = sp.symbols(
+    "mask_q_rows mask_q_touched mask_q_wave_rows", nonnegative=True
+)
 
 # FP8 attention as a family runs it (``perfmodel.costs.precision``): bytes an element of O
 # as written, and vector ops a score and an output element beyond a 16-bit kernel's.

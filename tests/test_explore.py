@@ -35,6 +35,20 @@ GRID = Grid(
     d=(64, 128, 256),
     heads=((1, 1), (32, 8)),
     batch=(1, 4),
+    windows=(None,),
+    documents=(None,),
+)
+#: The window control and the mask picker on a smaller grid (each mask is another table
+#: row for every setting: the product of the grid times the masks).
+MASK_GRID = Grid(
+    hw=("h200",),
+    dtypes=("bf16",),
+    d=(128,),
+    heads=((1, 1), (32, 8)),
+    batch=(1,),
+    windows=(None, 255, 4095),
+    documents=(None, 2048),
+    steps_per_octave=1,
 )
 #: Launch facts the flash side reports in predict()'s config rather than its columns.
 CONFIG_COLUMNS = ("block_q", "block_k", "splits", "pack")
@@ -44,6 +58,12 @@ CONFIG_COLUMNS = ("block_q", "block_k", "splits", "pack")
 def page_data() -> dict:
     """The test grid's data (built once: both test modules use it)."""
     return explore.build_data(GRID, MEASUREMENTS)
+
+
+@functools.cache
+def mask_page_data() -> dict:
+    """The mask grid's data (built once)."""
+    return explore.build_data(MASK_GRID)
 
 
 def random_config(rng: random.Random, data: dict) -> dict:
@@ -64,12 +84,15 @@ def random_config(rng: random.Random, data: dict) -> dict:
         naive=rng.choice(data["naive"]),
         mode=rng.choice(data["modes"]),
         kernel=rng.choice(["auto", "auto", *data["kernels"]]),
+        window=rng.choice(data["axes"]["window"]),
+        documents=rng.choice(data["axes"]["documents"]),
     )
 
 
 def predict_args(cfg: dict) -> dict:
-    out = {k: v for k, v in cfg.items() if k not in ("calibration", "kernel")}
+    out = {k: v for k, v in cfg.items() if k not in ("calibration", "kernel", "documents")}
     out["calibration"] = None if cfg["calibration"] == "default" else cfg["calibration"]
+    out["segments"] = cfg.get("documents")  # the mask picker: documents of L tokens
     return out | {"kernel": None if cfg["kernel"] == "auto" else cfg["kernel"]}
 
 
@@ -171,9 +194,18 @@ def test_page_equals_predict_at_grid_points():
     data = page_data()
     rng = random.Random(17)
     cases = [random_config(rng, data) for _ in range(400)]
-    got_all = run_tables(data, cases)
-    checked = refused = columns = 0
-    for cfg, got in zip(cases, got_all, strict=True):
+    equal, refused, columns = check_against_predict(data, cases)
+    checked = len(equal)
+    print(f"\n{checked} settings equal predict() bit for bit ({columns} values), {refused} refused")
+    assert checked > 200 and refused > 0
+
+
+def check_against_predict(data: dict, cases: list[dict]) -> tuple[list[dict], int, int]:
+    """tables.js at each case against predict(): every column of both sides and the
+    speedup bit for bit, a refused setting with predict()'s message. Returns the cases
+    checked, how many were refused and how many values were compared."""
+    equal, refused, columns = [], 0, 0
+    for cfg, got in zip(cases, run_tables(data, cases), strict=True):
         try:
             p = predict(**predict_args(cfg))
         except PerfmodelError as e:
@@ -187,9 +219,27 @@ def test_page_equals_predict_at_grid_points():
                 assert same(got[side][name], want), (cfg, side, name, got[side][name], want)
                 columns += 1
         assert got["speedup"] == p.speedup, cfg
-        checked += 1
-    print(f"\n{checked} settings equal predict() bit for bit ({columns} values), {refused} refused")
-    assert checked > 200 and refused > 0
+        equal.append(cfg)
+    return equal, refused, columns
+
+
+def test_window_control_and_mask_picker_equal_predict_at_grid_points():
+    """The page's windows and documents of L tokens: every column of both sides, bit
+    for bit, against predict(window=W, segments=L), every mode and kernel family."""
+    data = mask_page_data()
+    assert data["axes"]["window"] == [None, 255, 4095]
+    assert data["axes"]["documents"] == [None, 2048]
+    rng = random.Random(23)
+    cases = [random_config(rng, data) for _ in range(300)]
+    equal, refused, columns = check_against_predict(data, cases)
+    masked = {(cfg["window"], cfg["documents"], cfg["mode"]) for cfg in equal}
+    print(f"\n{len(equal)} masked settings equal predict() ({columns} values), {refused} refused")
+    assert len(equal) > 150 and len(masked) == 3 * 2 * 3  # every mask in every mode
+    # a window narrows the work: the same setting without one computes more scores
+    cfg = cases[0] | dict(n=2**16, d=128, h=32, h_kv=8, causal=True, mode="forward")
+    cfg |= dict(calibration="default", kernel="fa2", window=255, documents=None)
+    narrow, wide = run_tables(data, [cfg, cfg | {"window": None}])
+    assert narrow["flash"]["matmul_flops"] < wide["flash"]["matmul_flops"] / 50
 
 
 def test_between_grid_points_the_nearest_point_is_shown():
@@ -236,6 +286,8 @@ def test_grid_n_has_powers_of_two_and_the_reference():
         (Grid(steps_per_octave=0), "steps_per_octave=0 must be in 1..64"),
         (Grid(dtypes=("fp17",)), "dtypes=['fp17'] must be among"),
         (Grid(hw=("nope",)), "nope"),
+        (Grid(windows=(1023,)), "windows=[1023] must be positive integers and None"),
+        (Grid(documents=(None, 0)), "documents=[None, 0] must be positive integers"),
     ],
 )
 def test_bad_grid_is_one_error(grid, message):
@@ -277,6 +329,22 @@ def test_cli_writes_one_offline_page(tmp_path, capsys):
     assert main(["explore", "--out", str(tmp_path), "--measurements", "nope.json"]) == 2
     assert main(["explore", "--out", str(out), "--heads", "8:3"]) == 2
     assert "--heads '8:3' must be H or H:H_KV" in capsys.readouterr().err
+
+
+def test_cli_takes_the_window_control_and_mask_picker_values(tmp_path, capsys):
+    from perfmodel.cli import main
+
+    out = tmp_path / "page.html"
+    args = ["explore", "--out", str(out), "--hw", "h200", "--d", "128", "--heads", "1"]
+    small = [*args, "--dtype", "bf16", "--steps-per-octave", "1"]
+    assert main([*small, "--windows", "255", "none", "--documents", "none"]) == 0
+    text = out.read_text()
+    assert '"window": [null, 255]' in text and '"documents": [null]' in text
+    capsys.readouterr()
+    assert main([*small, "--windows", "-4"]) == 2
+    assert "--windows '-4' must be positive integers (or none)" in capsys.readouterr().err
+    assert main([*small, "--documents", "1k"]) == 2
+    assert "--documents '1k' must be positive integers" in capsys.readouterr().err
 
 
 # --- the server (perfmodel explore --serve) ----------------------------------------------

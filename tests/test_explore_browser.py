@@ -36,17 +36,14 @@ webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not in
 from selenium.webdriver.chrome.service import Service  # noqa: E402
 from selenium.webdriver.support.ui import Select  # noqa: E402
 
-try:  # the page's own test helpers: the test grid, random settings, predict() by column
-    from test_explore import MEASUREMENTS, expected, page_data, predict_args, random_config, same
+try:  # the page's own test helpers: the test grids, random settings, predict() by column
+    import test_explore as helpers
 except ImportError:  # run as a script
-    from tests.test_explore import (
-        MEASUREMENTS,
-        expected,
-        page_data,
-        predict_args,
-        random_config,
-        same,
-    )
+    from tests import test_explore as helpers
+
+MEASUREMENTS, expected, same = helpers.MEASUREMENTS, helpers.expected, helpers.same
+page_data, mask_page_data = helpers.page_data, helpers.mask_page_data
+predict_args, random_config = helpers.predict_args, helpers.random_config
 
 BROWSER = next(
     (shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)),
@@ -81,8 +78,18 @@ def start_browser():
 
 @pytest.fixture(scope="module")
 def page(tmp_path_factory):
+    yield from _open(tmp_path_factory, page_data())
+
+
+@pytest.fixture(scope="module")
+def mask_page(tmp_path_factory):
+    """The page of the mask grid: several windows and documents of one length."""
+    yield from _open(tmp_path_factory, mask_page_data())
+
+
+def _open(tmp_path_factory, data):
     path = tmp_path_factory.mktemp("explore") / "page.html"
-    path.write_text(explore.page_html(page_data()))
+    path.write_text(explore.page_html(data))
     driver = start_browser()
     try:
         driver.get(path.as_uri())
@@ -115,6 +122,11 @@ def set_controls(driver, cfg: dict) -> None:
     tick = driver.find_element("id", "causal")
     if tick.is_selected() != cfg["causal"]:
         tick.click()
+    for key in ("window", "documents"):  # the window control and the mask picker
+        choice = cfg.get(key)
+        Select(driver.find_element("id", key)).select_by_value(
+            "none" if choice is None else str(choice)
+        )
 
 
 def shown(driver, element_id: str) -> str:
@@ -146,9 +158,9 @@ def parse(text: str | None):
         return text
 
 
-def check_numbers(driver, cfg: dict, p) -> int:
+def check_numbers(driver, cfg: dict, p, data: dict | None = None) -> int:
     """Every cell equals predict() bit for bit; returns how many were compared."""
-    data = page_data()
+    data = data or page_data()
     cells = shown_values(driver)
     count = 0
     for a in ("naive", "flash"):
@@ -252,6 +264,40 @@ def test_random_configs_equal_predict(page):
         "return (performance.now() - t0) / 20;"
     )
     print(f"one update of the page: {ms:.1f} ms")
+
+
+def test_window_control_and_mask_picker_equal_predict(mask_page):
+    """A user picks a sliding window and packed documents: every number shown equals
+    predict(window=W, segments=L) bit for bit; no measured point (of unmasked attention)
+    and no chapter sentence is shown under a mask."""
+    data = mask_page_data()
+    labels = [
+        e.get_attribute("textContent")
+        for e in mask_page.find_elements("css selector", "#window option")
+    ]
+    assert labels == ["none", "255 keys", "4,095 keys"]
+    picker = [
+        e.get_attribute("textContent")
+        for e in mask_page.find_elements("css selector", "#documents option")
+    ]
+    assert picker == ["none", "documents of 2,048 tokens"]
+    rng = random.Random(24)
+    checked = values = 0
+    while checked < max(8, CONFIGS):
+        cfg = random_config(rng, data) | dict(window=rng.choice([255, 4095]))
+        cfg["documents"] = rng.choice(data["axes"]["documents"])
+        set_controls(mask_page, cfg)
+        state = wait(mask_page)
+        try:
+            p = predict(**predict_args(cfg))
+        except PerfmodelError as e:
+            assert state == "error" and shown(mask_page, "error") == str(e), cfg
+            continue
+        assert state == "ready", (cfg, shown(mask_page, "error"))
+        values += check_numbers(mask_page, cfg, p, data)
+        assert "computed at the opening setting" in shown(mask_page, "conclusion")
+        checked += 1
+    print(f"\n{checked} masked settings: {values} values equal predict() bit for bit")
 
 
 def screenshot(png: str) -> None:

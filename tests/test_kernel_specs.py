@@ -149,3 +149,15 @@ def test_mosaic_family_pads_the_head_dim_as_the_kernel(d):
     fam = load_kernel("pallas-mosaic")
     cfg = flash_mosaic.heuristic_config(d)
     assert padded_head_dim(fam.head_dim_padding, d) == flash_mosaic.run_head_dim(d, cfg)
+
+
+def test_mosaic_family_pads_the_sequences_as_the_kernel():
+    # flash_mosaic.Config.pad_seq (default True): a length that is not whole tiles is
+    # copied into a padded buffer, which the family's sequence_padding costs
+    assert flash_mosaic.Config().pad_seq is True
+    assert load_kernel("pallas-mosaic").sequence_padding == "per_consumer"
+    assert flash_mosaic.ROWS_PER_CONSUMER == 64  # launch.MOSAIC_CONSUMER_ROWS
+    from perfmodel.launch import MOSAIC_CONSUMER_ROWS
+
+    assert MOSAIC_CONSUMER_ROWS == flash_mosaic.ROWS_PER_CONSUMER
+    assert 2 * MOSAIC_CONSUMER_ROWS == flash_mosaic_backward.CTA_ROWS

@@ -16,8 +16,10 @@ from perfmodel.costs import masks
 from perfmodel.errors import PerfmodelError
 
 
-def allowed(i, j, *, causal=False, left=None, right=None, docs=None):
-    """Whether query i sees key j, straight from the definitions."""
+def allowed(i, j, *, causal=False, left=None, right=None, docs=None, offset=0):
+    """Whether query i (at position i + offset: decode's queries are the last of the
+    keys' positions) sees key j, straight from the definitions."""
+    i = i + offset
     if causal and j > i:
         return False
     if left is not None and j < i - left:
@@ -52,6 +54,23 @@ def brute(element, n, m, bq, bk, pack=1, groups=1, resident=1):
         waves = {(g * t_r + i) // resident for g in range(groups) for i in readers[j]}
         wave_rows += len(waves) * min(bk, m - j * bk)
     return dict(tiles=tiles, scores=scores, kv_rows=kv_rows, touched=touched, waves=wave_rows)
+
+
+def brute_backward(element, n, m, bq, bk, resident=1):
+    """The dK/dV kernel's walk by hand: one program per K block (in order, ``resident``
+    a wave), the Q blocks of its visited tiles streamed past it."""
+    t_r, t_c = math.ceil(n / bq), math.ceil(m / bk)
+    q_rows = 0
+    readers = {i: set() for i in range(t_r)}  # Q block -> the K-block programs reading it
+    for j in range(t_c):
+        for i in range(t_r):
+            if element[i * bq : (i + 1) * bq, j * bk : (j + 1) * bk].any():
+                q_rows += min(bq, n - i * bq)
+                readers[i].add(j)
+    rows = [min(bq, n - i * bq) for i in range(t_r)]
+    touched = sum(rows[i] for i in range(t_r) if readers[i])
+    waves = sum(len({j // resident for j in readers[i]}) * rows[i] for i in range(t_r))
+    return dict(kv_rows=q_rows, touched=touched, waves=waves)
 
 
 def counts(v):
@@ -100,6 +119,37 @@ def test_window_and_document_tiles_against_brute_force(case, groups, resident):
     element = element_mask(n, n, causal=causal, left=left, right=right, docs=docs)
     assert counts(got) == brute(element, n, n, bq, bk, groups=groups, resident=resident)
     assert masks.keys_seen(mask, n, n) == element.sum()
+    walks = masks.backward_visited(mask, n=n, m=n, block_q=bq, block_k=bk, resident=resident)
+    assert counts(walks.dq) == brute(element, n, n, bq, bk, resident=resident)
+    dkdv = counts(walks.dkdv)
+    assert (dkdv.pop("tiles"), dkdv.pop("scores")) == (got.tiles, got.scores)
+    assert dkdv == brute_backward(element, n, n, bq, bk, resident=resident)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(
+    st.integers(1, 40),
+    st.integers(1, 400),
+    st.integers(1, 300),
+    st.booleans(),
+    st.sampled_from([16, 32, 64]),
+    st.sampled_from([16, 64, 80]),
+    st.integers(1, 5),
+)
+def test_decode_window_against_brute_force(n, extra, window, two_sided, bq, bk, resident):
+    """Fewer queries than keys (decode, chunked prefill): the queries are the last n
+    positions, each sees the ``window`` keys before it (and after, two-sided)."""
+    m = n + extra - 1
+    mask = masks.mask_of(n, m, window=window if two_sided else (window, 0))
+    right = window if two_sided else 0
+    element = element_mask(n, m, left=window, right=right, offset=m - n)
+    got = masks.visited(mask, n=n, m=m, block_q=bq, block_k=bk, resident=resident)
+    assert counts(got) == brute(element, n, m, bq, bk, resident=resident)
+    assert masks.keys_seen(mask, n, m) == element.sum()
+    walks = masks.backward_visited(mask, n=n, m=m, block_q=bq, block_k=bk, resident=resident)
+    dkdv = counts(walks.dkdv)
+    del dkdv["tiles"], dkdv["scores"]
+    assert dkdv == brute_backward(element, n, m, bq, bk, resident=resident)
 
 
 def test_packed_heads_count_positions_per_tile():
@@ -119,6 +169,11 @@ def test_block_mask_array_against_brute_force(bq, bk, size):
     element = np.repeat(np.repeat(tiles, size, 0), size, 1)[:n, :m]
     got = masks.visited(mask, n=n, m=m, block_q=bq, block_k=bk, resident=3)
     assert counts(got) == brute(element, n, m, bq, bk, resident=3)
+    walks = masks.backward_visited(mask, n=n, m=m, block_q=bq, block_k=bk, resident=3)
+    assert counts(walks.dq) == brute(element, n, m, bq, bk, resident=3)
+    dkdv = counts(walks.dkdv)
+    del dkdv["tiles"], dkdv["scores"]
+    assert dkdv == brute_backward(element, n, m, bq, bk, resident=3)
 
 
 def test_callable_mask_mod_as_attention_gym_writes_it():
@@ -176,8 +231,10 @@ def test_bad_masks_are_one_clear_error(kwargs, message):
         masks.mask_of(64, 64, **kwargs)
 
 
-def test_window_needs_self_attention():
+def test_segments_need_self_attention_and_a_window_n_at_most_kv_len():
     with pytest.raises(PerfmodelError, match="kv_len=32 != n=64"):
+        masks.mask_of(64, 32, segments=[64])
+    with pytest.raises(PerfmodelError, match="n=64 > kv_len=32"):
         masks.mask_of(64, 32, window=8)
 
 
@@ -243,3 +300,61 @@ def test_masked_flash_model_reproduces_the_dense_and_causal_models(causal, l2, r
         # early Q blocks reads no late K block): fewer bytes, by the brute force above.
         assert masked.pop("hbm_bytes") <= model.pop("hbm_bytes")
     assert masked == model
+
+
+# --- the flash backward under a mask: the dense and causal backward are special cases -----
+BACKWARD_FIELDS = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes", "tiles")
+
+
+def _backward_numbers(masked, causal, dq, values, **counts):
+    from perfmodel.compile import compiled
+    from perfmodel.costs import backward
+
+    model = backward.build_flash(causal=causal, dq=dq, masked=masked)
+    return {
+        (k.name, f): float(compiled(getattr(k, f))(**values, **counts))
+        for k in model.kernels
+        for f in BACKWARD_FIELDS
+        if getattr(k, f) is not None
+    }
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize(("l2", "resident"), [(50 * 2**20, 132), (2**16, 8)])  # fits, spills
+@pytest.mark.parametrize("dq", ["two_pass", "atomic"])
+def test_masked_backward_reproduces_the_dense_and_causal_backward(causal, l2, resident, dq):
+    n, bq, bk, h, h_kv = 1024, 64, 128, 8, 2
+    values = dict(n=n, m=n, d=64, h=h, h_kv=h_kv, b=2, s=2, block_q=bq, block_k=bk)
+    values.update(l2_capacity=l2, resident_ctas=resident)
+    mask = masks.mask_of(n, n, causal=causal)
+    counts = masks.symbol_values(mask, backward=True, **values, pack=1)
+    masked = _backward_numbers(True, causal, dq, values, **counts)
+    model = _backward_numbers(False, causal, dq, values)
+    if causal and l2 < 2**20:  # past L2: rows charged only to the waves that read them
+        for key in [k for k in model if k[1] == "hbm_bytes"]:
+            assert masked.pop(key) <= model.pop(key)
+    assert masked == model
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(
+    st.integers(1, 300),
+    st.integers(1, 120),
+    st.booleans(),
+    st.one_of(st.none(), st.integers(1, 200)),
+    st.sampled_from([16, 48, 64]),
+    st.sampled_from([16, 64, 80]),
+)
+def test_documents_of_one_length_against_brute_force(n, length, causal, left, bq, bk):
+    """``segments=L``: documents of L tokens, the last one what is left, at any n."""
+    docs = [length] * (n // length) + ([n % length] if n % length else [])
+    window = None if left is None else ((left, 0) if causal else left)
+    mask = masks.mask_of(n, n, causal=causal, window=window, segments=length)
+    element = element_mask(
+        n, n, causal=causal, left=left, right=None if left is None or causal else left, docs=docs
+    )
+    got = masks.visited(mask, n=n, m=n, block_q=bq, block_k=bk, resident=3)
+    assert counts(got) == brute(element, n, n, bq, bk, resident=3)
+    listed = masks.mask_of(n, n, causal=causal, window=window, segments=docs)
+    assert got == masks.visited(listed, n=n, m=n, block_q=bq, block_k=bk, resident=3)
+    assert mask.recorded()["segments"] == length

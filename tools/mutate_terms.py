@@ -4,8 +4,9 @@
     python3 tools/mutate_terms.py --only lse,fill  # mutants whose name contains these
     python3 tools/mutate_terms.py --write docs/mutants.md   # the table, into the docs
 
-The mutants cover the cost terms, the launch rules (``perfmodel.launch``), the floor
-and each effect of the estimate, and the roofline factors: code that ``predict()`` and
+The mutants cover the cost terms, the mask counts (``costs/masks.py``) and the masked
+forms, the sliding-window layers' KV cache, the launch rules (``perfmodel.launch``), the
+floor and each effect of the estimate, and the roofline factors: code that ``predict()`` and
 ``sweep()`` run (``costs/decode.py``'s separate decode model, which they do not run, is
 left out).
 
@@ -55,6 +56,11 @@ T, N, F = (
 )
 R, E, H = "perfmodel/roofline.py", "perfmodel/evaluate.py", "perfmodel/catalog/hardware.py"
 L, BW = "perfmodel/launch.py", "perfmodel/costs/backward.py"
+M, KV = "perfmodel/costs/masks.py", "perfmodel/analysis/kvcache.py"
+#: The mask counts' brute force, the masked models' dense and causal special cases, the
+#: masks in every mode, and the models' sliding-window layers.
+MASK_TESTS = ("tests/test_masks.py", "tests/test_mask_modes.py")
+WINDOW_TESTS = ("tests/test_model_attention.py", "tests/test_kvcache.py")
 
 # fmt: off
 MUTANTS = (
@@ -102,6 +108,22 @@ MUTANTS = (
     Mutant("block-table entry bytes", F, "TABLE_ENTRY_BYTES = 4", "TABLE_ENTRY_BYTES = 8", "4 -> 8", LAUNCH_TESTS),
     # --- backward -------------------------------------------------------------------
     Mutant("dS FLOPs per score", BW, "DS_FLOPS_PER_SCORE = 3", "DS_FLOPS_PER_SCORE = 4", "3 -> 4", LAUNCH_TESTS),
+    # --- masks (costs/masks.py, the masked forms, the models' window layers) -----------
+    Mutant("mask: window's left edge", M, "lo = np.maximum(lo, at - left)", "lo = np.maximum(lo, at - left + 1)", "one key fewer", MASK_TESTS),
+    Mutant("mask: window's right edge", M, "hi = np.minimum(hi, at + right)", "hi = np.minimum(hi, at + right + 1)", "one key more", MASK_TESTS),
+    Mutant("mask: decode queries' positions", M, "at = q + (m - n)", "at = q", "queries first, not last", MASK_TESTS),
+    Mutant("mask: documents' ends", M, "lo = np.maximum(lo, ends[doc] - np.asarray(mask.segments)[doc])", "lo = np.maximum(lo, ends[doc] - np.asarray(mask.segments)[doc] + 1)", "a document's first key dropped", MASK_TESTS),
+    Mutant("mask: documents of one length", M, "hi = np.minimum(hi, start + mask.doc_length - 1)", "hi = np.minimum(hi, start + mask.doc_length)", "one key into the next", MASK_TESTS),
+    Mutant("mask: scores of the visited tiles", M, "scores=float(pack * (rows @ width))", "scores=float(pack * (rows @ width) + 1)", "+1", MASK_TESTS),
+    Mutant("mask: distinct K/V rows", M, "start = np.maximum(lo, covered + 1)", "start = np.maximum(lo, covered)", "overlap counted twice", MASK_TESTS),
+    Mutant("mask: waves reading a K block", M, "first, last = (g + a) // resident, (g + b) // resident", "first, last = (g + a) // resident, (g + b + 1) // resident", "one wave more", MASK_TESTS),
+    Mutant("mask: readers of a K block (backward)", M, 'np.searchsorted(lo, j, side="right") - 1', 'np.searchsorted(lo, j, side="left") - 1', "right -> left", MASK_TESTS),
+    Mutant("mask: forward K/V DRAM rows", F, "rows = sp.Piecewise((mask_kv_touched, fits), (mask_kv_wave_rows, True))", "rows = sp.Piecewise((mask_kv_rows, fits), (mask_kv_wave_rows, True))", "touched -> streamed", MASK_TESTS),
+    Mutant("mask: backward Q DRAM rows", BW, "rows_read = sp.Piecewise((mask_q_touched, fits), (mask_q_wave_rows, True))", "rows_read = sp.Piecewise((mask_q_rows, fits), (mask_q_wave_rows, True))", "touched -> streamed", MASK_TESTS),
+    Mutant("mask: backward dQ K/V past L2", BW, "(b * h * 2 * mask_kv_wave_rows * d * s, True)", "(b * h_kv * 2 * mask_kv_wave_rows * d * s, True)", "per query head -> per K/V head", MASK_TESTS),
+    Mutant("mask: backward's two walks", BW, "return mask_scores, mask_q_rows, mask_kv_rows, mask_tiles", "return mask_scores, mask_kv_rows, mask_q_rows, mask_tiles", "Q and K/V rows swapped", MASK_TESTS),
+    Mutant("window layers: tokens kept", KV, "return m if window is None else sp.Min(m, window + 1)", "return m if window is None else sp.Min(m, window)", "one token fewer", WINDOW_TESTS),
+    Mutant("window layers: pages spanned", KV, "span = sp.floor((m - 1) / page) - sp.floor(start / page) + 1", "span = sp.ceiling((window + 1) / page)", "aligned to pages", WINDOW_TESTS),
     # --- the launch -------------------------------------------------------------------
     Mutant("threads per warp", L, "WARP = 32", "WARP = 16", "32 -> 16", LAUNCH_TESTS),
     Mutant("producer registers", L, "PRODUCER_REGISTERS = 32", "PRODUCER_REGISTERS = 24", "32 -> 24", LAUNCH_TESTS),

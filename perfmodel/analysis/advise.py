@@ -23,7 +23,7 @@ Thresholds are constants below; the reasons quote the numbers they were applied 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 import numpy as np
 from pydantic import BaseModel, ConfigDict
@@ -34,9 +34,6 @@ from perfmodel.catalog.models import ModelSpec, load_model
 from perfmodel.catalog.workloads import Workload, load_workload
 from perfmodel.errors import PerfmodelError
 from perfmodel.units import si
-
-if TYPE_CHECKING:
-    from perfmodel.analysis.estimate import Estimate
 
 Priority = Literal["high", "medium", "low"]
 #: FlashAttention-2: prefill time saved at the median prompt for "high" / "medium".
@@ -85,17 +82,14 @@ def prefill_breakdown(
     from the whole-model estimate (:func:`perfmodel.analysis.estimate.estimate`, batch 1)."""
     from perfmodel.analysis.estimate import estimate
 
-    def attention_s(e: Estimate) -> float:
-        return float(sum(op.time_s for op in e.prefill.operators if op.name == "attention"))
-
     cols: dict[str, list[float]] = {k: [] for k in ("naive", "flash", "rest", "scratch")}
     for n in prompt:
         kw: dict[str, Any] = dict(prompt=int(n), output=1, batch=1, dtype=dtype, check_memory=False)
         naive = estimate(spec, hw, attention="naive", **kw)
         flash = estimate(spec, hw, attention="flash", **kw)
-        cols["naive"].append(attention_s(naive))
-        cols["flash"].append(attention_s(flash))
-        cols["rest"].append(flash.ttft_s - attention_s(flash))  # the same with either
+        cols["naive"].append(naive.prefill.attention_s)
+        cols["flash"].append(flash.prefill.attention_s)
+        cols["rest"].append(flash.ttft_s - flash.prefill.attention_s)  # the same with either
         cols["scratch"].append(naive.memory.attention_scratch_bytes)
     naive_s, flash_s, rest = (np.asarray(cols[k]) for k in ("naive", "flash", "rest"))
     return {

@@ -16,7 +16,7 @@ from the cost models themselves:
 
 >>> lim = asymptotic_speedup("h200")
 >>> round(lim.value, 2), lim.naive_roofs, lim.flash_roofs
-(1.61, ('hbm', 'hbm', 'hbm'), ('matmul',))
+(1.58, ('hbm', 'hbm', 'hbm'), ('matmul',))
 >>> x = crossover_n("h200", 1.5, metric="t_lower_s")
 >>> before, at = speedup_at("h200", [x - 1, x], metric="t_lower_s")
 >>> bool(before < 1.5 <= at)

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from perfmodel import roofline, symbols
+from perfmodel.analysis.kvcache import kept_tokens, layer_groups
 from perfmodel.arguments import MAX_TOKENS, PARAMETERS, Choice, Flag, Param, PositiveInt
 from perfmodel.catalog.calibration import Calibration, known_calibrations, load_calibration
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
@@ -115,6 +116,16 @@ class Phase:
     def share(self, name: str) -> float:
         """Fraction of the phase's time spent in operator ``name``."""
         return sum(op.time_s for op in self.operators if op.name == name) / self.time_s
+
+    @property
+    def attention_s(self) -> float:
+        """Time in attention proper, global and local layers (:data:`ATTENTION_OPERATORS`)."""
+        return sum(op.time_s for op in self.operators if op.name in ATTENTION_OPERATORS)
+
+    @property
+    def attention_share(self) -> float:
+        """Fraction of the phase's time in attention proper."""
+        return self.attention_s / self.time_s
 
 
 @dataclass(frozen=True)
@@ -363,10 +374,14 @@ def _summed(name: str, count: int, side: AlgorithmPrediction | DecodeStep) -> Op
     )
 
 
-def _layer_groups(spec: ModelSpec) -> list[tuple[int | None, int]]:
-    """(left window or None, layers) for each kind of attention layer the model has."""
-    windows = spec.layer_windows()
-    return [(w, windows.count(w)) for w in dict.fromkeys(windows)]
+#: The operator of local (sliding-window) attention layers; "attention" is global.
+LOCAL_ATTENTION = "attention-swa"
+#: Operators of attention proper (both kinds of layer), as ``Phase.attention_s`` sums them.
+ATTENTION_OPERATORS = ("attention", LOCAL_ATTENTION)
+
+
+def _attention_name(window: int | None) -> str:
+    return "attention" if window is None else LOCAL_ATTENTION
 
 
 def _prefill_attention(
@@ -389,7 +404,7 @@ def _prefill_attention(
         heads = mla.prefill_attention_shape(spec.mla.qk_head_dim, spec.mla.v_head_dim, spec.heads)
     ops: list[Operator] = []
     scratch = 0.0
-    for window, count in _layer_groups(spec):
+    for window, count in layer_groups(spec):
         masked: dict[str, Any] = {} if window is None else {"window": window}
         p = predict(
             n=prompt,
@@ -403,7 +418,7 @@ def _prefill_attention(
             **masked,
         )
         side = p.flash if algorithm == "flash" else p.naive
-        ops.append(_summed("attention", count, side))
+        ops.append(_summed(_attention_name(window), count, side))
         scratch = max(scratch, side.extra_memory_bytes)
     if spec.mla is not None:
         values = _values(spec, dtype, batch * prompt, batch)
@@ -411,6 +426,21 @@ def _prefill_attention(
         for kernel in (mla.decompress(symbols.rows), mla.expand_rope(symbols.rows)):
             ops.append(_operator(kernel, spec.layers, values, device, dtype, default))
     return tuple(ops), scratch
+
+
+def _attention_notes(spec: ModelSpec) -> tuple[str, ...]:
+    """What the two attention operators are, for a model with sliding-window layers."""
+    groups = layer_groups(spec)
+    if all(window is None for window, _ in groups):
+        return ()
+    kinds = [
+        f"{count} global layers (attention)"
+        if window is None
+        else f"{count} sliding-window layers ({LOCAL_ATTENTION}: {window + 1} keys a query, "
+        f"its own included; KV cache: the last {window + 1} tokens)"
+        for window, count in groups
+    ]
+    return ("attention: " + " + ".join(kinds),)
 
 
 def decode_splits(device: HardwareSpec, batch: int, kv_heads: int, context: int, page: int) -> int:
@@ -441,8 +471,8 @@ def _decode_attention(
     paged = kv == "paged"
     page = page_tokens if paged else 64  # contiguous: XLA fills the chip; 64-token blocks
     ops = []
-    for window, count in _layer_groups(spec):
-        seen = context if window is None else min(context, window + 1)
+    for window, count in layer_groups(spec):
+        seen = int(kept_tokens(context, window))
         step = decode_step(
             device,
             batch=batch,
@@ -454,7 +484,7 @@ def _decode_attention(
             page_tokens=page if paged else None,
             splits=decode_splits(device, batch, spec.kv_heads, seen, page),
         )
-        ops.append(_summed("attention", count, step))
+        ops.append(_summed(_attention_name(window), count, step))
     return tuple(ops)
 
 
@@ -556,18 +586,18 @@ def memory_budget(
     page_tokens: int,
     attention_scratch: float,
 ) -> Memory:
-    """Weights, the KV cache for ``prompt + output`` tokens per sequence, the prefill's
-    peak activations (one layer at a time) and attention scratch."""
-    from perfmodel.analysis.kvcache import kv_bytes_per_token
+    """Weights, the KV cache for ``prompt + output`` tokens per sequence (a local layer:
+    its window's, ``kvcache.kv_cache_bytes``), the prefill's peak activations (one layer
+    at a time) and attention scratch."""
+    from perfmodel.analysis.kvcache import kv_cache_bytes
 
-    tokens = prompt + output
-    if kv == "paged":
-        tokens = math.ceil(tokens / page_tokens) * page_tokens
+    paged = page_tokens if kv == "paged" else None
+    cache = kv_cache_bytes(spec, dtype, prompt + output, batch=batch, page_tokens=paged)
     values = _values(spec, dtype, batch * prompt, batch)
     activations = compiled(tf.activation_elements())(**values) * values["s"]
     return Memory(
         weights_bytes=spec.weight_bytes(dtype),
-        kv_cache_bytes=batch * tokens * kv_bytes_per_token(spec, dtype),
+        kv_cache_bytes=float(cache),
         activations_bytes=float(activations),
         attention_scratch_bytes=float(attention_scratch),
         capacity_bytes=float(device.hbm_capacity_bytes),
@@ -722,6 +752,7 @@ def estimate(
         decode=decode,
         memory=memory,
         tp=tp,
+        notes=_attention_notes(spec),
     )
     if args["check_memory"] and not memory.fits:
         raise PerfmodelError(_does_not_fit(result, full, device))
@@ -808,6 +839,7 @@ def _summary_lines(e: Estimate) -> list[str]:
         f"activations {si(m.activations_bytes, 'B')} + attention scratch "
         f"{si(m.attention_scratch_bytes, 'B')} = {si(m.total_bytes, 'B')} of "
         f"{si(m.capacity_bytes, 'B')} ({'fits' if m.fits else 'does NOT fit'})",
+        *e.notes,
     ]
 
 
@@ -896,7 +928,7 @@ def estimate_sweep(
                         prefill_tokens_per_s=e.prefill_tokens_per_s,
                         decode_tokens_per_s=e.decode_tokens_per_s,
                         throughput_tokens_per_s=e.throughput_tokens_per_s,
-                        attention_share=e.prefill.share("attention"),
+                        attention_share=e.prefill.attention_share,
                         memory_bytes=e.memory.total_bytes,
                         fits=e.memory.fits,
                     )

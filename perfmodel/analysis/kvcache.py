@@ -11,6 +11,13 @@ layer, per KV head, per token). Two ways to hold it:
   the kernel reads: ``4·ceil(m/page)`` bytes per (sequence, KV head) on top of
   ``2·m·d·s`` bytes of K/V, a fraction ``2/(page·d·s)`` of the traffic.
 
+Sliding-window layers (Gemma 2's local layers, Mistral 7B v0.1's every layer;
+``ModelSpec.sliding_window``): a local layer keeps only the last ``sliding_window``
+tokens of a sequence (the keys its next query can see), so its cache stops growing
+there: ``min(m, window)`` tokens, and paged, the pages those tokens span (a window that
+does not start on a page boundary spans one page more). :func:`layer_groups` gives the
+model's layer kinds; every function here sums over them.
+
 Left out: external fragmentation of the contiguous allocator (it only adds waste),
 activations and workspace (``memory_fraction`` of HBM is the budget), prefix sharing.
 
@@ -22,6 +29,7 @@ activations and workspace (``memory_fraction`` of HBM is the budget), prefix sha
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from typing import Any, Literal
@@ -62,11 +70,50 @@ mla_paged_seq_kv_bytes = mla_seq_kv_bytes.subs(m, page * sp.ceiling(m / page))
 mla_paging_traffic_overhead = decode.table_bytes.subs({b: 1, h_kv: 1}) / mla.cache_bytes.subs(b, 1)
 
 
+def layer_groups(spec: ModelSpec) -> list[tuple[int | None, int]]:
+    """(left window or None, layers) for each kind of attention layer ``spec`` has, in
+    the order they first appear (``ModelSpec.layer_windows``: the left window is
+    ``sliding_window - 1`` keys before the query, None for global attention)."""
+    windows = spec.layer_windows()
+    return [(w, windows.count(w)) for w in dict.fromkeys(windows)]
+
+
+def kept_tokens(m: Any, window: int | None) -> Any:
+    """Tokens a layer keeps of a sequence of ``m``: all (global), or the last
+    ``window + 1`` (a local layer of left window ``window``: what its next query sees)."""
+    return m if window is None else sp.Min(m, window + 1)
+
+
+def _kept_pages(window: int | None) -> sp.Expr:
+    """Pages of ``page`` tokens the kept tokens span: the cache's last ``window + 1``
+    tokens start at ``m - window - 1``, on a page boundary or not."""
+    whole = sp.ceiling(m / page)
+    if window is None:
+        return whole
+    start = m - (window + 1)
+    span = sp.floor((m - 1) / page) - sp.floor(start / page) + 1
+    return sp.Piecewise((whole, m <= window + 1), (span, True))
+
+
+@functools.cache
+def _cache_of(mla_cache: bool, groups: tuple[tuple[int | None, int], ...], paged: bool) -> sp.Expr:
+    per_layer = (mla_seq_kv_bytes if mla_cache else seq_kv_bytes).subs(layers, 1)
+    total = sp.Integer(0)
+    for window, count in groups:
+        held = page * _kept_pages(window) if paged else kept_tokens(m, window)
+        total += count * per_layer.subs(m, held)
+    return total
+
+
 def _cache(spec: ModelSpec, paged: bool = False) -> sp.Expr:
-    """The bytes of one sequence's cache over every layer, for ``spec``'s attention."""
-    if spec.mla is not None:
-        return mla_paged_seq_kv_bytes if paged else mla_seq_kv_bytes
-    return paged_seq_kv_bytes if paged else seq_kv_bytes
+    """The bytes of one sequence's cache over every layer, for ``spec``'s attention (its
+    local layers keep their window's tokens, :func:`kept_tokens`)."""
+    groups = layer_groups(spec)
+    if groups == [(None, spec.layers)]:  # one kind of layer: the closed forms above
+        if spec.mla is not None:
+            return mla_paged_seq_kv_bytes if paged else mla_seq_kv_bytes
+        return paged_seq_kv_bytes if paged else seq_kv_bytes
+    return _cache_of(spec.mla is not None, tuple(groups), paged)
 
 
 class Allocation(BaseModel):
@@ -97,17 +144,27 @@ def _values(spec: ModelSpec, dtype: str, **api: Any) -> dict[str, Any]:
 
 def kv_bytes_per_token(model: str | ModelSpec, dtype: str) -> float:
     """K and V bytes one token adds to the cache, over all layers (MLA: its latent and
-    rotary key, ``layers·(kv_rank + rope_dim)·s``)."""
+    rotary key, ``layers·(kv_rank + rope_dim)·s``); with sliding-window layers, the first
+    token's (past its window a local layer adds none: :func:`kv_cache_bytes`)."""
     spec = load_model(model)
     return float(compiled(_cache(spec))(**_values(spec, dtype, kv_len=1)))
 
 
-def kv_cache_bytes(model: str | ModelSpec, dtype: str, tokens: Any, batch: Any = 1) -> np.ndarray:
-    """``2·layers·h_kv·d·tokens·batch·s``: the cache of ``batch`` sequences of ``tokens``."""
+def kv_cache_bytes(
+    model: str | ModelSpec,
+    dtype: str,
+    tokens: Any,
+    batch: Any = 1,
+    page_tokens: int | None = None,
+) -> np.ndarray:
+    """``2·layers·h_kv·d·tokens·batch·s``: the cache of ``batch`` sequences of ``tokens``
+    (a local layer: its window's tokens); with ``page_tokens``, the whole pages they take."""
     spec = load_model(model)
     tokens = _positive("tokens", tokens)
-    batch = check(batch=batch)["batch"]
-    cache: np.ndarray = batch * compiled(_cache(spec))(**_values(spec, dtype, kv_len=tokens))
+    batch = check(batch=batch, page_tokens=page_tokens)["batch"]
+    paged = {} if page_tokens is None else {"page_tokens": page_tokens}
+    expr = _cache(spec, paged=page_tokens is not None)
+    cache: np.ndarray = batch * compiled(expr)(**_values(spec, dtype, kv_len=tokens, **paged))
     return cache
 
 

@@ -54,6 +54,20 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     p.add_argument("--batch", nargs="+", type=int, help=f"batches (default: {_words(grid.batch)})")
     p.add_argument(
+        "--windows",
+        nargs="+",
+        metavar="W",
+        help="the window control's sliding windows, keys before the query; 'none' (no "
+        f"window) is always offered (default: {_words(grid.windows[1:])})",
+    )
+    p.add_argument(
+        "--documents",
+        nargs="+",
+        metavar="L",
+        help="the mask picker's packed documents of L tokens; 'none' is always offered "
+        f"(default: {_words(grid.documents[1:])})",
+    )
+    p.add_argument(
         "--steps-per-octave",
         type=int,
         help=f"n grid points per octave, n from 1 to 2**{grid.n_max_log2} "
@@ -93,6 +107,20 @@ def _heads(values: list[str]) -> tuple[tuple[int, int], ...]:
     return tuple(out)
 
 
+def _masks(flag: str, values: list[str]) -> tuple[int | None, ...]:
+    """A mask control's values: None (no mask) first, then the positive integers given."""
+    from perfmodel.errors import PerfmodelError
+
+    out: list[int | None] = [None]
+    for v in values:
+        if v.lower() == "none":
+            continue
+        if not v.isdigit() or int(v) < 1:
+            raise PerfmodelError(f"{flag} {v!r} must be positive integers (or none)")
+        out.append(int(v))
+    return tuple(dict.fromkeys(out))
+
+
 def _check_address(args: argparse.Namespace) -> None:
     """--host and --port belong to --serve; with it, the host must resolve (checked before
     the page is built, not when the server binds)."""
@@ -130,6 +158,8 @@ def run(args: argparse.Namespace) -> int:
         d=args.d,
         heads=None if args.heads is None else _heads(args.heads),
         batch=args.batch,
+        windows=None if args.windows is None else _masks("--windows", args.windows),
+        documents=None if args.documents is None else _masks("--documents", args.documents),
         steps_per_octave=args.steps_per_octave,
     )
     options: dict[str, Any] = {

@@ -124,7 +124,7 @@ def run_show(args: argparse.Namespace) -> int:
         return 0
     print(f"{f.name}: {f.description}")
     for key, value in data.items():
-        if key in ("name", "description", "sources", "tiles"):
+        if key in ("name", "description", "sources", "tiles", "backward"):
             continue
         source = f.sources.get(key, "")
         flag = " (ASSUMED)" if key in f.assumed else ""
@@ -136,6 +136,8 @@ def run_show(args: argparse.Namespace) -> int:
         )
         print(f"    d <= {t.d_max:<4} {t.block_q}x{t.block_k}, {t.warps} warps{where}")
     print(f"    source: {f.sources.get('tiles', '-')}")
+    if f.backward is not None:
+        _show_backward(f.backward)
     print(f"  launches on {spec.name} (perfmodel.launch.resolve; n=4096, one head, {SHOWN_DTYPE}):")
     for r in rows:
         mask = "causal" if r["causal"] else "dense"
@@ -154,3 +156,24 @@ def run_show(args: argparse.Namespace) -> int:
             f"{r['blocks_per_sm']} blocks/SM{spill}"
         )
     return 0
+
+
+def _show_backward(bwd) -> None:
+    """The family's ``[backward]``: its facts with their sources, then its tiles."""
+    print("  backward:")
+    for key, value in bwd.model_dump(mode="json").items():
+        if key in ("sources", "tiles", "assumed") or value is None:
+            continue
+        flag = " (ASSUMED)" if key in bwd.assumed else ""
+        print(f"    {key:<16} {value!s:<14}{flag} {bwd.sources.get(key, '')}")
+    print("    tiles (dK/dV kernel; dQ pass; first match wins):")
+    for t in bwd.tiles:
+        where = "".join(
+            f", {k}={v}" for k, v in (("arch", t.arch), ("causal", t.causal)) if v is not None
+        )
+        dq = f"; dQ {t.dq_block_q}x{t.dq_block_k}" if t.dq_block_q else ""
+        print(
+            f"      d <= {t.d_max:<4} {t.block_q}x{t.block_k}, {t.warps} warps, "
+            f"{t.stages} stages{dq}{where}"
+        )
+    print(f"      source: {bwd.sources.get('tiles', '-')}")

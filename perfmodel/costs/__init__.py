@@ -35,6 +35,7 @@ def symbolic(
     dq: str = "atomic",
     split: bool = False,
     paged: bool = False,
+    masked: bool = False,
 ) -> CostModel:
     """The sympy cost model of ``algorithm`` ("naive" or "flash").
 
@@ -42,7 +43,8 @@ def symbolic(
     ``mode`` one of ``MODES``: the backward's flash dQ is summed as ``dq`` says ("atomic":
     FlashAttention-2's own kernel; "two_pass": ours). The backward of naive attention has
     one model (the minimal trips), whatever ``naive`` says. ``split`` and ``paged`` pick
-    the forward flash model's split-KV and paged-cache forms (``perfmodel.costs.flash``).
+    the forward flash model's split-KV and paged-cache forms (``perfmodel.costs.flash``);
+    ``masked`` the flash backward over a mask's tiles (``perfmodel.costs.masks``).
 
     >>> [k.name for k in symbolic("flash", mode="train").kernels]
     ['flash', 'bwd_delta', 'bwd_dkdvdq', 'bwd_dq_convert']
@@ -50,10 +52,11 @@ def symbolic(
     for name, value in (("algorithm", algorithm), ("naive", naive), ("mode", mode), ("dq", dq)):
         if not isinstance(value, str):
             raise PerfmodelError(f"{name}={value!r} must be a name (a string)")
-    for flag, given in (("causal", causal), ("l2", l2), ("split", split), ("paged", paged)):
+    flags = (("causal", causal), ("l2", l2), ("split", split), ("paged", paged))
+    for flag, given in (*flags, ("masked", masked)):
         if not isinstance(given, bool):
             raise PerfmodelError(f"{flag}={given!r} must be True or False")
-    return _symbolic(algorithm, causal, l2, naive, mode, dq, split, paged)
+    return _symbolic(algorithm, causal, l2, naive, mode, dq, split, paged, masked)
 
 
 @functools.cache
@@ -66,6 +69,7 @@ def _symbolic(
     dq: str,
     split: bool = False,
     paged: bool = False,
+    masked: bool = False,
 ) -> CostModel:
     from perfmodel.costs import backward, flash
     from perfmodel.costs import naive as naive_model
@@ -74,10 +78,15 @@ def _symbolic(
         raise PerfmodelError(f"unknown algorithm {algorithm!r}; known: {list(_ALGORITHMS)}")
     if mode not in MODES:
         raise PerfmodelError(f"unknown mode={mode!r}; known: {MODES}")
+    if masked and (algorithm, mode) != ("flash", "backward"):
+        raise PerfmodelError(
+            f"masked=True: symbolic() has the flash backward's masked form (mode='backward'); "
+            f"got algorithm={algorithm!r}, mode={mode!r} (the forward's: costs.flash.build)"
+        )
     if mode != "forward":
         if dq not in backward.DQ_FAMILIES:
             raise PerfmodelError(f"unknown dq={dq!r}; known: {backward.DQ_FAMILIES}")
-        bwd = backward.build(algorithm, causal=causal, l2=l2, dq=dq)
+        bwd = backward.build(algorithm, causal=causal, l2=l2, dq=dq, masked=masked)
         if mode == "backward":
             return bwd
         return backward.training_step(symbolic(algorithm, causal=causal, l2=l2, naive=naive), bwd)

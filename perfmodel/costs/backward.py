@@ -24,10 +24,14 @@ family decides how it is done (``DQ_FAMILIES``):
   with atomics (in L2), then a small kernel converts it. 5 products: 2.5×.
 
 Causal attention visits the same tiles as the forward (``terms.causal_tiles``), in
-the other loop order. GQA: the two-pass family's dK/dV kernel of a kv head loops over
-the query heads of its group and sums their dK, dV on chip, so its grid has b·h_kv·T_c
-blocks (ours); the atomic family's runs one program per query head (b·h·T_c) and sums
-the group's partials after (FlashAttention-2 and -3; the summing traffic is left out).
+the other loop order; so does any mask (``masked``: a window, documents, a block mask,
+``perfmodel.costs.masks``): the symbols ``mask_*`` count the visited tiles in both loop
+orders (``masks.backward_visited``), and DRAM sees each streamed row once while the
+heads in flight fit in L2, else once per wave of the programs that read it.
+GQA: the two-pass family's dK/dV kernel of a kv head loops over the query heads of its
+group and sums their dK, dV on chip, so its grid has b·h_kv·T_c blocks (ours); the
+atomic family's runs one program per query head (b·h·T_c) and sums the group's partials
+after (FlashAttention-2 and -3; the summing traffic is left out).
 
 Left out: the padding rows of a last partial block (loads are masked); dropout; the
 zeroing of the atomic family's dQ buffer (a memset, b·h·n·d·4 bytes written).
@@ -41,7 +45,26 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
-from perfmodel.symbols import F32, b, block_k, block_q, d, h, h_kv, m, n, s
+from perfmodel.symbols import (
+    F32,
+    b,
+    block_k,
+    block_q,
+    d,
+    h,
+    h_kv,
+    m,
+    mask_kv_rows,
+    mask_kv_touched,
+    mask_kv_wave_rows,
+    mask_q_rows,
+    mask_q_touched,
+    mask_q_wave_rows,
+    mask_scores,
+    mask_tiles,
+    n,
+    s,
+)
 from perfmodel.vocabulary import DQ_FAMILIES as DQ_FAMILIES  # how dQ is summed (docstring)
 
 #: Pipeline stages of the streamed Q/dO tiles in shared memory.
@@ -100,9 +123,11 @@ def build_naive(causal: bool = False) -> CostModel:
     )
 
 
-def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
+def _visited(causal: bool, masked: bool = False) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
     """Per (b, q head): scores computed, Q rows streamed (dK/dV kernel), K/V rows
     streamed (dQ kernel), and (Q block, K block) tiles."""
+    if masked:  # counted by perfmodel.costs.masks.backward_visited, exactly
+        return mask_scores, mask_q_rows, mask_kv_rows, mask_tiles
     if not causal:
         return n * m, t.k_blocks * n, t.q_blocks * m, t.q_blocks * t.k_blocks
     tiles = t.causal_tiles()  # the forward's tiles, visited in the other loop order
@@ -116,38 +141,56 @@ def _visited(causal: bool) -> tuple[sp.Expr, sp.Expr, sp.Expr, sp.Expr]:
 
 
 def _dkdv_kernel(
-    causal: bool, l2: bool, gemms: int, name: str, dq_atomic_l2: sp.Expr, heads: sp.Expr = h_kv
+    causal: bool,
+    l2: bool,
+    gemms: int,
+    name: str,
+    dq_atomic_l2: sp.Expr,
+    heads: sp.Expr = h_kv,
+    masked: bool = False,
 ) -> Kernel:
     """The K/V-block loop of Algorithm 2 (grid b·heads·T_c, inner loop over Q blocks):
     ``heads`` h_kv where one program sums its group's dK, dV on chip (ours), h where each
     query head has its programs and the group's partials are summed after (FA-2, FA-3)."""
-    _, q_rows, _, _ = _visited(causal)
+    _, q_rows, _, _ = _visited(causal, masked)
     row_bytes = 2 * d * s + 2 * F32  # Q and dO rows, their LSE and D
     streamed = b * h * q_rows * row_bytes
     compulsory = 2 * t.kv_bytes  # read K, V; write dK, dV
     l2_traffic = compulsory + streamed + dq_atomic_l2
     head_bytes = n * row_bytes  # one query head's Q, dO, LSE, D
-    passes = t.streamed_dram_passes(t.k_blocks, head_bytes)
-    dram = compulsory + b * h * head_bytes * passes if l2 else l2_traffic
+    if masked:  # the rows any visited tile reads; past L2, once per wave reading them
+        fits = t.streamed_fits(t.k_blocks, head_bytes)
+        rows_read = sp.Piecewise((mask_q_touched, fits), (mask_q_wave_rows, True))
+        streamed_dram = b * h * rows_read * row_bytes
+    else:
+        streamed_dram = b * h * head_bytes * t.streamed_dram_passes(t.k_blocks, head_bytes)
+    dram = compulsory + streamed_dram if l2 else l2_traffic
     # One program per K/V head and block, the group's dK, dV summed on chip; a kernel can
     # as well run one per query head and sum the group's partials after (FlashAttention-2
     # and -3 expand dK, dV per query head for GQA): the floor's parallelism.
     return _recompute_pass(
-        name, causal, gemms, dram, l2_traffic, b * heads * t.k_blocks, b * h * t.k_blocks
+        name, causal, gemms, dram, l2_traffic, b * heads * t.k_blocks, b * h * t.k_blocks, masked
     )
 
 
-def _dq_kernel(causal: bool, l2: bool) -> Kernel:
+def _dq_kernel(causal: bool, l2: bool, masked: bool = False) -> Kernel:
     """The separate dQ pass: the forward's loop order (grid b·h·T_r, inner over K/V)."""
-    _, _, kv_rows, _ = _visited(causal)
+    _, _, kv_rows, _ = _visited(causal, masked)
     streamed_kv = b * h * 2 * kv_rows * d * s
     # read Q, dO (the size of O), LSE and D once; write dQ (the size of Q) once
     compulsory = t.q_bytes + t.o_bytes + t.lse_bytes + t.delta_bytes + t.q_bytes
     l2_traffic = compulsory + streamed_kv
-    passes = t.streamed_dram_passes(t.q_blocks, t.kv_head_bytes, h / h_kv)
-    dram = compulsory + t.kv_bytes * passes if l2 else l2_traffic
+    if masked:  # once while the heads in flight fit; past L2 per wave, per query head
+        fits = t.streamed_fits(t.q_blocks, t.kv_head_bytes)
+        kv_dram = sp.Piecewise(
+            (b * h_kv * 2 * mask_kv_touched * d * s, fits),
+            (b * h * 2 * mask_kv_wave_rows * d * s, True),
+        )
+    else:
+        kv_dram = t.kv_bytes * t.streamed_dram_passes(t.q_blocks, t.kv_head_bytes, h / h_kv)
+    dram = compulsory + kv_dram if l2 else l2_traffic
     # 3 products: S = QKᵀ, dP = dO Vᵀ, dQ = dS K
-    return _recompute_pass("bwd_dq", causal, 3, dram, l2_traffic, b * h * t.q_blocks)
+    return _recompute_pass("bwd_dq", causal, 3, dram, l2_traffic, b * h * t.q_blocks, None, masked)
 
 
 def _recompute_pass(
@@ -158,10 +201,11 @@ def _recompute_pass(
     l2_bytes: sp.Expr,
     work_items: sp.Expr,
     floor_work_items: sp.Expr | None = None,
+    masked: bool = False,
 ) -> Kernel:
     """A flash backward kernel over the forward's tiles: for every score it recomputes
     P = exp(scale·S − LSE) (one exp) and dS = P∘(dP − D), and runs ``gemms`` products."""
-    scores_per_head, _, _, tiles_per_head = _visited(causal)
+    scores_per_head, _, _, tiles_per_head = _visited(causal, masked)
     scores = b * h * scores_per_head
     return Kernel(
         name=name,
@@ -183,26 +227,29 @@ def _dq_convert_kernel() -> Kernel:
     return Kernel("bwd_dq_convert", zero, zero, zero, dq_f32 + t.q_bytes)
 
 
-def build_flash(causal: bool = False, l2: bool = True, dq: str = "two_pass") -> CostModel:
-    """The flash backward of FlashAttention-2 Algorithm 2, dQ summed as ``dq`` says."""
+def build_flash(
+    causal: bool = False, l2: bool = True, dq: str = "two_pass", masked: bool = False
+) -> CostModel:
+    """The flash backward of FlashAttention-2 Algorithm 2, dQ summed as ``dq`` says;
+    ``masked``: over the tiles a mask keeps (the symbols ``mask_*``)."""
     if dq not in DQ_FAMILIES:
         raise ValueError(f"dq={dq!r} unknown; known: {DQ_FAMILIES}")
     if dq == "two_pass":
-        dkdv = _dkdv_kernel(causal, l2, 4, "bwd_dkdv", dq_atomic_l2=0 * t.q_bytes)
-        kernels = (_delta_kernel(), dkdv, _dq_kernel(causal, l2))
+        dkdv = _dkdv_kernel(causal, l2, 4, "bwd_dkdv", 0 * t.q_bytes, masked=masked)
+        kernels = (_delta_kernel(), dkdv, _dq_kernel(causal, l2, masked))
         dq_buffer = 0 * t.q_bytes
     else:
-        _, q_rows, _, _ = _visited(causal)
+        _, q_rows, _, _ = _visited(causal, masked)
         atomics = b * h * q_rows * d * 2 * F32  # read-modify-write of dQ per tile, in L2
         dq_buffer = b * h * n * d * F32
         # FA-2 and FA-3 run one program per query head and K/V block (GQA's dK, dV are
         # summed after: FA-3 in float32 accumulators, FA-2 by the caller)
-        main = _dkdv_kernel(causal, l2, 5, "bwd_dkdvdq", dq_atomic_l2=atomics, heads=h)
+        main = _dkdv_kernel(causal, l2, 5, "bwd_dkdvdq", atomics, heads=h, masked=masked)
         # the float32 dQ buffer also crosses DRAM once, written back from L2
         main = dataclasses.replace(main, hbm_bytes=main.hbm_bytes + dq_buffer)
         kernels = (_delta_kernel(), main, _dq_convert_kernel())
     return CostModel(
-        name=f"flash_backward_{dq}",
+        name=f"flash_backward_{dq}" + "_masked" * masked,
         kernels=kernels,
         # LSE kept from the forward, D, and the atomic family's float32 dQ buffer.
         extra_memory_bytes=t.lse_bytes + t.delta_bytes + dq_buffer,
@@ -225,12 +272,19 @@ def backward_register_bytes() -> sp.Expr:
     return (2 * block_k * d + 2 * block_q * block_k) * F32
 
 
-def build(algorithm: str, causal: bool = False, l2: bool = True, dq: str = "two_pass") -> CostModel:
-    """The backward model of ``algorithm`` ("naive" or "flash")."""
+def build(
+    algorithm: str,
+    causal: bool = False,
+    l2: bool = True,
+    dq: str = "two_pass",
+    masked: bool = False,
+) -> CostModel:
+    """The backward model of ``algorithm`` ("naive" or "flash"; ``masked``: flash over a
+    mask's tiles, ``perfmodel.costs.masks``; naive computes every score under any mask)."""
     if algorithm == "naive":
         return build_naive(causal)
     if algorithm == "flash":
-        return build_flash(causal, l2, dq)
+        return build_flash(causal, l2, dq, masked)
     raise ValueError(f"algorithm={algorithm!r} unknown; known: ('naive', 'flash')")
 
 

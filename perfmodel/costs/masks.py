@@ -9,7 +9,8 @@ module counts them exactly, for
   ``i - left <= j <= i + right`` (``jax.nn.dot_product_attention``'s
   ``local_window_size=(left, right)``; with ``causal`` the right side is 0);
 * **packed documents** (``segments``: the lengths of the documents packed into one
-  sequence of ``n`` tokens; a query sees only keys of its own document), with a window
+  sequence of ``n`` tokens, or one length L: documents of L tokens each, the last one
+  what is left, at any n; a query sees only keys of its own document), with a window
   and causality or without;
 * a **block mask**: a boolean array over tiles of its own size (FlexAttention's
   ``BlockMask``, ``block_size`` rows and columns a tile), or a callable
@@ -63,6 +64,8 @@ class Mask:
     causal: bool = False
     window: tuple[int | None, int | None] = (None, None)
     segments: tuple[int, ...] | None = None
+    #: Documents of this many tokens each (the last one shorter): ``segments=L``, any n.
+    doc_length: int | None = None
     #: A boolean array over tiles of ``block_size`` (stored as bytes, so the mask hashes).
     block: bytes | None = None
     block_shape: tuple[int, int] | None = None
@@ -75,6 +78,7 @@ class Mask:
         return (
             self.window == (None, None)
             and self.segments is None
+            and self.doc_length is None
             and self.block is None
             and self.mask_mod is None
         )
@@ -89,11 +93,28 @@ class Mask:
             parts.append(f"window={self.window}")
         if self.segments is not None:
             parts.append(f"segments={len(self.segments)} docs")
+        if self.doc_length is not None:
+            parts.append(f"documents of {self.doc_length}")
+        block = self._block_name()
+        return " ".join([*parts, *([block] if block else [])]) or "dense"
+
+    def _block_name(self) -> str | None:
+        parts = []
         if self.block is not None:
             parts.append(f"block mask {self.block_shape} of {self.block_size}")
         if self.mask_mod is not None:
             parts.append(f"mask_mod={getattr(self.mask_mod, '__name__', 'callable')}")
-        return " ".join(parts) or "dense"
+        return " ".join(parts) or None
+
+    def recorded(self) -> dict[str, Any]:
+        """The mask as ``Prediction.config`` records it (``perfmodel.shape.Shape``'s
+        ``window``, ``segments`` and ``block_mask`` fields): the window as (left, right)
+        keys, the document lengths, the block mask's description (not the array)."""
+        return dict(
+            window=None if self.window == (None, None) else self.window,
+            segments=self.doc_length if self.segments is None else self.segments,
+            block_mask=self._block_name(),
+        )
 
 
 def _window_side(name: str, value: Any) -> int | None:
@@ -125,9 +146,14 @@ def _window(window: Any, causal: bool) -> tuple[int | None, int | None]:
     return left, right
 
 
-def _segments(segments: Any, n: int) -> tuple[int, ...] | None:
+def _segments(segments: Any, n: int) -> tuple[int, ...] | int | None:
+    """Document lengths summing to n, or one length (documents of that many tokens)."""
     if segments is None:
         return None
+    if isinstance(segments, int | np.integer) and not isinstance(segments, bool):
+        if segments <= 0:
+            raise PerfmodelError(f"segments={segments!r} must be a positive document length")
+        return int(segments)
     try:
         lengths = [operator_index(s) for s in segments]
     except TypeError:
@@ -161,14 +187,20 @@ def mask_of(
     """A checked :class:`Mask` for an ``n`` x ``m`` attention.
 
     ``window``: W (``(W, 0)`` causal, ``(W, W)`` otherwise) or ``(left, right)``;
-    ``segments``: document lengths summing to ``n``; ``block_mask``: a boolean array of
-    shape ``(ceil(n/block), ceil(m/block))`` or a callable ``mask_mod(b, h, q_idx,
+    ``segments``: document lengths summing to ``n``, or one length L (documents of L
+    tokens, the last one what is left: one rule at every n); ``block_mask``: a boolean
+    array of shape ``(ceil(n/block), ceil(m/block))`` or a callable ``mask_mod(b, h, q_idx,
     kv_idx)``; ``block_size``: the array's tile, one int or (rows, cols).
     """
     left, right = _window(window, causal)
     docs = _segments(segments, n)
-    if (window is not None or docs is not None) and n != m:
-        raise PerfmodelError(f"window and segments need self-attention: kv_len={m} != n={n}")
+    if docs is not None and n != m:
+        raise PerfmodelError(f"segments need self-attention: kv_len={m} != n={n}")
+    if window is not None and n > m:
+        raise PerfmodelError(
+            f"window={window!r} with n={n} > kv_len={m}: the queries are the last n of the "
+            "kv_len positions (decode, chunked prefill), so n must not exceed kv_len"
+        )
     rows, cols = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
     for v in (rows, cols):
         if isinstance(v, bool) or not isinstance(v, int | np.integer) or v <= 0:
@@ -188,24 +220,49 @@ def mask_of(
     return Mask(
         causal=bool(causal),
         window=(left, right) if window is not None else (None, None),
-        segments=docs,
+        segments=docs if isinstance(docs, tuple) else None,
+        doc_length=docs if isinstance(docs, int) else None,
         block_size=(int(rows), int(cols)),
         **kwargs,
     )
 
 
+def refuse_unmodelled(given: str, *, cp: bool, paged: bool) -> None:
+    """One clear error where a mask (``given``: its arguments) is not modelled: flash
+    split over devices (its ring and all-gather steps under a window are not counted)
+    and a paged K/V cache (the block-table reads of a window's pages are not counted)."""
+    if cp:
+        raise PerfmodelError(
+            f"a mask ({given}) with cp or tp > 1 is not modelled: the split over devices "
+            "(perfmodel.parallel) counts dense or causal attention only"
+        )
+    if paged:
+        raise PerfmodelError(
+            f"a mask ({given}) with page_tokens (a paged K/V cache) is not modelled: the "
+            "block-table reads of the pages a window visits are not counted (contiguous K/V)"
+        )
+
+
 # --- the tiles ------------------------------------------------------------------------
-def _key_range(mask: Mask, q: np.ndarray, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per query row ``q``: the first and last key it sees (windows, documents, causal)."""
+def _key_range(mask: Mask, q: np.ndarray, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per query row ``q``: the first and last key it sees (windows, documents, causal).
+
+    Query row ``q`` sits at position ``q + m - n``: with fewer queries than keys (decode,
+    chunked prefill) they are the last ``n`` positions, as a KV cache holds them."""
     lo = np.zeros_like(q)
     hi = np.full_like(q, m - 1)
     left, right = mask.window
+    at = q + (m - n)
     if mask.causal:
-        hi = np.minimum(hi, q)
+        hi = np.minimum(hi, at)
     if left is not None:
-        lo = np.maximum(lo, q - left)
+        lo = np.maximum(lo, at - left)
     if right is not None:
-        hi = np.minimum(hi, q + right)
+        hi = np.minimum(hi, at + right)
+    if mask.doc_length is not None:
+        start = q // mask.doc_length * mask.doc_length
+        lo = np.maximum(lo, start)
+        hi = np.minimum(hi, start + mask.doc_length - 1)
     if mask.segments is not None:
         ends = np.cumsum(mask.segments)
         doc = np.searchsorted(ends, q, side="right")
@@ -220,8 +277,8 @@ def _block_ranges(
     """Per Q block: its first and last K block, and whether it sees any key at all."""
     first = np.arange(math.ceil(n / block_q), dtype=np.int64) * block_q
     last = np.minimum(first + block_q, n) - 1
-    lo, _ = _key_range(mask, first, m)
-    _, hi = _key_range(mask, last, m)
+    lo, _ = _key_range(mask, first, n, m)
+    _, hi = _key_range(mask, last, n, m)
     return lo // block_k, hi // block_k, hi >= lo
 
 
@@ -336,6 +393,13 @@ def _visited(
         if seen.all():
             return _range_visited(lo, hi, n, m, bq, bk, pack, groups, resident)
     tm = tile_mask(mask, n=n, m=m, block_q=bq, block_k=bk)
+    return _array_visited(tm, n, m, bq, bk, pack, groups, resident)
+
+
+def _array_visited(
+    tm: np.ndarray, n: int, m: int, bq: int, bk: int, pack: int, groups: int, resident: int
+) -> Visited:
+    """:class:`Visited` from the boolean (T_r, T_c) array of visited tiles."""
     t_r, t_c = tm.shape
     rows = np.minimum(bq, n - np.arange(t_r) * bq)
     cols = np.minimum(bk, m - np.arange(t_c) * bk)
@@ -353,6 +417,47 @@ def _visited(
         kv_wave_rows=float(waves @ cols),
         q_blocks=t_r,
     )
+
+
+def _readers(lo: np.ndarray, hi: np.ndarray, t_c: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per K block ``j``: the first and last Q block whose range ``[lo, hi]`` holds it
+    (ranges with both ends non-decreasing; first > last where none does)."""
+    j = np.arange(t_c)
+    return np.searchsorted(hi, j, side="left"), np.searchsorted(lo, j, side="right") - 1
+
+
+@dataclass(frozen=True)
+class Backward:
+    """Per (batch, query head), one program per query head (no packing): the flash
+    backward's two walks over the forward's tiles. ``dq``: the Q-block-major walk (the
+    dQ kernel, the forward's loop order); ``dkdv``: the K-block-major walk (the dK/dV
+    kernel: one program per K block, the Q blocks streamed past it), counted with the
+    roles of Q and K swapped: its ``kv_rows`` are the Q rows streamed, ``kv_touched``
+    the distinct Q rows read, ``kv_wave_rows`` Q rows times the waves of K-block
+    programs that read them."""
+
+    dq: Visited
+    dkdv: Visited
+
+
+def backward_visited(
+    mask: Mask, *, n: int, m: int, block_q: int, block_k: int, resident: int = 1
+) -> Backward:
+    """:class:`Backward` for a backward of ``block_q`` x ``block_k`` tiles: the forward's
+    visited tiles, walked in both loop orders."""
+    return _backward(mask, int(n), int(m), int(block_q), int(block_k), int(resident))
+
+
+@functools.lru_cache(maxsize=4096)
+def _backward(mask: Mask, n: int, m: int, bq: int, bk: int, resident: int) -> Backward:
+    dq = _visited(mask, n, m, bq, bk, 1, 1, resident)
+    if mask.block is None and mask.mask_mod is None:
+        lo, hi, seen = _block_ranges(mask, n, m, bq, bk)
+        first, last = _readers(lo, hi, math.ceil(m / bk))
+        if seen.all() and (first <= last).all():
+            return Backward(dq, _range_visited(first, last, m, n, bk, bq, 1, 1, resident))
+    tm = tile_mask(mask, n=n, m=m, block_q=bq, block_k=bk)
+    return Backward(dq, _array_visited(tm.T, m, n, bk, bq, 1, 1, resident))
 
 
 def _range_visited(
@@ -379,9 +484,7 @@ def _range_visited(
     start = np.maximum(lo, covered + 1)
     touched = np.where(hi >= start, prefix[hi + 1] - prefix[np.minimum(start, t_c)], 0)
     # readers of K block j: the Q blocks a_j .. b_j (ranges are monotone)
-    j = np.arange(t_c)
-    a = np.searchsorted(hi, j, side="left")
-    b = np.searchsorted(lo, j, side="right") - 1
+    a, b = _readers(lo, hi, t_c)
     read = a <= b
     g = np.arange(groups)[:, None] * t_r
     first, last = (g + a) // resident, (g + b) // resident  # waves, per head group
@@ -400,7 +503,7 @@ def _range_visited(
 def keys_seen(mask: Mask, n: int, m: int) -> float:
     """Scores the mask keeps (the useful ones): what an ideal, element-sparse kernel computes."""
     if mask.block is None and mask.mask_mod is None:
-        lo, hi = _key_range(mask, np.arange(n, dtype=np.int64), m)
+        lo, hi = _key_range(mask, np.arange(n, dtype=np.int64), n, m)
         return float(np.maximum(hi - lo + 1, 0).sum())
     return float(element_mask(mask, n, m).sum())
 
@@ -409,7 +512,7 @@ def element_mask(mask: Mask, n: int, m: int) -> np.ndarray:
     """The n x m boolean mask, element by element (for tests and small shapes)."""
     q = np.arange(n)[:, None]
     k = np.arange(m)[None, :]
-    lo, hi = _key_range(mask, np.arange(n, dtype=np.int64), m)
+    lo, hi = _key_range(mask, np.arange(n, dtype=np.int64), n, m)
     out = (k >= lo[:, None]) & (k <= hi[:, None])
     if mask.block is not None:
         rows, cols = mask.block_size
@@ -427,30 +530,40 @@ SYMBOLS = {
     "kv_touched": "mask_kv_touched",
     "kv_wave_rows": "mask_kv_wave_rows",
 }
+#: The backward's extra symbols: its K-block-major walk's counts (``Backward.dkdv``).
+BACKWARD_SYMBOLS = {
+    "kv_rows": "mask_q_rows",
+    "kv_touched": "mask_q_touched",
+    "kv_wave_rows": "mask_q_wave_rows",
+}
 
 
-def symbol_values(mask: Mask, **shape: Any) -> dict[str, Any]:
+def symbol_values(mask: Mask, *, backward: bool = False, **shape: Any) -> dict[str, Any]:
     """The ``mask_*`` symbol values for a shape's symbols (``n``, ``m``, ``h``, ``h_kv``,
     ``block_q``, ``block_k``, ``pack``, ``resident_ctas``; numbers or arrays, broadcast):
-    :func:`visited` once per distinct point."""
+    :func:`visited` once per distinct point. ``backward``: the flash backward's
+    (:func:`backward_visited`: one program per query head, both loop orders)."""
     names = ("n", "m", "h", "h_kv", "block_q", "block_k", "pack", "resident_ctas")
     cols = np.broadcast_arrays(*(np.asarray(shape[k]) for k in names))
     flat = np.stack([c.reshape(-1) for c in cols], axis=1).astype(np.int64)
     points, inverse = np.unique(flat, axis=0, return_inverse=True)
-    out = {sym: np.empty(len(points)) for sym in SYMBOLS.values()}
+    wanted = {**SYMBOLS, **{f"dkdv.{k}": v for k, v in BACKWARD_SYMBOLS.items()}}
+    if not backward:
+        wanted = dict(SYMBOLS)
+    out = {sym: np.empty(len(points)) for sym in wanted.values()}
     for i, (n, m, h, h_kv, bq, bk, pack, resident) in enumerate(points):
-        v = visited(
-            mask,
-            n=n,
-            m=m,
-            block_q=bq,
-            block_k=bk,
-            pack=pack,
-            groups=max(1, h // (h_kv * pack)),
-            resident=resident,
-        )
-        for field_, sym in SYMBOLS.items():
-            out[sym][i] = getattr(v, field_)
+        if backward:
+            walks = backward_visited(mask, n=n, m=m, block_q=bq, block_k=bk, resident=resident)
+            found = {"": walks.dq, "dkdv.": walks.dkdv}
+        else:
+            groups = max(1, h // (h_kv * pack))
+            v = visited(
+                mask, n=n, m=m, block_q=bq, block_k=bk, pack=pack, groups=groups, resident=resident
+            )
+            found = {"": v}
+        for key, sym in wanted.items():
+            walk, _, field_ = key.rpartition(".")
+            out[sym][i] = getattr(found[walk + "." if walk else ""], field_)
     scalar = all(np.ndim(shape[k]) == 0 for k in names)
     return {
         sym: float(col[inverse][0]) if scalar else col[inverse.reshape(-1)].reshape(cols[0].shape)

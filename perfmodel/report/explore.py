@@ -79,6 +79,8 @@ CONTROLS = {
     "naive": "select",
     "mode": "select",
     "kernel": "select of the flash kernel families (auto: the profile's, else fa2)",
+    "window": "select: the grid's sliding windows (none: no window)",
+    "segments": "the mask picker: packed documents of the grid's lengths (segments=L)",
 }
 _LAUNCH = "the kernel family's own launch: each value would be another table per row"
 #: predict() parameters the page leaves at their default, and why.
@@ -94,11 +96,9 @@ NOT_SHOWN = {
     "cp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "cp_scheme": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "tp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
-    # issue 24: the window control and the mask picker are still to come (docs/variants.md)
-    "window": "sliding window: not on the page yet (sweep(window=W) gives its columns)",
-    "segments": "packed documents: not on the page yet (predict(segments=[...]))",
-    "block_mask": "block mask: not on the page yet (predict(block_mask=...))",
-    "block_size": "the block mask's tile: not on the page yet",
+    "block_mask": "a block mask is an array of one n's tiles or a callable over every "
+    "score (O(n²) at each n): no rule a table along n holds (predict(block_mask=...))",
+    "block_size": "the block mask's tile (block_mask is not on the page)",
     "fp8_as_run": "FP8 as a family runs it (costs.precision): not on the page yet",
 }
 
@@ -202,12 +202,21 @@ class _Tables:
 
 
 def shape_rows(grid: Grid, dtypes: Sequence[str]) -> list[dict[str, Any]]:
-    """The rows of one table, in the page's order: dtype, d, heads, batch, causal."""
+    """The rows of one mask's table, in the page's order: dtype, d, heads, batch, causal."""
     return [
         dict(dtype=t, d=d, h=h, h_kv=h_kv, batch=b, causal=c)
         for t, d, (h, h_kv), b, c in itertools.product(
             dtypes, grid.d, grid.heads, grid.batch, (False, True)
         )
+    ]
+
+
+def mask_settings(grid: Grid) -> list[dict[str, Any]]:
+    """The masks of the page, in its order (window, then documents; each table holds the
+    shape rows of every mask, one after the other): ``predict``'s mask arguments."""
+    return [
+        {k: v for k, v in (("window", w), ("segments", docs)) if v is not None}
+        for w, docs in itertools.product(grid.windows, grid.documents)
     ]
 
 
@@ -287,15 +296,17 @@ def build_tables(grid: Grid) -> dict[str, Any]:
             calibration = None if cal == "default" else cal
             for impl, mode in itertools.product(NAIVE_IMPLEMENTATIONS, MODES):
                 blocks["naive"][_block_key(name, cal, impl, mode)] = len(tables.rows["naive"])
-                tries = [
-                    dict(calibration=calibration, naive=impl, mode=mode, kernel=k)
-                    for k in (None, *flash_families())
-                ]
-                _table(tables, "naive", spec, rows, ns, tries)
+                for mask in mask_settings(grid):
+                    tries = [
+                        dict(calibration=calibration, naive=impl, mode=mode, kernel=k, **mask)
+                        for k in (None, *flash_families())
+                    ]
+                    _table(tables, "naive", spec, rows, ns, tries)
             for kernel, mode in itertools.product(flash_families(), MODES):
                 blocks["flash"][_block_key(name, cal, kernel, mode)] = len(tables.rows["flash"])
-                fixed = dict(calibration=calibration, kernel=kernel, mode=mode)
-                _table(tables, "flash", spec, rows, ns, [fixed])
+                for mask in mask_settings(grid):
+                    fixed = dict(calibration=calibration, kernel=kernel, mode=mode, **mask)
+                    _table(tables, "flash", spec, rows, ns, [fixed])
     offsets, rows_blob = tables.encoded_rows()
     return {
         "n": ns,
@@ -304,6 +315,8 @@ def build_tables(grid: Grid) -> dict[str, Any]:
             "heads": [list(p) for p in grid.heads],
             "batch": list(grid.batch),
             "causal": [False, True],
+            "window": list(grid.windows),
+            "documents": list(grid.documents),
         },
         "devices": devices,
         "columns": tables.columns,

@@ -20,6 +20,11 @@ class Grid:
     d: tuple[int, ...] = (64, 128)
     heads: tuple[tuple[int, int], ...] = ((1, 1), (32, 8))  #: (h, h_kv) pairs
     batch: tuple[int, ...] = (1,)
+    #: the window control: sliding windows in keys before the query (and after it when
+    #: not causal; ``predict(window=W)``), None: no window
+    windows: tuple[int | None, ...] = (None, 4095)
+    #: the mask picker: packed documents of L tokens (``predict(segments=L)``), None: one
+    documents: tuple[int | None, ...] = (None, 4096)
     steps_per_octave: int = 3
     n_max_log2: int = 20
 
@@ -41,6 +46,15 @@ class Grid:
         for name, values in (("d", self.d), ("batch", self.batch)):
             if not values or any(not isinstance(v, int) or v < 1 for v in values):
                 raise PerfmodelError(f"{name}={list(values)!r} must be positive integers")
+        for name, masks in (("windows", self.windows), ("documents", self.documents)):
+            ok = [
+                v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
+                for v in masks
+            ]
+            if not masks or not all(ok) or None not in masks:
+                raise PerfmodelError(
+                    f"{name}={list(masks)!r} must be positive integers and None (no mask)"
+                )
         for h, h_kv in self.heads or [(0, 0)]:
             if h < 1 or h_kv < 1 or h % h_kv:
                 raise PerfmodelError(

@@ -24,6 +24,11 @@ function select(id, options, value, labels) {
 }
 
 const headsLabel = ([h, hkv]) => (h === hkv ? `${h}` : `${h} (${hkv} K/V)`);
+// the mask controls: a grid value, or "none" for no mask (null in the tables' axes)
+const maskValue = (v) => (v === null ? "none" : String(v));
+const maskRead = (s) => (s === "none" ? null : Number(s));
+const windowLabel = (w) => (w === null ? "none" : `${grouped(w)} keys`);
+const documentsLabel = (l) => (l === null ? "none" : `documents of ${grouped(l)} tokens`);
 
 function buildControls() {
   const c = $("controls");
@@ -42,6 +47,8 @@ function buildControls() {
   c.append(el("label", {}, ["kernel", select("kernel", ["auto", ...DATA.kernels], "auto")]));
   c.append(el("label", {}, ["naive compiled as", select("naive", DATA.naive, DATA.naive[0])]));
   c.append(el("label", {}, ["mode", select("mode", DATA.modes, DATA.modes[0])]));
+  c.append(el("label", {}, ["sliding window", select("window", ax.window.map(maskValue), "none", ax.window.map(windowLabel))]));
+  c.append(el("label", {}, ["mask", select("documents", ax.documents.map(maskValue), "none", ax.documents.map(documentsLabel))]));
   $("hw").addEventListener("change", deviceChanged);
   for (const e of c.querySelectorAll("input, select")) {
     e.addEventListener("input", update);
@@ -72,12 +79,15 @@ function readState() {
   const st = { n: n, d: Number($("d").value), h: h, h_kv: hkv, batch: Number($("batch").value) };
   for (const k of ["hw", "dtype", "calibration", "naive", "mode", "kernel"]) st[k] = $(k).value;
   st.causal = $("causal").checked;
+  st.window = maskRead($("window").value);
+  st.documents = maskRead($("documents").value);
   return st;
 }
 
 function opening(st) {
   // the setting the chapter's sentence and the n→∞ limit were computed for (explore.headlines)
-  const plain = st.mode === "forward" && st.naive === DATA.naive[0] && st.calibration === "default" && st.kernel === "auto";
+  const plain = st.mode === "forward" && st.naive === DATA.naive[0] && st.calibration === "default" && st.kernel === "auto"
+    && st.window === null && st.documents === null;
   const shape = st.d === 128 && st.h === 1 && st.h_kv === 1 && st.batch === 1;
   return plain && shape ? DATA.headlines[[st.hw, st.dtype, st.causal ? 1 : 0].join("|")] || null : null;
 }
@@ -186,6 +196,8 @@ function drawRoofline(st, r) {
 }
 
 function measuredFor(st) {
+  // the measured points are of unmasked attention: none is shown under a window or documents
+  if (st.window !== null || st.documents !== null) return [];
   return DATA.measured.filter((p) => p.device === st.hw && p.d === st.d && p.h === st.h && p.h_kv === st.h_kv
     && p.dtype === st.dtype && p.causal === st.causal && p.batch === st.batch && p.kv_len === p.n);
 }
@@ -289,7 +301,7 @@ function update() {
     $("where").textContent = where(st, r);
     const head = opening(st);
     $("conclusion").textContent = head ? head.headline
-      : "The chapter's sentence (perfmodel.report.conclusions) is computed at the opening setting: d=128, one head, batch 1, forward, kernel auto, default calibration, the device's opening dtype.";
+      : "The chapter's sentence (perfmodel.report.conclusions) is computed at the opening setting: d=128, one head, batch 1, forward, kernel auto, default calibration, the device's opening dtype, no window or mask.";
     drawRoofline(st, r);
     drawCurves(st, head);
     drawBreakdown(r);

@@ -38,15 +38,17 @@ const Tables = (() => {
 
   function rowStart(t, side, st) {
     // the first vector index of st's row: block (device, calibration, naive compile or
-    // kernel family, mode), then dtype, d, heads, batch, causal, as explore.shape_rows
+    // kernel family, mode), then the mask (window, documents: explore.mask_settings),
+    // then dtype, d, heads, batch, causal, as explore.shape_rows
     const d = t.data;
     const variant = side === "naive" ? st.naive : family(d, st);
     const block = d.blocks[side][[st.hw, st.calibration, variant, st.mode].join("|")];
     if (block === undefined) throw new Error(`no table for ${st.hw}, ${st.calibration}, ${variant}, ${st.mode}`);
     const ax = d.axes;
-    const sizes = [d.devices[st.hw].dtypes, ax.d, ax.heads, ax.batch, ax.causal];
+    const sizes = [ax.window, ax.documents, d.devices[st.hw].dtypes, ax.d, ax.heads, ax.batch, ax.causal];
     const at = [
-      position(sizes[0], st.dtype, "dtype"), position(ax.d, st.d, "d"),
+      position(ax.window, st.window, "window"), position(ax.documents, st.documents, "documents"),
+      position(sizes[2], st.dtype, "dtype"), position(ax.d, st.d, "d"),
       position(ax.heads, [st.h, st.h_kv], "(h, h_kv)"), position(ax.batch, st.batch, "batch"),
       position(ax.causal, st.causal, "causal"),
     ];
