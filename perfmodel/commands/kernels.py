@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from perfmodel.catalog.kernels import Backward
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -66,7 +70,7 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_backward(bwd) -> None:
+def _show_backward(bwd: Backward) -> None:
     """The family's ``[backward]``: its facts with their sources, then its tiles."""
     print("  backward:")
     for key, value in bwd.model_dump(mode="json").items():
