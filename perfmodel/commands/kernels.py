@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from perfmodel.catalog.hardware import HardwareSpec
-    from perfmodel.catalog.kernels import KernelFamily
+    from perfmodel.catalog.kernels import Backward, KernelFamily
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -158,7 +158,7 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
-def _show_backward(bwd) -> None:
+def _show_backward(bwd: Backward) -> None:
     """The family's ``[backward]``: its facts with their sources, then its tiles."""
     print("  backward:")
     for key, value in bwd.model_dump(mode="json").items():
