@@ -327,7 +327,9 @@ def predict(
         cp=args["cp"] != 1 or args["tp"] != 1,
         paged=page_tokens is not None,
     )
-    engine.forward_only(splits=splits, page_tokens=page_tokens)
+    engine.forward_only(
+        splits=splits, page_tokens=page_tokens, block_q=block_q, block_k=block_k, warps=warps
+    )
     point = {
         **symbol_values(
             n=args["n"], kv_len=m, d=args["d"], h=args["h"], h_kv=h_kv, batch=args["batch"]
@@ -474,7 +476,8 @@ class _Engine:
             self.mask_args = mask
 
     def forward_only(self, **given: Any) -> None:
-        """Options only the forward kernel has (a K/V split, a paged cache, FP8 as run),
+        """Options only the forward kernel has (a K/V split, a paged cache, FP8 as run, the
+        forward's tiles and warps: the backward launches the family's own),
         refused with ``mode="backward"`` rather than ignored (None: not given; a column:
         its first value shown)."""
         for name, value in given.items():
@@ -483,8 +486,9 @@ class _Engine:
                 raise fail(
                     name,
                     shown,
-                    "is the forward kernel's, not modelled for mode='backward' (one program "
-                    "per query head, contiguous K/V, no FP8 form): drop it, or use "
+                    "is the forward kernel's, not modelled for mode='backward' (its own tiles "
+                    "and warps, one program per query head, contiguous K/V, no FP8 form): "
+                    "drop it, or use "
                     "mode='train' (its forward half takes it)",
                 )
 
@@ -770,6 +774,9 @@ def _cell(value: Any) -> str:
 _SWEPT = ("n", "d", "h", "h_kv", "batch", "dtype", "causal", "block_q", "block_k", "kv_len")
 #: sweep's options that may be a column (one value per point); the others take one value.
 _COLUMN_OPTIONS = (*_SWEPT[1:], "warps", "splits", "page_tokens")
+#: Options only the forward kernel takes: refused with mode="backward" (its tiles and warps
+#: are the family's [backward] launch), applied to the forward half of mode="train".
+_FORWARD_ONLY = ("splits", "page_tokens", "block_q", "block_k", "warps")
 #: Points evaluated at once: one chunk's temporaries stay small (and in cache).
 CHUNK_POINTS = 1 << 16
 #: Largest result ``sweep`` builds unless given a larger ``max_bytes`` (2 GiB).
@@ -854,7 +861,7 @@ def sweep(
         cp=(split["cp"], split["tp"]) != (1, 1),
         paged=_named(np.asarray(cols["page_tokens"])) is not None,
     )
-    engine.forward_only(**{k: _named(np.asarray(cols[k])) for k in ("splits", "page_tokens")})
+    engine.forward_only(**{k: _named(np.asarray(cols[k])) for k in _FORWARD_ONLY})
     results = _evaluate_chunks(engine, cols, wanted, size)
     out = SweepResult({k: cols[k] for k in _SWEPT})
     for k in ("block_q", "block_k", "warps"):  # the launch's tiles and warps, as integers

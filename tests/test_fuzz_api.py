@@ -676,6 +676,9 @@ BACKWARD = (
     [
         (dict(mode="backward", splits=4), BACKWARD.format("splits=4")),
         (dict(mode="backward", page_tokens=16), BACKWARD.format("page_tokens=16")),
+        (dict(mode="backward", block_q=64, block_k=64), BACKWARD.format("block_q=64")),
+        (dict(mode="backward", block_k=32), BACKWARD.format("block_k=32")),
+        (dict(mode="backward", warps=4), BACKWARD.format("warps=4")),
         (
             dict(mode="backward", dtype="fp8", kernel="fa3", fp8_as_run=True),
             BACKWARD.format("fp8_as_run=True"),
@@ -699,6 +702,9 @@ BACKWARD = (
     ids=[
         "backward-splits",
         "backward-page-tokens",
+        "backward-tile",
+        "backward-block-k",
+        "backward-warps",
         "backward-fp8-as-run",
         "mosaic-on-tpu",
         "mosaic-on-ampere",
@@ -716,15 +722,16 @@ def test_combinations_that_do_not_apply_refused(kwargs: dict[str, Any], message:
     "kwargs",
     [
         dict(mode="train", splits=4),  # the forward half splits K/V: the time moves
+        dict(mode="train", block_q=64, block_k=64),  # the forward half's tile: it moves
         dict(hw="h100", kernel="pallas-mosaic"),
         dict(hw="tpu-v5p", dtype="bf16", kernel="fa2"),
     ],
-    ids=["train-splits", "mosaic-on-hopper", "tpu-named-kernel"],
+    ids=["train-splits", "train-tile", "mosaic-on-hopper", "tpu-named-kernel"],
 )
 def test_combinations_that_apply_accepted(kwargs: dict[str, Any]) -> None:
     p = guarded(lambda: perfmodel.predict(**{"n": 1024, "hw": "h200", **kwargs}))
     assert _finite(p) and p.config.kernel == kwargs.get("kernel", "fa2")
-    if "splits" in kwargs:
+    if "splits" in kwargs or "block_q" in kwargs:
         assert p.flash.time_s != perfmodel.predict(n=1024, hw="h200", mode="train").flash.time_s
 
 
