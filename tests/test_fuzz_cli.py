@@ -221,6 +221,9 @@ CASES: list[tuple[str, str]] = [
     ("diagnose-hbm-bw-zero", "diagnose --time-s 1e-3 --n 4096 --hw h200 --hbm-bw 0"),
     ("diagnose-peak-nan", "diagnose --time-s 1e-3 --n 4096 --hw h200 --matmul-peak nan"),
     ("diagnose-dtype-unknown", "diagnose --time-s 1e-3 --n 4096 --hw h200 --dtype fp64"),
+    # a shape option at predict's default is still given, and the utilisation form reads none
+    ("diagnose-utilisation-with-default-d", "diagnose --hbm-util 0.5 --sm-util 0.3 --d 128"),
+    ("diagnose-utilisation-with-dtype", "diagnose --hbm-util 0.5 --sm-util 0.3 --dtype fp16"),
     # advise
     ("advise-workload-unknown", "advise --workload nope --hw h200"),
     ("advise-workload-folder", "advise --workload '{folder.toml}' --hw h200"),

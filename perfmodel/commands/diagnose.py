@@ -42,11 +42,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         action="store_true",
         help="--hbm-util/--sm-util cover attention kernels alone, not a whole step",
     )
-    p.add_argument("--d", type=int, default=128, help="head dimension of the measured shape")
-    p.add_argument("--h", type=int, default=1, help="query heads")
-    p.add_argument("--h-kv", type=int, default=None, help="key/value heads (default --h)")
-    p.add_argument("--batch", type=int, default=1, help="sequences")
-    p.add_argument("--dtype", default="fp16", help="element type: {known:dtypes}")
+    # the shape's defaults are predict()'s (None here: not given, so a value equal to the
+    # default is still seen as given, and refused by the utilisation form)
+    p.add_argument("--d", type=int, help="head dimension of the measured shape (default: 128)")
+    p.add_argument("--h", type=int, help="query heads (default: 1)")
+    p.add_argument("--h-kv", type=int, help="key/value heads (default --h)")
+    p.add_argument("--batch", type=int, help="sequences (default: 1)")
+    p.add_argument("--dtype", help="element type: {known:dtypes} (default: fp16)")
     p.add_argument("--causal", action="store_true", help="the measured run was causal")
     p.add_argument("--json", action="store_true", help="machine-readable output")
     # each option's default, kept with the arguments: what differs from it was given
@@ -71,12 +73,8 @@ def run(args: argparse.Namespace) -> int:
             algorithm=args.algorithm,
             hbm_bytes_per_s=args.hbm_bw,
             matmul_flops_per_s=args.matmul_peak,
-            d=args.d,
-            h=args.h,
-            h_kv=args.h_kv,
-            batch=args.batch,
-            dtype=args.dtype,
             causal=args.causal,
+            **{k: v for k in _SHAPE if (v := getattr(args, k)) is not None},
         )
     elif None in utils:
         raise PerfmodelError("give both --hbm-util and --sm-util, or --time-s with --n and --hw")
@@ -93,7 +91,8 @@ def run(args: argparse.Namespace) -> int:
 
 #: Options of one form only: the measured shape and rates of --time-s, and
 #: --attention-only of the utilisation figures.
-_TIME_ONLY = ("n", "hw", "hbm_bw", "matmul_peak", "d", "h", "h_kv", "batch", "dtype", "causal")
+_SHAPE = ("d", "h", "h_kv", "batch", "dtype")
+_TIME_ONLY = ("n", "hw", "hbm_bw", "matmul_peak", *_SHAPE, "causal")
 
 
 def _refuse_unused(args: argparse.Namespace) -> None:
