@@ -160,11 +160,28 @@ def _title(p: Prediction) -> str:
     gqa = "" if c.h_kv == c.h else f" h_kv={c.h_kv}"
     return (
         f"{p.hardware.name}: n={c.n}{kv} d={c.d} h={c.h}{gqa} batch={c.batch} {c.dtype}"
-        f"{' causal' if c.causal else ''}; flash as {c.kernel}: tiles {c.block_q}x{c.block_k}"
+        f"{_mask_words(c)}; flash as {c.kernel}: tiles {c.block_q}x{c.block_k}"
         f"{f', {c.splits} K/V splits' if (c.splits or 1) > 1 else ''}"
         f"{f', {c.pack} heads per tile' if (c.pack or 1) > 1 else ''}"
         f"{'' if c.mode == 'forward' else f', {c.mode}'}"
     )
+
+
+def _mask_words(c: Shape) -> str:
+    """`` causal``, `` causal window=(4095, 0)``, `` documents of 1024``... (masks' names)."""
+    from perfmodel.costs.masks import Mask
+
+    seg = c.segments
+    words = Mask(
+        causal=c.causal,
+        window=c.window or (None, None),
+        segments=seg if isinstance(seg, tuple) else None,
+        doc_length=seg if isinstance(seg, int) else None,
+    ).describe()
+    words = "" if words == "dense" else words
+    if c.block_mask:
+        words = f"{words} {c.block_mask}".strip()
+    return f" {words}" if words else ""
 
 
 def _speedup_line(p: Prediction) -> str:

@@ -21,6 +21,25 @@ def test_predict_json(capsys):
     assert data["config"]["causal"] is True and data["speedup"] > 0
 
 
+@pytest.mark.parametrize(
+    ("argv", "kwargs"),
+    [
+        (["--window", "4095", "--causal"], dict(window=4095, causal=True)),
+        (["--window", "512,256"], dict(window=(512, 256))),
+        (["--segments", "1024"], dict(segments=1024)),
+        (["--segments", "3072,1024"], dict(segments=[3072, 1024])),
+    ],
+)
+def test_predict_masks_as_the_api(capsys, argv, kwargs):
+    from perfmodel import predict
+
+    assert main(["predict", "--n", "4096", "--hw", "h200", "--h", "8", "--json", *argv]) == 0
+    out = json.loads(capsys.readouterr().out)
+    p = predict(n=4096, hw="h200", h=8, **kwargs)
+    assert out["flash"]["time_s"] == p.flash.time_s != predict(n=4096, hw="h200", h=8).flash.time_s
+    assert out["config"]["window"] == (None if p.config.window is None else list(p.config.window))
+
+
 def test_hw_list_and_show(capsys):
     assert main(["hw", "list"]) == 0
     assert "H200 SXM" in capsys.readouterr().out

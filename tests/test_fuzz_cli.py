@@ -105,6 +105,12 @@ CASES: list[tuple[str, str]] = [
     ("unknown-option", f"{PREDICT} --bogus"),
     # predict: numbers
     ("predict-n-zero", "predict --n 0 --hw a100"),
+    ("predict-window-text", "predict --n 4096 --hw h200 --window abc"),
+    ("predict-window-zero", "predict --n 4096 --hw h200 --window 0"),
+    ("predict-window-three", "predict --n 4096 --hw h200 --window 1,2,3"),
+    ("predict-window-right-causal", "predict --n 4096 --hw h200 --window 64,64 --causal"),
+    ("predict-segments-short", "predict --n 4096 --hw h200 --segments 100,200"),
+    ("predict-segments-empty", "predict --n 4096 --hw h200 --segments ,"),
     ("predict-n-negative", "predict --n -4096 --hw a100"),
     ("predict-n-text", "predict --n abc --hw a100"),
     ("predict-n-float", "predict --n 1e3 --hw a100"),

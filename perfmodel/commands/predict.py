@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import cast
 
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
@@ -47,8 +48,43 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument("--cp", type=int, default=1, help="devices the sequence is split over")
     p.add_argument("--cp-scheme", default="ring", help="ring (default), allgather or ulysses")
     p.add_argument("--tp", type=int, default=1, help="devices the heads are split over")
+    p.add_argument(
+        "--window",
+        default=None,
+        help="sliding window: W keys (W,0 with --causal, else W,W) or LEFT,RIGHT (default: none)",
+    )
+    p.add_argument(
+        "--segments",
+        default=None,
+        help="packed documents: L (documents of L tokens) or L1,L2,... summing to n "
+        "(default: one sequence)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
+
+
+def _ints(option: str, text: str | None) -> tuple[int, ...] | None:
+    """``"4095"`` or ``"512,512"`` as integers (the model checks their meaning)."""
+    from perfmodel.arguments import fail
+
+    if text is None:
+        return None
+    try:
+        return tuple(int(part) for part in text.split(","))
+    except ValueError:
+        raise fail(option, text, "must be an integer or integers separated by commas") from None
+
+
+def _window(values: tuple[int, ...] | None) -> int | tuple[int | None, int | None] | None:
+    """One integer is W; more are (left, right), their count checked by predict."""
+    if values is None or len(values) != 1:
+        return cast("tuple[int | None, int | None] | None", values)
+    return values[0]
+
+
+def _segments(values: tuple[int, ...] | None) -> int | list[int] | None:
+    """One integer is L (documents of L tokens); more are the documents' lengths."""
+    return values if values is None else values[0] if len(values) == 1 else list(values)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -74,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
         cp=args.cp,
         cp_scheme=args.cp_scheme,
         tp=args.tp,
+        window=_window(_ints("--window", args.window)),
+        segments=_segments(_ints("--segments", args.segments)),
     )
     if args.json:
         print(json.dumps({**pred.model_dump(mode="json"), "speedup": pred.speedup}, indent=2))
