@@ -225,6 +225,23 @@ def timed_fields(timed: dict, *, flops: float, tokens: int) -> dict:
     }
 
 
+def compile_jobs(per_shape, workers: int) -> list[list[tuple]]:
+    """Each shape's jobs ``(*labels, fn, args)`` lowered and compiled on ``workers``
+    threads, shape by shape (``per_shape`` may be lazy): ``(*labels, executable)``, or
+    ``(*labels, the exception)`` for a job that fails."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def build(job):
+        *head, fn, args = job
+        try:
+            return (*head, fn.lower(*args).compile())
+        except Exception as err:  # noqa: BLE001 - recorded as the point's error
+            return (*head, err)
+
+    with ThreadPoolExecutor(workers) as pool:
+        return [list(pool.map(build, jobs)) for jobs in per_shape]
+
+
 def parse_variants(items) -> dict[str, dict]:
     """``NAME=JSON`` command-line items (``--variant``) as {name: flash_attention options}."""
     variants = {}

@@ -122,19 +122,9 @@ def jobs_of(
 def compile_all(shapes, workers: int = 12, phases=PHASES, extra=None) -> list[list[tuple]]:
     """Every job of every shape compiled (XLA and the kernel compilers run in threads);
     a job that fails keeps its exception in place of the executable."""
-    from concurrent.futures import ThreadPoolExecutor
+    from kernel_bench.bench import compile_jobs
 
-    per_shape = [jobs_of(shape, phases, extra) for shape in shapes]
-
-    def build(job):
-        *head, fn, args = job
-        try:
-            return (*head, fn.lower(*args).compile())
-        except Exception as err:  # noqa: BLE001 - recorded as the point's error
-            return (*head, err)
-
-    with ThreadPoolExecutor(workers) as pool:
-        return [list(pool.map(build, jobs)) for jobs in per_shape]
+    return compile_jobs([jobs_of(shape, phases, extra) for shape in shapes], workers)
 
 
 def _rel(a, b) -> float:

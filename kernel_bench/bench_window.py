@@ -272,10 +272,10 @@ def _compile_all(shapes, variants: dict, phases=PHASES, workers: int = 12):
     """Per shape, [(impl, phase, variant, executable or the exception)] for ``phases``,
     compiled in threads; each of ``variants`` (name: flash_attention options) adds our
     forward."""
-    from concurrent.futures import ThreadPoolExecutor
-
     import jax
     import jax.numpy as jnp
+
+    from kernel_bench.bench import compile_jobs
 
     def jobs(s):
         dt = getattr(jnp, s["dtype"])
@@ -293,15 +293,7 @@ def _compile_all(shapes, variants: dict, phases=PHASES, workers: int = 12):
             )
         return out
 
-    def build(job):
-        *head, fn, args = job
-        try:
-            return (*head, fn.lower(*args).compile())
-        except Exception as err:  # noqa: BLE001 - recorded as the point's error
-            return (*head, err)
-
-    with ThreadPoolExecutor(workers) as pool:
-        return [list(pool.map(build, jobs(s))) for s in shapes]
+    return compile_jobs((jobs(s) for s in shapes), workers)
 
 
 def _rel(a, b) -> float:
