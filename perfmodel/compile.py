@@ -92,7 +92,7 @@ class Compiled:
         except KeyError:
             missing = [name for name in self.names if name not in values]
             raise TypeError(f"{self.expr} needs values for {missing}") from None
-        if all(isinstance(v, NUMBERS) for v in raw):  # one point: the ``math`` twin, floats
+        if _numbers(raw):  # one point: the ``math`` twin, floats
             out = self._scalar_fn(*map(float, raw))
             return list(map(float, out)) if self.is_tuple else float(out)
         args = [np.asarray(v, dtype=np.float64) for v in raw]
@@ -104,6 +104,15 @@ class Compiled:
 
     def __repr__(self) -> str:
         return f"Compiled({self.expr})"
+
+
+def _numbers(values: list[Any]) -> bool:
+    """Whether every value is a plain number (one point); a loop, not ``all()`` of a
+    generator, which costs more than the test on every call."""
+    for v in values:  # noqa: SIM110
+        if not isinstance(v, NUMBERS):
+            return False
+    return True
 
 
 def _full_shape(value: Any, shape: tuple[int, ...]) -> Any:

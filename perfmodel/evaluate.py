@@ -408,25 +408,56 @@ def _prologue(
     blocks): one memory latency, and one Q tile at an SM's share of the HBM bandwidth,
     before the first inner-loop step can run (the pipeline is empty then)."""
     resident = hw.sm_count * onchip.blocks_per_sm
-    waves = np.ceil(np.divide(work_items, resident))
+    xp = roofline.xp_of(work_items, resident)
+    waves = xp.ceil(work_items / resident)
     latency = waves * (hw.memory_latency_s or 0.0)
     load = waves * onchip.q_tile_bytes * hw.sm_count / cast(Num, rates["hbm"])  # every device
-    if isinstance(work_items, float):
-        return float(latency), float(load)
     return latency, load
 
 
 # --- the estimate: the floor plus each named effect ----------------------------------
-class KernelTime(NamedTuple):
-    """One kernel's time as the estimate builds it: roof times, how far its compute
-    roofs overlap, the per-block stretch, time in series with its compute (spills), and
-    a fixed cost per launch. :meth:`seconds` combines them (``roofline.combine``)."""
-
+class _KernelTimeFields(NamedTuple):
     times: dict[str, Num]
     overlap: Num | None = None  #: None: the floor (the busiest compute roof alone)
     stretch: Num = 1.0
     serial: Num = 0.0
     fixed: Num = 0.0
+
+
+#: "Not given" for :meth:`KernelTime._replace`.
+_SAME: Any = object()
+_new_tuple = tuple.__new__
+
+
+class KernelTime(_KernelTimeFields):
+    """One kernel's time as the estimate builds it: roof times, how far its compute
+    roofs overlap, the per-block stretch, time in series with its compute (spills), and
+    a fixed cost per launch. :meth:`seconds` combines them (``roofline.combine``)."""
+
+    __slots__ = ()
+
+    def _replace(
+        self,
+        *,
+        times: Any = _SAME,
+        overlap: Any = _SAME,
+        stretch: Any = _SAME,
+        serial: Any = _SAME,
+        fixed: Any = _SAME,
+    ) -> KernelTime:
+        """The same state with some fields changed (what ``NamedTuple._replace`` does,
+        without its per-call cost: every effect of every kernel makes one)."""
+        t, o, st, se, f = self
+        return _new_tuple(
+            KernelTime,
+            (
+                t if times is _SAME else times,
+                o if overlap is _SAME else overlap,
+                st if stretch is _SAME else stretch,
+                se if serial is _SAME else serial,
+                f if fixed is _SAME else fixed,
+            ),
+        )
 
     def seconds(self) -> Num:
         time: Num = roofline.combine(self.times, self.overlap, self.stretch, serial=self.serial)
@@ -565,33 +596,20 @@ EFFECT_NAMES = ("launch", *(e.__name__ for e in EFFECTS))
 EFFECT_COLUMNS = tuple(f"effect_{name}_s" for name in EFFECT_NAMES)
 
 
-def _timed(
-    states: list[KernelTime], before: list[tuple[KernelTime, Num]] | None = None
-) -> list[tuple[KernelTime, Num]]:
-    """Each state with its :meth:`KernelTime.seconds`; a state whose roofs, overlap,
-    stretch and serial time are those of ``before``'s (an effect that changed only the
-    fixed cost) keeps the seconds computed for it."""
-    out = []
-    for i, state in enumerate(states):
-        if before is not None:
-            old, seconds = before[i]
-            if (
-                old.times is state.times
-                and old.overlap is state.overlap
-                and old.stretch is state.stretch
-                and old.serial is state.serial
-            ):
-                out.append((state, seconds))
-                continue
-        out.append((state, state.seconds()))
-    return out
+def _changed(old: KernelTime, new: KernelTime) -> bool:
+    """Whether an effect changed what :meth:`KernelTime.seconds` reads (its roofs,
+    overlap, stretch or serial time; not the fixed cost): its seconds are computed again."""
+    return not (
+        old.times is new.times
+        and _same(old.overlap, new.overlap)
+        and _same(old.stretch, new.stretch)
+        and _same(old.serial, new.serial)
+    )
 
 
-def _total(timed: list[tuple[KernelTime, Num]]) -> Num:
-    total: Num = 0.0
-    for state, seconds in timed:
-        total = total + seconds + state.fixed
-    return total
+def _same(a: Any, b: Any) -> bool:
+    """The same object, or equal plain floats (columns are compared by identity only)."""
+    return a is b or (type(a) is float and type(b) is float and a == b)
 
 
 def estimate_steps(
@@ -610,14 +628,28 @@ def estimate_steps(
     the point is fp16 (the profile's ``matmul_fp16_ratio`` applies), else 0."""
     context = Context(calibration, roof_fractions(calibration, d, fp16), launch)
     states = [KernelTime(k.floor) for k in kernels]
-    timed = _timed(states) if every else None
-    totals = [_total(timed)] if timed is not None else []
+    if not every:
+        for effect in EFFECTS:
+            states = [effect(s, k, context) for s, k in zip(states, kernels, strict=True)]
+        return [_total(states, [s.seconds() for s in states])]
+    seconds = [s.seconds() for s in states]
+    totals = [_total(states, seconds)]
     for effect in EFFECTS:
-        states = [effect(s, k, context) for s, k in zip(states, kernels, strict=True)]
-        if timed is not None:
-            timed = _timed(states, timed)
-            totals.append(_total(timed))
-    return totals if every else [_total(_timed(states))]
+        for i, kernel in enumerate(kernels):
+            old = states[i]
+            states[i] = new = effect(old, kernel, context)
+            if _changed(old, new):
+                seconds[i] = new.seconds()
+        totals.append(_total(states, seconds))
+    return totals
+
+
+def _total(states: list[KernelTime], seconds: list[Num]) -> Num:
+    """The kernels' time: each one's seconds and fixed cost, summed in order."""
+    total: Num = 0.0
+    for state, time in zip(states, seconds, strict=True):
+        total = total + time + state.fixed
+    return total
 
 
 def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: Num) -> Num:
@@ -635,12 +667,23 @@ def roof_fractions(
     fractions = _efficiency(ByIdentity(calibration))
     table = calibration.matmul_efficiency_by_d
     ratio = calibration.matmul_fp16_ratio
-    matmul = fractions[Roof.MATMUL] if not table or d is None else interpolate(table, d)
+    if not table or d is None:
+        matmul = fractions[Roof.MATMUL]
+    elif isinstance(d, roofline.NUMBERS):  # one point: a few head dims recur
+        matmul = _interpolated(table, float(d))
+    else:
+        matmul = interpolate(table, d)
     if fp16 is not None and ratio != 1.0:
         matmul = matmul * (1.0 - fp16 * (1.0 - ratio))
     if matmul is fractions[Roof.MATMUL]:
         return fractions
     return {**fractions, Roof.MATMUL: matmul}
+
+
+@functools.lru_cache(maxsize=1024)
+def _interpolated(table: tuple[tuple[int, float], ...], d: float) -> float:
+    """``interpolate`` at one head dim, cached."""
+    return float(interpolate(table, d))
 
 
 @functools.lru_cache(maxsize=256)
@@ -697,19 +740,23 @@ class Floor:
 
     def flat(self) -> dict[str, Num]:
         """The floor as flat columns (``floor.*``), to merge row by row."""
-        out = {f"floor.{k}": getattr(self, k) for k in _FLOOR_FIELDS}
-        out.update((f"floor.roof.{r}", t) for r, t in self.roof_times.items())
+        out = {flat: getattr(self, k) for k, flat in _FLAT_FIELDS}
+        out.update((_FLAT_ROOFS[r], t) for r, t in self.roof_times.items())
         return out
 
     @classmethod
     def from_flat(cls, columns: dict[str, Num]) -> Floor:
         """The floor :meth:`flat` wrote (the other columns left out)."""
-        roofs = {k[11:]: v for k, v in columns.items() if k.startswith("floor.roof.")}
-        fields = {k: columns[f"floor.{k}"] for k in _FLOOR_FIELDS}
+        roofs = {r: columns[flat] for r, flat in _FLAT_ROOFS.items() if flat in columns}
+        fields = {k: columns[flat] for k, flat in _FLAT_FIELDS}
         return cls(roof_times=roofs, **fields)
 
 
 _FLOOR_FIELDS = ("t_compute_s", "t_memory_s", "t_lower_s", "matmul_flops", "pack", "splits")
+#: The flat column of each floor field and of each roof's time (``Floor.flat``).
+_FLAT_FIELDS = tuple((k, f"floor.{k}") for k in _FLOOR_FIELDS)
+_FLAT_ROOFS: dict[str, str] = {r: f"floor.roof.{r}" for r in ROOFS}
+_FLAT = (*(flat for _, flat in _FLAT_FIELDS), *_FLAT_ROOFS.values())
 
 
 def floor_of(
@@ -1014,13 +1061,10 @@ def evaluate_flash(
         own_floor = Floor.from_flat(out)
         best = own_floor
         others = floor_launches(launch, t_lower_at) if floor else []
-        for packs, counts in others:
-            one = isinstance(launch.block_q, float)  # one point: its one row as numbers
-            pack: Num = float(packs[0]) if one else packs
-            splits: Num = float(counts[0]) if one else counts
+        for pack, splits in others:
             best = _lower(best, floor_at(None, pack, splits))
-        for key in [k for k in out if k.startswith("floor.")]:
-            del out[key]
+        for key in _FLAT:
+            out.pop(key, None)
         out.update(best.columns(fields))
         if effects:
             out[EFFECT_COLUMNS[0]] = own_floor.t_lower_s - best.t_lower_s

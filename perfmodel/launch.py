@@ -30,7 +30,7 @@ the P tile (converted from S in place).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, cast
 
@@ -41,7 +41,7 @@ from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.catalog.kernels import KernelFamily, load_kernel, padded_head_dim
 from perfmodel.compile import Compiled, compiled_named
 from perfmodel.errors import PerfmodelError
-from perfmodel.roofline import Num
+from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.shape import Shape
 
 #: A column of numbers, one per point.
@@ -232,43 +232,44 @@ class BackwardLaunch:
 def pad_copies(
     family: KernelFamily,
     *,
-    n: Column,
-    m: Column,
-    d: Column,
-    d_run: Column,
-    h: Column,
-    h_kv: Column,
-    b: Column,
-    s: Column,
-    block_q: Column,
-    block_k: Column,
+    n: Num,
+    m: Num,
+    d: Num,
+    d_run: Num,
+    h: Num,
+    h_kv: Num,
+    b: Num,
+    s: Num,
+    block_q: Num,
+    block_k: Num,
     per_side: int = 2,
-) -> tuple[Column, Column]:
+) -> tuple[Num, Num]:
     """Bytes and kernels of the XLA copies a family's wrapper makes around its fused
     kernel (``KernelFamily.sequence_padding``, ``head_dim_padding``): Q copied into a
     buffer of whole row blocks (and O sliced out of one) where n is not a multiple or the
     head dim is padded; K and V likewise for the keys. Each copy reads the tensor and
     writes it padded (or the reverse). ``per_side``: tensors of each side copied (the
     forward: Q and O, K and V; the backward: Q, O, dO and dQ, K, V, dK and dV)."""
-    zero = np.zeros(n.shape)
+    xp = xp_of(n, m, d, d_run, h, h_kv, b, s, block_q, block_k)
+    zero = xp.full_like(n, 0.0, dtype=np.float64)
     if family.sequence_padding == "none" and family.head_dim_padding == "none":
         return zero, zero
     rows = block_q
     if family.sequence_padding == "per_consumer":
-        paired = np.floor_divide(h, h_kv) % 2 == 0
-        rows = np.where(paired, float(MOSAIC_CONSUMER_ROWS), 2.0 * MOSAIC_CONSUMER_ROWS)
+        paired = xp.floor_divide(h, h_kv) % 2 == 0
+        rows = xp.where(paired, float(MOSAIC_CONSUMER_ROWS), 2.0 * MOSAIC_CONSUMER_ROWS)
     keys = block_k
     if family.sequence_padding == "cta_rows":
-        rows = keys = np.full(n.shape, 2.0 * MOSAIC_CONSUMER_ROWS)
+        rows = keys = xp.full_like(n, 2.0 * MOSAIC_CONSUMER_ROWS, dtype=np.float64)
     if family.sequence_padding == "none":
-        rows = keys = np.ones(n.shape)
-    n_pad, m_pad = np.ceil(n / rows) * rows, np.ceil(m / keys) * keys
+        rows = keys = xp.full_like(n, 1.0, dtype=np.float64)
+    n_pad, m_pad = xp.ceil(n / rows) * rows, xp.ceil(m / keys) * keys
     wider = d_run != d
     q_copy = (n_pad != n) | wider
     kv_copy = (m_pad != m) | wider
     q_bytes = b * h * (n * d + n_pad * d_run) * s  # Q in, and as much for O out
     kv_bytes = b * h_kv * (m * d + m_pad * d_run) * s  # each of K and V
-    copied = np.where(q_copy, per_side * q_bytes, 0.0) + np.where(kv_copy, per_side * kv_bytes, 0.0)
+    copied = xp.where(q_copy, per_side * q_bytes, 0.0) + xp.where(kv_copy, per_side * kv_bytes, 0.0)
     return copied, per_side * (q_copy + 0.0) + per_side * (kv_copy + 0.0)
 
 
@@ -351,26 +352,29 @@ def capacity(
     return np.maximum(blocks, 1.0), spilled
 
 
-def gqa_pack(rule: str, n: Column, group: Column, block_q: Column) -> Column:
+def gqa_pack(rule: str, n: Num, group: Num, block_q: Num) -> Num:
     """Query heads per tile: the whole group when the family's rule packs it, else 1."""
 
-    def up(a: Column) -> Column:
-        return np.ceil(a / block_q) * block_q
+    xp = xp_of(n, group, block_q)
+
+    def up(a: Num) -> Num:
+        return xp.ceil(a / block_q) * block_q
 
     if rule == "none":
-        packed = np.zeros(n.shape, dtype=bool)
-    elif rule == "always":
-        packed = np.ones(n.shape, dtype=bool)
+        return xp.full_like(n, 1.0, dtype=np.float64)
+    if rule == "always":
+        packed = group > 1
     elif rule == "decode":
-        packed = n == 1
+        packed = (n == 1) & (group > 1)
     else:  # "when_short", FlashAttention-3's: pack when it fills the tiles 1/0.9 better
-        packed = n / up(n) < 0.9 * (n * group) / up(n * group)
-    return np.where(packed & (group > 1), group, 1.0)
+        packed = (n / up(n) < 0.9 * (n * group) / up(n * group)) & (group > 1)
+    return xp.where(packed, group, 1.0)
 
 
-def programs(n: Column, h: Column, b: Column, pack: Column, block_q: Column | int) -> Column:
+def programs(n: Num, h: Num, b: Num, pack: Num, block_q: Num | int) -> Num:
     """Thread blocks of one unsplit launch: (batch, head group, Q block)."""
-    return b * np.floor_divide(h, pack) * np.ceil(n * pack / block_q)
+    xp = xp_of(n, h, b, pack, block_q)
+    return b * xp.floor_divide(h, pack) * xp.ceil(n * pack / block_q)
 
 
 def split_slots(family: KernelFamily, hw: HardwareSpec) -> int:
@@ -378,7 +382,7 @@ def split_slots(family: KernelFamily, hw: HardwareSpec) -> int:
     return int(hw.sm_count * family.split_sm_factor)
 
 
-def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Column, kv_blocks: Column) -> Column:
+def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Num, kv_blocks: Num) -> Num:
     """K/V chunks the family picks for a grid of ``grid`` programs over ``kv_blocks``
     K/V blocks of its split kernel. FlashAttention's rule (``fa2``/``fa3``): none when the
     grid nearly fills the slots (and, for ``fa3``, when there are at most 4 K/V blocks),
@@ -391,20 +395,29 @@ def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Column, kv_blocks: 
     >>> int(split_rule(fa2, a100, np.array([48.0]), np.array([64.0]))[0])
     4
     """
-    out = np.ones(grid.shape)
+    xp = xp_of(grid, kv_blocks)
     if family.split_kv == "none" or family.max_splits == 1:
-        return out
+        return xp.full_like(grid, 1.0, dtype=np.float64)
     slots = split_slots(family, hw)
     if family.split_kv == "one_wave":
-        chosen = np.minimum(np.minimum(kv_blocks, slots // np.maximum(grid, 1)), family.max_splits)
-        return np.asarray(np.maximum(1.0, chosen), dtype=np.float64)
+        chosen = xp.minimum(
+            xp.minimum(kv_blocks, slots // xp.maximum(grid, 1.0)), family.max_splits
+        )
+        return xp.maximum(1.0, chosen) + 0.0  # a float (column)
     small = grid < 0.8 * slots
     if family.split_kv == "fa3":
-        small &= kv_blocks > 4
-    if np.any(small):
-        out[small] = _wave_efficiency_splits(
-            grid[small], kv_blocks[small], slots, family.max_splits
+        small = small & (kv_blocks > 4)
+    if xp is FLOATS:  # one point
+        if not small:
+            return 1.0
+        picked = _wave_efficiency_splits(
+            np.array([grid]), np.array([kv_blocks]), slots, family.max_splits
         )
+        return float(picked[0])
+    grid_col, kv_col, rows = (cast(Column, v) for v in (grid, kv_blocks, small))
+    out = np.ones(grid_col.shape)
+    if np.any(rows):
+        out[rows] = _wave_efficiency_splits(grid_col[rows], kv_col[rows], slots, family.max_splits)
     return out
 
 
@@ -425,22 +438,26 @@ def kv_splits(
     family: KernelFamily,
     hw: HardwareSpec,
     *,
-    n: Column,
-    m: Column,
-    d: Column,
-    h: Column,
-    b: Column,
-    pack: Column,
-    block_q: Column,
-) -> Column:
+    n: Num,
+    m: Num,
+    d: Num,
+    h: Num,
+    b: Num,
+    pack: Num,
+    block_q: Num,
+) -> Num:
     """The family's split-KV choice: programs counted with its split kernel's tiles."""
     split_bq = block_q if family.split_block_q is None else family.split_block_q
     grid = programs(n, h, b, pack, split_bq)
-    if family.split_block_k:
-        (bk,) = _by_unique(lambda dim: (family.split_block_k_for(int(dim)),), d)
+    xp = xp_of(n, m, d)
+    bk: Num
+    if family.split_block_k and xp is FLOATS:  # one point
+        bk = float(family.split_block_k_for(int(cast(float, d))))
+    elif family.split_block_k:
+        (bk,) = _by_unique(lambda dim: (family.split_block_k_for(int(dim)),), cast(Column, d))
     else:
-        bk = np.broadcast_to(split_bq, n.shape)
-    return split_rule(family, hw, grid, np.ceil(m / bk))
+        bk = split_bq if xp is FLOATS else np.broadcast_to(split_bq, np.shape(n))
+    return split_rule(family, hw, grid, xp.ceil(m / bk))
 
 
 def resolve(
@@ -472,28 +489,41 @@ def resolve(
     masked = np.broadcast_to(_column(causal), (size,))
     if splits is not None:
         check_multiple("splits", splits, 1)
-    given_d, d = d, np.asarray(padded_head_dim(family.head_dim_padding, d), dtype=np.float64)
-    tiles = (block_q, block_k, warps)
-    if size == 1 and all(t is None or np.ndim(t) == 0 for t in tiles):  # one point: cached
-        scalar = tuple(None if t is None else float(t) for t in tiles)
-        one = (float(d[0]), float(s[0]), bool(masked[0]), *scalar)
-        block = _block_point(ByIdentity(family), ByIdentity(hw), *one)
-    else:
-        block = _block(family, hw, d, s, masked, *tiles)
+        splits = np.broadcast_to(_column(splits), (size,))
+    d_run = np.asarray(padded_head_dim(family.head_dim_padding, d), dtype=np.float64)
+    block = _block(family, hw, d_run, s, masked, block_q, block_k, warps)
+    sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s)
+    return _assemble(family, hw, block, d_run, sizes, splits, limits)
+
+
+def _assemble(
+    family: KernelFamily,
+    hw: HardwareSpec,
+    block: _Block | tuple[float, ...],
+    d_run: Num,
+    sizes: Mapping[str, Num],
+    splits: Num | None,
+    limits: bool,
+) -> Launch:
+    """:func:`resolve`'s second half, from its block (:func:`_block`): what depends on n,
+    the heads and the batch. Columns, or one point's numbers (:func:`resolve_point`)."""
+    n, m, d, h, h_kv, b, s = (sizes[k] for k in ("n", "m", "d", "h", "h_kv", "b", "s"))
+    xp = xp_of(n, m, d, h, h_kv, b, s)
     bq, bk, w, stages, ahead, smem, acc_bytes, regs, threads, producers, blocks, spilled = block
-    group = np.floor_divide(h, h_kv)
+    group = xp.floor_divide(h, h_kv)
     pack = gqa_pack(family.gqa_packing, n, group, bq)
     copied, copies = pad_copies(
-        family, n=n, m=m, d=given_d, d_run=d, h=h, h_kv=h_kv, b=b, s=s, block_q=bq, block_k=bk
+        family, n=n, m=m, d=d, d_run=d_run, h=h, h_kv=h_kv, b=b, s=s, block_q=bq, block_k=bk
     )
+    ones = xp.full_like(n, 1.0, dtype=np.float64)
 
-    def limit(at: Column) -> Column:
+    def limit(at: Num) -> Num:
         return split_limit(family, hw, n=n, m=m, h=h, b=b, pack=at, block_q=bq, block_k=bk)
 
     if splits is None:
-        chosen = kv_splits(family, hw, n=n, m=m, d=d, h=h, b=b, pack=pack, block_q=bq)
+        chosen = kv_splits(family, hw, n=n, m=m, d=d_run, h=h, b=b, pack=pack, block_q=bq)
     else:
-        chosen = np.broadcast_to(_column(splits), (size,))
+        chosen = splits
     return Launch(
         block_q=bq,
         block_k=bk,
@@ -510,14 +540,14 @@ def resolve(
         blocks_per_sm=blocks,
         spilled_registers_per_thread=spilled,
         spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
-        bytes_in_flight=2 * bk * d * s * (stages if family.producer_warps else 1.0),
-        q_tile_bytes=bq * d * s,
+        bytes_in_flight=2 * bk * d_run * s * (stages if family.producer_warps else 1.0),
+        q_tile_bytes=bq * d_run * s,
         loads_ahead=ahead,
-        head_dim=d,
+        head_dim=d_run,
         pad_bytes=copied,
         pad_copies=copies,
-        split_limit_one=limit(np.ones(size)) if limits else np.ones(size),
-        split_limit_group=limit(group) if limits else np.ones(size),
+        split_limit_one=limit(ones) if limits else ones,
+        split_limit_group=limit(group) if limits else ones,
     )
 
 
@@ -568,24 +598,26 @@ def _block_point(
     block_q: float | None,
     block_k: float | None,
     warps: float | None,
-) -> _Block:
-    """:func:`_block` of one point, cached (a few head dims and dtypes recur while n and
-    the heads vary); its columns read-only, as they are shared."""
-    out = _block(
-        family.obj, hw.obj, _column(d), _column(s), _column(causal), block_q, block_k, warps
-    )
-    for column in out:
-        column.flags.writeable = False
-    return out
+) -> tuple[float, tuple[float, ...]]:
+    """The head dim a point runs at and :func:`_block` of it, as numbers, cached (a few
+    head dims and dtypes recur while n and the heads vary)."""
+    fam = family.obj
+    d_run = float(padded_head_dim(fam.head_dim_padding, d))
+    out = _block(fam, hw.obj, _column(d_run), _column(s), _column(causal), block_q, block_k, warps)
+    return d_run, tuple(float(column[0]) for column in out)
 
 
 @functools.lru_cache(maxsize=4096)
 def _point(family: ByIdentity, hw: ByIdentity, *args: Any) -> Launch:
-    names = ("n", "m", "d", "h", "h_kv", "b", "s", "causal", "block_q", "block_k", "warps")
-    columns = resolve(
-        family.obj, hw.obj, **dict(zip(names, args[:-1], strict=True)), splits=args[-1]
-    )
-    return columns.point()
+    n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits = args
+    if splits is not None:
+        check_multiple("splits", splits, 1)
+        splits = float(splits)
+    tiles = (None if t is None else float(t) for t in (block_q, block_k, warps))
+    d_run, block = _block_point(family, hw, float(d), float(s), bool(causal), *tiles)
+    sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s)
+    plain = {k: float(v) for k, v in sizes.items()}
+    return _assemble(family.obj, hw.obj, block, d_run, plain, splits, True)
 
 
 def resolve_point(
@@ -646,49 +678,58 @@ def split_limit(
     family: KernelFamily,
     hw: HardwareSpec,
     *,
-    n: Column,
-    m: Column,
-    h: Column,
-    b: Column,
-    pack: Column,
-    block_q: Column,
-    block_k: Column,
-) -> Column:
+    n: Num,
+    m: Num,
+    h: Num,
+    b: Num,
+    pack: Num,
+    block_q: Num,
+    block_k: Num,
+) -> Num:
     """The most K/V chunks worth trying for the floor at ``pack``: no more than the
     family's ``max_splits`` or the K/V blocks, and no more than fill every SM (past
     that a split only adds partials and the combine kernel's work)."""
     grid = programs(n, h, b, pack, block_q)
-    fill = np.ceil(hw.sm_count / np.maximum(grid, 1))
-    kv_blocks = np.ceil(m / block_k)
-    most = np.minimum(np.minimum(float(family.max_splits), kv_blocks), fill)
-    return np.asarray(np.maximum(1.0, most), dtype=np.float64)
+    xp = xp_of(grid, m, block_k)
+    fill = xp.ceil(hw.sm_count / xp.maximum(grid, 1.0))
+    kv_blocks = xp.ceil(m / block_k)
+    most = xp.minimum(xp.minimum(float(family.max_splits), kv_blocks), fill)
+    return xp.maximum(1.0, most) + 0.0  # a float (column)
 
 
 #: A candidate launch's floor at some rows: (row indices, pack, splits) -> t_lower_s.
 FloorAt = Callable[[npt.NDArray[np.intp], Column, Column], Column]
 
 
-def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Column, Column]]:
+def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Num, Num]]:
     """The launches the floor is taken over besides ``launch`` itself, as (pack,
     splits) columns: one program per query head and the whole GQA group per tile, each
-    unsplit and at its best split count from 2 to :func:`split_limit`. The floor is the
+    unsplit and at its best split count from 2 to :func:`split_limit` (numbers for a
+    launch of one point's numbers). The floor is the
     least over every launch the family could make, so it is a floor for each of them and
     does not jump with one token.
 
     The floor of a split launch is convex in the split count (its compute roofs fall as
     C/s until the SMs fill, its memory roofs and the combine kernel grow linearly), so
     the best count is found by bisection on ``t_lower_at``'s differences."""
-    own_pack, own_splits = np.atleast_1d(launch.pack), np.atleast_1d(launch.splits)
-    group = np.atleast_1d(launch.group)
-    ones = np.ones(len(group))
+    own_pack, own_splits, group = launch.pack, launch.splits, launch.group
+    xp = xp_of(group)
+    ones = xp.full_like(group, 1.0, dtype=np.float64)
     packs = [(ones, launch.split_limit_one)]
-    if np.any(group != 1):
+    if xp.any(group != 1):
         packs.append((group, launch.split_limit_group))
-    out: list[tuple[Column, Column]] = []
+    out: list[tuple[Num, Num]] = []
+    best: Num | None
     for pack, limit in packs:
-        if np.any((pack != own_pack) | (own_splits != 1)):
+        if xp.any((pack != own_pack) | (own_splits != 1)):
             out.append((pack, ones))
-        best = _least_split(pack, np.atleast_1d(limit), t_lower_at)
+        if xp is not FLOATS:
+            best = _least_split(cast(Column, pack), cast(Column, limit), t_lower_at)
+        elif limit >= 2:  # one point that can split: its one row
+            least = _least_split(_column(pack), _column(limit), t_lower_at)
+            best = None if least is None else float(least[0])
+        else:
+            best = None
         if best is not None:
             out.append((pack, best))
     return out

@@ -16,7 +16,7 @@ import functools
 import inspect
 import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import astuple, dataclass
+from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -161,17 +161,35 @@ def flash_family(
     return family
 
 
-# --- results remembered: a prediction is frozen, so an equal call may share it --------
+# --- results remembered: an equal call gets an equal prediction, sharing nothing mutable ---
 #: Predictions kept (the most recent; each a few kB).
 REMEMBERED = 1024
 _Fn = TypeVar("_Fn", bound=Callable[..., Any])
 
 
+def unshared(p: Prediction) -> Prediction:
+    """An equal prediction that shares no mutable part with ``p``: its sides' dicts of
+    roof and effect times (and the split's chunk times) are copies. The frozen models,
+    the shape (a frozen dataclass of numbers and tuples) and the catalog's device are
+    shared."""
+
+    def side(a: AlgorithmPrediction) -> AlgorithmPrediction:
+        fields = {**a.__dict__, "roof_times_s": dict(a.roof_times_s)}
+        return construct(AlgorithmPrediction, {**fields, "effects_s": dict(a.effects_s)})
+
+    split = p.parallel
+    if split is not None:
+        split = replace(split, chunk_times_s=dict(split.chunk_times_s))
+    fields = {**p.__dict__, "naive": side(p.naive), "flash": side(p.flash)}
+    return construct(Prediction, {**fields, "parallel": split})
+
+
 def _remembered(fn: _Fn) -> _Fn:
     """``fn(n, hw, **options)`` answered from the last :data:`REMEMBERED` calls with the
-    same arguments (``predict.forget()`` empties it). A prediction is a frozen result;
-    arguments that are not plain values (an array mask, a callable) are not remembered,
-    and a file named by path is remembered with its size and modification time."""
+    same arguments (``predict.forget()`` empties it), each answer :func:`unshared` (a
+    caller that changes a dict of its result changes no other result). Arguments that
+    are not plain values (an array mask, a callable) are not remembered, and a file
+    named by path is remembered with its size and modification time."""
     done: dict[tuple[Any, ...], Any] = {}
 
     @functools.wraps(fn)
@@ -185,11 +203,11 @@ def _remembered(fn: _Fn) -> _Fn:
         except _NotPlain:
             return fn(n, hw, **options)
         if key in done:
-            return done[key]
+            return unshared(done[key])
         result = fn(n, hw, **options)
         if len(done) >= REMEMBERED:
             del done[next(iter(done))]
-        done[key] = result
+        done[key] = unshared(result)
         return result
 
     remembering.forget = done.clear  # type: ignore[attr-defined]
@@ -415,19 +433,18 @@ def _parallel(
 def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> AlgorithmPrediction:
     """One side's :class:`AlgorithmPrediction` from one point's engine columns
     (``"flash.time_s"``...): its declared fields, each roof's time, each effect's."""
-    item = {f: _plain(columns.get(f"{side}.{f}")) for f in SIDE_FIELDS}
+    get = columns.get
+    item = {f: _plain(get(key)) for f, key in _SIDE_KEYS[side]}
     latency = item["call_latency_s"]
     item["call_latency_s"] = None if latency is None or latency != latency else latency
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
     item["floor_pack"], item["floor_splits"] = int(item["floor_pack"]), int(item["floor_splits"])
     item["roof_times_s"] = {
-        r: _plain(columns[f"{side}.{key}"]) for r, key in _ROOF_KEYS if f"{side}.{key}" in columns
+        r: _plain(columns[key]) for r, key in _ROOF_KEYS[side] if key in columns
     }
     item["effects_s"] = {
-        name: _plain(columns[f"{side}.{key}"])
-        for name, key in zip(EFFECT_NAMES, EFFECT_COLUMNS, strict=True)
-        if f"{side}.{key}" in columns
+        name: _plain(columns[key]) for name, key in _EFFECT_KEYS[side] if key in columns
     }
     item["calibration"] = calibration
     return construct(AlgorithmPrediction, item)
@@ -435,10 +452,22 @@ def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> 
 
 def _plain(value: Any) -> Any:
     """A numpy number as the Python number it is."""
+    if type(value) in _PYTHON:
+        return value
     return value.item() if isinstance(value, np.generic | np.ndarray) else value
 
 
-_ROOF_KEYS = tuple((r, f"t_{r}_s") for r in ROOFS)
+_PYTHON = frozenset((float, int, bool, str, type(None)))
+_SIDES = ("naive", "flash")
+#: Each side's engine column of each declared field, each roof and each effect.
+_SIDE_KEYS = {side: tuple((f, f"{side}.{f}") for f in SIDE_FIELDS) for side in _SIDES}
+_ROOF_KEYS = {side: tuple((r, f"{side}.t_{r}_s") for r in ROOFS) for side in _SIDES}
+_EFFECT_KEYS = {
+    side: tuple(
+        (name, f"{side}.{key}") for name, key in zip(EFFECT_NAMES, EFFECT_COLUMNS, strict=True)
+    )
+    for side in _SIDES
+}
 
 
 class _Engine:

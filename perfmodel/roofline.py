@@ -15,7 +15,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Mapping, Sequence
-from typing import Any, TypeAlias, cast
+from typing import Any, Protocol, TypeAlias, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -36,6 +36,72 @@ def is_repeated(col: Any) -> bool:
     """A 1-D array that is one value broadcast (stride 0), as a sweep passes a fixed
     argument: test or compute it on one element, not per row."""
     return isinstance(col, np.ndarray) and col.ndim == 1 and col.size > 0 and col.strides == (0,)
+
+
+class ArrayNamespace(Protocol):
+    """The elementwise functions that rules written over columns call (numpy's names):
+    numpy itself for columns, :data:`FLOATS` for one point's numbers (:func:`xp_of`)."""
+
+    def where(self, mask: Any, yes: Any, no: Any, /) -> Num: ...
+    def minimum(self, a: Any, b: Any, /) -> Num: ...
+    def maximum(self, a: Any, b: Any, /) -> Num: ...
+    def ceil(self, x: Any, /) -> Num: ...
+    def floor(self, x: Any, /) -> Num: ...
+    def floor_divide(self, a: Any, b: Any, /) -> Num: ...
+    def full_like(self, like: Any, value: float, dtype: Any = None) -> Num: ...
+    def any(self, x: Any, /) -> bool: ...
+
+
+class _FloatMath:
+    """:class:`ArrayNamespace` for plain Python floats: one point runs the same rule
+    on numbers, without numpy's per-call cost. Each gives what numpy gives on a
+    one-element float64 array (IEEE arithmetic either way)."""
+
+    @staticmethod
+    def where(mask: Any, yes: Any, no: Any, /) -> Any:
+        return yes if mask else no
+
+    @staticmethod
+    def minimum(a: Any, b: Any, /) -> Any:
+        return min(a, b)
+
+    @staticmethod
+    def maximum(a: Any, b: Any, /) -> Any:
+        return max(a, b)
+
+    @staticmethod
+    def ceil(x: Any, /) -> float:
+        return float(math.ceil(x))
+
+    @staticmethod
+    def floor(x: Any, /) -> float:
+        return float(math.floor(x))
+
+    @staticmethod
+    def floor_divide(a: Any, b: Any, /) -> Any:
+        return a // b
+
+    @staticmethod
+    def full_like(like: Any, value: float, dtype: Any = None) -> float:
+        return float(value)
+
+    @staticmethod
+    def any(x: Any, /) -> bool:
+        return bool(x)
+
+
+#: The float namespace.
+FLOATS: ArrayNamespace = _FloatMath()
+_NUMPY = cast(ArrayNamespace, np)
+
+
+def xp_of(*values: Any) -> ArrayNamespace:
+    """The namespace a rule over columns runs in: :data:`FLOATS` where every value is a
+    plain number (one point), else numpy."""
+    for v in values:
+        if not isinstance(v, NUMBERS):
+            return _NUMPY
+    return FLOATS
 
 
 # --- elementwise primitives: one point (plain floats) or columns (numpy arrays) --------
@@ -180,11 +246,10 @@ def combine(
     default to numbers and arrays; pass ``sympy.Max``/``sympy.Add`` for symbolic roof
     times.
     """
-    compute = [times[r] for r in COMPUTE_ROOFS if r in times]
-    memory = [times[r] for r in MEMORY_ROOFS if r in times]
-    one_point = compute and memory and type(compute[0]) is type(memory[0]) is float
-    if top is _max and total is None and one_point:
-        add, pick = _sum, _max_floats  # one point: plain floats (what _max_of does)
+    compute = [times[r] for r in _COMPUTE_ORDER if r in times]
+    memory = [times[r] for r in _MEMORY_ORDER if r in times]
+    if top is _max and total is None and _all_floats(compute, memory):
+        add, pick = _sum_floats, _max_floats  # one point: plain floats (what _max_of does)
     else:
         add = total or _sum
         pick = top if top is not _max else _max_of
@@ -199,12 +264,34 @@ def combine(
     return pick(*memory)
 
 
-def _sum(*values: Any) -> Any:
+_COMPUTE_ORDER = tuple(COMPUTE_ROOFS)
+_MEMORY_ORDER = tuple(MEMORY_ROOFS)
+
+
+def _all_floats(compute: list[Any], memory: list[Any]) -> bool:
+    """Whether there are roof times of both kinds, every one a plain float (one point);
+    loops, not ``all()`` of a generator, which costs more than the tests on every call."""
+    if not compute or not memory:
+        return False
+    for t in compute:
+        if type(t) is not float:
+            return False
+    for t in memory:  # noqa: SIM110
+        if type(t) is not float:
+            return False
+    return True
+
+
+def _sum_floats(*values: float) -> float:
     return sum(values)
 
 
 def _max_floats(*values: float) -> float:
     return max(values)
+
+
+def _sum(*values: Any) -> Any:
+    return sum(values)
 
 
 def _max_of(*values: Any) -> Any:
