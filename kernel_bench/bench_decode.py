@@ -18,7 +18,7 @@ Split rule: ``perfmodel.costs.decode.paged_splits`` (``auto_splits`` with at lea
 the same count as the kernel's own ``paged_decode.default_splits``. SM count and L2
 size come from the device spec file (``--hw-spec``, ``kernel_bench.device.device_spec``:
 ``tomllib``, since the GPU image has no pydantic). Bytes come from
-``perfmodel.costs.decode``, nominal FLOPs from ``perfmodel.costs.nominal``.
+``perfmodel.costs.decode.launch_model``, nominal FLOPs from ``perfmodel.costs.nominal``.
 
 Timing (``kernel_bench/timing.py``): one jitted function calls the implementation
 once on each of ``copies`` input sets, so that the K/V read is not served by L2
@@ -180,11 +180,11 @@ def auto_splits(
 
 
 def model_bytes(*, batch, q_len, h, h_kv, d, m, s, page_size, splits, paged=True) -> float:
-    """HBM bytes of one decode step, from ``perfmodel.costs.decode`` itself (sympy only,
-    no pydantic, so it runs on the GPU image): K/V of the m valid tokens, q and o, with
-    ``paged`` the block-table entries, and with splits > 1 the float32 partials and
-    their merge."""
-    model = decode.build(paged=paged, split=splits > 1)
+    """HBM bytes of one decode step, from the engine's own flash model at a decode launch
+    (``perfmodel.costs.decode.launch_model``; sympy only, no pydantic, so it runs on the
+    GPU image): K/V of the m valid tokens, q, o and the log-sum-exp, with ``paged`` the
+    block-table entries, and with splits > 1 the float32 partials and their combine."""
+    model = decode.launch_model(paged=paged, split=splits > 1)
     values = symbol_values(
         batch=batch,
         q_len=q_len,

@@ -18,7 +18,8 @@ a file under the user's cache folder (``PERFMODEL_CACHE``, else
 are built from (:data:`SOURCES`, hashed with sympy's and numpy's versions). A process
 that finds its expressions there runs that same code without importing sympy (the
 first ``predict()`` of a process takes a quarter of the time); a changed cost model
-changes the hash, and its expressions are built and printed again.
+changes the hash, and its expressions are built and printed again; the folder keeps
+the files of the :data:`KEEP_FILES` most recently written versions (:func:`prune`).
 """
 
 from __future__ import annotations
@@ -63,9 +64,12 @@ class Compiled:
         self.names = tuple(str(x) for x in symbols)
         self.is_tuple = isinstance(expr, tuple)
         body = list(exprs) if isinstance(expr, tuple) else expr
-        self._fn: Callable[..., Any] = sp.lambdify(symbols, body, modules="numpy", cse=True)
+        # The modules as objects, not names: lambdify reads a module object's namespace
+        # as it is, where for the name "numpy" it runs ``from numpy import *``, which
+        # loads numpy's lazy submodules (f2py, testing...: a third of a second).
+        self._fn: Callable[..., Any] = sp.lambdify(symbols, body, modules=np, cse=True)
         # Plain-float twin for one point: numpy's per-call overhead dominates there.
-        self._scalar_fn: Callable[..., Any] = sp.lambdify(symbols, body, modules="math", cse=True)
+        self._scalar_fn: Callable[..., Any] = sp.lambdify(symbols, body, modules=math, cse=True)
 
     @classmethod
     def _printed(cls, entry: dict[str, Any], build: Callable[[], Expressions]) -> Compiled:
@@ -201,6 +205,36 @@ class _CacheFile:
             write_text(self.path, json.dumps(self.entries))
         except OSError:  # a read-only cache folder: this process compiles for itself
             self.path = None
+            return
+        prune(self.path.parent, keep=self.path)
+
+
+#: Cache files kept in the folder: those of the most recently written versions of the
+#: sources (each a few tens of kB); older ones are removed when a new one is written.
+KEEP_FILES = 8
+
+
+def prune(folder: Path, keep: Path | None = None, most: int = KEEP_FILES) -> list[Path]:
+    """Remove all but the ``most`` newest cache files (by modification time; ``keep``
+    stays whatever its age), so that the folder cannot grow without bound as the
+    sources change. Returns the files removed; one another process removed first, or
+    that cannot be removed, is passed over."""
+    found = []
+    for path in folder.glob("compiled-*.json"):
+        try:
+            found.append((path.stat().st_mtime_ns, path))
+        except OSError:
+            continue
+    found.sort(reverse=True)
+    others = [path for _, path in found if path != keep]
+    removed = []
+    for path in others[most - (keep is not None) :]:
+        try:
+            path.unlink()
+        except OSError:
+            continue
+        removed.append(path)
+    return removed
 
 
 @functools.cache

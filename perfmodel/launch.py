@@ -42,6 +42,7 @@ from perfmodel.catalog.kernels import KernelFamily, load_kernel, padded_head_dim
 from perfmodel.compile import Compiled, compiled_named
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
+from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
 
 #: A column of numbers, one per point.
@@ -67,11 +68,12 @@ def _tile_expression(name: str) -> Compiled:
     (``costs.backward.backward_sram_bytes``, ``backward_register_bytes``)."""
 
     def build() -> tuple[Any, None]:
-        from perfmodel.costs import backward as backward_costs
+        if name.startswith("backward_"):
+            from perfmodel.costs import backward as backward_costs
+
+            return getattr(backward_costs, name)(), None
         from perfmodel.costs import flash as flash_costs
 
-        if name.startswith("backward_"):
-            return getattr(backward_costs, name)(), None
         return getattr(flash_costs, name), None
 
     return compiled_named(f"launch {name}", build)[0]
@@ -121,7 +123,7 @@ class Launch:
 
     def take(self, rows: Any) -> Launch:
         """The launch of some rows (an index or a boolean mask)."""
-        return Launch(**{f.name: getattr(self, f.name)[rows] for f in fields(self)})
+        return Launch(**{f.name: picked(getattr(self, f.name), rows) for f in fields(self)})
 
     def point(self) -> Launch:
         """A one-row launch with plain floats for its columns (one point's numbers)."""
@@ -490,8 +492,12 @@ def resolve(
     if splits is not None:
         check_multiple("splits", splits, 1)
         splits = np.broadcast_to(_column(splits), (size,))
-    d_run = np.asarray(padded_head_dim(family.head_dim_padding, d), dtype=np.float64)
-    block = _block(family, hw, d_run, s, masked, block_q, block_k, warps)
+    tiles = (block_q, block_k, warps)
+    if all(t is None or np.ndim(t) == 0 for t in tiles):  # one block per (d, s, causal)
+        d_run, block = _blocks_by_key(family, hw, d, s, masked, *tiles)
+    else:
+        d_run = np.asarray(padded_head_dim(family.head_dim_padding, d), dtype=np.float64)
+        block = _block(family, hw, d_run, s, masked, *tiles)
     sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s)
     return _assemble(family, hw, block, d_run, sizes, splits, limits)
 
@@ -605,6 +611,26 @@ def _block_point(
     d_run = float(padded_head_dim(fam.head_dim_padding, d))
     out = _block(fam, hw.obj, _column(d_run), _column(s), _column(causal), block_q, block_k, warps)
     return d_run, tuple(float(column[0]) for column in out)
+
+
+def _blocks_by_key(
+    family: KernelFamily, hw: HardwareSpec, d: Column, s: Column, masked: Column, *tiles: Any
+) -> tuple[Column, _Block]:
+    """The head dim each point runs at and its block: :func:`_block_point` of each
+    distinct (d, s, causal), spread over the points (a broadcast view where all share
+    one), since a block depends on nothing else."""
+    keys, inverse = distinct(d, s, masked)
+    scalar = tuple(None if t is None else float(t) for t in tiles)
+    found = [
+        _block_point(ByIdentity(family), ByIdentity(hw), dim, size, bool(mask), *scalar)
+        for dim, size, mask in keys.tolist()
+    ]
+    table = np.array([[d_run, *block] for d_run, block in found], dtype=np.float64).T
+    if len(found) == 1:
+        spread = np.broadcast_to(table, (table.shape[0], len(d)))
+    else:
+        spread = table[:, inverse]
+    return spread[0], tuple(spread[1:])
 
 
 @functools.lru_cache(maxsize=4096)

@@ -470,6 +470,23 @@ _EFFECT_KEYS = {
 }
 
 
+def _catalog_name(kernel: Any) -> bool:
+    """None or a catalog family's name (not a file, which may change)."""
+    return kernel is None or (
+        isinstance(kernel, str) and "/" not in kernel and not kernel.endswith(".toml")
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _family_and_profiles(
+    spec: ByIdentity, kernel: str | None, ceilings: str
+) -> tuple[KernelFamily, dict[str, Calibration]]:
+    """:func:`flash_family` and :func:`calibration_profiles` without a named profile, on
+    a (frozen) device: the same catalog objects every call (the profiles shared, read only)."""
+    family = flash_family(kernel, None, spec.obj)
+    return family, calibration_profiles(None, spec.obj, family, ceilings)
+
+
 class _Engine:
     """One device, kernel family, calibration, naive compile and mode: what stays fixed
     over the points of one ``predict`` or ``sweep`` call. :meth:`evaluate` is the one
@@ -569,8 +586,11 @@ class _Engine:
         mode: str,
         ceilings: str = "measured",
     ) -> _Engine:
-        family = flash_family(kernel, calibration, spec)
-        profiles = calibration_profiles(calibration, spec, family, ceilings)
+        if calibration is None and _catalog_name(kernel):  # the usual call: looked up once
+            family, profiles = _family_and_profiles(ByIdentity(spec), kernel, ceilings)
+        else:
+            family = flash_family(kernel, calibration, spec)
+            profiles = calibration_profiles(calibration, spec, family, ceilings)
         return cls(spec, family, profiles, naive, mode, ceilings)
 
     def evaluate(

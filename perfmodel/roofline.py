@@ -150,10 +150,15 @@ def ratio_or_zero(a: Num, b: Num) -> Num:
 
 
 def rows(value: Num, index: Any) -> Num:
-    """Some rows of a column (all for None); a number is the same at every row."""
+    """Some rows of a column (all for None); a number is the same at every row, and so
+    is a column of one value broadcast (the rows stay a broadcast view: nothing copied)."""
     if index is None or np.ndim(value) == 0:
         return value
-    picked: Num = cast(npt.NDArray[Any], value)[index]
+    column = cast(npt.NDArray[Any], value)
+    if is_repeated(column):
+        count = int(np.count_nonzero(index)) if np.asarray(index).dtype == bool else len(index)
+        return np.broadcast_to(column[:1], (count,))
+    picked: Num = column[index]
     return picked
 
 

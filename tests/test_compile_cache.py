@@ -107,3 +107,18 @@ def test_an_unwritable_cache_folder_still_compiles(
     fn, extra = compiled_named("test n*d", lambda: (n * d, {"k": 1}))
     assert fn(n=3, d=4) == 12.0 and extra == {"k": 1}
     assert cache.path is None  # gave up writing, kept working
+
+
+def test_the_cache_folder_keeps_the_newest_files_only(tmp_path: Path) -> None:
+    old = []
+    for i in range(compile_module.KEEP_FILES + 4):  # files of earlier source versions
+        path = tmp_path / f"compiled-{i:020d}.json"
+        path.write_text("{}")
+        os.utime(path, ns=(10**9 * (i + 1), 10**9 * (i + 1)))
+        old.append(path)
+    _run(tmp_path)  # a new version's file is written: the oldest others go
+    left = sorted(tmp_path.glob("compiled-*.json"))
+    assert len(left) == compile_module.KEEP_FILES
+    newest = set(old[-(compile_module.KEEP_FILES - 1) :])
+    assert newest < set(left)  # the newest earlier ones stay, beside this version's
+    assert (set(left) - newest).pop().stat().st_size > 2  # this version's, written now

@@ -9,6 +9,7 @@ import math
 
 import pytest
 
+from perfmodel import roofline
 from perfmodel.compile import compiled
 from perfmodel.costs import decode, symbolic
 from perfmodel.costs import terms as t
@@ -187,23 +188,27 @@ def dec(expr, **kw):
 
 
 def test_decode_block_table_and_partials_by_hand():
-    paged = decode.build(paged=True)
-    plain = decode.build()
+    # the engine's flash model at a decode launch (the group's heads in one tile)
+    paged = decode.launch_model(paged=True)
+    plain = decode.launch_model()
     pages = math.ceil(1000 / 64)  # 16 int32 page ids per (sequence, KV head)
     assert dec(paged.hbm_bytes) - dec(plain.hbm_bytes) == 3 * 2 * pages * 4
     assert dec(paged.hbm_bytes, m=1024) - dec(plain.hbm_bytes, m=1024) == 3 * 2 * 16 * 4
-    split = decode.build(split=True)
+    split = decode.launch_model(split=True)
     partials = 3 * 8 * 1 * 4 * (128 + 2) * F32  # acc (d) + m_i + l_i, float32, per split
-    assert dec(split.extra_memory_bytes) == partials
-    reduce = split.kernels[1]
-    assert dec(reduce.vector_flops) == 3 * (3 * 8 * 1) * 4 * (128 + 2)
-    assert dec(reduce.hbm_bytes) == partials + 3 * 8 * 1 * 128 * 2
+    lse = 3 * 8 * 1 * F32  # one float32 a query row
+    assert dec(split.extra_memory_bytes) == partials + lse
+    combine = split.kernels[1]
+    assert dec(combine.vector_flops) == 3 * (3 * 8 * 1) * 4 * (128 + 2)
+    assert dec(combine.hbm_bytes) == partials + 3 * 8 * 1 * 128 * 2 + lse
 
 
 def test_decode_occupancy_and_split_rule_by_hand():
     # 3·2·4 = 24 programs on 10 SMs: 3 waves, 24/30 of the SM-time busy.
-    assert dec(decode.sm_occupancy(), resident_ctas=10) == pytest.approx(24 / 30)
-    assert dec(decode.sm_occupancy()) == pytest.approx(24 / 132)
+    programs = dec(decode.launch_model(split=True).kernels[0].work_items)
+    assert programs == 3 * 2 * 4
+    assert roofline.wave_efficiency(programs, 10) == pytest.approx(24 / 30)
+    assert roofline.busy_fraction(programs, 132) == pytest.approx(24 / 132)
     # The split rule: as many chunks as keep b·h_kv·splits in one wave, at least one.
     assert dec(decode.auto_splits(), resident_ctas=10) == 1  # floor(10 / 6)
     assert dec(decode.auto_splits(), resident_ctas=132) == 16  # min(pages = 16, 22)

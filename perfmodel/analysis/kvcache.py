@@ -58,16 +58,19 @@ seq_kv_bytes = layers * t.kv_bytes.subs(b, 1)
 paged_seq_kv_bytes = seq_kv_bytes.subs(m, page * sp.ceiling(m / page))
 #: Internal fragmentation: the empty slots of the last page (< one page).
 paged_waste_bytes = paged_seq_kv_bytes - seq_kv_bytes
-#: Extra HBM traffic of a paged decode step over a contiguous one, relative to K/V.
-paging_traffic_overhead = (decode.build(paged=True).hbm_bytes - decode.build().hbm_bytes) / (
-    t.kv_bytes
+#: The block-table bytes a paged decode step reads (the engine's model at a decode launch,
+#: ``costs.decode.launch_model``: one int32 page id a page, per sequence and K/V head).
+block_table_bytes = sp.simplify(
+    decode.launch_model(paged=True).hbm_bytes - decode.launch_model().hbm_bytes
 )
+#: Extra HBM traffic of a paged decode step over a contiguous one, relative to K/V.
+paging_traffic_overhead = block_table_bytes / t.kv_bytes
 #: Multi-head latent attention (``perfmodel.costs.mla``): one latent and one rotary key a
 #: token a layer, shared by every head; its pages hold those, its block table one entry a
 #: page per sequence (the one K/V "head" of the absorbed kernel).
 mla_seq_kv_bytes = layers * mla.cache_bytes.subs(b, 1)
 mla_paged_seq_kv_bytes = mla_seq_kv_bytes.subs(m, page * sp.ceiling(m / page))
-mla_paging_traffic_overhead = decode.table_bytes.subs({b: 1, h_kv: 1}) / mla.cache_bytes.subs(b, 1)
+mla_paging_traffic_overhead = block_table_bytes.subs({b: 1, h_kv: 1}) / mla.cache_bytes.subs(b, 1)
 
 
 def layer_groups(spec: ModelSpec) -> list[tuple[int | None, int]]:

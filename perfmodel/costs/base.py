@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields, replace
+from typing import Any
 
 import sympy as sp
 
@@ -82,3 +84,14 @@ class CostModel:
     def intensity(self) -> sp.Expr:
         """Arithmetic intensity, FLOP per HBM byte."""
         return self.flops / self.hbm_bytes
+
+    def subs(self, values: Mapping[Any, Any]) -> CostModel:
+        """This model with ``values`` substituted in every expression (its kernels' and
+        its own; the name and notes kept)."""
+
+        def each(obj: Any) -> dict[str, Any]:
+            found = ((f.name, getattr(obj, f.name)) for f in fields(obj))
+            return {k: v.subs(values) for k, v in found if isinstance(v, sp.Basic)}
+
+        kernels = tuple(replace(k, **each(k)) for k in self.kernels)
+        return replace(self, kernels=kernels, **each(self))

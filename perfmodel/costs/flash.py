@@ -149,37 +149,7 @@ def build(
     fixed = (
         {pack: 1, splits: 1, kv_stages: KV_STAGES} if not split else {pack: 1, kv_stages: KV_STAGES}
     )
-    return _substituted(model, fixed)
-
-
-def _substituted(model: CostModel, values: dict[sp.Symbol, int]) -> CostModel:
-    kernels = tuple(
-        Kernel(
-            name=k.name,
-            **{
-                f: (None if getattr(k, f) is None else getattr(k, f).subs(values))
-                for f in (
-                    "matmul_flops",
-                    "vector_flops",
-                    "exp_count",
-                    "hbm_bytes",
-                    "l2_bytes",
-                    "work_items",
-                    "tiles",
-                )
-            },
-        )
-        for k in model.kernels
-    )
-    return CostModel(
-        name=model.name,
-        kernels=kernels,
-        extra_memory_bytes=model.extra_memory_bytes.subs(values),
-        hbm_bytes_no_cache=model.hbm_bytes_no_cache.subs(values),
-        sram_bytes=model.sram_bytes.subs(values),
-        register_bytes=model.register_bytes,
-        notes=model.notes,
-    )
+    return model.subs(fixed)
 
 
 def _build(
