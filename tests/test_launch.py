@@ -56,6 +56,12 @@ def test_capacity_by_hand():
     blocks, spilled = capacity(H200, col(16384), col(300.0), col(128), col(0))
     assert spilled[0] == 300.0 - H200.max_registers_per_thread
     assert blocks[0] == H200.registers_per_sm // (H200.max_registers_per_thread * 128)
+    # 512 compute and 128 producer threads a block: 2048 threads an SM hold 3 blocks
+    # (not the 4 of the compute threads alone); 1 KB of SRAM and 16 registers a thread
+    # (8 K + 4 K a block: 5 blocks) leave the threads to decide
+    blocks, _ = capacity(H200, col(1024), col(16.0), col(512), col(128))
+    assert H200.max_threads_per_sm == 2048 and H200.registers_per_sm // (16 * 512 + 32 * 128) == 5
+    assert blocks[0] == 2048 // (512 + 128) == 3
 
 
 def test_gqa_packing_rules():

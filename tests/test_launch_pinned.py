@@ -154,8 +154,23 @@ def test_when_short_packing_threshold():
     # not 1/0.9 better, so no packing; n=64: 0.5 alone against 256/256 packed: packing
     assert gqa_pack("when_short", col(100), col(4), col(128))[0] == 1
     assert gqa_pack("when_short", col(64), col(4), col(128))[0] == 4
-    # 0.9 exactly at the edge: n=90, group 2, B_r=100: 0.9 alone, 180/200 = 0.9 packed
+    # n=90, group 2, B_r=100: 0.9 alone, 180/200 = 0.9 packed: no better, no packing
     assert gqa_pack("when_short", col(90), col(2), col(100))[0] == 1
+    # exactly at the edge: 0.9 alone against 900/900 = 1 packed (0.9 = 0.9 x 1): the
+    # rule wants strictly better than 1/0.9, so no packing; at n=80 (0.8 against 1) it packs
+    assert gqa_pack("when_short", col(90), col(10), col(100))[0] == 1
+    assert gqa_pack("when_short", col(80), col(10), col(100))[0] == 10
+    # one point's numbers (predict's path) give what the column gives
+    assert gqa_pack("when_short", 90.0, 10.0, 100.0) == 1.0
+    assert gqa_pack("when_short", 80.0, 10.0, 100.0) == 10.0
+
+
+def test_decode_packing_is_one_token_only():
+    # FlashAttention's decode rule packs the group for single-token decode alone
+    n, group, bq = col(1, 2, 3), col(4, 4, 4), col(128, 128, 128)
+    assert list(gqa_pack("decode", n, group, bq)) == [4, 1, 1]
+    assert [gqa_pack("decode", float(x), 4.0, 128.0) for x in (1, 2)] == [4.0, 1.0]
+    assert gqa_pack("decode", 1.0, 1.0, 128.0) == 1.0  # no group to pack
 
 
 def test_programs_by_hand():
