@@ -275,10 +275,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.write:
         from perfmodel.atomic import write_text
 
+        scope = f" --only '{args.only}'" if args.only else ""
+        every = (
+            f"the {len(rows)} of the {len(MUTANTS)} mutants whose names contain one of "
+            "`--only`'s parts"
+            if args.only
+            else f"every one of the {len(MUTANTS)} mutants"
+        )
         write_text(
             Path(args.write),
             "# Mutation run\n\n"
-            f"Written by `python3 tools/mutate_terms.py --write {args.write}` at {head}: each "
+            f"Written by `python3 tools/mutate_terms.py{scope} --write {args.write}` at {head} "
+            f"({every}): each "
             "mutant changes one term, launch rule, effect or roofline factor that `predict()` "
             "and `sweep()` run, in a copy of the committed tree, and runs the tests that pin "
             "it (`pytest -x`). Regenerate it with the same command; do not edit by hand.\n\n"
