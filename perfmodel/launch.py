@@ -38,7 +38,12 @@ import numpy as np
 import numpy.typing as npt
 
 from perfmodel.catalog.hardware import HardwareSpec
-from perfmodel.catalog.kernels import KernelFamily, load_kernel, padded_head_dim
+from perfmodel.catalog.kernels import (
+    ON_CHIP_HEAD_DIM_PADDING,
+    KernelFamily,
+    load_kernel,
+    padded_head_dim,
+)
 from perfmodel.compile import Compiled, compiled_named
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
@@ -251,7 +256,8 @@ def pad_copies(
     writes it padded (or the reverse). ``per_side``: tensors of each side copied (the
     forward: Q and O, K and V; the backward: Q, O, dO and dQ, K, V, dK and dV)."""
     zero = np.zeros(n.shape)
-    if family.sequence_padding == "none" and family.head_dim_padding == "none":
+    on_chip = family.head_dim_padding in ON_CHIP_HEAD_DIM_PADDING  # the kernel pads d itself
+    if family.sequence_padding == "none" and (family.head_dim_padding == "none" or on_chip):
         return zero, zero
     rows = block_q
     if family.sequence_padding == "per_consumer":
@@ -263,7 +269,7 @@ def pad_copies(
     if family.sequence_padding == "none":
         rows = keys = np.ones(n.shape)
     n_pad, m_pad = np.ceil(n / rows) * rows, np.ceil(m / keys) * keys
-    wider = d_run != d
+    wider = (d_run != d) & (not on_chip)
     q_copy = (n_pad != n) | wider
     kv_copy = (m_pad != m) | wider
     q_bytes = b * h * (n * d + n_pad * d_run) * s  # Q in, and as much for O out

@@ -107,9 +107,14 @@ class Fp8(BaseModel):
 
 
 #: The head dim a kernel runs a call at: d itself, the next power of two (at least 16:
-#: Q, K and V zero-padded, our Triton kernels), or the next multiple of 16 (the wgmma K
-#: step: our Mosaic kernel).
-HeadDimPadding = Literal["none", "power_of_two", "multiple_of_16"]
+#: Q, K and V zero-padded, our Triton kernels), the next multiple of 16 (the wgmma K
+#: step: our Mosaic kernel), or the next multiple of 64 padded on chip (the kernel's
+#: tiles are 64 columns wide; no copies: cuDNN's, ``ON_CHIP_HEAD_DIM_PADDING``).
+HeadDimPadding = Literal["none", "power_of_two", "multiple_of_16", "multiple_of_64_on_chip"]
+#: The rules under which the kernel itself pads (its tiles wider than d, the inputs as
+#: they are): no XLA copies around it (``launch.pad_copies``).
+ON_CHIP_HEAD_DIM_PADDING = frozenset({"multiple_of_64_on_chip"})
+_HEAD_DIM_STEP = {"multiple_of_16": 16.0, "multiple_of_64_on_chip": 64.0}
 
 
 def padded_head_dim(rule: str, d: Any) -> Any:
@@ -120,7 +125,8 @@ def padded_head_dim(rule: str, d: Any) -> Any:
     if rule == "power_of_two":
         out = np.maximum(16.0, 2.0 ** np.ceil(np.log2(arr)))
     else:
-        out = np.ceil(arr / 16.0) * 16.0
+        step = _HEAD_DIM_STEP[rule]
+        out = np.ceil(arr / step) * step
     return float(out) if np.ndim(out) == 0 else out
 
 
