@@ -219,6 +219,17 @@ def default_tiles(
     return bq, bk, w, stages, ahead
 
 
+def tile_limit(family: KernelFamily, d: Column, causal: Column, arch: str | None) -> Column:
+    """The blocks per SM the family's own tile at each point states (``Tile.blocks_per_sm``:
+    registers the accumulators do not account for), infinity where it states none."""
+
+    def limit(dim: float, masked: float) -> tuple[float]:
+        stated = family.tile_for(int(dim), causal=bool(masked), arch=arch).blocks_per_sm
+        return (np.inf if stated is None else float(stated),)
+
+    return _by_unique(limit, d, causal)[0]
+
+
 @dataclass(frozen=True)
 class BackwardLaunch:
     """The backward's tile (both its kernels), blocks per SM of its dK/dV kernel, the
@@ -561,6 +572,9 @@ def _block(
     check_fits(hw, smem, lambda: _what(bq, bk, d, None if named else family.name))
     producers = np.full(size, float(WARP * family.producer_warps))
     blocks, spilled = capacity(hw, smem, regs, threads, producers)
+    own = (bq == bq_d) & (bk == bk_d) & (w == w_d)  # the family's own tile: its register limit
+    if own.any():
+        blocks = np.where(own, np.minimum(blocks, tile_limit(family, d, masked, hw.arch)), blocks)
     return bq, bk, w, stages, ahead, smem, acc_bytes, regs, threads, producers, blocks, spilled
 
 
