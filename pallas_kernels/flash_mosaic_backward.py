@@ -23,6 +23,14 @@ From the forward's O and log-sum-exp it computes dQ, dK, dV in three steps:
    (``perfmodel/costs/backward.py``): 7 n×m×d products in all, against FA-3's 5 with
    dQ summed by atomic adds, in exchange for no float32 dQ traffic.
 
+   ``Config(dq="atomic")`` instead sums dQ in step 2 (FA-3 §3.3): each consumer stores
+   its dSᵀ in shared memory (under the dK wgmma), the two meet on a barrier, and one
+   wgmma of M = 64 over the CTA's 128 keys gives each its part of the tile's dQ
+   (``dq_split``), which it reduce-adds in float32 into a zeroed HBM buffer by TMA while
+   the next tile's Sᵀ is computed; 5 products, no dQ kernel. It measured slower than the
+   separate pass on the H200 (0.71× cuDNN's backward against 0.79× at d = 128, n =
+   4096: docs/perf-notes.md), so it is not the default.
+
 Both kernels split each CTA into roles as the forward (``flash_mosaic``) does: two
 consumer warpgroups that only compute (``setmaxreg`` up) and one producer warpgroup that
 only issues TMA copies (``setmaxreg`` down); ``ready[stage]`` barriers complete on the
@@ -123,14 +131,17 @@ class Config:
 
 def heuristic_config(d: int, causal: bool = False) -> Config:
     """The default launch for head dim ``d``: 128-wide tiles at d <= 64 (Sᵀ and dPᵀ,
-    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages; dQ
-    summed in the dK/dV kernel where ``dq_split`` can share its tile (d <= 64 and 128),
-    else the separate dQ kernel."""
+    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages; the
+    separate dQ kernel (``dq="atomic"``, where ``dq_split`` allows it, measured slower:
+    docs/perf-notes.md)."""
     del causal  # no mask-dependent choice yet
-    d = run_head_dim(d)
-    wide = 128 if d <= 64 else 64
-    dq = "atomic" if dq_split(wide, d) else "two_pass"
-    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2, dq=dq)
+    wide = 128 if run_head_dim(d) <= 64 else 64
+    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2)
+
+
+def supported_fold(d: int) -> bool:
+    """Whether ``dq="atomic"`` can run at head dim ``d`` with the default tiles."""
+    return dq_split(heuristic_config(d).block_q, run_head_dim(d)) is not None
 
 
 def run_head_dim(d: int) -> int:
@@ -780,7 +791,9 @@ def mosaic_attention_backward(
 __all__ = [
     "Config",
     "Mask",
+    "dq_split",
     "heuristic_config",
     "mosaic_attention_backward",
     "supported",
+    "supported_fold",
 ]
