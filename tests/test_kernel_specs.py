@@ -152,10 +152,12 @@ def test_mosaic_family_pads_the_head_dim_as_the_kernel(d):
 
 
 def test_mosaic_family_pads_the_sequences_as_the_kernel():
-    # flash_mosaic.Config.pad_seq (default True): a length that is not whole tiles is
-    # copied into a padded buffer, which the family's sequence_padding costs
-    assert flash_mosaic.Config().pad_seq is True
-    assert load_kernel("pallas-mosaic").sequence_padding == "per_consumer"
+    # flash_mosaic.Config.pad_seq (default False since the blocked layout): no sequence
+    # is copied (the TMA copies zero-fill past the end and skip stores past it), as the
+    # family says; points measured before record the padding they ran
+    # (Point.sequence_padding)
+    assert flash_mosaic.Config().pad_seq is False
+    assert load_kernel("pallas-mosaic").sequence_padding == "none"
     assert flash_mosaic.ROWS_PER_CONSUMER == 64  # launch.MOSAIC_CONSUMER_ROWS
     from perfmodel.launch import MOSAIC_CONSUMER_ROWS
 
