@@ -66,7 +66,14 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
-from perfmodel.vocabulary import ALGORITHMS, ROOFS, NaiveCompile, bytes_per_element, symbol_values
+from perfmodel.vocabulary import (
+    ALGORITHMS,
+    ROOFS,
+    NaiveCompile,
+    WindowAlign,
+    bytes_per_element,
+    symbol_values,
+)
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
 
@@ -254,6 +261,7 @@ def predict(
     splits: int | None = None,
     page_tokens: int | None = None,
     window: int | tuple[int | None, int | None] | None = None,
+    window_align: str = WindowAlign.BOTTOM_RIGHT,
     segments: Sequence[int] | int | None = None,
     block_mask: Any = None,
     block_size: int | tuple[int, int] = masks.DEFAULT_BLOCK,
@@ -276,8 +284,10 @@ def predict(
     ``one_device_s`` is this prediction's ``flash.time_s``.
     Masks (``perfmodel.costs.masks``; every mode, one device, contiguous K/V):
     ``window`` (W, or (left, right) keys as ``jax.nn.dot_product_attention``'s
-    ``local_window_size``; with kv_len > n the queries are the last n positions, as in
-    decode), ``segments`` (packed document lengths, summing to n, or one length L:
+    ``local_window_size``; with kv_len > n, ``window_align`` places the queries:
+    "bottom_right", the last n positions, as a KV cache holds decode's new tokens, or
+    "top_left", the first n, as ``jax.nn`` and our kernels do; ``masks.query_offset``),
+    ``segments`` (packed document lengths, summing to n, or one length L:
     documents of L tokens, the last one what is left; self-attention),
     ``block_mask`` (a boolean array over tiles of ``block_size``, or a callable
     ``mask_mod(b, h, q_idx, kv_idx)``): the flash side, forward and backward, visits only
@@ -322,7 +332,13 @@ def predict(
     _check_shape(args["h"], h_kv, args["n"], m, args["causal"])
     engine = _Engine.of(spec, kernel, calibration, args["naive"], args["mode"], args["ceilings"])
     engine.variants(
-        dict(window=window, segments=segments, block_mask=block_mask, block_size=block_size),
+        dict(
+            window=window,
+            window_align=window_align,
+            segments=segments,
+            block_mask=block_mask,
+            block_size=block_size,
+        ),
         fp8_as_run,
         cp=args["cp"] != 1 or args["tp"] != 1,
         paged=page_tokens is not None,
@@ -470,7 +486,12 @@ class _Engine:
             raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
         self.forward_only(fp8_as_run=fp8_as_run or None)
         self.fp8_as_run = fp8_as_run
-        given = {k: v for k, v in mask.items() if v is not None and k != "block_size"}
+        masks.checked_align(mask["window_align"])
+        given = {
+            k: v
+            for k, v in mask.items()
+            if v is not None and k not in ("block_size", "window_align")
+        }
         if given:
             masks.refuse_unmodelled(", ".join(given), cp=cp, paged=bool(paged))
             self.mask_args = mask
@@ -856,7 +877,7 @@ def sweep(
         flags["ceilings"],
     )
     engine.variants(
-        {k: given[k] for k in ("window", "segments", "block_mask", "block_size")},
+        {k: given[k] for k in ("window", "window_align", "segments", "block_mask", "block_size")},
         given["fp8_as_run"],
         cp=(split["cp"], split["tp"]) != (1, 1),
         paged=_named(np.asarray(cols["page_tokens"])) is not None,

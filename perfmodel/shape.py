@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from perfmodel.catalog.hardware import HardwareSpec
 
 #: Fields that are ``predict`` keyword arguments only when set (None: the default).
-_OPTIONAL = ("n", "kv_len", "warps", "splits", "window", "segments")
+_OPTIONAL = ("n", "kv_len", "warps", "splits", "window", "window_align", "segments")
 
 
 @dataclass(frozen=True)
@@ -61,6 +61,9 @@ class Shape:
     #: (left, right) keys, packed document lengths, and a block mask's description (the
     #: array or callable itself is not kept, so :meth:`kwargs` refuses to replay it).
     window: tuple[int | None, int | None] | None = None
+    #: Where fewer queries than keys sit under the window (None: ``predict``'s default,
+    #: "bottom_right"; ``perfmodel.costs.masks.query_offset``).
+    window_align: str | None = None
     segments: tuple[int, ...] | int | None = None  #: lengths, or L: documents of L tokens
     block_mask: str | None = None
 

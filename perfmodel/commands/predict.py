@@ -54,6 +54,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="sliding window: W keys (W,0 with --causal, else W,W) or LEFT,RIGHT (default: none)",
     )
     p.add_argument(
+        "--window-align",
+        default=None,
+        help="with --kv-len > n, where the queries sit under --window: bottom_right (the "
+        "last n positions, a KV cache's new tokens; default) or top_left (the first n, as "
+        "jax.nn and our kernels)",
+    )
+    p.add_argument(
         "--segments",
         default=None,
         help="packed documents: L (documents of L tokens) or L1,L2,... summing to n "
@@ -111,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
         cp_scheme=args.cp_scheme,
         tp=args.tp,
         window=_window(_ints("--window", args.window)),
+        **({} if args.window_align is None else {"window_align": args.window_align}),
         segments=_segments(_ints("--segments", args.segments)),
     )
     if args.json:

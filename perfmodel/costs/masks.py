@@ -7,7 +7,10 @@ module counts them exactly, for
 
 * a **sliding window** (local attention): query ``i`` sees keys ``j`` with
   ``i - left <= j <= i + right`` (``jax.nn.dot_product_attention``'s
-  ``local_window_size=(left, right)``; with ``causal`` the right side is 0);
+  ``local_window_size=(left, right)``; with ``causal`` the right side is 0), ``i`` the
+  query's key position: with fewer queries than keys, :func:`query_offset` of the
+  window's alignment (``vocabulary.WindowAlign``: the last positions, as a KV cache holds
+  new tokens, or the first, as ``jax.nn`` and our kernels place them);
 * **packed documents** (``segments``: the lengths of the documents packed into one
   sequence of ``n`` tokens, or one length L: documents of L tokens each, the last one
   what is left, at any n; a query sees only keys of its own document), with a window
@@ -29,7 +32,7 @@ Exact by construction: for a window and documents the keys a query sees form one
 ``[lo(q), hi(q)]`` with ``lo`` and ``hi`` non-decreasing in ``q`` and ``hi(q) >= q >=
 lo(q + 1) - 1``, so the keys a Q block sees are the one range ``[lo(first row),
 hi(last row)]``; ``tests/test_masks.py`` checks every count against the element mask
-built by brute force. Self-attention only (``m == n``) for windows and documents.
+built by brute force. Self-attention only (``m == n``) for documents.
 
 >>> tm = tile_mask(Mask(causal=True, window=(255, 0)), n=1024, m=1024, block_q=128, block_k=128)
 >>> int(tm.sum()), tm.shape   # each Q block sees its own K block and up to 2 before it
@@ -47,6 +50,7 @@ from typing import Any, cast
 import numpy as np
 
 from perfmodel.errors import PerfmodelError
+from perfmodel.vocabulary import WindowAlign
 
 #: FlexAttention's default block size (``torch.nn.attention.flex_attention``'s BLOCK_SIZE).
 DEFAULT_BLOCK = 128
@@ -71,6 +75,8 @@ class Mask:
     block_shape: tuple[int, int] | None = None
     block_size: tuple[int, int] = (DEFAULT_BLOCK, DEFAULT_BLOCK)
     mask_mod: Callable[..., Any] | None = field(default=None, compare=True)
+    #: Where fewer queries than keys sit (:func:`query_offset`); the default without a window.
+    align: WindowAlign = WindowAlign.BOTTOM_RIGHT
 
     @property
     def is_dense(self) -> bool:
@@ -91,6 +97,7 @@ class Mask:
         parts = ["causal"] * self.causal
         if self.window != (None, None):
             parts.append(f"window={self.window}")
+            parts += [f"{self.align}"] * (self.align != WindowAlign.BOTTOM_RIGHT)
         if self.segments is not None:
             parts.append(f"segments={len(self.segments)} docs")
         if self.doc_length is not None:
@@ -109,9 +116,11 @@ class Mask:
     def recorded(self) -> dict[str, Any]:
         """The mask as ``Prediction.config`` records it (``perfmodel.shape.Shape``'s
         ``window``, ``segments`` and ``block_mask`` fields): the window as (left, right)
-        keys, the document lengths, the block mask's description (not the array)."""
+        keys and its alignment where not the default, the document lengths, the block
+        mask's description (not the array)."""
         return dict(
             window=None if self.window == (None, None) else self.window,
+            window_align=None if self.align == WindowAlign.BOTTOM_RIGHT else str(self.align),
             segments=self.doc_length if self.segments is None else self.segments,
             block_mask=self._block_name(),
         )
@@ -144,6 +153,29 @@ def _window(window: Any, causal: bool) -> tuple[int | None, int | None]:
     if left == 0 and right == 0:
         raise PerfmodelError(f"window={window!r} leaves each query only itself: must be > 0")
     return left, right
+
+
+def query_offset(align: WindowAlign, n: int, m: int) -> int:
+    """The key position of query row 0: row q sits at ``q + query_offset``. With fewer
+    queries than keys, ``bottom_right`` puts them at the last n of the m positions (``m -
+    n``: a KV cache's new tokens; FlashAttention's ``window_size`` convention, cuDNN's
+    BOTTOM_RIGHT diagonal), ``top_left`` at the first (0: ``jax.nn``'s
+    ``local_window_size``, our kernels' ``window=``, cross-attention). The one rule of
+    the alignment: every count of this module places queries by it.
+
+    >>> query_offset(WindowAlign.BOTTOM_RIGHT, 1, 8), query_offset(WindowAlign.TOP_LEFT, 1, 8)
+    (7, 0)
+    """
+    return m - n if align == WindowAlign.BOTTOM_RIGHT else 0
+
+
+def checked_align(value: Any) -> WindowAlign:
+    """``window_align`` as a :class:`~perfmodel.vocabulary.WindowAlign` (one error naming it)."""
+    try:
+        return WindowAlign(value)
+    except ValueError:
+        known = ", ".join(repr(str(a)) for a in WindowAlign)
+        raise PerfmodelError(f"window_align={value!r} must be one of {known}") from None
 
 
 def _segments(segments: Any, n: int) -> tuple[int, ...] | int | None:
@@ -183,6 +215,7 @@ def mask_of(
     segments: Any = None,
     block_mask: Any = None,
     block_size: Any = DEFAULT_BLOCK,
+    window_align: Any = WindowAlign.BOTTOM_RIGHT,
 ) -> Mask:
     """A checked :class:`Mask` for an ``n`` x ``m`` attention.
 
@@ -190,16 +223,19 @@ def mask_of(
     ``segments``: document lengths summing to ``n``, or one length L (documents of L
     tokens, the last one what is left: one rule at every n); ``block_mask``: a boolean
     array of shape ``(ceil(n/block), ceil(m/block))`` or a callable ``mask_mod(b, h, q_idx,
-    kv_idx)``; ``block_size``: the array's tile, one int or (rows, cols).
+    kv_idx)``; ``block_size``: the array's tile, one int or (rows, cols);
+    ``window_align``: where fewer queries than keys sit (:func:`query_offset`).
     """
     left, right = _window(window, causal)
+    align = checked_align(window_align)
     docs = _segments(segments, n)
     if docs is not None and n != m:
         raise PerfmodelError(f"segments need self-attention: kv_len={m} != n={n}")
-    if window is not None and n > m:
+    if window is not None and n > m and align == WindowAlign.BOTTOM_RIGHT:
         raise PerfmodelError(
-            f"window={window!r} with n={n} > kv_len={m}: the queries are the last n of the "
-            "kv_len positions (decode, chunked prefill), so n must not exceed kv_len"
+            f"window={window!r} with n={n} > kv_len={m}: window_align='bottom_right' puts the "
+            "queries at the last n of the kv_len positions (decode, chunked prefill), so n "
+            "must not exceed kv_len (window_align='top_left': the first n, as jax.nn does)"
         )
     rows, cols = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
     for v in (rows, cols):
@@ -223,6 +259,7 @@ def mask_of(
         segments=docs if isinstance(docs, tuple) else None,
         doc_length=docs if isinstance(docs, int) else None,
         block_size=(int(rows), int(cols)),
+        align=align if window is not None else WindowAlign.BOTTOM_RIGHT,
         **kwargs,
     )
 
@@ -245,14 +282,12 @@ def refuse_unmodelled(given: str, *, cp: bool, paged: bool) -> None:
 
 # --- the tiles ------------------------------------------------------------------------
 def _key_range(mask: Mask, q: np.ndarray, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per query row ``q``: the first and last key it sees (windows, documents, causal).
-
-    Query row ``q`` sits at position ``q + m - n``: with fewer queries than keys (decode,
-    chunked prefill) they are the last ``n`` positions, as a KV cache holds them."""
+    """Per query row ``q``: the first and last key it sees (windows, documents, causal);
+    row ``q`` sits at key position ``q + query_offset(mask.align, n, m)``."""
     lo = np.zeros_like(q)
     hi = np.full_like(q, m - 1)
     left, right = mask.window
-    at = q + (m - n)
+    at = q + query_offset(mask.align, n, m)
     if mask.causal:
         hi = np.minimum(hi, at)
     if left is not None:

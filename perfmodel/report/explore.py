@@ -86,6 +86,7 @@ _LAUNCH = "the kernel family's own launch: each value would be another table per
 #: predict() parameters the page leaves at their default, and why.
 NOT_SHOWN = {
     "kv_len": "= n: the page draws self-attention along n",
+    "window_align": "kv_len = n on the page, where both alignments place the queries alike",
     "block_q": _LAUNCH,
     "block_k": _LAUNCH,
     "warps": _LAUNCH,
