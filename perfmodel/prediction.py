@@ -580,10 +580,13 @@ class _Engine:
         want = wanted or Wanted()
         spec, sizes = self.spec, {k: point[k] for k in _SIZES}
         fp16 = point.get("fp16", 0.0)  # fp16 points: the tensor cores' measured fp16 rate
+        mask = self.mask(point, causal)  # its K/V blocks are what the split rule divides
         if isinstance(point["n"], NUMBERS):
-            launch = resolve_point(self.family, spec, **sizes, causal=causal, **named)
+            launch = resolve_point(self.family, spec, **sizes, causal=causal, **named, mask=mask)
         else:
-            launch = resolve(self.family, spec, **sizes, causal=causal, **named, limits=want.floor)
+            launch = resolve(
+                self.family, spec, **sizes, causal=causal, **named, limits=want.floor, mask=mask
+            )
         # the fused kernel runs at its padded head dim (``KernelFamily.head_dim_padding``)
         run = {**sizes, "d": launch.head_dim}
         # the columns asked for (a training step's sum needs every one of its phases', the
@@ -592,7 +595,6 @@ class _Engine:
         if self.keys["naive"].naive != NaiveCompile.MINIMAL:
             fields.pop("naive", None)
         common = dict(causal=causal, hw=spec, peak=point["peak"])
-        mask = self.mask(point, causal)
         # the naive kernels have no tiles: nothing of the launch but the K/V stages
         # (which only the fused model reads) is a value of theirs
         naive_values = shape_values(spec, **sizes, kv_stages=launch.kv_stages, fp16=fp16)

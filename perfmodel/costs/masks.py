@@ -535,6 +535,30 @@ def _range_visited(
     )
 
 
+def kv_blocks_walked(
+    mask: Mask, *, n: Any, m: Any, block_q: Any, block_k: Any, pack: Any = 1
+) -> Any:
+    """The most K blocks of ``block_k`` keys one program (a Q block of ``block_q`` rows,
+    ``pack`` heads a tile) visits under the mask: what a split-KV kernel divides into
+    chunks (FlashAttention-3 splits the keys a local window loads, ``seqlen_k_loaded``,
+    not the whole cache). Numbers or columns, broadcast; one count per distinct point."""
+    cols = np.broadcast_arrays(*(np.asarray(v) for v in (n, m, block_q, block_k, pack)))
+    flat = np.stack([c.reshape(-1) for c in cols], axis=1).astype(np.int64)
+    points, inverse = np.unique(flat, axis=0, return_inverse=True)
+    out = np.array([_walked(mask, *(int(x) for x in point)) for point in points])
+    walked = out[inverse.reshape(-1)].reshape(cols[0].shape)
+    return float(walked) if walked.ndim == 0 else walked
+
+
+@functools.lru_cache(maxsize=4096)
+def _walked(mask: Mask, n: int, m: int, bq: int, bk: int, pack: int) -> float:
+    positions = max(1, bq // pack)
+    if mask.block is None and mask.mask_mod is None:
+        lo, hi, seen = _block_ranges(mask, n, m, positions, bk)
+        return float(np.where(seen, hi - lo + 1, 0).max())
+    return float(tile_mask(mask, n=n, m=m, block_q=positions, block_k=bk).sum(axis=1).max())
+
+
 def keys_seen(mask: Mask, n: int, m: int) -> float:
     """Scores the mask keeps (the useful ones): what an ideal, element-sparse kernel computes."""
     if mask.block is None and mask.mask_mod is None:
