@@ -9,13 +9,17 @@ Per shape, in one process and one run: ``flash_attention(backend="auto")`` (its 
 as auto picks it, its backward as ``choose_backward`` picks it, both recorded) and cuDNN
 (``jax.nn.dot_product_attention(implementation="cudnn")``), each timed as a forward, as
 the backward alone (the VJP function applied to residuals computed once) and as a
-training step (``jax.grad`` of ``sum(O * dO)``). Device time is CUPTI kernel time
-(``kernel_bench.timing``); points in the measurement schema, rewritten after each shape.
+training step (``jax.grad`` of ``sum(O * dO)``). Where the Mosaic backward's default sums
+dQ in its dK/dV kernel (``Config.dq = "atomic"``), ours runs again with the separate dQ
+kernel (``"two_pass"``, backward and training step): each of our points records the
+launch in ``backward_config``. Device time is CUPTI kernel time (``kernel_bench.timing``);
+points in the measurement schema, rewritten after each shape.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import sys
 import time
@@ -44,13 +48,13 @@ def anchor_shapes(ns=NS) -> list[dict]:
     ]
 
 
-def _attn(impl: str, causal: bool):
+def _attn(impl: str, causal: bool, backward=None):
     import jax
 
     if impl == "pallas_flash":
         from pallas_kernels import flash_attention
 
-        return lambda q, k, v: flash_attention(q, k, v, causal=causal)
+        return lambda q, k, v: flash_attention(q, k, v, causal=causal, backward=backward)
     return lambda q, k, v: jax.nn.dot_product_attention(
         q, k, v, is_causal=causal, implementation="cudnn"
     )
@@ -70,6 +74,7 @@ def time_shape(shape: dict, *, budget_s: float) -> tuple[list[dict], dict]:
         timed_fields,
     )
     from kernel_bench.timing import measure_all
+    from pallas_kernels import flash_mosaic_backward
     from pallas_kernels.flash_attention import choose_backend, choose_backward
     from perfmodel.costs.nominal import nominal_flops
 
@@ -83,9 +88,16 @@ def time_shape(shape: dict, *, budget_s: float) -> tuple[list[dict], dict]:
     forward = BACKEND_FAMILY[choose_backend(*sets[0], causal=causal)]
     backward = choose_backward(*sets[0][:3], causal=causal)
     details = {"shape": shape, "forward": forward, "backward": backward}
+    runs_of = [(impl, None) for impl in IMPLS]  # (implementation, Mosaic backward launch)
+    if backward == "mosaic":
+        default = flash_mosaic_backward.heuristic_config(d, causal)
+        runs_of[0] = ("pallas_flash", default)
+        if default.dq == "atomic":  # the separate dQ kernel beside it
+            runs_of.insert(1, ("pallas_flash", dataclasses.replace(default, dq="two_pass")))
     points, grads = [], {}
-    for impl in IMPLS:
-        attn = _attn(impl, causal)
+    for impl, config in runs_of:
+        attn = _attn(impl, causal, config)
+        variant = impl == "pallas_flash" and (impl, config) != runs_of[0]
 
         def loss(q, k, v, attn=attn):
             return jnp.sum(attn(q, k, v).astype(jnp.float32) * do)
@@ -100,60 +112,108 @@ def time_shape(shape: dict, *, budget_s: float) -> tuple[list[dict], dict]:
             "backward": (bwd, [(vjp_fn, g) for g in cotangents]),
             "train": (train, [s[:3] for s in sets]),
         }
+        if variant:  # the same forward as the default's
+            del runs["forward"]
         for phase, (fn, args) in runs.items():
             family = "cudnn" if impl == "cudnn" else forward
             point = {**empty_point(impl, shape), "family": family, "phase": phase}
+            if config is not None and phase != "forward":
+                point["backward_config"] = _launch_of(config)
             try:
                 out = fn(*args[0])
                 if phase == "train":
-                    grads[impl] = jax.device_get(out)
+                    grads[config.dq if variant else impl] = jax.device_get(out)
                 timed = measure_all(fn, args, budget_s=budget_s)
                 flops = nominal_flops(**{k: shape[k] for k in keys}, mode=phase)
                 point.update(timed_fields(timed, flops=flops, tokens=b * n))
             except Exception as err:  # noqa: BLE001 - recorded, the run goes on
                 record_failure(point, err)
             points.append(point)
-    if len(grads) == 2:
-        details["grad_rel_diff"] = [  # ‖ours − cuDNN‖ / ‖cuDNN‖ of dQ, dK, dV
-            float(np.linalg.norm(np.float32(g) - r) / np.linalg.norm(r))
-            for g, r in zip(grads["pallas_flash"], map(np.float32, grads["cudnn"]), strict=True)
-        ]
+    if "cudnn" in grads:
+        ref = list(map(np.float32, grads.pop("cudnn")))
+        for name, ours in grads.items():  # ‖ours − cuDNN‖ / ‖cuDNN‖ of dQ, dK, dV
+            key = "grad_rel_diff" + ("" if name == "pallas_flash" else f"_{name}")
+            details[key] = [
+                float(np.linalg.norm(np.float32(g) - r) / np.linalg.norm(r))
+                for g, r in zip(ours, ref, strict=True)
+            ]
     return points, details
 
 
+def _launch_of(config) -> dict:
+    """A ``flash_mosaic_backward.Config`` as the schema's ``backward_config``."""
+    from pallas_kernels import flash_mosaic_backward as m
+
+    two_pass = config.dq == "two_pass"
+    return {
+        "block_q": config.block_q,
+        "block_k": m.CTA_ROWS,
+        "dq_block_q": m.CTA_ROWS if two_pass else None,
+        "dq_block_k": config.dq_block_k if two_pass else None,
+        "num_warps": 4 * m.CONSUMERS,
+        "num_stages": config.num_stages,
+        "dq": config.dq,
+        "dq_num_stages": config.dq_num_stages if two_pass else None,
+    }
+
+
+def _column(p) -> str:
+    """A point's column: its phase, and for our backward how it summed dQ."""
+    launch = p.get("backward_config") or {}
+    ours = p["implementation"] == "pallas_flash" and launch.get("dq")
+    return f"{p['phase']}[{launch['dq']}]" if ours else p["phase"]
+
+
+def ratios(points) -> dict[str, list[tuple[dict, float]]]:
+    """Per column (``_column``), (our point, cuDNN's time over ours) for every shape both
+    measured."""
+    cells: dict = {}
+    for p in points:
+        if p["status"] == "ok":
+            key = tuple(p[k] for k in ("n", "kv_len", "d", "h", "h_kv", "batch", "dtype", "causal"))
+            cells.setdefault(key, {})[(p["implementation"], _column(p))] = p
+    out: dict = {}
+    for row in cells.values():
+        for (impl, column), p in row.items():
+            cud = row.get(("cudnn", p["phase"]))
+            if impl == "pallas_flash" and cud:
+                out.setdefault(column, []).append((p, cud["median_s"] / p["median_s"]))
+    return out
+
+
 def table(points) -> str:
-    """Markdown: ours/cuDNN speed per shape and phase, and the medians."""
+    """Markdown: ours/cuDNN speed per shape and column (ours TFLOP/s beside the
+    backward's), and the medians."""
     import statistics
 
-    from kernel_bench.bench_shapes import ratios
-
+    found = ratios(points)
+    columns = sorted(
+        found, key=lambda c: (("forward", "backward", "train").index(c.split("[")[0]), c)
+    )
     by: dict = {}
-    for phase, rows in ratios(points).items():
+    for column, rows in found.items():
         for p, r in rows:
             key = (p["d"], p["causal"], p["n"], p["h"], p["batch"])
-            by.setdefault(key, {})[phase] = (r, p["tflops"])
+            by.setdefault(key, {})[column] = (r, p["tflops"])
     lines = [
-        "| d | causal | n | h | batch | fwd | bwd (ours TFLOP/s) | train |",
-        "|---|---|---|---|---|---|---|---|",
+        "| d | causal | n | h | batch | " + " | ".join(columns) + " |",
+        "|---|---|---|---|---|" + "---|" * len(columns),
     ]
     for key in sorted(by):
         row = by[key]
-
-        def cell(phase, row=row, tf=False):
-            if phase not in row:
-                return "-"
-            r, t = row[phase]
-            return f"{r:.2f} ({t:.0f})" if tf else f"{r:.2f}"
-
+        cells = []
+        for column in columns:
+            r, t = row.get(column, (None, None))
+            tf = f" ({t:.0f})" if column.startswith("backward") and t else ""
+            cells.append("-" if r is None else f"{r:.2f}{tf}")
         d, causal, n, h, b = key
         lines.append(
-            f"| {d} | {'yes' if causal else 'no'} | {n} | {h} | {b} | {cell('forward')} | "
-            f"{cell('backward', tf=True)} | {cell('train')} |"
+            f"| {d} | {'yes' if causal else 'no'} | {n} | {h} | {b} | " + " | ".join(cells) + " |"
         )
-    for phase, rows in sorted(ratios(points).items()):
-        r = [x for _, x in rows]
+    for column in columns:
+        r = [x for _, x in found[column]]
         lines.append(
-            f"\n{phase}: ours/cuDNN over {len(r)} shapes: median {statistics.median(r):.2f}, "
+            f"\n{column}: ours/cuDNN over {len(r)} shapes: median {statistics.median(r):.2f}, "
             f"min {min(r):.2f}, max {max(r):.2f}"
         )
     return "\n".join(lines) + "\n"
@@ -190,14 +250,14 @@ def main(argv=None) -> int:
         points, detail = time_shape(shape, budget_s=args.point_budget_s)
         for point in points:
             writer.add(point)
-        cells = {(p["implementation"], p["phase"]): p for p in points}
+        cudnn = {p["phase"]: p for p in points if p["implementation"] == "cudnn"}
         line = []
-        for phase in ("forward", "backward", "train"):
-            ours, cud = cells[("pallas_flash", phase)], cells[("cudnn", phase)]
+        for ours in (p for p in points if p["implementation"] == "pallas_flash"):
+            cud = cudnn[ours["phase"]]
             if ours["median_s"] and cud["median_s"]:
-                line.append(f"{phase} {cud['median_s'] / ours['median_s']:.2f}")
+                line.append(f"{_column(ours)} {cud['median_s'] / ours['median_s']:.2f}")
             else:
-                line.append(f"{phase} failed: {ours['error'] or cud['error']}"[:300])
+                line.append(f"{_column(ours)} failed: {ours['error'] or cud['error']}"[:300])
         print(
             f"[{i + 1}/{len(shapes)}] {shape} {time.monotonic() - t0:.0f}s: {line} "
             f"{ {k: v for k, v in detail.items() if k != 'shape'} }",

@@ -70,6 +70,8 @@ from pallas_kernels._common import (
 #: Head dims up to this run (dK and dV, 64 × d float32 each, in one warpgroup's registers).
 MAX_HEAD_DIM = 128
 SUPPORTED_DTYPES = DTYPES_16BIT
+#: How dQ is summed (``Config.dq``; the cost model's ``perfmodel.costs.backward`` rules).
+DQ_RULES = ("atomic", "two_pass")
 #: Rows of K/V (dK/dV kernel) or of Q (dQ kernel) per consumer: the M of one wgmma.
 ROWS = flash_mosaic.ROWS_PER_CONSUMER
 CONSUMERS = 2
@@ -93,8 +95,13 @@ class Config:
     num_stages: int = 2
     dq_block_k: int = 64
     dq_num_stages: int = 2
+    #: ``"atomic"``: dQ summed in the dK/dV kernel (``dq_block_k`` and ``dq_num_stages``
+    #: then unused); ``"two_pass"``: the separate dQ kernel.
+    dq: str = "two_pass"
 
     def __post_init__(self) -> None:
+        if self.dq not in DQ_RULES:
+            raise ValueError(f"dq={self.dq!r} must be one of {DQ_RULES}")
         for name in ("block_q", "dq_block_k"):
             if getattr(self, name) not in (64, 128):
                 raise ValueError(f"{name}={getattr(self, name)} must be 64 or 128")
@@ -103,19 +110,27 @@ class Config:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 2")
 
     def smem_bytes(self, d: int, itemsize: int) -> tuple[int, int]:
-        """Shared memory of (the dK/dV kernel, the dQ kernel) at head dim ``d``."""
+        """Shared memory of (the dK/dV kernel, the dQ kernel; 0 when dQ is summed in the
+        first) at head dim ``d``."""
         own = 2 * CTA_ROWS * d * itemsize  # K, V (or Q, dO) of both consumers
         dkdv = own + self.num_stages * (2 * self.block_q * d * itemsize + 2 * self.block_q * 4)
+        if self.dq == "atomic":  # two dSᵀ buffers, each consumer's float32 dQ part
+            _, rows, cols = dq_split(self.block_q, d) or (None, 0, 0)
+            return dkdv + 2 * CTA_ROWS * self.block_q * itemsize + CONSUMERS * rows * cols * 4, 0
         dq = own + 2 * CTA_ROWS * 4 + self.dq_num_stages * 2 * self.dq_block_k * d * itemsize
         return dkdv, dq
 
 
 def heuristic_config(d: int, causal: bool = False) -> Config:
     """The default launch for head dim ``d``: 128-wide tiles at d <= 64 (Sᵀ and dPᵀ,
-    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages."""
+    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages; dQ
+    summed in the dK/dV kernel where ``dq_split`` can share its tile (d <= 64 and 128),
+    else the separate dQ kernel."""
     del causal  # no mask-dependent choice yet
-    wide = 128 if run_head_dim(d) <= 64 else 64
-    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2)
+    d = run_head_dim(d)
+    wide = 128 if d <= 64 else 64
+    dq = "atomic" if dq_split(wide, d) else "two_pass"
+    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2, dq=dq)
 
 
 def run_head_dim(d: int) -> int:
@@ -136,6 +151,8 @@ def supported(
         return f"Mosaic backward: {err}"
     config = config or heuristic_config(q.shape[-1])
     d = run_head_dim(q.shape[-1])
+    if config.dq == "atomic" and dq_split(config.block_q, d) is None:
+        return f"dq='atomic' cannot share a {config.block_q} x {d} dQ tile (dq_split)"
     for name, smem in zip(("dK/dV", "dQ"), config.smem_bytes(d, q.dtype.itemsize), strict=True):
         if smem > SMEM_LIMIT_BYTES:
             return f"the {name} kernel of {config} at d={d} needs {smem} B of shared memory"
@@ -182,9 +199,9 @@ def _iota(shape, dim):
     return plgpu.layout_cast(lax.broadcasted_iota(jnp.int32, shape, dim), plgpu.Layout.WGMMA)
 
 
-def _mask_tile(s, mask: Mask, first_y, first_x, x_len=None):
+def _mask_tile(s, mask: Mask, first_y, first_x, x_len=None, y_len=None):
     """``s`` [y, x] (float32, wgmma layout) with -inf where index x is outside
-    ``[y - mask.left, y + mask.right]`` or ``>= x_len``."""
+    ``[y - mask.left, y + mask.right]``, ``x >= x_len`` or ``y >= y_len``."""
     y = first_y + _iota(s.shape, 0)
     x = first_x + _iota(s.shape, 1)
     visible = None
@@ -198,6 +215,8 @@ def _mask_tile(s, mask: Mask, first_y, first_x, x_len=None):
         visible = both(visible, x <= y + mask.right)
     if x_len is not None:
         visible = both(visible, x < x_len)
+    if y_len is not None:
+        visible = both(visible, y < y_len)
     return s if visible is None else jnp.where(visible, s, -jnp.inf)
 
 
@@ -313,36 +332,60 @@ def _roles(consumer, producer, smem_types, barrier_types):
 
 
 def _launch(plan: _Plan, body, out_types, grid, names, *args):
+    """Run ``body`` over ``grid``, 3 warpgroups per CTA. A ``jax.Ref`` among ``args`` is
+    read and written in place: ``pl.kernel`` takes it (``plgpu.kernel``'s batching
+    wrapper does not), so that launch is used then."""
+    import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
-    return plgpu.kernel(
-        body,
-        out_type=out_types,
-        grid=grid,
-        grid_names=names,
-        num_threads=CONSUMERS + 1,
-        thread_name="wg",
-        compiler_params=plgpu.CompilerParams(approx_math=True),
-    )(*args)
+    params = plgpu.CompilerParams(approx_math=True)
+    roles = dict(grid=grid, grid_names=names, num_threads=CONSUMERS + 1, thread_name="wg")
+    if any(isinstance(x, jax.Ref) for x in args):
+        mesh = plgpu.Mesh(**roles)
+        return pl.kernel(body, out_type=out_types, mesh=mesh, compiler_params=params)(*args)
+    return plgpu.kernel(body, out_type=out_types, compiler_params=params, **roles)(*args)
 
 
 # ---------------------------------------------------------------- dK, dV
 
 
-def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
-    """``(dK, dV)`` [batch, kv_pad, kv_heads, d] from padded inputs."""
+def dq_split(block_q: int, d: int) -> tuple[str, int, int] | None:
+    """How the two consumers of the dK/dV kernel share a ``block_q`` × d tile of dQ when
+    it is summed there (``Config.dq = "atomic"``), each a 64-row part that one wgmma of
+    M = 64 accumulates over the CTA's 128 keys: ``("rows", 64, d)`` (block_q = 128: each
+    its 64 query rows, all of d) or ``("cols", 64, d / 2)`` (block_q = 64: each half of d,
+    which must be whole 128-byte swizzle rows of 64 elements, so d = 128); None where
+    neither fits."""
+    if block_q == CTA_ROWS:
+        return "rows", ROWS, d
+    if block_q == ROWS and d % (CONSUMERS * 64) == 0:
+        return "cols", ROWS, d // CONSUMERS
+    return None
+
+
+def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
+    """``(dK, dV)`` [batch, kv_pad, kv_heads, d] from padded inputs. With ``dq_acc`` (a
+    ``jax.Ref`` of float32 zeros [batch, n_pad, heads, d]; ``Config.dq = "atomic"``) the
+    kernel also adds dQ / scale into it, by TMA reduce-adds of each tile's float32 parts."""
     import jax.experimental.pallas as pl
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
     cfg = plan.config
     bq, stages, d, group = cfg.block_q, cfg.num_stages, plan.d, plan.group
+    fold = dq_acc is not None
+    split, part_rows, part_cols = dq_split(bq, d) if fold else (None, 0, 0)
+    # the keys past kv_len (zero rows) are masked in every tile of the last block: their
+    # dS multiplies zero K rows in dQ += dS K, but P there is exp2(-LSE), unbounded
+    key_tail = plan.kv_len if fold and plan.kv_len % CTA_ROWS else None
+    last_block = plan.kv_pad // CTA_ROWS - 1
     band = plan.mask.seen_by_keys()  # key j is seen by rows [j - right, j + left]
     dtype = q.dtype
     swizzled = _smem_transforms(d, dtype)
 
     q_tiles = functools.partial(band.tiles, tile=bq, length=plan.n)
 
-    def body(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref):
+    def body(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs):
+        dq_ref, dk_ref, dv_ref = refs if fold else (None, *refs)
         block, kv_head, batch = (lax.axis_index(x) for x in ("kv", "head", "batch"))
         first_key = block * CTA_ROWS
         lo, _, _, hi = q_tiles(first_key, CTA_ROWS)  # the tiles either consumer needs
@@ -355,18 +398,58 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
             return kv_head * group + lax.div(t, safe), lo + lax.rem(t, safe)
 
         def consumer(smem, barriers, wg):
-            k_own, v_own, q_smem, do_smem, lse_smem, delta_smem = smem
-            kv_ready, q_ready, do_ready, lse_ready, delta_ready, free = barriers
-            my_k, my_v = k_own.at[wg], v_own.at[wg]
+            k_all, v_own, q_smem, do_smem, lse_smem, delta_smem, *fold_smem = smem
+            kv_ready, q_ready, do_ready, lse_ready, delta_ready, free, *fold_barriers = barriers
+            my_k, my_v = k_all.at[pl.ds(wg * ROWS, ROWS)], v_own.at[wg]
             my_first = first_key + wg * ROWS
             rows = (batch, pl.ds(my_first, ROWS), kv_head)
             plgpu.copy_gmem_to_smem(k_ref.at[rows], my_k, kv_ready.at[wg])
             plgpu.copy_gmem_to_smem(v_ref.at[rows], my_v, kv_ready.at[CONSUMERS + wg])
-            plgpu.barrier_wait(kv_ready.at[wg])
+            # folded, dQ += dS K reads both consumers' keys
+            for i in range(CONSUMERS) if fold else (wg,):
+                plgpu.barrier_wait(kv_ready.at[i])
             plgpu.barrier_wait(kv_ready.at[CONSUMERS + wg])
             _, full_lo, full_hi, _ = q_tiles(my_first, ROWS)
             full_lo = jnp.clip(full_lo, lo, hi)
             full_hi = jnp.clip(full_hi, full_lo, hi)
+            if key_tail is not None:  # the last block masks every tile
+                full_lo = jnp.where(block == last_block, hi, full_lo)
+                full_hi = jnp.where(block == last_block, hi, full_hi)
+
+            def fold_dq(t, ds16, dk, q_tile):
+                """dK += dSᵀ Q, and this consumer's part of the tile's dQ, reduce-added."""
+                ds_smem, dq_smem = fold_smem
+                ds_ready, _ = fold_barriers
+                buf = lax.rem(t, jnp.int32(2))
+                ds_smem.at[buf, pl.ds(wg * ROWS, ROWS)][...] = ds16  # dSᵀ of my keys
+                plgpu.commit_smem()
+                plgpu.barrier_arrive(ds_ready.at[buf])
+                head, tile = tile_of(t)
+                if split == "rows":  # dS of my 64 query rows over the 128 keys, all of d
+                    ds_ref = ds_smem.at[buf, :, pl.ds(wg * ROWS, ROWS)]
+                    keys = k_all
+                    dst = dq_ref.at[batch, pl.ds(tile * bq + wg * ROWS, ROWS), head]
+                else:  # dS of the tile's 64 rows, my half of d
+                    ds_ref = ds_smem.at[buf]
+                    keys = k_all.at[:, pl.ds(wg * part_cols, part_cols)]
+                    cols = pl.ds(wg * part_cols, part_cols)
+                    dst = dq_ref.at[batch, pl.ds(tile * bq, bq), head, cols]
+
+                def products(refs):
+                    dk_ref_, dq_ref_ = refs
+                    plgpu.wgmma(dk_ref_, ds16, q_tile)  # dK += dSᵀ Q
+                    plgpu.barrier_wait(ds_ready.at[buf])  # both consumers' dSᵀ written
+                    plgpu.wgmma(dq_ref_, plgpu.transpose_ref(ds_ref, (1, 0)), keys)
+
+                dk, dq_part = pl.run_state(products)(
+                    (plgpu.ACC.init(dk), plgpu.ACC.init(_zeros((part_rows, part_cols))))
+                )
+                plgpu.barrier_arrive(free.at[wg * stages + lax.rem(t, jnp.int32(stages))])
+                plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # my last part was read
+                dq_smem.at[wg][...] = dq_part
+                plgpu.commit_smem()
+                plgpu.copy_smem_to_gmem(dq_smem.at[wg], dst, reduction_op="add")
+                return dk
 
             def step(t, carry, *, masked):
                 dk, dv = carry
@@ -378,7 +461,7 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
                 plgpu.barrier_wait(lse_ready.at[slot])
                 lse = _row_vector(lse_smem.at[slot], 1)
                 if masked:
-                    s_t = _mask_tile(s_t, band, my_first, tile_of(t)[1] * bq)
+                    s_t = _mask_tile(s_t, band, my_first, tile_of(t)[1] * bq, y_len=key_tail)
                 p_t = jnp.exp2(s_t * plan.scale_log2 - _bcast(lse, s_t.shape, 1))
                 plgpu.barrier_wait(do_ready.at[slot])
 
@@ -392,8 +475,10 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
                 )
                 plgpu.barrier_wait(delta_ready.at[slot])
                 delta = _row_vector(delta_smem.at[slot], 1)
-                ds_t = p_t * (dp_t - _bcast(delta, dp_t.shape, 1))  # dSᵀ
-                dk = _accumulate(dk, ds_t.astype(dtype), q_tile)  # dK += dSᵀ Q
+                ds16 = (p_t * (dp_t - _bcast(delta, dp_t.shape, 1))).astype(dtype)  # dSᵀ
+                if fold:
+                    return fold_dq(t, ds16, dk, q_tile), dv
+                dk = _accumulate(dk, ds16, q_tile)  # dK += dSᵀ Q
                 plgpu.barrier_arrive(free.at[wg * stages + slot])
                 return dk, dv
 
@@ -411,6 +496,10 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
 
             zeros = _zeros((ROWS, d))
             dk, dv = lax.fori_loop(0, group, head_loop, (zeros, zeros))
+            if fold:  # my K is read by the other consumer's dQ products until it is done
+                done = fold_barriers[1]
+                plgpu.barrier_arrive(done.at[0])
+                plgpu.barrier_wait(done.at[0])
             my_k[...] = (dk * plan.scale).astype(dtype)
             my_v[...] = dv.astype(dtype)
             plgpu.commit_smem()
@@ -419,8 +508,8 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
             plgpu.wait_smem_to_gmem(0)
 
         def producer(smem, barriers):
-            _, _, q_smem, do_smem, lse_smem, delta_smem = smem
-            _, q_ready, do_ready, lse_ready, delta_ready, free = barriers
+            _, _, q_smem, do_smem, lse_smem, delta_smem, *_ = smem
+            _, q_ready, do_ready, lse_ready, delta_ready, free, *_ = barriers
 
             @pl.loop(0, steps)
             def _(t):
@@ -440,7 +529,7 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
                     plgpu.copy_gmem_to_smem(src.at[batch, head, rows], dst.at[slot], ready.at[slot])
 
         smem_types = (
-            plgpu.SMEM((CONSUMERS, ROWS, d), dtype, transforms=swizzled),  # K, then dK
+            plgpu.SMEM((CTA_ROWS, d), dtype, transforms=swizzled),  # K, then dK
             plgpu.SMEM((CONSUMERS, ROWS, d), dtype, transforms=swizzled),  # V, then dV
             plgpu.SMEM((stages, bq, d), dtype, transforms=swizzled),  # Q stages
             plgpu.SMEM((stages, bq, d), dtype, transforms=swizzled),  # dO stages
@@ -455,11 +544,24 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta):
             plgpu.Barrier(num_barriers=stages),  # delta_ready
             plgpu.Barrier(num_barriers=CONSUMERS * stages),  # free[consumer, stage]
         )
+        if fold:
+            part = _smem_transforms(part_cols, jnp.float32)
+            smem_types += (
+                # dSᵀ of both consumers' keys, two buffers (the ds_ready of step t + 1
+                # orders the reads of step t before the writes of step t + 2)
+                plgpu.SMEM((2, CTA_ROWS, bq), dtype, transforms=_smem_transforms(bq, dtype)),
+                plgpu.SMEM((CONSUMERS, part_rows, part_cols), jnp.float32, transforms=part),
+            )
+            barrier_types += (
+                plgpu.Barrier(num_arrivals=CONSUMERS, num_barriers=2),  # ds_ready[buffer]
+                plgpu.Barrier(num_arrivals=CONSUMERS, num_barriers=1),  # done
+            )
         _roles(consumer, producer, smem_types, barrier_types)
 
     out = jax.ShapeDtypeStruct((plan.batch, plan.kv_pad, plan.kv_heads, d), dtype)
     grid = (plan.kv_pad // CTA_ROWS, plan.kv_heads, plan.batch)
-    return _launch(plan, body, [out, out], grid, ("kv", "head", "batch"), q, k, v, do, lse2, delta)
+    args = (q, k, v, do, lse2, delta) + ((dq_acc,) if fold else ())
+    return _launch(plan, body, [out, out], grid, ("kv", "head", "batch"), *args)
 
 
 # ---------------------------------------------------------------- dQ
@@ -600,8 +702,13 @@ def _backward(q, k, v, o, lse, do, dlse, plan: _Plan):
         delta = delta - _pad(dlse.astype(jnp.float32), 2, plan.n_pad)
     lse2 = jnp.where(jnp.isneginf(lse), jnp.inf, lse * LOG2_E)
     lse2 = jnp.pad(lse2, ((0, 0), (0, 0), (0, plan.n_pad - n)), constant_values=jnp.inf)
-    dk, dv = _dkdv(plan, q, k, v, do, lse2, delta)  # 2. dK, dV
-    dq = _dq(plan, q, k, v, do, lse2, delta)  # 3. dQ
+    if plan.config.dq == "atomic":  # 2. dK, dV and dQ / scale in one kernel
+        acc = jax.new_ref(jnp.zeros((plan.batch, plan.n_pad, plan.heads, d), jnp.float32))
+        dk, dv = _dkdv(plan, q, k, v, do, lse2, delta, acc)
+        dq = (acc[...] * plan.scale).astype(q.dtype)
+    else:
+        dk, dv = _dkdv(plan, q, k, v, do, lse2, delta)  # 2. dK, dV
+        dq = _dq(plan, q, k, v, do, lse2, delta)  # 3. dQ
     return dq[:, :n], dk[:, :kv_len], dv[:, :kv_len]
 
 

@@ -11,6 +11,8 @@ catches errors in the Python that builds them and in what the lowering accepts.
 
 from __future__ import annotations
 
+import dataclasses
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -49,7 +51,7 @@ CASES = [
 ]
 
 
-def _grads(q, k, v, *, causal, window=None, diagonal_offset=0, seed=0):
+def _grads(q, k, v, *, causal, window=None, diagonal_offset=0, seed=0, config=None):
     """(ours, float64 reference) gradients of sum(O∘dO) + sum(lse∘w), from the float64
     forward's O (rounded to the input dtype) and log-sum-exp."""
     rng = np.random.default_rng(seed)
@@ -73,6 +75,7 @@ def _grads(q, k, v, *, causal, window=None, diagonal_offset=0, seed=0):
         window=window_bounds(window, causal),
         sm_scale=1.0 / np.sqrt(d),
         diagonal_offset=diagonal_offset,
+        config=config,
     )
     return ours, ref
 
@@ -90,16 +93,48 @@ def _forward64(q, k, v, *, causal, window, offset):
     return o, lse
 
 
-@needs_hopper
-@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
-def test_gradients_match_float64(case):
+def _check_grads(case, config=None, scale=1.0):
     *shape, causal, window, dtype = case
-    q, k, v = random_inputs(sum(shape[:6]), *shape, dtype)
-    ours, ref = _grads(q, k, v, causal=causal, window=window)
+    q, k, v = random_inputs(sum(shape[:6]), *shape, dtype, scale=scale)
+    ours, ref = _grads(q, k, v, causal=causal, window=window, config=config)
     for name, g, r, x in zip(("dq", "dk", "dv"), ours, ref, (q, k, v), strict=True):
         assert g.shape == x.shape and g.dtype == x.dtype, name
         assert np.isfinite(np.asarray(g, np.float32)).all(), (name, "unwritten or non-finite")
         assert rel_err(g, r) < GRAD_TOLERANCE[dtype], (name, rel_err(g, r))
+
+
+@needs_hopper
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
+def test_gradients_match_float64(case):
+    """The default launch (``heuristic_config``: dQ summed in the dK/dV kernel at d <= 64
+    and d = 128, the separate dQ kernel at the other head dims)."""
+    _check_grads(case)
+
+
+#: d <= 64 and d = 128: the cases whose default folds dQ into the dK/dV kernel
+FOLDED = [c for c in CASES if flash_mosaic_backward.heuristic_config(c[5]).dq == "atomic"]
+
+
+@needs_hopper
+@pytest.mark.parametrize("case", FOLDED[:6], ids=lambda c: "-".join(map(str, c)))
+def test_separate_dq_kernel_matches_float64(case):
+    """The fallback launch (``dq="two_pass"``) where the default folds dQ."""
+    config = dataclasses.replace(flash_mosaic_backward.heuristic_config(case[5]), dq="two_pass")
+    _check_grads(case, config)
+
+
+@needs_hopper
+@pytest.mark.parametrize(
+    "case",
+    [
+        (1, 200, 200, 2, 1, 64, False, None, "float16"),
+        (1, 70, 190, 2, 2, 128, True, None, "float16"),
+    ],
+)
+def test_folded_dq_with_large_logits(case):
+    """Scores of tens: the padded keys of the last block (masked in every tile when dQ
+    is folded) must not turn into inf or NaN in dQ."""
+    _check_grads(case, scale=3.0)
 
 
 @needs_hopper
@@ -148,11 +183,14 @@ def test_jax_grad_runs_this_backward_on_hopper(backend):
         ((1, 200, 2, 64), (1, 200, 2, 64), False, (20, 30)),
     ],
 )
-def test_kernels_trace_and_lower(shape, kv_shape, causal, window):
+@pytest.mark.parametrize("dq", ["default", "two_pass"])
+def test_kernels_trace_and_lower(shape, kv_shape, causal, window, dq):
     q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
     b, n, h, d = shape
     lse = jnp.zeros((b, h, n), jnp.float32)
     config = flash_mosaic_backward.heuristic_config(d)
+    if dq != "default":
+        config = dataclasses.replace(config, dq=dq)
     plan = flash_mosaic_backward._Plan(
         batch=b,
         n=n,
@@ -168,8 +206,10 @@ def test_kernels_trace_and_lower(shape, kv_shape, causal, window):
     )
     traced = flash_mosaic_backward._backward.trace(q, k, k, q, lse, q, lse, plan)
     jaxpr = str(traced.jaxpr)
-    # dK/dV: 4 products per tile, dQ: 3; each kernel waits on barriers
-    assert jaxpr.count("wgmma") >= 7 and jaxpr.count("barrier_wait") >= 6
+    if config.dq == "atomic":  # one kernel: 5 products per tile, dQ reduce-added by TMA
+        assert jaxpr.count("wgmma") >= 5 and "reduction_op=add" in jaxpr
+    else:  # dK/dV: 4 products per tile, dQ: 3; each kernel waits on barriers
+        assert jaxpr.count("wgmma") >= 7 and jaxpr.count("barrier_wait") >= 6
     # the Mosaic GPU lowering runs without a GPU: it catches what tracing cannot
     assert "mosaic_gpu" in traced.lower(lowering_platforms=("cuda",)).as_text()
 
@@ -212,7 +252,20 @@ def test_config_is_validated_and_fits_shared_memory():
         flash_mosaic_backward.Config(block_q=32)
     with pytest.raises(ValueError, match="dq_num_stages=1"):
         flash_mosaic_backward.Config(dq_num_stages=1)
-    for d in (64, 80, 128):
+    with pytest.raises(ValueError, match="dq='split'"):
+        flash_mosaic_backward.Config(dq="split")
+    for d in (32, 64, 80, 96, 128):
         config = flash_mosaic_backward.heuristic_config(d)
         limit = flash_mosaic_backward.SMEM_LIMIT_BYTES
-        assert max(config.smem_bytes(flash_mosaic_backward.run_head_dim(d), 2)) <= limit
+        for c in (config, dataclasses.replace(config, dq="two_pass")):
+            assert max(c.smem_bytes(flash_mosaic_backward.run_head_dim(d), 2)) <= limit
+    # the fold shares dQ tiles of 128 rows (any d) or of 64 rows at d = 128
+    assert [flash_mosaic_backward.heuristic_config(d).dq for d in (64, 80, 96, 128)] == [
+        "atomic",
+        "two_pass",
+        "two_pass",
+        "atomic",
+    ]
+    q = jnp.zeros((1, 8, 2, 96), jnp.bfloat16)
+    folded = flash_mosaic_backward.Config(dq="atomic")  # block_q = 64 at d = 96
+    assert "dq_split" in flash_mosaic_backward.supported(q, q, q, config=folded)

@@ -121,13 +121,16 @@ def test_mosaic_backward_is_its_heuristic_config(d, causal):
         warps,
         cfg.num_stages,
     )
-    assert (tile.dq_block_q, tile.dq_block_k, tile.dq_warps, tile.dq_stages) == (
-        cta,
-        cfg.dq_block_k,
-        warps,
-        cfg.dq_num_stages,
-    )
-    assert fam.backward.dq == "two_pass" and fam.backward.producer_warps == 4
+    # dQ summed in the dK/dV kernel ("atomic": no dQ kernel, so no dq_* launch) or by
+    # the separate dQ kernel, as the tile row says
+    assert (tile.dq or fam.backward.dq) == cfg.dq
+    dq_launch = (tile.dq_block_q, tile.dq_block_k, tile.dq_warps, tile.dq_stages)
+    if cfg.dq == "atomic":
+        assert dq_launch == (None,) * 4
+    else:
+        assert dq_launch == (cta, cfg.dq_block_k, warps, cfg.dq_num_stages)
+    assert fam.backward.producer_warps == 4
+    assert fam.backward_view(d, causal=causal, arch="sm90")[1] == cfg.dq
     assert max(t.d_max for t in fam.backward.tiles) == m.MAX_HEAD_DIM
 
 
@@ -152,10 +155,10 @@ def test_mosaic_family_pads_the_head_dim_as_the_kernel(d):
 
 
 def test_mosaic_family_pads_the_sequences_as_the_kernel():
-    # flash_mosaic.Config.pad_seq (default True): a length that is not whole tiles is
-    # copied into a padded buffer, which the family's sequence_padding costs
-    assert flash_mosaic.Config().pad_seq is True
-    assert load_kernel("pallas-mosaic").sequence_padding == "per_consumer"
+    # flash_mosaic.Config.pad_seq (default False): no sequence is copied (the TMA
+    # copies zero-fill past the end and skip stores past it), as the family says
+    assert flash_mosaic.Config().pad_seq is False
+    assert load_kernel("pallas-mosaic").sequence_padding == "none"
     assert flash_mosaic.ROWS_PER_CONSUMER == 64  # launch.MOSAIC_CONSUMER_ROWS
     from perfmodel.launch import MOSAIC_CONSUMER_ROWS
 
