@@ -637,7 +637,8 @@ def resolve_point(
 
 def launch_of(shape: Shape, hw: HardwareSpec) -> Launch:
     """The one-row launch (plain floats) of a shape with n set: its kernel family, and
-    its tiles, warps and splits where it names them."""
+    its tiles, warps and splits where it names them; its splits over the K/V blocks its
+    mask visits (``Shape.mask``), as ``predict`` launches it."""
     return resolve_point(
         load_kernel(shape.kernel),
         hw,
@@ -647,6 +648,7 @@ def launch_of(shape: Shape, hw: HardwareSpec) -> Launch:
         block_k=shape.block_k,
         warps=shape.warps,
         splits=shape.splits,
+        mask=shape.mask(),
     )
 
 

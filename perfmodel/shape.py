@@ -102,6 +102,19 @@ class Shape:
             out["batch"] = self.batch_at(n)
         return out
 
+    def mask(self) -> Any:
+        """The shape's mask (``perfmodel.costs.masks.Mask``: its window and documents, as
+        ``predict`` checks them), None without one; a block mask cannot be rebuilt."""
+        if self.window is None and self.segments is None:
+            return None
+        from perfmodel.costs import masks
+
+        m = self.n if self.kv_len is None else self.kv_len
+        align = {} if self.window_align is None else {"window_align": self.window_align}
+        return masks.mask_of(
+            self.n, m, causal=self.causal, window=self.window, segments=self.segments, **align
+        )
+
     def sizes(self) -> dict[str, Any]:
         """The cost models' size symbols of a shape with n set: n, m (= n unless kv_len),
         d, h, h_kv (= h unless given), b and s (bytes per element)."""
