@@ -189,8 +189,12 @@ def nopad_prediction(meas_path: Path) -> str:
     (``pad_seq=False``) as perfmodel gives it (the measured default less the share of its
     ``pad_copies`` effect in its forward time) and as the copies' bytes give it (the
     measured default less (n + n_pad) rows of Q, K, V and O at ``COPY_RATE_BPS``), and
-    ours/cuDNN of each; then the medians."""
+    ours/cuDNN of each; then the medians. The model's family is pallas-mosaic as that run
+    launched it: sequences padded per consumer (``pad_seq=True`` was the default then)."""
     from perfmodel import predict
+    from perfmodel.catalog.kernels import load_kernel
+
+    padded = load_kernel("pallas-mosaic").model_copy(update={"sequence_padding": "per_consumer"})
 
     run = json.loads(meas_path.read_text())["runs"][-1]
     cells = {}
@@ -209,7 +213,7 @@ def nopad_prediction(meas_path: Path) -> str:
             continue
         kw = dict(d=d, h=h, h_kv=h_kv, batch=b, causal=window[1] == 0, window=window)
         half = {"float16": "fp16", "bfloat16": "bf16"}[dtype]
-        flash = predict(n, "h200", dtype=half, kernel="pallas-mosaic", **kw).flash
+        flash = predict(n, "h200", dtype=half, kernel=padded, **kw).flash
         # the model's own time is ~38 % fast here: its share of the copies, applied to ours
         share = flash.effects_s.get("pad_copies", 0.0) / flash.time_s
         model = ours["median_s"] * (1 - share)

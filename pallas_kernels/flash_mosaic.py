@@ -41,8 +41,11 @@ The kernel follows FlashAttention-3 (Shah et al. 2024), §3.1-3.2, on one H100/H
   feeds both (and causal work is equal between the two). Otherwise they take two
   adjacent row tiles of one head, which also share the K/V stream.
 
-Any n and kv_len: inputs are zero-padded to the tile (a copy, only when needed) and
-the keys past kv_len are masked. Head dims: any multiple of 16 up to 256 runs as it is:
+Any n and kv_len, with no copy: the TMA loads zero-fill the rows past the end, its
+stores skip them, and the keys past kv_len are masked. Where a length is not a multiple
+of 8 rows the shared memory holds d in column blocks (``_Buffers``), which Mosaic GPU's
+TMA lowering accepts at any length; ``Config(pad_seq=True)`` pads with copies instead.
+Head dims: any multiple of 16 up to 256 runs as it is:
 shared memory is swizzled by 128 bytes where a row is a multiple of 64 elements (64,
 128, 192, 256), else by 64 (96, 160) or 32 bytes (80, 112, ...); any other head dim is
 zero-padded to the next multiple of 16 (a copy of Q, K and V; d=72 runs as 80). The
@@ -89,6 +92,9 @@ CONSUMERS = 2
 SMEM_LIMIT_BYTES = 227 * 1024 - 1024
 #: Registers per thread after ``setmaxreg``: 2 consumers x 128 x 232 + 128 x 40 <= 64 Ki.
 CONSUMER_REGISTERS, PRODUCER_REGISTERS = 232, 40
+#: Rows of one shared-memory tile (the wgmma core matrix): Mosaic GPU tiles a TMA
+#: descriptor's sequence dimension by it in the tiled layout (``_Buffers``).
+TMA_ROW_TILE = 8
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -106,15 +112,17 @@ class Config:
     of 16 (the wgmma K step) and run with the largest shared-memory swizzle a row divides
     (64 bytes at d=96 and 160, 32 at d=80 and 112). On the H200 the second ran 1.04-1.20x
     faster on all 12 shapes timed (specs/measurements/details/h200-shapes-2026-12-01.*).
-    ``pad_seq``: a length that is not a whole number of tiles is zero-padded with copies
-    of Q, K and V and O is sliced back (True, the default: three or four extra kernels,
-    estimated from their bytes at 1-48 % of the device time in the 2026-12-01/02 H200
-    runs, docs/perf-notes.md), or
-    (False) nothing is copied: the TMA loads zero-fill the rows past the end and its
-    stores skip them. False does not lower on jax 0.11.2 where a length is not a multiple
-    of 8 (Mosaic GPU: "dimension 2 must have size smaller or a multiple of its tiling 8",
-    H200 run of 2026-12-02, docs/perf-notes.md); it stays for the day the TMA loads take
-    a rounding mode.
+    ``pad_seq``: (False, the default) nothing is copied: the TMA loads zero-fill the rows
+    past n and kv_len and its stores skip the rows past n; or (True) a length that is not
+    a whole number of tiles is zero-padded with copies of Q, K and V and O is sliced back
+    (three or four extra kernels, 1-48 % of the device time in the 2026-12-01/02 H200
+    runs by their bytes, docs/perf-notes.md). ``blocked``: the shared-memory layout
+    (``_Buffers``). Mosaic GPU lowers a TMA copy into the tiled layout only where the
+    sequence is a multiple of 8 rows (jax 0.11.2: "dimension 2 must have size smaller or
+    a multiple of its tiling 8", H200 run of 2026-12-02); the blocked layout (d in column
+    blocks of one swizzle row, one wgmma per block) lowers at any length. None (the
+    default): blocked where n or kv_len is not a multiple of 8 and ``pad_seq`` is False;
+    False there is refused.
     """
 
     block_k: int = 128
@@ -122,7 +130,8 @@ class Config:
     overlap: str = "pv"
     persistent: bool = False
     pad_head_dim: bool = False
-    pad_seq: bool = True
+    pad_seq: bool = False
+    blocked: bool | None = None
 
     def __post_init__(self) -> None:
         if self.block_k not in (64, 128, 192, 256):
@@ -153,13 +162,10 @@ def run_head_dim(d: int, config: Config) -> int:
     return native_head_dim(d) if config.pad_head_dim else -(-int(d) // 16) * 16
 
 
-def _smem_transforms(d: int, itemsize: int):
-    """Tiling and swizzle of a shared-memory row of ``d`` elements: the largest swizzle
-    (128, 64 or 32 bytes) the row's bytes divide."""
-    import jax.experimental.pallas.mosaic_gpu as plgpu
-
-    swizzle = next(b for b in (128, 64, 32) if d * itemsize % b == 0)
-    return plgpu.TilingTransform((8, swizzle // itemsize)), plgpu.SwizzleTransform(swizzle)
+def _swizzle_bytes(d: int, itemsize: int) -> int:
+    """The shared-memory swizzle of a row of ``d`` elements: the largest (128, 64 or 32
+    bytes) the row's bytes divide; its tiles are (8, swizzle / itemsize)."""
+    return next(b for b in (128, 64, 32) if d * itemsize % b == 0)
 
 
 #: (block_k, num_stages) per largest native head dim: O is 64 x d f32 per consumer, 128
@@ -247,6 +253,11 @@ class _Plan:
     #: from the causal mask (shifted by the tests' diagonal offset) and the window
     bounds: tuple
     config: Config
+    #: shared memory in column blocks (``_Buffers``): ``Config.blocked``, or where it is
+    #: None, wherever a sequence the TMA copies is not a multiple of 8 rows
+    blocked: bool
+    #: columns of one block: one swizzle row (``_swizzle_bytes``)
+    block_cols: int
 
     @property
     def group(self) -> int:
@@ -295,7 +306,20 @@ def _plan(q, k, *, causal, sm_scale, return_lse, config, window=None, diagonal_o
         return_lse=return_lse,
         bounds=visible_bounds(causal, window, diagonal_offset),
         config=config,
+        blocked=_blocked(config, n, kv_len),
+        block_cols=_swizzle_bytes(d, q.dtype.itemsize) // q.dtype.itemsize,
     )
+
+
+def _blocked(config: Config, n: int, kv_len: int) -> bool:
+    """Whether the call runs the blocked shared-memory layout (``_Buffers``)."""
+    not_of_8 = not config.pad_seq and bool(n % TMA_ROW_TILE or kv_len % TMA_ROW_TILE)
+    if config.blocked is False and not_of_8:
+        raise ValueError(
+            f"blocked=False (the tiled layout) needs n and kv_len multiples of "
+            f"{TMA_ROW_TILE} or pad_seq=True; got n={n}, kv_len={kv_len}"
+        )
+    return not_of_8 if config.blocked is None else config.blocked
 
 
 # ---------------------------------------------------------------- the kernel
@@ -410,7 +434,8 @@ def _online_softmax(plan: _Plan, s, m_prev, l_prev, *, masked: bool, dtype):
 
 
 def _rescale(o, alpha):
-    return o * lax.broadcast_in_dim(alpha, o.shape, [0])
+    """Each column block of O times its row's ``alpha``."""
+    return [block * lax.broadcast_in_dim(alpha, block.shape, [0]) for block in o]
 
 
 def _consumer(plan: _Plan, refs, smem, barriers, wg):
@@ -424,11 +449,11 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
 
     cfg = plan.config
     q_ref, _, _, o_ref, lse_ref = refs
-    q_o_smem, k_smem, v_smem, lse_smem = smem
+    buf: _Buffers = smem
     q_ready, k_ready, v_ready, k_free, v_free = barriers
-    dtype = q_o_smem.dtype
-    rows, d, bk, stages = ROWS_PER_CONSUMER, plan.d, cfg.block_k, cfg.num_stages
-    my_q_o = q_o_smem.at[wg]
+    dtype = q_ref.dtype
+    rows, bk, stages = ROWS_PER_CONSUMER, cfg.block_k, cfg.num_stages
+    my_q = [buf.block("q", wg, b) for b in range(buf.blocks)]  # Q, then O
     plgpu.set_max_registers(CONSUMER_REGISTERS, action="increase")
 
     def one_unit(unit, base):
@@ -453,12 +478,29 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
                 release(v_free, tile)
 
         def k_tile(tile):
+            """K_tile^T, one view per column block, once it has landed."""
             plgpu.barrier_wait(k_ready.at[stage(tile)])
-            return plgpu.transpose_ref(k_smem.at[stage(tile)], (1, 0))
+            return [
+                plgpu.transpose_ref(buf.block("k", stage(tile), b), (1, 0))
+                for b in range(buf.blocks)
+            ]
 
         def v_tile(tile):
             plgpu.barrier_wait(v_ready.at[stage(tile)])
-            return v_smem.at[stage(tile)]
+            return [buf.block("v", stage(tile), b) for b in range(buf.blocks)]
+
+        def qk(s_acc, k_t):
+            """Issue S += Q K^T, one wgmma (commit group) per column block."""
+            for q_block, k_block in zip(my_q, k_t, strict=True):
+                plgpu.wgmma(s_acc, q_block, k_block)
+
+        def pv(o_accs, p, v):
+            """Issue O += P V, one wgmma (commit group) per column block of O."""
+            for o_acc, v_block in zip(o_accs, v, strict=True):
+                plgpu.wgmma(o_acc, p, v_block)
+
+        def o_accs():
+            return [plgpu.ACC((rows, buf.cols), jnp.float32) for _ in range(buf.blocks)]
 
         def release(free, tile):
             plgpu.barrier_arrive(free.at[wg * stages + stage(tile)])
@@ -468,7 +510,7 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             k_t = k_tile(tile)
 
             def body(s_acc):
-                plgpu.wgmma(s_acc, my_q_o, k_t)
+                qk(s_acc, k_t)
                 return s_acc[...]
 
             s = pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32))
@@ -484,10 +526,10 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             """O += P V_tile, waited for (O is the wgmma accumulator)."""
             v = v_tile(tile)
 
-            def body(o_acc):
-                plgpu.wgmma(o_acc, p, v)
+            def body(accs):
+                pv(accs, p, v)
 
-            o = pl.run_state(body)(plgpu.ACC.init(o))
+            o = pl.run_state(body)([plgpu.ACC.init(o_block) for o_block in o])
             release(v_free, tile)
             return o
 
@@ -498,19 +540,20 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             o, p, row_max, row_sum = carry
             k_t, v = k_tile(tile + 1), v_tile(tile)
 
-            def body(s_acc, o_acc):
-                o_acc[...] = o
-                plgpu.wgmma(s_acc, my_q_o, k_t)
-                plgpu.wgmma(o_acc, p, v)
-                s = plgpu.wgmma_accumulator_load(s_acc, wait_n=1)  # S_{t+1} only
+            def body(s_acc, accs):
+                for o_acc, o_block in zip(accs, o, strict=True):
+                    o_acc[...] = o_block
+                qk(s_acc, k_t)
+                pv(accs, p, v)
+                # S_{t+1} only: the PV groups (one per column block) may still run
+                s = plgpu.wgmma_accumulator_load(s_acc, wait_n=len(accs))
                 release(k_free, tile + 1)
                 p_next, new_max, new_sum, alpha = softmax(tile + 1, s, row_max, row_sum, masked)
-                o_new = plgpu.wgmma_accumulator_load(o_acc, wait_n=0)
+                o_new = [plgpu.wgmma_accumulator_load(o_acc, wait_n=0) for o_acc in accs]
                 release(v_free, tile)
                 return _rescale(o_new, alpha), p_next, new_max, new_sum
 
-            acc = plgpu.ACC((rows, bk), jnp.float32), plgpu.ACC((rows, d), jnp.float32)
-            return pl.run_scoped(body, *acc)
+            return pl.run_scoped(body, plgpu.ACC((rows, bk), jnp.float32), o_accs())
 
         def step_qk(tile, carry, *, masked):
             """Issue S_{t+1}; softmax S_t while it runs; then O += P_t V_t."""
@@ -518,7 +561,7 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
             k_t = k_tile(tile + 1)
 
             def body(s_acc):
-                plgpu.wgmma(s_acc, my_q_o, k_t)
+                qk(s_acc, k_t)
                 p, new_max, new_sum, alpha = softmax(tile, s, row_max, row_sum, masked)
                 o_new = add_pv(tile, _rescale(o, alpha), p)
                 return s_acc[...], o_new, new_max, new_sum
@@ -536,10 +579,11 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         reduced = plgpu.Layout.WGMMA.reduce(1)
         row_max = _layout(jnp.full((rows,), -jnp.inf, jnp.float32), reduced)
         row_sum = _layout(jnp.zeros((rows,), jnp.float32), reduced)
-        o = _layout(jnp.zeros((rows, d), jnp.float32), plgpu.Layout.WGMMA)
+        zeros = jnp.zeros((rows, buf.cols), jnp.float32)
+        o = [_layout(zeros, plgpu.Layout.WGMMA) for _ in range(buf.blocks)]
 
         plgpu.copy_gmem_to_smem(
-            q_ref.at[batch, pl.ds(first_row, rows), head], my_q_o, q_ready.at[wg]
+            q_ref.at[batch, pl.ds(first_row, rows), head], buf.copied("q", wg), q_ready.at[wg]
         )
         has_left_edge = plan.bounds[0] is not None
         if has_left_edge and not plan.heads_paired:
@@ -579,15 +623,17 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
 
         # O / l and the log-sum-exp, through shared memory and a TMA store.
         l_safe = jnp.where(row_sum == 0.0, 1.0, row_sum)  # rows with no key: O = 0
-        o = o * lax.broadcast_in_dim(1.0 / l_safe, o.shape, [0])
-        my_q_o[...] = o.astype(dtype)
+        for o_block, q_block in zip(_rescale(o, 1.0 / l_safe), my_q, strict=True):
+            q_block[...] = o_block.astype(dtype)
         if plan.return_lse:
-            lse_smem.at[wg][...] = row_max * LN_2 + jnp.log(row_sum)  # -inf if no key
+            buf.lse.at[wg][...] = row_max * LN_2 + jnp.log(row_sum)  # -inf if no key
         plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(my_q_o, o_ref.at[batch, pl.ds(first_row, rows), head])
+        plgpu.copy_smem_to_gmem(
+            buf.copied("q", wg), o_ref.at[batch, pl.ds(first_row, rows), head]
+        )
         if plan.return_lse:
             plgpu.copy_smem_to_gmem(
-                lse_smem.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)]
+                buf.lse.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)]
             )
         # the next unit's Q lands in the same buffer: the store must have read it
         plgpu.wait_smem_to_gmem(0, wait_read_only=True)
@@ -618,7 +664,7 @@ def _producer(plan: _Plan, refs, smem, barriers):
 
     cfg = plan.config
     _, k_ref, v_ref, _, _ = refs
-    _, k_smem, v_smem, _ = smem
+    buf: _Buffers = smem
     _, k_ready, v_ready, k_free, v_free = barriers
     bk, stages = cfg.block_k, cfg.num_stages
     plgpu.set_max_registers(PRODUCER_REGISTERS, action="decrease")
@@ -634,19 +680,97 @@ def _producer(plan: _Plan, refs, smem, barriers):
             step = base + tile - unit_lo
             slot = lax.rem(step, jnp.int32(stages))
             rows = (batch, pl.ds(tile * bk, bk), kv_head)
-            for free, src, dst, ready in (
-                (k_free, k_ref, k_smem, k_ready),
-                (v_free, v_ref, v_smem, v_ready),
+            for free, src, name, ready in (
+                (k_free, k_ref, "k", k_ready),
+                (v_free, v_ref, "v", v_ready),
             ):
                 for wg in range(CONSUMERS):  # each consumer released the stage
                     pl.when(step >= stages)(
                         lambda free=free, wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot])
                     )
-                plgpu.copy_gmem_to_smem(src.at[rows], dst.at[slot], ready.at[slot])
+                plgpu.copy_gmem_to_smem(src.at[rows], buf.copied(name, slot), ready.at[slot])
 
         return base + unit_hi - unit_lo
 
     _for_each_unit(plan, one_unit)
+
+
+@dataclasses.dataclass(frozen=True)
+class _Buffers:
+    """A CTA's shared memory: Q (then O) of each consumer, K and V of each stage, the
+    lse; and how wgmma and the TMA copies see Q, K and V (``mma``, ``tma``).
+
+    Tiled layout (``tma`` None): a buffer is ``(index, rows, d)``, tiled by (8, one
+    swizzle row) as wgmma reads it, and a TMA copy moves a ``(rows, d)`` slice of the 4-D
+    array. The copy's descriptor tiles the sequence by 8 too, so Mosaic GPU lowers it only
+    where n and kv_len are multiples of 8.
+
+    Blocked layout (``_Plan.blocked``): d is split into ``blocks`` column blocks of one
+    swizzle row (``cols`` = swizzle bytes / itemsize), a buffer is ``(index, blocks,
+    rows, cols)``; wgmma reads block b through the (8, cols)-tiled view (``block``: one
+    wgmma per block; at d = cols the bytes are the tiled layout's), and the copies see
+    the same bytes through a swizzle-only view transposed to ``(rows, blocks, cols)``
+    (``copied``), which matches a ``(rows, blocks, cols)`` slice of the 5-D array
+    (b, n, h, blocks, cols): its descriptor has the sequence as one dimension, so the TMA
+    zero-fills the rows past n or kv_len and skips the stores past n, at any length.
+    """
+
+    mma: dict
+    tma: dict | None
+    blocks: int
+    cols: int  # of one block (d in the tiled layout)
+    lse: object
+
+    def block(self, name: str, index, b: int):
+        """Column block ``b`` of buffer ``name`` (q, k, v) at ``index``, as wgmma reads it."""
+        ref = self.mma[name]
+        return ref.at[index] if self.tma is None else ref.at[index, b]
+
+    def copied(self, name: str, index):
+        """Buffer ``name`` at ``index`` as a TMA copy writes (or, O, reads) it."""
+        import jax.experimental.pallas.mosaic_gpu as plgpu
+
+        if self.tma is None:
+            return self.mma[name].at[index]
+        return plgpu.transpose_ref(self.tma[name].at[index], (1, 0, 2))
+
+
+def _buffer_types(plan: _Plan, dtype):
+    """The shared-memory allocations of ``_Buffers`` and a function of the allocated refs
+    that builds it."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    cfg = plan.config
+    itemsize = jnp.dtype(dtype).itemsize
+    swizzle = _swizzle_bytes(plan.d, itemsize)
+    cols = swizzle // itemsize
+    blocks = plan.d // cols if plan.blocked else 1
+    lead = {  # Q (then O) per consumer, K and V per stage
+        "q": (CONSUMERS, ROWS_PER_CONSUMER),
+        "k": (cfg.num_stages, cfg.block_k),
+        "v": (cfg.num_stages, cfg.block_k),
+    }
+    shapes = {
+        name: (index, blocks, rows, cols) if plan.blocked else (index, rows, plan.d)
+        for name, (index, rows) in lead.items()
+    }
+    tiled = (plgpu.TilingTransform((8, cols)), plgpu.SwizzleTransform(swizzle))
+    mma = [plgpu.SMEM(shape, dtype, transforms=tiled) for shape in shapes.values()]
+    lse = plgpu.SMEM((CONSUMERS, ROWS_PER_CONSUMER), jnp.float32) if plan.return_lse else None
+    if not plan.blocked:
+        return (mma, lse), lambda refs: _Buffers(
+            dict(zip(shapes, refs[0], strict=True)), None, 1, plan.d, refs[1]
+        )
+    copied = (plgpu.SwizzleTransform(swizzle),)
+    tma = [plgpu.SMEM(shape, dtype, transforms=copied) for shape in shapes.values()]
+    # two views of the same bytes: RefUnion places both groups at offset 0, each of
+    # their buffers at the same offset (equal sizes, in the same order)
+    def buffers(refs):
+        (mma_refs, tma_refs), lse_ref = refs
+        views = [dict(zip(shapes, group, strict=True)) for group in (mma_refs, tma_refs)]
+        return _Buffers(*views, blocks, cols, lse_ref)
+
+    return (plgpu.RefUnion(mma, tma), lse), buffers
 
 
 def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
@@ -655,15 +779,8 @@ def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
     cfg = plan.config
-    dtype = q_ref.dtype
-    swizzled = _smem_transforms(plan.d, jnp.dtype(dtype).itemsize)
-    rows, d, bk, stages = ROWS_PER_CONSUMER, plan.d, cfg.block_k, cfg.num_stages
-    smem_types = (
-        plgpu.SMEM((CONSUMERS, rows, d), dtype, transforms=swizzled),  # Q, then O
-        plgpu.SMEM((stages, bk, d), dtype, transforms=swizzled),  # K stages
-        plgpu.SMEM((stages, bk, d), dtype, transforms=swizzled),  # V stages
-        plgpu.SMEM((CONSUMERS, rows), jnp.float32) if plan.return_lse else None,
-    )
+    stages = cfg.num_stages
+    smem_types, buffers = _buffer_types(plan, q_ref.dtype)
     barrier_types = (
         plgpu.Barrier(num_barriers=CONSUMERS),  # q_ready
         plgpu.Barrier(num_barriers=stages),  # k_ready
@@ -674,6 +791,7 @@ def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
     refs = (q_ref, k_ref, v_ref, o_ref, lse_ref)
 
     def roles(smem, barriers):
+        smem = buffers(smem)
         wg = lax.axis_index("wg")
 
         @pl.when(wg < CONSUMERS)
@@ -696,7 +814,10 @@ def _forward(q, k, v, plan: _Plan):
         n_out = plan.n_pad
     else:  # TMA zero-fills loads past the end and skips stores past it
         q_p, k_p, v_p, n_out = q, k, v, plan.n
-    out_types = [jax.ShapeDtypeStruct((plan.batch, n_out, plan.heads, plan.d), q.dtype)]
+    # the blocked layout's copies see d as (blocks, cols): a free reshape
+    inner = (plan.d // plan.block_cols, plan.block_cols) if plan.blocked else (plan.d,)
+    q_p, k_p, v_p = (x.reshape(x.shape[:3] + inner) for x in (q_p, k_p, v_p))
+    out_types = [jax.ShapeDtypeStruct((plan.batch, n_out, plan.heads) + inner, q.dtype)]
     # the lse stays padded: a TMA store needs 16-byte strides, 4 n bytes need not be
     if plan.return_lse:
         out_types.append(jax.ShapeDtypeStruct((plan.batch, plan.heads, plan.n_pad), jnp.float32))
@@ -717,7 +838,8 @@ def _forward(q, k, v, plan: _Plan):
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
     )(q_p, k_p, v_p)
-    o = outs[0] if n_out == plan.n else outs[0][:, : plan.n]
+    o = outs[0].reshape(outs[0].shape[:3] + (plan.d,))
+    o = o if n_out == plan.n else o[:, : plan.n]
     return o, (outs[1][:, :, : plan.n] if plan.return_lse else None)
 
 

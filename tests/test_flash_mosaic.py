@@ -80,19 +80,17 @@ class TestMosaicBackend(BackendContract):
         assert rel_err(o, ref_o) < TOLERANCE["bfloat16"], rel_err(o, ref_o)
         np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
 
-    @pytest.mark.xfail(
-        raises=ValueError,
-        strict=False,
-        reason="jax 0.11.2 Mosaic GPU refuses the TMA load of a ref whose rows are not a "
-        "multiple of its tiling (8) with no rounding mode (H200, 2026-12-02: 4 of the 5 "
-        "cases; n = 1 lowers); specs/measurements/details/h200-nopad-2026-12-02.pytest.log",
+    @pytest.mark.parametrize(
+        "options", [{"pad_seq": True}, {"blocked": True}], ids=["pad_seq", "blocked"]
     )
     @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
-    def test_unpadded_sequence_matches_float64(self, case):
-        """``pad_seq=False``: no copies; TMA zero-fills the rows past n and kv_len."""
+    def test_sequence_layouts_match_float64(self, case, options):
+        """The contract's cases (the default: no copies, the blocked layout where a
+        length is not a multiple of 8) also hold with the padding copies, and with the
+        blocked layout at every length."""
         *shape, causal, dtype = case
         q, k, v = random_inputs(sum(shape) + 2, *shape, dtype)
-        o, lse = self.forward(q, k, v, causal=causal, pad_seq=False)
+        o, lse = self.forward(q, k, v, causal=causal, **options)
         ref_o, ref_lse = attention_float64(q, k, v, causal=causal)
         assert rel_err(o, ref_o) < TOLERANCE[q.dtype.name], rel_err(o, ref_o)
         np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
@@ -121,18 +119,34 @@ class TestMosaicBackend(BackendContract):
         ((1, 200, 4, 96), (1, 200, 2, 96), True, {}),
         ((1, 200, 2, 80), (1, 200, 2, 80), False, {}),
         ((1, 200, 2, 128), (1, 200, 2, 128), False, {"pad_head_dim": True}),
-        ((2, 301, 3, 128), (2, 157, 1, 128), True, {"pad_seq": False}),
-        ((1, 1000, 4, 64), (1, 1000, 2, 64), False, {"pad_seq": False, "overlap": "pv"}),
+        ((2, 301, 3, 128), (2, 157, 1, 128), True, {"pad_seq": True}),
+        ((1, 1000, 4, 64), (1, 1000, 2, 64), False, {"overlap": "pv"}),
+        ((1, 1001, 4, 112), (1, 999, 2, 112), True, {"overlap": "qk"}),
+        ((1, 256, 2, 128), (1, 256, 2, 128), False, {"blocked": True}),
     ],
 )
-def test_kernel_traces(shape, kv_shape, causal, options):
+def test_kernel_traces_and_lowers(shape, kv_shape, causal, options):
     q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
     config = dataclasses.replace(flash_mosaic.heuristic_config(shape[-1], causal), **options)
     plan = flash_mosaic._plan(q, k, causal=causal, sm_scale=0.1, return_lse=True, config=config)
-    jaxpr = str(
-        jax.jit(flash_mosaic._forward, static_argnames=("plan",)).trace(q, k, k, plan=plan).jaxpr
-    )
+    lengths_of_8 = shape[1] % 8 == 0 and kv_shape[1] % 8 == 0
+    assert plan.blocked == options.get("blocked", not lengths_of_8 and not config.pad_seq)
+    traced = jax.jit(flash_mosaic._forward, static_argnames=("plan",)).trace(q, k, k, plan=plan)
+    jaxpr = str(traced.jaxpr)
     assert jaxpr.count("wgmma") >= 3 and "barrier_wait" in jaxpr
+    # jax 0.10's Mosaic GPU lowering runs without a GPU: it builds the TMA descriptors,
+    # which refuse a tiled sequence that is not a multiple of 8 rows (the tiled layout)
+    hlo = traced.lower(lowering_platforms=("cuda",)).as_text()
+    assert "mosaic_gpu" in hlo
+    # no padding copies unless asked for
+    assert ("stablehlo.pad" in hlo) == (config.pad_seq and shape[1] % 128 != 0)
+
+
+def test_tiled_layout_at_a_length_not_of_8_is_refused():
+    q = jnp.zeros((1, 100, 2, 128), jnp.bfloat16)
+    config = flash_mosaic.Config(blocked=False)
+    with pytest.raises(ValueError, match="blocked=False"):
+        flash_mosaic._plan(q, q, causal=False, sm_scale=0.1, return_lse=False, config=config)
 
 
 @needs_mosaic_import
