@@ -520,12 +520,15 @@ class _Engine:
         a = self.mask_args
         if isinstance(point["n"], NUMBERS):
             n, m = int(point["n"]), int(point["m"])
-        elif not isinstance(a["segments"], int | np.integer | None) or a["block_mask"] is not None:
+        elif not isinstance(a["segments"], int | np.integer | None) or not (
+            a["block_mask"] is None or callable(a["block_mask"])
+        ):
             raise PerfmodelError(
-                "a list of segments and block_mask fit one n: use predict, not sweep "
-                "(sweep takes segments=L, documents of L tokens, at every n)"
+                "a list of segments and a block_mask array fit one n: use predict, not sweep "
+                "(sweep takes segments=L, documents of L tokens, and a callable block_mask "
+                "at every n)"
             )
-        else:  # a window, documents of L: one mask at every n; mask_of checks the worst
+        else:  # a window, documents of L, a mask_mod: one mask at every n; mask_of checks the worst
             ns, ms = (np.ravel(c) for c in np.broadcast_arrays(point["n"], point["m"]))
             gap = ms - ns if a["segments"] is None else -np.abs(ms - ns)
             worst = int(np.argmin(gap))

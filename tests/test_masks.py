@@ -182,6 +182,45 @@ def test_block_mask_array_against_brute_force(bq, bk, size):
     assert dkdv == brute_backward(element, n, m, bq, bk, resident=3)
 
 
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(
+    st.integers(1, 300),
+    st.integers(1, 320),
+    st.one_of(st.none(), st.integers(1, 200)),
+    st.sampled_from([16, 32, 64, 48]),
+    st.sampled_from([16, 64, 80]),
+    st.integers(1, 4),
+    st.integers(1, 3),
+)
+def test_prefix_lm_counted_by_its_range_is_the_mask_mod_by_brute_force(
+    n, prefix, left, bq, bk, resident, groups
+):
+    """masks.PrefixLM is counted from its key range at every n (what sweep and the
+    explorer use); the brute force evaluates the bare mask_mod on every score (with a
+    window too), and both walks of the backward."""
+    pl = masks.PrefixLM(prefix)
+    window = None if left is None else (left, left)
+    ranged = masks.mask_of(n, n, block_mask=pl, window=window)
+    element = np.array(
+        [[(j <= i or j < prefix) and allowed(i, j, left=left, right=left) for j in range(n)]
+         for i in range(n)]
+    )  # fmt: skip
+    got = masks.visited(ranged, n=n, m=n, block_q=bq, block_k=bk, groups=groups, resident=resident)
+    want = brute(element, n, n, bq, bk, groups=groups, resident=resident)
+    assert counts(got) == want
+    assert masks.keys_seen(ranged, n, n) == element.sum()
+    walks = masks.backward_visited(ranged, n=n, m=n, block_q=bq, block_k=bk, resident=resident)
+    dkdv = counts(walks.dkdv)
+    del dkdv["tiles"], dkdv["scores"]
+    assert dkdv == brute_backward(element, n, n, bq, bk, resident=resident)
+    # the split rule's count: the most K blocks a Q block visits
+    walked = masks.kv_blocks_walked(ranged, n=n, m=n, block_q=bq, block_k=bk)
+    assert walked == max(
+        len({j // bk for j in np.flatnonzero(element[i : i + bq].any(axis=0))})
+        for i in range(0, n, bq)
+    )
+
+
 def test_callable_mask_mod_as_attention_gym_writes_it():
     def prefix_lm(b, h, q_idx, kv_idx):  # bidirectional over a 50-token prefix, then causal
         return (kv_idx <= q_idx) | (kv_idx < 50)

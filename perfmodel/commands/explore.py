@@ -68,6 +68,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"(default: {_words(grid.documents[1:])})",
     )
     p.add_argument(
+        "--prefix-lm",
+        nargs="+",
+        metavar="P",
+        help="the block-mask picker's prefix LM (attention-gym's: a bidirectional prefix of "
+        "P tokens, causal after it); 'none' is always offered "
+        f"(default: {_words(grid.prefixes[1:])})",
+    )
+    p.add_argument(
         "--steps-per-octave",
         type=int,
         help=f"n grid points per octave, n from 1 to 2**{grid.n_max_log2} "
@@ -160,6 +168,7 @@ def run(args: argparse.Namespace) -> int:
         batch=args.batch,
         windows=None if args.windows is None else _masks("--windows", args.windows),
         documents=None if args.documents is None else _masks("--documents", args.documents),
+        prefixes=None if args.prefix_lm is None else _masks("--prefix-lm", args.prefix_lm),
         steps_per_octave=args.steps_per_octave,
     )
     options: dict[str, Any] = {

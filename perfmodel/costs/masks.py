@@ -298,6 +298,9 @@ def _key_range(mask: Mask, q: np.ndarray, n: int, m: int) -> tuple[np.ndarray, n
         start = q // mask.doc_length * mask.doc_length
         lo = np.maximum(lo, start)
         hi = np.minimum(hi, start + mask.doc_length - 1)
+    if mask.mask_mod is not None and hasattr(mask.mask_mod, "key_range"):
+        first, last = mask.mask_mod.key_range(q)
+        lo, hi = np.maximum(lo, first), np.minimum(hi, last)
     if mask.segments is not None:
         ends = np.cumsum(mask.segments)
         doc = np.searchsorted(ends, q, side="right")
@@ -375,9 +378,45 @@ def tile_mask(mask: Mask, *, n: int, m: int, block_q: int, block_k: int) -> np.n
     tm = _range_tiles(mask, n, m, block_q, block_k)
     if mask.block is not None:
         tm &= _block_tiles(mask, n, m, block_q, block_k)
-    if mask.mask_mod is not None:
+    if mask.mask_mod is not None and not _ranged(mask):
         tm &= _callable_tiles(mask, n, m, block_q, block_k)
     return tm
+
+
+def _ranged(mask: Mask) -> bool:
+    """Whether every part of the mask is a key range per query (windows, documents, a
+    mask_mod with its ``key_range``): counted from each Q block's range, O(T_r + T_c)."""
+    return mask.block is None and (mask.mask_mod is None or hasattr(mask.mask_mod, "key_range"))
+
+
+@dataclass(frozen=True)
+class PrefixLM:
+    """attention-gym's prefix-LM mask as a FlexAttention ``mask_mod``: the first
+    ``prefix`` keys are seen by every query (bidirectional), the rest causally, ``kv_idx
+    <= q_idx or kv_idx < prefix``; with its key range (keys ``0 .. max(q, prefix - 1)``),
+    so it is counted at every n in O(T_r) rather than over every score.
+
+    >>> pl = PrefixLM(4)
+    >>> pl(0, 0, np.arange(6)[:, None], np.arange(6)[None, :]).sum(axis=1).tolist()
+    [4, 4, 4, 4, 5, 6]
+    """
+
+    prefix: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prefix, bool) or not isinstance(self.prefix, int) or self.prefix < 1:
+            raise PerfmodelError(f"prefix={self.prefix!r} must be a positive number of tokens")
+
+    @property
+    def __name__(self) -> str:  # what Mask.describe shows
+        return f"prefix_lm({self.prefix})"
+
+    def __call__(self, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        return (kv_idx <= q_idx) | (kv_idx < self.prefix)
+
+    def key_range(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first and last key query row ``q`` sees (both non-decreasing in q)."""
+        return np.zeros_like(q), np.maximum(q, self.prefix - 1)
 
 
 # --- the counts -----------------------------------------------------------------------
@@ -423,7 +462,7 @@ def visited(
 def _visited(
     mask: Mask, n: int, m: int, bq: int, bk: int, pack: int, groups: int, resident: int
 ) -> Visited:
-    if mask.block is None and mask.mask_mod is None:
+    if _ranged(mask):
         lo, hi, seen = _block_ranges(mask, n, m, bq, bk)
         if seen.all():
             return _range_visited(lo, hi, n, m, bq, bk, pack, groups, resident)
@@ -486,7 +525,7 @@ def backward_visited(
 @functools.lru_cache(maxsize=4096)
 def _backward(mask: Mask, n: int, m: int, bq: int, bk: int, resident: int) -> Backward:
     dq = _visited(mask, n, m, bq, bk, 1, 1, resident)
-    if mask.block is None and mask.mask_mod is None:
+    if _ranged(mask):
         lo, hi, seen = _block_ranges(mask, n, m, bq, bk)
         first, last = _readers(lo, hi, math.ceil(m / bk))
         if seen.all() and (first <= last).all():
@@ -553,7 +592,7 @@ def kv_blocks_walked(
 @functools.lru_cache(maxsize=4096)
 def _walked(mask: Mask, n: int, m: int, bq: int, bk: int, pack: int) -> float:
     positions = max(1, bq // pack)
-    if mask.block is None and mask.mask_mod is None:
+    if _ranged(mask):
         lo, hi, seen = _block_ranges(mask, n, m, positions, bk)
         return float(np.where(seen, hi - lo + 1, 0).max())
     return float(tile_mask(mask, n=n, m=m, block_q=positions, block_k=bk).sum(axis=1).max())
@@ -561,7 +600,7 @@ def _walked(mask: Mask, n: int, m: int, bq: int, bk: int, pack: int) -> float:
 
 def keys_seen(mask: Mask, n: int, m: int) -> float:
     """Scores the mask keeps (the useful ones): what an ideal, element-sparse kernel computes."""
-    if mask.block is None and mask.mask_mod is None:
+    if _ranged(mask):
         lo, hi = _key_range(mask, np.arange(n, dtype=np.int64), n, m)
         return float(np.maximum(hi - lo + 1, 0).sum())
     return float(element_mask(mask, n, m).sum())
