@@ -9,11 +9,11 @@ Per shape, in one process and one run: ``flash_attention(backend="auto")`` (its 
 as auto picks it, its backward as ``choose_backward`` picks it, both recorded) and cuDNN
 (``jax.nn.dot_product_attention(implementation="cudnn")``), each timed as a forward, as
 the backward alone (the VJP function applied to residuals computed once) and as a
-training step (``jax.grad`` of ``sum(O * dO)``). Where the Mosaic backward's default sums
-dQ in its dK/dV kernel (``Config.dq = "atomic"``), ours runs again with the separate dQ
-kernel (``"two_pass"``, backward and training step): each of our points records the
-launch in ``backward_config``. Device time is CUPTI kernel time (``kernel_bench.timing``);
-points in the measurement schema, rewritten after each shape.
+training step (``jax.grad`` of ``sum(O * dO)``). Where the Mosaic backward can sum dQ in
+its dK/dV kernel (``Config.dq = "atomic"``, ``supported_fold``), ours runs again with it
+beside the default's separate dQ kernel (backward and training step): each of our points
+records the launch in ``backward_config``. Device time is CUPTI kernel time
+(``kernel_bench.timing``); points in the measurement schema, rewritten after each shape.
 """
 
 from __future__ import annotations
@@ -92,8 +92,9 @@ def time_shape(shape: dict, *, budget_s: float) -> tuple[list[dict], dict]:
     if backward == "mosaic":
         default = flash_mosaic_backward.heuristic_config(d, causal)
         runs_of[0] = ("pallas_flash", default)
-        if default.dq == "atomic":  # the separate dQ kernel beside it
-            runs_of.insert(1, ("pallas_flash", dataclasses.replace(default, dq="two_pass")))
+        if flash_mosaic_backward.supported_fold(d):  # dQ folded beside the default
+            other = "atomic" if default.dq == "two_pass" else "two_pass"
+            runs_of.insert(1, ("pallas_flash", dataclasses.replace(default, dq=other)))
     points, grads = [], {}
     for impl, config in runs_of:
         attn = _attn(impl, causal, config)

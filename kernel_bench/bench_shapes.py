@@ -86,7 +86,9 @@ def _fns(impl: str, causal: bool, options: dict | None = None):
 
 
 #: Forward variants timed beside the default where they apply: (name, options, applies).
-VARIANTS = (("padded", {"pad_head_dim": True, "backend": "mosaic"}, lambda s: s["d"] % 64 != 0),)
+#: Empty since the head-dim padding was measured slower on all 12 shapes it applied to
+#: (2026-12-01, docs/perf-notes.md); ``--variant`` times any launch on every shape.
+VARIANTS: tuple = ()
 
 
 def _structs(shape: dict):

@@ -1,8 +1,8 @@
 # The GPU call of the Mosaic backward (issue 22 item 1), from the repository root with
 # $OUT set: a smoke run of the backward (nothing else runs if it fails or hangs), its
-# tests (the default launch, the separate-dQ fallback, the Mosaic forward's gradient
-# tests, which run it), the FA-3 anchor shapes (NS; default first, then the fallback
-# where the default folds dQ), and with SHAPES=1 the 28-shape benchmark.
+# tests (the default launch, the folded-dQ option, the Mosaic forward's gradient
+# tests, which run it), the FA-3 anchor shapes (NS; the default, then the folded dQ
+# where it applies), and with SHAPES=1 the 28-shape benchmark.
 export PYTHONUNBUFFERED=1 PYTHONPATH=. XLA_PYTHON_CLIENT_PREALLOCATE=false
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem --format=csv | tee $OUT/gpu.txt
 timeout ${SMOKE_S:-90} python -m pytest -q -p no:cacheprovider -x -rfE \

@@ -582,9 +582,9 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         zeros = jnp.zeros((rows, buf.cols), jnp.float32)
         o = [_layout(zeros, plgpu.Layout.WGMMA) for _ in range(buf.blocks)]
 
-        plgpu.copy_gmem_to_smem(
-            q_ref.at[batch, pl.ds(first_row, rows), head], buf.copied("q", wg), q_ready.at[wg]
-        )
+        my_rows = (batch, pl.ds(first_row, rows), head)
+        for dst, part in buf.copies("q", wg, q_ref.at[my_rows]):
+            plgpu.copy_gmem_to_smem(part, dst, q_ready.at[wg])
         has_left_edge = plan.bounds[0] is not None
         if has_left_edge and not plan.heads_paired:
             drain(unit_lo, lo)  # the partner's rows start earlier (a window)
@@ -628,9 +628,8 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         if plan.return_lse:
             buf.lse.at[wg][...] = row_max * LN_2 + jnp.log(row_sum)  # -inf if no key
         plgpu.commit_smem()
-        plgpu.copy_smem_to_gmem(
-            buf.copied("q", wg), o_ref.at[batch, pl.ds(first_row, rows), head]
-        )
+        for src, part in buf.copies("q", wg, o_ref.at[my_rows]):
+            plgpu.copy_smem_to_gmem(src, part)
         if plan.return_lse:
             plgpu.copy_smem_to_gmem(
                 buf.lse.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)]
@@ -688,7 +687,8 @@ def _producer(plan: _Plan, refs, smem, barriers):
                     pl.when(step >= stages)(
                         lambda free=free, wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot])
                     )
-                plgpu.copy_gmem_to_smem(src.at[rows], buf.copied(name, slot), ready.at[slot])
+                for dst, part in buf.copies(name, slot, src.at[rows]):
+                    plgpu.copy_gmem_to_smem(part, dst, ready.at[slot])
 
         return base + unit_hi - unit_lo
 
@@ -698,41 +698,47 @@ def _producer(plan: _Plan, refs, smem, barriers):
 @dataclasses.dataclass(frozen=True)
 class _Buffers:
     """A CTA's shared memory: Q (then O) of each consumer, K and V of each stage, the
-    lse; and how wgmma and the TMA copies see Q, K and V (``mma``, ``tma``).
+    lse; and how wgmma (``mma``) and the TMA copies (``tma``) see Q, K and V.
 
-    Tiled layout (``tma`` None): a buffer is ``(index, rows, d)``, tiled by (8, one
-    swizzle row) as wgmma reads it, and a TMA copy moves a ``(rows, d)`` slice of the 4-D
-    array. The copy's descriptor tiles the sequence by 8 too, so Mosaic GPU lowers it only
-    where n and kv_len are multiples of 8.
+    Tiled layout: one buffer per name, ``(index, rows, d)``, tiled by (8, one swizzle
+    row) as wgmma reads it; one TMA copy moves a ``(rows, d)`` slice. The copy's
+    descriptor tiles the sequence by 8 too, so Mosaic GPU lowers it only where n and
+    kv_len are multiples of 8.
 
-    Blocked layout (``_Plan.blocked``): d is split into ``blocks`` column blocks of one
-    swizzle row (``cols`` = swizzle bytes / itemsize), a buffer is ``(index, blocks,
-    rows, cols)``; wgmma reads block b through the (8, cols)-tiled view (``block``: one
-    wgmma per block; at d = cols the bytes are the tiled layout's), and the copies see
-    the same bytes through a swizzle-only view transposed to ``(rows, blocks, cols)``
-    (``copied``), which matches a ``(rows, blocks, cols)`` slice of the 5-D array
-    (b, n, h, blocks, cols): its descriptor has the sequence as one dimension, so the TMA
-    zero-fills the rows past n or kv_len and skips the stores past n, at any length.
+    Blocked layout (``_Plan.blocked``): d in ``blocks`` column blocks of one swizzle row
+    (``cols`` = swizzle bytes / itemsize), one buffer ``(index, rows, cols)`` per name and
+    block. wgmma reads block b through its (8, cols)-tiled view (one wgmma per block), and
+    one TMA copy per block moves the ``(rows, cols)`` column slice through a swizzle-only
+    view of the same bytes (a ``plgpu.RefUnion`` of the two groups): that descriptor keeps
+    the sequence whole, so the TMA zero-fills the rows past n or kv_len and skips the
+    stores past n, at any length. A buffer per block keeps every index into a view a
+    traced value (jax 0.11.2's Mosaic GPU lowering refuses a view with a constant index
+    captured by a ``run_state`` body: "Shaped arrays must be represented by ir.Values").
     """
 
-    mma: dict
-    tma: dict | None
-    blocks: int
+    mma: dict  # name -> one ref per block
+    tma: dict  # name -> one ref per block (the tiled layout: ``mma``'s)
     cols: int  # of one block (d in the tiled layout)
     lse: object
+    blocked: bool
+
+    @property
+    def blocks(self) -> int:
+        return len(self.mma["q"])
 
     def block(self, name: str, index, b: int):
         """Column block ``b`` of buffer ``name`` (q, k, v) at ``index``, as wgmma reads it."""
-        ref = self.mma[name]
-        return ref.at[index] if self.tma is None else ref.at[index, b]
+        return self.mma[name][b].at[index]
 
-    def copied(self, name: str, index):
-        """Buffer ``name`` at ``index`` as a TMA copy writes (or, O, reads) it."""
-        import jax.experimental.pallas.mosaic_gpu as plgpu
+    def copies(self, name: str, index, gmem):
+        """(shared-memory view, global view) of each TMA copy of buffer ``name`` at
+        ``index``; ``gmem``: the ``(rows, d)`` global slice (Q, K or V in; O out)."""
+        import jax.experimental.pallas as pl
 
-        if self.tma is None:
-            return self.mma[name].at[index]
-        return plgpu.transpose_ref(self.tma[name].at[index], (1, 0, 2))
+        return [
+            (ref.at[index], gmem.at[:, pl.ds(b * self.cols, self.cols)] if self.blocked else gmem)
+            for b, ref in enumerate(self.tma[name])
+        ]
 
 
 def _buffer_types(plan: _Plan, dtype):
@@ -743,32 +749,34 @@ def _buffer_types(plan: _Plan, dtype):
     cfg = plan.config
     itemsize = jnp.dtype(dtype).itemsize
     swizzle = _swizzle_bytes(plan.d, itemsize)
-    cols = swizzle // itemsize
-    blocks = plan.d // cols if plan.blocked else 1
+    cols = plan.block_cols if plan.blocked else plan.d
     lead = {  # Q (then O) per consumer, K and V per stage
         "q": (CONSUMERS, ROWS_PER_CONSUMER),
         "k": (cfg.num_stages, cfg.block_k),
         "v": (cfg.num_stages, cfg.block_k),
     }
-    shapes = {
-        name: (index, blocks, rows, cols) if plan.blocked else (index, rows, plan.d)
-        for name, (index, rows) in lead.items()
-    }
-    tiled = (plgpu.TilingTransform((8, cols)), plgpu.SwizzleTransform(swizzle))
-    mma = [plgpu.SMEM(shape, dtype, transforms=tiled) for shape in shapes.values()]
+    shapes = [(name, shape + (cols,)) for name, shape in lead.items()]
+    shapes = [(name, shape) for name, shape in shapes for _ in range(plan.d // cols)]
+    tiled = (plgpu.TilingTransform((8, swizzle // itemsize)), plgpu.SwizzleTransform(swizzle))
+    mma = [plgpu.SMEM(shape, dtype, transforms=tiled) for _, shape in shapes]
     lse = plgpu.SMEM((CONSUMERS, ROWS_PER_CONSUMER), jnp.float32) if plan.return_lse else None
+
+    def by_name(refs) -> dict:
+        out: dict = {name: [] for name in lead}
+        for (name, _), ref in zip(shapes, refs, strict=True):
+            out[name].append(ref)
+        return out
+
     if not plan.blocked:
         return (mma, lse), lambda refs: _Buffers(
-            dict(zip(shapes, refs[0], strict=True)), None, 1, plan.d, refs[1]
+            by_name(refs[0]), by_name(refs[0]), cols, refs[1], False
         )
     copied = (plgpu.SwizzleTransform(swizzle),)
-    tma = [plgpu.SMEM(shape, dtype, transforms=copied) for shape in shapes.values()]
-    # two views of the same bytes: RefUnion places both groups at offset 0, each of
-    # their buffers at the same offset (equal sizes, in the same order)
-    def buffers(refs):
+    tma = [plgpu.SMEM(shape, dtype, transforms=copied) for _, shape in shapes]
+
+    def buffers(refs):  # RefUnion: both groups from offset 0, equal buffers in one order
         (mma_refs, tma_refs), lse_ref = refs
-        views = [dict(zip(shapes, group, strict=True)) for group in (mma_refs, tma_refs)]
-        return _Buffers(*views, blocks, cols, lse_ref)
+        return _Buffers(by_name(mma_refs), by_name(tma_refs), cols, lse_ref, True)
 
     return (plgpu.RefUnion(mma, tma), lse), buffers
 
@@ -781,10 +789,12 @@ def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
     cfg = plan.config
     stages = cfg.num_stages
     smem_types, buffers = _buffer_types(plan, q_ref.dtype)
+    blocks = plan.d // plan.block_cols if plan.blocked else 1
     barrier_types = (
-        plgpu.Barrier(num_barriers=CONSUMERS),  # q_ready
-        plgpu.Barrier(num_barriers=stages),  # k_ready
-        plgpu.Barrier(num_barriers=stages),  # v_ready
+        # q_ready, k_ready, v_ready: one arrival (with its bytes) per copy, a copy a block
+        plgpu.Barrier(num_arrivals=blocks, num_barriers=CONSUMERS),
+        plgpu.Barrier(num_arrivals=blocks, num_barriers=stages),
+        plgpu.Barrier(num_arrivals=blocks, num_barriers=stages),
         plgpu.Barrier(num_barriers=CONSUMERS * stages),  # k_free[wg, stage]
         plgpu.Barrier(num_barriers=CONSUMERS * stages),  # v_free[wg, stage]
     )
@@ -814,10 +824,7 @@ def _forward(q, k, v, plan: _Plan):
         n_out = plan.n_pad
     else:  # TMA zero-fills loads past the end and skips stores past it
         q_p, k_p, v_p, n_out = q, k, v, plan.n
-    # the blocked layout's copies see d as (blocks, cols): a free reshape
-    inner = (plan.d // plan.block_cols, plan.block_cols) if plan.blocked else (plan.d,)
-    q_p, k_p, v_p = (x.reshape(x.shape[:3] + inner) for x in (q_p, k_p, v_p))
-    out_types = [jax.ShapeDtypeStruct((plan.batch, n_out, plan.heads) + inner, q.dtype)]
+    out_types = [jax.ShapeDtypeStruct((plan.batch, n_out, plan.heads, plan.d), q.dtype)]
     # the lse stays padded: a TMA store needs 16-byte strides, 4 n bytes need not be
     if plan.return_lse:
         out_types.append(jax.ShapeDtypeStruct((plan.batch, plan.heads, plan.n_pad), jnp.float32))
@@ -838,8 +845,7 @@ def _forward(q, k, v, plan: _Plan):
         thread_name="wg",
         compiler_params=plgpu.CompilerParams(approx_math=True),
     )(q_p, k_p, v_p)
-    o = outs[0].reshape(outs[0].shape[:3] + (plan.d,))
-    o = o if n_out == plan.n else o[:, : plan.n]
+    o = outs[0] if n_out == plan.n else outs[0][:, : plan.n]
     return o, (outs[1][:, :, : plan.n] if plan.return_lse else None)
 
 

@@ -23,6 +23,14 @@ From the forward's O and log-sum-exp it computes dQ, dK, dV in three steps:
    (``perfmodel/costs/backward.py``): 7 n×m×d products in all, against FA-3's 5 with
    dQ summed by atomic adds, in exchange for no float32 dQ traffic.
 
+   ``Config(dq="atomic")`` instead sums dQ in step 2 (FA-3 §3.3): each consumer stores
+   its dSᵀ in shared memory (under the dK wgmma), the two meet on a barrier, and one
+   wgmma of M = 64 over the CTA's 128 keys gives each its part of the tile's dQ
+   (``dq_split``), which it reduce-adds in float32 into a zeroed HBM buffer by TMA while
+   the next tile's Sᵀ is computed; 5 products, no dQ kernel. It measured slower than the
+   separate pass on the H200 (0.71× cuDNN's backward against 0.79× at d = 128, n =
+   4096: docs/perf-notes.md), so it is not the default.
+
 Both kernels split each CTA into roles as the forward (``flash_mosaic``) does: two
 consumer warpgroups that only compute (``setmaxreg`` up) and one producer warpgroup that
 only issues TMA copies (``setmaxreg`` down); ``ready[stage]`` barriers complete on the
@@ -123,14 +131,17 @@ class Config:
 
 def heuristic_config(d: int, causal: bool = False) -> Config:
     """The default launch for head dim ``d``: 128-wide tiles at d <= 64 (Sᵀ and dPᵀ,
-    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages; dQ
-    summed in the dK/dV kernel where ``dq_split`` can share its tile (d <= 64 and 128),
-    else the separate dQ kernel."""
+    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages; the
+    separate dQ kernel (``dq="atomic"``, where ``dq_split`` allows it, measured slower:
+    docs/perf-notes.md)."""
     del causal  # no mask-dependent choice yet
-    d = run_head_dim(d)
-    wide = 128 if d <= 64 else 64
-    dq = "atomic" if dq_split(wide, d) else "two_pass"
-    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2, dq=dq)
+    wide = 128 if run_head_dim(d) <= 64 else 64
+    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2)
+
+
+def supported_fold(d: int) -> bool:
+    """Whether ``dq="atomic"`` can run at head dim ``d`` with the default tiles."""
+    return dq_split(heuristic_config(d).block_q, run_head_dim(d)) is not None
 
 
 def run_head_dim(d: int) -> int:
@@ -416,28 +427,32 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                 full_lo = jnp.where(block == last_block, hi, full_lo)
                 full_hi = jnp.where(block == last_block, hi, full_hi)
 
-            def fold_dq(t, ds16, dk, q_tile):
-                """dK += dSᵀ Q, and this consumer's part of the tile's dQ, reduce-added."""
-                ds_smem, dq_smem = fold_smem
-                ds_ready, _ = fold_barriers
-                buf = lax.rem(t, jnp.int32(2))
-                ds_smem.at[buf, pl.ds(wg * ROWS, ROWS)][...] = ds16  # dSᵀ of my keys
-                plgpu.commit_smem()
-                plgpu.barrier_arrive(ds_ready.at[buf])
+            def dq_part_of(t, buf):
+                """(dS operand, K operand, HBM destination) of my part of step t's dQ."""
+                ds_smem, _ = fold_smem
                 head, tile = tile_of(t)
                 if split == "rows":  # dS of my 64 query rows over the 128 keys, all of d
                     ds_ref = ds_smem.at[buf, :, pl.ds(wg * ROWS, ROWS)]
-                    keys = k_all
                     dst = dq_ref.at[batch, pl.ds(tile * bq + wg * ROWS, ROWS), head]
-                else:  # dS of the tile's 64 rows, my half of d
-                    ds_ref = ds_smem.at[buf]
-                    keys = k_all.at[:, pl.ds(wg * part_cols, part_cols)]
-                    cols = pl.ds(wg * part_cols, part_cols)
-                    dst = dq_ref.at[batch, pl.ds(tile * bq, bq), head, cols]
+                    return ds_ref, k_all, dst
+                cols = pl.ds(wg * part_cols, part_cols)  # dS of the tile's 64 rows, my half of d
+                dst = dq_ref.at[batch, pl.ds(tile * bq, bq), head, cols]
+                return ds_smem.at[buf], k_all.at[:, cols], dst
+
+            def fold_products(t, ds16, dk, q_tile):
+                """dK += dSᵀ Q and my part of step t's dQ (left in registers: ``flush``
+                sends it while the next step's Sᵀ is computed)."""
+                ds_smem, _ = fold_smem
+                ds_ready, _ = fold_barriers
+                buf = lax.rem(t, jnp.int32(2))
+                ds_ref, keys, _ = dq_part_of(t, buf)
 
                 def products(refs):
                     dk_ref_, dq_ref_ = refs
-                    plgpu.wgmma(dk_ref_, ds16, q_tile)  # dK += dSᵀ Q
+                    plgpu.wgmma(dk_ref_, ds16, q_tile)  # dK += dSᵀ Q, while dSᵀ is stored
+                    ds_smem.at[buf, pl.ds(wg * ROWS, ROWS)][...] = ds16  # dSᵀ of my keys
+                    plgpu.commit_smem()
+                    plgpu.barrier_arrive(ds_ready.at[buf])
                     plgpu.barrier_wait(ds_ready.at[buf])  # both consumers' dSᵀ written
                     plgpu.wgmma(dq_ref_, plgpu.transpose_ref(ds_ref, (1, 0)), keys)
 
@@ -445,19 +460,31 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                     (plgpu.ACC.init(dk), plgpu.ACC.init(_zeros((part_rows, part_cols))))
                 )
                 plgpu.barrier_arrive(free.at[wg * stages + lax.rem(t, jnp.int32(stages))])
+                return dk, dq_part
+
+            def flush(t, dq_part):
+                """Reduce-add my float32 part of step t's dQ into HBM (by TMA)."""
+                _, dq_smem = fold_smem
                 plgpu.wait_smem_to_gmem(0, wait_read_only=True)  # my last part was read
                 dq_smem.at[wg][...] = dq_part
                 plgpu.commit_smem()
+                _, _, dst = dq_part_of(t, 0)
                 plgpu.copy_smem_to_gmem(dq_smem.at[wg], dst, reduction_op="add")
-                return dk
 
             def step(t, carry, *, masked):
-                dk, dv = carry
+                dk, dv, *last_dq = carry
                 slot = lax.rem(t, jnp.int32(stages))
                 q_tile = q_smem.at[slot]
                 do_tile = do_smem.at[slot]
                 plgpu.barrier_wait(q_ready.at[slot])
-                s_t = _wgmma_scores(my_k, q_tile, (ROWS, bq))  # Sᵀ = K Qᵀ
+
+                def scores(acc):  # Sᵀ = K Qᵀ; folded, the last step's dQ part meanwhile
+                    plgpu.wgmma(acc, my_k, plgpu.transpose_ref(q_tile, (1, 0)))
+                    if fold:
+                        pl.when(t > 0)(lambda: flush(t - 1, last_dq[0]))
+                    return acc[...]
+
+                s_t = pl.run_scoped(scores, plgpu.ACC((ROWS, bq), jnp.float32))
                 plgpu.barrier_wait(lse_ready.at[slot])
                 lse = _row_vector(lse_smem.at[slot], 1)
                 if masked:
@@ -477,7 +504,8 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                 delta = _row_vector(delta_smem.at[slot], 1)
                 ds16 = (p_t * (dp_t - _bcast(delta, dp_t.shape, 1))).astype(dtype)  # dSᵀ
                 if fold:
-                    return fold_dq(t, ds16, dk, q_tile), dv
+                    dk, dq_part = fold_products(t, ds16, dk, q_tile)
+                    return dk, dv, dq_part
                 dk = _accumulate(dk, ds16, q_tile)  # dK += dSᵀ Q
                 plgpu.barrier_arrive(free.at[wg * stages + slot])
                 return dk, dv
@@ -495,8 +523,10 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                 return _three_ranges(part, lo, full_lo, full_hi, hi, carry)
 
             zeros = _zeros((ROWS, d))
-            dk, dv = lax.fori_loop(0, group, head_loop, (zeros, zeros))
+            carry = (zeros, zeros) + ((_zeros((part_rows, part_cols)),) if fold else ())
+            dk, dv, *last_dq = lax.fori_loop(0, group, head_loop, carry)
             if fold:  # my K is read by the other consumer's dQ products until it is done
+                pl.when(steps > 0)(lambda: flush(steps - 1, last_dq[0]))
                 done = fold_barriers[1]
                 plgpu.barrier_arrive(done.at[0])
                 plgpu.barrier_wait(done.at[0])
@@ -761,7 +791,9 @@ def mosaic_attention_backward(
 __all__ = [
     "Config",
     "Mask",
+    "dq_split",
     "heuristic_config",
     "mosaic_attention_backward",
     "supported",
+    "supported_fold",
 ]

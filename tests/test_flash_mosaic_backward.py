@@ -106,21 +106,23 @@ def _check_grads(case, config=None, scale=1.0):
 @needs_hopper
 @pytest.mark.parametrize("case", CASES, ids=lambda c: "-".join(map(str, c)))
 def test_gradients_match_float64(case):
-    """The default launch (``heuristic_config``: dQ summed in the dK/dV kernel at d <= 64
-    and d = 128, the separate dQ kernel at the other head dims)."""
+    """The default launch (``heuristic_config``: the separate dQ kernel)."""
     _check_grads(case)
 
 
-#: d <= 64 and d = 128: the cases whose default folds dQ into the dK/dV kernel
-FOLDED = [c for c in CASES if flash_mosaic_backward.heuristic_config(c[5]).dq == "atomic"]
+def _folded(d):
+    return dataclasses.replace(flash_mosaic_backward.heuristic_config(d), dq="atomic")
+
+
+#: d <= 64 and d = 128: the cases whose tiles ``dq_split`` can share
+FOLDABLE = [c for c in CASES if flash_mosaic_backward.supported_fold(c[5])]
 
 
 @needs_hopper
-@pytest.mark.parametrize("case", FOLDED[:6], ids=lambda c: "-".join(map(str, c)))
-def test_separate_dq_kernel_matches_float64(case):
-    """The fallback launch (``dq="two_pass"``) where the default folds dQ."""
-    config = dataclasses.replace(flash_mosaic_backward.heuristic_config(case[5]), dq="two_pass")
-    _check_grads(case, config)
+@pytest.mark.parametrize("case", FOLDABLE, ids=lambda c: "-".join(map(str, c)))
+def test_folded_dq_matches_float64(case):
+    """``dq="atomic"``: dQ summed in the dK/dV kernel by TMA reduce-adds."""
+    _check_grads(case, _folded(case[5]))
 
 
 @needs_hopper
@@ -134,7 +136,7 @@ def test_separate_dq_kernel_matches_float64(case):
 def test_folded_dq_with_large_logits(case):
     """Scores of tens: the padded keys of the last block (masked in every tile when dQ
     is folded) must not turn into inf or NaN in dQ."""
-    _check_grads(case, scale=3.0)
+    _check_grads(case, _folded(case[5]), scale=3.0)
 
 
 @needs_hopper
@@ -183,13 +185,15 @@ def test_jax_grad_runs_this_backward_on_hopper(backend):
         ((1, 200, 2, 64), (1, 200, 2, 64), False, (20, 30)),
     ],
 )
-@pytest.mark.parametrize("dq", ["default", "two_pass"])
+@pytest.mark.parametrize("dq", ["default", "atomic"])
 def test_kernels_trace_and_lower(shape, kv_shape, causal, window, dq):
     q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
     b, n, h, d = shape
     lse = jnp.zeros((b, h, n), jnp.float32)
     config = flash_mosaic_backward.heuristic_config(d)
     if dq != "default":
+        if not flash_mosaic_backward.supported_fold(d):
+            pytest.skip(f"dq_split cannot share the dQ tile at d={d}")
         config = dataclasses.replace(config, dq=dq)
     plan = flash_mosaic_backward._Plan(
         batch=b,
@@ -257,15 +261,13 @@ def test_config_is_validated_and_fits_shared_memory():
     for d in (32, 64, 80, 96, 128):
         config = flash_mosaic_backward.heuristic_config(d)
         limit = flash_mosaic_backward.SMEM_LIMIT_BYTES
-        for c in (config, dataclasses.replace(config, dq="two_pass")):
+        folded = dataclasses.replace(config, dq="atomic")
+        for c in (config, folded) if flash_mosaic_backward.supported_fold(d) else (config,):
             assert max(c.smem_bytes(flash_mosaic_backward.run_head_dim(d), 2)) <= limit
     # the fold shares dQ tiles of 128 rows (any d) or of 64 rows at d = 128
-    assert [flash_mosaic_backward.heuristic_config(d).dq for d in (64, 80, 96, 128)] == [
-        "atomic",
-        "two_pass",
-        "two_pass",
-        "atomic",
-    ]
+    fold = flash_mosaic_backward.supported_fold
+    assert [fold(d) for d in (32, 64, 80, 96, 112, 128)] == [True, True, False, False, False, True]
+    assert {flash_mosaic_backward.heuristic_config(d).dq for d in (64, 96, 128)} == {"two_pass"}
     q = jnp.zeros((1, 8, 2, 96), jnp.bfloat16)
     folded = flash_mosaic_backward.Config(dq="atomic")  # block_q = 64 at d = 96
     assert "dq_split" in flash_mosaic_backward.supported(q, q, q, config=folded)

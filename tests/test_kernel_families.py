@@ -36,15 +36,8 @@ def test_each_backward_is_the_family_that_runs():
     for forward in ("pallas-mosaic", "pallas-triton"):
         assert load_kernel(forward).backward_as_run(128).name == "pallas-mosaic"
         assert load_kernel(forward).backward_as_run(256).name == "pallas-triton"
-    dq = {f: load_kernel(f).backward_view()[1] for f in ("fa2", "fa3", "cudnn")}
-    assert dq == {"fa2": "atomic", "fa3": "atomic", "cudnn": "atomic"}
-    # ours: the Mosaic backward folds dQ into its dK/dV kernel at d <= 64 and d = 128
-    # (a tile row's dq over the family's), keeps the dQ kernel at 80-112; Triton's above
-    # and off Hopper has a dQ pass
-    ours = load_kernel("pallas-triton")
-    by_d = {d: ours.backward_view(d)[1] for d in (64, 96, 128, 256)}
-    assert by_d == {64: "atomic", 96: "two_pass", 128: "atomic", 256: "two_pass"}
-    assert ours.backward_view(128, arch="sm80")[1] == "two_pass"
+    dq = {f: load_kernel(f).backward_view()[1] for f in ("fa2", "fa3", "cudnn", "pallas-triton")}
+    assert dq == {"fa2": "atomic", "fa3": "atomic", "cudnn": "atomic", "pallas-triton": "two_pass"}
     # FA-3's backward tiles (hopper/flash_bwd_launch_template.h): 80 x 128 at d = 128
     view, _ = load_kernel("fa3").backward_view()
     assert view.tile_for(128, causal=False, arch="sm90").block_q == 80

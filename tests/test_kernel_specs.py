@@ -121,16 +121,13 @@ def test_mosaic_backward_is_its_heuristic_config(d, causal):
         warps,
         cfg.num_stages,
     )
-    # dQ summed in the dK/dV kernel ("atomic": no dQ kernel, so no dq_* launch) or by
-    # the separate dQ kernel, as the tile row says
-    assert (tile.dq or fam.backward.dq) == cfg.dq
-    dq_launch = (tile.dq_block_q, tile.dq_block_k, tile.dq_warps, tile.dq_stages)
-    if cfg.dq == "atomic":
-        assert dq_launch == (None,) * 4
-    else:
-        assert dq_launch == (cta, cfg.dq_block_k, warps, cfg.dq_num_stages)
-    assert fam.backward.producer_warps == 4
-    assert fam.backward_view(d, causal=causal, arch="sm90")[1] == cfg.dq
+    assert (tile.dq_block_q, tile.dq_block_k, tile.dq_warps, tile.dq_stages) == (
+        cta,
+        cfg.dq_block_k,
+        warps,
+        cfg.dq_num_stages,
+    )
+    assert fam.backward.dq == "two_pass" and fam.backward.producer_warps == 4
     assert max(t.d_max for t in fam.backward.tiles) == m.MAX_HEAD_DIM
 
 
@@ -155,8 +152,10 @@ def test_mosaic_family_pads_the_head_dim_as_the_kernel(d):
 
 
 def test_mosaic_family_pads_the_sequences_as_the_kernel():
-    # flash_mosaic.Config.pad_seq (default False): no sequence is copied (the TMA
-    # copies zero-fill past the end and skip stores past it), as the family says
+    # flash_mosaic.Config.pad_seq (default False since the blocked layout): no sequence
+    # is copied (the TMA copies zero-fill past the end and skip stores past it), as the
+    # family says; points measured before record the padding they ran
+    # (Point.sequence_padding)
     assert flash_mosaic.Config().pad_seq is False
     assert load_kernel("pallas-mosaic").sequence_padding == "none"
     assert flash_mosaic.ROWS_PER_CONSUMER == 64  # launch.MOSAIC_CONSUMER_ROWS

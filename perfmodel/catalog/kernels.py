@@ -158,8 +158,6 @@ class BackwardTile(BaseModel):
     dq_block_k: Count | None = None
     dq_warps: Count | None = None
     dq_stages: Count | None = None
-    #: How dQ is summed at these head dims, where it differs from the backward's ``dq``.
-    dq: DqRule | None = None
 
     def matches(self, d: int, causal: bool, arch: str | None = None) -> bool:
         return (
@@ -321,8 +319,6 @@ class KernelFamily(BaseModel):
         bwd = owner.backward
         if bwd is None:
             return self, "atomic"
-        tile = None if d is None else bwd.find_tile(d, causal=causal, arch=arch)
-        dq = (tile.dq if tile is not None else None) or bwd.dq
         tiles = tuple(
             Tile(
                 d_max=t.d_max,
@@ -350,7 +346,7 @@ class KernelFamily(BaseModel):
                 backward_family=None,
             )
         )
-        return view, dq
+        return view, bwd.dq
 
     def loads_ahead(self, tile: Tile) -> int:
         """K/V tiles in flight ahead of use at ``tile``: what the tile states, else a

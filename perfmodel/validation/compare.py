@@ -163,12 +163,27 @@ def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict
 
 
 def _family_as_run(p: Point) -> Any:
-    """The point's kernel family, with the backward it ran where the point records one
-    (``Point.backward_family``: runs made before today's backward existed)."""
-    name = family_of(p)
-    if name is None or p.backward_family is None:
+    """The point's kernel family as the point ran it (:func:`family_as_run`)."""
+    return family_as_run(family_of(p), p.backward_family, p.sequence_padding)
+
+
+def family_as_run(
+    name: str | None, backward_family: str | None = None, sequence_padding: str | None = None
+) -> Any:
+    """Kernel family ``name`` with the backward a point ran (``Point.backward_family``:
+    runs made before today's backward existed) and the forward's sequence padding
+    (``Point.sequence_padding``: runs made before today's padding) where it records them."""
+    if name is None or (backward_family is None and sequence_padding is None):
         return name
-    return with_backward(name, p.backward_family)
+    family = with_backward(name, backward_family) if backward_family else load_kernel(name)
+    if sequence_padding is None:
+        return family
+    return family.model_copy(
+        update={
+            "name": f"{family.name}+{sequence_padding}-padding",
+            "sequence_padding": sequence_padding,
+        }
+    )
 
 
 @functools.cache

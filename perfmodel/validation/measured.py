@@ -37,6 +37,7 @@ from perfmodel.catalog.fields import (
     Seconds,
     within,
 )
+from perfmodel.catalog.kernels import SequencePadding
 from perfmodel.catalog.registry import parse, parse_model, read_text
 from perfmodel.costs import masks, nominal
 from perfmodel.errors import PerfmodelError
@@ -155,6 +156,10 @@ class Point(_Frozen):
     #: family runs today (``specs/kernels``): our runs before the Mosaic backward existed
     #: (2026-12-02) ran the Triton backward ("pallas-triton") after either forward.
     backward_family: str | None = None
+    #: The forward's sequence padding (``KernelFamily.sequence_padding``) where it is not
+    #: what the point's family does today: our Mosaic runs before 2026-12-02's blocked
+    #: layout (``flash_mosaic.Config.pad_seq`` True then) padded per consumer.
+    sequence_padding: SequencePadding | None = None
     #: A launch variant of a tuning sweep, not the kernel's default (``variant`` names
     #: it): listed, but neither validated nor fitted on.
     tuning: Flag | None = None

@@ -29,7 +29,7 @@ from typing import Any, cast
 from perfmodel.catalog.data import data_dir
 from perfmodel.costs.nominal import nominal_flops
 from perfmodel.prediction import predict
-from perfmodel.validation.compare import modelled, with_backward
+from perfmodel.validation.compare import family_as_run, modelled
 from perfmodel.validation.fitting import relative_error
 from perfmodel.validation.measured import load_measurements
 
@@ -58,9 +58,8 @@ def predicted(
     """(time_s, t_lower_s) of one phase ("forward", "backward" or "train") of ``impl``, with
     the backward the point ran where it records one (``Point.backward_family``)."""
     side, family = IMPLEMENTATIONS[impl]
-    kernel: Any = family
-    if family is not None and point.get("backward_family"):
-        kernel = with_backward(family, point["backward_family"])
+    padding = point.get("sequence_padding")
+    kernel: Any = family_as_run(family, point.get("backward_family"), padding)
     pred = predict(
         n=point["n"],
         hw=hw,
