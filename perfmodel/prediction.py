@@ -33,7 +33,7 @@ from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
 from perfmodel.costs import masks, precision
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import PerfmodelError, named, spell
 from perfmodel.evaluate import (
     EFFECT_COLUMNS,
     EFFECT_NAMES,
@@ -69,6 +69,7 @@ from perfmodel.shape import Shape
 from perfmodel.vocabulary import (
     ALGORITHMS,
     ROOFS,
+    SHAPE_DEFAULTS,
     NaiveCompile,
     WindowAlign,
     bytes_per_element,
@@ -126,7 +127,7 @@ def calibration_profiles(
         if family is not None and refines and profile.algorithm != "naive":
             raise PerfmodelError(
                 f"calibration {profile.name!r} refines kernel family {profile.kernel!r}, "
-                f"not {family.name!r}; pass kernel={profile.kernel!r}"
+                f"not {family.name!r}; pass {spell('kernel', profile.kernel)}"
             )
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
             chosen[str(a)] = profile
@@ -145,24 +146,24 @@ def flash_family(
     if kernel is None:
         given = calibration if isinstance(calibration, list | tuple) else [calibration]
         profiles = [load_calibration(c) for c in given if c is not None]  # type: ignore[arg-type]
-        named = [p.kernel for p in profiles if p.algorithm != "naive"]
-        kernel = next((k for k in named if k), None)
+        refined = [p.kernel for p in profiles if p.algorithm != "naive"]
+        kernel = next((k for k in refined if k), None)
         if kernel is None and spec is not None and spec.kind == "tpu":
             raise PerfmodelError(
-                f"kernel=None on {spec.name}: no kernel family models a TPU kernel (each in "
-                "perfmodel kernels list is a GPU kernel); name one, e.g. kernel='fa2', to "
-                "cost its launch on this device's roofs"
+                f"{spell('kernel', None)} on {spec.name}: no kernel family models a TPU kernel "
+                "(each in perfmodel kernels list is a GPU kernel); name one, e.g. "
+                f"{spell('kernel', 'fa2')}, to cost its launch on this device's roofs"
             )
         kernel = kernel or "fa2"
     family = load_kernel(kernel)
     if family.algorithm != "flash":
         raise PerfmodelError(
-            f"kernel={family.name!r} is a {family.algorithm} family; kernel= names the fused "
-            f"side (naive= names how the naive side is compiled)"
+            f"{spell('kernel', family.name)} is a {family.algorithm} family; {named('kernel')} "
+            f"names the fused side ({named('naive')} names how the naive side is compiled)"
         )
     if spec is not None and family.archs and spec.arch not in family.archs:
         raise PerfmodelError(
-            f"kernel={family.name!r} runs on {', '.join(family.archs)} only, not on "
+            f"{spell('kernel', family.name)} runs on {', '.join(family.archs)} only, not on "
             f"{spec.name} (arch={spec.arch!r}); name another family (perfmodel kernels list)"
         )
     return family
@@ -240,11 +241,11 @@ def predict(
     n: int,
     hw: str | Path | HardwareSpec,
     *,
-    d: int = 128,
-    h: int = 1,
+    d: int = SHAPE_DEFAULTS["d"],
+    h: int = SHAPE_DEFAULTS["h"],
     h_kv: int | None = None,
-    batch: int = 1,
-    dtype: str = "fp16",
+    batch: int = SHAPE_DEFAULTS["batch"],
+    dtype: str = SHAPE_DEFAULTS["dtype"],
     causal: bool = False,
     block_q: int | None = None,
     block_k: int | None = None,

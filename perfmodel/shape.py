@@ -25,7 +25,7 @@ import numpy as np
 
 from perfmodel.catalog.kernels import load_kernel
 from perfmodel.errors import PerfmodelError
-from perfmodel.vocabulary import symbol_values
+from perfmodel.vocabulary import SHAPE_DEFAULTS, symbol_values
 
 if TYPE_CHECKING:
     from perfmodel.catalog.hardware import HardwareSpec
@@ -41,11 +41,11 @@ class Shape:
 
     n: int | None = None  #: query length; None in a sweep's template
     kv_len: int | None = None  #: keys and values per sequence (None: = n)
-    d: int = 128
-    h: int = 1
+    d: int = SHAPE_DEFAULTS["d"]
+    h: int = SHAPE_DEFAULTS["h"]
     h_kv: int | None = None  #: K/V heads (None: = h; fewer: GQA)
-    batch: int = 1
-    dtype: str = "fp16"
+    batch: int = SHAPE_DEFAULTS["batch"]
+    dtype: str = SHAPE_DEFAULTS["dtype"]
     causal: bool = False
     block_q: int | None = None
     block_k: int | None = None

@@ -59,6 +59,12 @@ class WindowAlign(_Name):
     TOP_LEFT = "top_left"
 
 
+#: ``predict``'s (and ``Shape``'s) shape defaults: the chapter's setting, one head of
+#: d = 128 in fp16, one sequence. The command line's options and help read them here
+#: (standard library only, so ``--help`` imports no model).
+SHAPE_DEFAULTS: dict[str, Any] = {"d": 128, "h": 1, "batch": 1, "dtype": "fp16"}
+
+
 class NaiveCompile(_Name):
     """How the naive side is compiled (``perfmodel.costs.naive``)."""
 

@@ -49,7 +49,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import PerfmodelError, spell
 from perfmodel.vocabulary import WindowAlign
 
 #: FlexAttention's default block size (``torch.nn.attention.flex_attention``'s BLOCK_SIZE).
@@ -175,7 +175,7 @@ def checked_align(value: Any) -> WindowAlign:
         return WindowAlign(value)
     except ValueError:
         known = ", ".join(repr(str(a)) for a in WindowAlign)
-        raise PerfmodelError(f"window_align={value!r} must be one of {known}") from None
+        raise PerfmodelError(f"{spell('window_align', value)} must be one of {known}") from None
 
 
 def _segments(segments: Any, n: int) -> tuple[int, ...] | int | None:
@@ -233,9 +233,10 @@ def mask_of(
         raise PerfmodelError(f"segments need self-attention: kv_len={m} != n={n}")
     if window is not None and n > m and align == WindowAlign.BOTTOM_RIGHT:
         raise PerfmodelError(
-            f"window={window!r} with n={n} > kv_len={m}: window_align='bottom_right' puts the "
-            "queries at the last n of the kv_len positions (decode, chunked prefill), so n "
-            "must not exceed kv_len (window_align='top_left': the first n, as jax.nn does)"
+            f"{spell('window', window)} with n={n} > kv_len={m}: "
+            f"{spell('window_align', 'bottom_right')} puts the queries at the last n of the "
+            "kv_len positions (decode, chunked prefill), so n must not exceed kv_len "
+            f"({spell('window_align', 'top_left')}: the first n, as jax.nn does)"
         )
     rows, cols = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
     for v in (rows, cols):
