@@ -115,8 +115,9 @@ class Config:
     ``pad_seq``: (False, the default) nothing is copied: the TMA loads zero-fill the rows
     past n and kv_len and its stores skip the rows past n; or (True) a length that is not
     a whole number of tiles is zero-padded with copies of Q, K and V and O is sliced back
-    (three or four extra kernels, 1-48 % of the device time in the 2026-12-01/02 H200
-    runs by their bytes, docs/perf-notes.md). ``blocked``: the shared-memory layout
+    (three or four extra kernels: on the H200, 2026-12-02, the default ran 1.03-1.83x
+    faster than True on 12 window shapes and 1.03-1.23x on seven odd-n shapes,
+    docs/perf-notes.md). ``blocked``: the shared-memory layout
     (``_Buffers``). Mosaic GPU lowers a TMA copy into the tiled layout only where the
     sequence is a multiple of 8 rows (jax 0.11.2: "dimension 2 must have size smaller or
     a multiple of its tiling 8", H200 run of 2026-12-02); the blocked layout (d in column
