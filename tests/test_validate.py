@@ -193,6 +193,7 @@ def test_committed_window_points_are_predicted_with_their_window():
     TFLOP/s divides by), and validate predicts it as predict(window=...) does, at its
     family and phase, which is not the dense prediction; the fit runs on them."""
     from kernel_bench.bench_window import visible_pairs
+    from perfmodel.validation.compare import family_as_run
 
     pairs = load_measurements(WINDOW)
     assert pairs and all(p.window is not None for _, p in pairs)
@@ -204,7 +205,8 @@ def test_committed_window_points_are_predicted_with_their_window():
         left, right = p.window
         assert p.nominal_flops() == 4 * p.d * p.batch * p.h * visible_pairs(p.n, left, right)
         kw = dict(d=p.d, h=p.h, h_kv=p.h_kv, batch=p.batch, causal=p.causal, mode=p.phase)
-        kw.update(dtype={"float16": "fp16", "bfloat16": "bf16"}[p.dtype], kernel=p.family)
+        kernel = family_as_run(p.family, p.backward_family, p.sequence_padding)  # as it ran
+        kw.update(dtype={"float16": "fp16", "bfloat16": "bf16"}[p.dtype], kernel=kernel)
         assert r.predicted_s == predict(p.n, "h200", window=p.window, **kw).flash.time_s
         assert r.predicted_s < predict(p.n, "h200", **kw).flash.time_s
     _, fitted = validate(WINDOW, fit_profiles=True)
