@@ -369,9 +369,15 @@ def test_cli_takes_the_window_control_and_mask_picker_values(tmp_path, capsys):
     out = tmp_path / "page.html"
     args = ["explore", "--out", str(out), "--hw", "h200", "--d", "128", "--heads", "1"]
     small = [*args, "--dtype", "bf16", "--steps-per-octave", "1"]
-    assert main([*small, "--windows", "255", "none", "--documents", "none"]) == 0
+    argv = [*small, "--windows", "255", "none", "--documents", "none", "--prefix-lm", "none"]
+    assert main(argv) == 0
     text = out.read_text()
     assert '"window": [null, 255]' in text and '"documents": [null]' in text
+    assert '"prefix_lm": [null]' in text
+    # a page built from the command line holds predict()'s messages, spelled as the API
+    # (its controls are not the command's options)
+    assert main(["explore", "--out", str(out), "--hw", "tpu-v5p", *small[5:]]) == 0
+    assert "kernel=None on TPU v5p" in out.read_text()
     capsys.readouterr()
     assert main([*small, "--windows", "-4"]) == 2
     assert "--windows '-4' must be positive integers (or none)" in capsys.readouterr().err

@@ -149,7 +149,7 @@ def _check_address(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.arguments import output_file
-    from perfmodel.errors import PerfmodelError
+    from perfmodel.errors import PerfmodelError, cli_spelling
     from perfmodel.report.explore import size_of, summary, write_page
     from perfmodel.report.explore_grid import Grid
 
@@ -175,7 +175,8 @@ def run(args: argparse.Namespace) -> int:
         k: v if k == "steps_per_octave" else tuple(v) for k, v in given.items() if v is not None
     }
     grid = Grid(**options).check()
-    path, data = write_page(out, args.measurements, grid)
+    with cli_spelling({}):  # the page's messages are predict()'s: its controls are no options
+        path, data = write_page(out, args.measurements, grid)
     print(f"wrote {path} ({size_of(path)}: {summary(data)})")
     if args.serve:
         serve(path, args.host, args.port)
