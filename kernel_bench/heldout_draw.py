@@ -7,6 +7,7 @@ kernels and cuDNN in one run, with perfmodel's predictions committed before it::
     git add PRED.json && git commit                                     # the evidence
     python -m kernel_bench.heldout_draw measure --predictions PRED.json \\
         --out MEAS.json --details DETAILS.json --budget-s 200          # GPU, jax only
+    python -m kernel_bench.heldout_draw score --predictions PRED.json --measured MEAS.json
 
 **The draw** (``draw``, seed ``SEED``): for each mode a list of shapes, each field drawn
 independently with Python's ``random.Random(SEED)``:
@@ -462,6 +463,50 @@ def run_ceilings() -> dict:
     return measure_ceilings()
 
 
+def prediction_key(row: dict) -> tuple:
+    """A prediction's (or a measured point's, as a dict) job and family."""
+    fields = ("implementation", "n", "kv_len", "d", "h", "h_kv", "batch", "dtype", "causal")
+    return (*(row[k] for k in fields), row.get("phase") or "decode", row["family"])
+
+
+def scored(pred_path: Path, measured: Path) -> dict[str, list[tuple[float, float, float]]]:
+    """Per ``perfmodel validate`` group, (committed prediction / measured - 1, measured,
+    committed t_lower_s) of every ok point: the held-out figures, from the predictions
+    committed before the run (no model is run)."""
+    from perfmodel.validation.compare import group_of, modelled
+    from perfmodel.validation.measured import load_measurements
+
+    table = {prediction_key(r): r for r in json.loads(pred_path.read_text())["predictions"]}
+    out: dict[str, list[tuple[float, float, float]]] = {}
+    for _, point in load_measurements([measured]):
+        if not modelled(point):
+            continue
+        row = table[prediction_key({**point.model_dump(), "phase": point.phase})]
+        m = float(point.median_s)
+        fastest = float(point.min_s or m)
+        out.setdefault(group_of(point), []).append(
+            (row["predicted_time_s"] / m - 1, fastest, row["predicted_t_lower_s"])
+        )
+    return out
+
+
+def score(pred_path: Path, measured: Path) -> str:
+    """The table of :func:`scored`: points, signed median, median and max |error|, and
+    points whose fastest run is below the committed ``t_lower_s``."""
+    import statistics
+
+    lines = [f"{'group':42s} {'points':>6s} {'signed':>7s} {'median':>7s} {'max':>7s} below"]
+    for group, rows in sorted(scored(pred_path, measured).items()):
+        errors = [e for e, _, _ in rows]
+        below = sum(fastest < floor for _, fastest, floor in rows)
+        lines.append(
+            f"{group:42s} {len(rows):6d} {statistics.median(errors):+7.1%} "
+            f"{statistics.median(abs(e) for e in errors):7.1%} "
+            f"{max(abs(e) for e in errors):7.1%} {below:5d}"
+        )
+    return "\n".join(lines)
+
+
 def _write_json(path: Path, data) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.tmp{os.getpid()}")
@@ -481,7 +526,13 @@ def main(argv=None) -> int:
     m.add_argument("--details", type=Path, required=True)
     m.add_argument("--budget-s", type=float, default=200.0)
     m.add_argument("--run-name", default="heldout2", help="the run_id's prefix")
+    sc = sub.add_parser("score", help="CPU: the committed predictions against a measurement")
+    sc.add_argument("--predictions", type=Path, required=True)
+    sc.add_argument("--measured", type=Path, required=True)
     args = ap.parse_args(argv)
+    if args.verb == "score":
+        print(score(args.predictions, args.measured))
+        return 0
     if args.verb == "predict":
         _write_json(args.out, predictions(args.seed))
         print(f"wrote {args.out}")

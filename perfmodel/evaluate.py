@@ -30,7 +30,7 @@ from perfmodel import roofline
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.ceilings import interpolate
 from perfmodel.catalog.hardware import HardwareSpec
-from perfmodel.catalog.kernels import KernelFamily
+from perfmodel.catalog.kernels import WIDE_HEAD_DIM, KernelFamily
 from perfmodel.compile import Compiled, compiled_named
 from perfmodel.costs import MODES, masks
 from perfmodel.errors import PerfmodelError
@@ -441,6 +441,9 @@ class Context:
     calibration: Calibration
     efficiency: dict[str, Num]
     launch_s: Num
+    #: The compute overlap at each point's head dim (:func:`compute_overlap_at`); None:
+    #: the calibration's ``compute_overlap``.
+    overlap: Num | None = None
 
 
 #: The result columns a caller asks for (None: every one). ``time_s`` is always there.
@@ -491,7 +494,18 @@ def overlap(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     softmax overlap (``roofline.combine``). Other resident blocks do not add to it: on
     the H200 our Triton kernel with 2-5 blocks per SM runs as its softmax and matmuls
     added up (docs/model.md)."""
-    return t._replace(overlap=c.calibration.compute_overlap)
+    return t._replace(overlap=c.calibration.compute_overlap if c.overlap is None else c.overlap)
+
+
+def compute_overlap_at(calibration: Calibration, d: Num | None) -> Num:
+    """The profile's compute overlap at head dim ``d`` (numbers or columns): its
+    ``wide_compute_overlap`` above ``WIDE_HEAD_DIM`` where it states one, else (and with
+    no ``d``) its ``compute_overlap``."""
+    wide = calibration.wide_compute_overlap
+    if wide is None or d is None:
+        return calibration.compute_overlap
+    out = np.where(np.greater(d, WIDE_HEAD_DIM), wide, calibration.compute_overlap)
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def exposed_latency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
@@ -608,7 +622,8 @@ def estimate_steps(
     then each effect applied to every kernel, summed over the kernels. ``d``: the head
     dim, where the profile's matmul fraction was measured by head dim; ``fp16``: 1 where
     the point is fp16 (the profile's ``matmul_fp16_ratio`` applies), else 0."""
-    context = Context(calibration, roof_fractions(calibration, d, fp16), launch)
+    fractions = roof_fractions(calibration, d, fp16)
+    context = Context(calibration, fractions, launch, compute_overlap_at(calibration, d))
     states = [KernelTime(k.floor) for k in kernels]
     timed = _timed(states) if every else None
     totals = [_total(timed)] if timed is not None else []

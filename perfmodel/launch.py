@@ -38,7 +38,12 @@ import numpy as np
 import numpy.typing as npt
 
 from perfmodel.catalog.hardware import HardwareSpec
-from perfmodel.catalog.kernels import KernelFamily, load_kernel, padded_head_dim
+from perfmodel.catalog.kernels import (
+    ON_CHIP_HEAD_DIM_PADDING,
+    KernelFamily,
+    load_kernel,
+    padded_head_dim,
+)
 from perfmodel.compile import Compiled, compiled_named
 from perfmodel.costs import masks
 from perfmodel.errors import PerfmodelError
@@ -215,6 +220,17 @@ def default_tiles(
     return bq, bk, w, stages, ahead
 
 
+def tile_limit(family: KernelFamily, d: Column, causal: Column, arch: str | None) -> Column:
+    """The blocks per SM the family's own tile at each point states (``Tile.blocks_per_sm``:
+    registers the accumulators do not account for), infinity where it states none."""
+
+    def limit(dim: float, masked: float) -> tuple[float]:
+        stated = family.tile_for(int(dim), causal=bool(masked), arch=arch).blocks_per_sm
+        return (np.inf if stated is None else float(stated),)
+
+    return _by_unique(limit, d, causal)[0]
+
+
 @dataclass(frozen=True)
 class BackwardLaunch:
     """The backward's tile (both its kernels), blocks per SM of its dK/dV kernel, the
@@ -252,7 +268,8 @@ def pad_copies(
     writes it padded (or the reverse). ``per_side``: tensors of each side copied (the
     forward: Q and O, K and V; the backward: Q, O, dO and dQ, K, V, dK and dV)."""
     zero = np.zeros(n.shape)
-    if family.sequence_padding == "none" and family.head_dim_padding == "none":
+    on_chip = family.head_dim_padding in ON_CHIP_HEAD_DIM_PADDING  # the kernel pads d itself
+    if family.sequence_padding == "none" and (family.head_dim_padding == "none" or on_chip):
         return zero, zero
     rows = block_q
     if family.sequence_padding == "per_consumer":
@@ -264,7 +281,7 @@ def pad_copies(
     if family.sequence_padding == "none":
         rows = keys = np.ones(n.shape)
     n_pad, m_pad = np.ceil(n / rows) * rows, np.ceil(m / keys) * keys
-    wider = d_run != d
+    wider = (d_run != d) & (not on_chip)
     q_copy = (n_pad != n) | wider
     kv_copy = (m_pad != m) | wider
     q_bytes = b * h * (n * d + n_pad * d_run) * s  # Q in, and as much for O out
@@ -574,6 +591,9 @@ def _block(
     check_fits(hw, smem, lambda: _what(bq, bk, d, None if named else family.name))
     producers = np.full(size, float(WARP * family.producer_warps))
     blocks, spilled = capacity(hw, smem, regs, threads, producers)
+    own = (bq == bq_d) & (bk == bk_d) & (w == w_d)  # the family's own tile: its register limit
+    if own.any():
+        blocks = np.where(own, np.minimum(blocks, tile_limit(family, d, masked, hw.arch)), blocks)
     return bq, bk, w, stages, ahead, smem, acc_bytes, regs, threads, producers, blocks, spilled
 
 

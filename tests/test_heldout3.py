@@ -75,10 +75,8 @@ def test_no_held_out_point_is_below_the_floor():
     assert rows and not [r.label() for r in rows if r.violates_lower_bound]
 
 
-def test_the_committed_predictions_are_what_the_model_predicts():
-    """The figures above are those of the predictions committed before the run: the
-    model has not moved under them since (a change that moves them refreshes this file
-    and says so)."""
+def _committed_groups() -> dict[str, np.ndarray]:
+    """Each group's errors with the predictions committed before the run (8b3b4ca)."""
     pred = json.loads(PREDICTIONS.read_text())
 
     def key(d: dict) -> tuple:
@@ -87,7 +85,22 @@ def test_the_committed_predictions_are_what_the_model_predicts():
         ) + (d["causal"], d.get("phase") or "decode", d["family"])
 
     table = {key(r): r["predicted_time_s"] for r in pred["predictions"]}
-    rows = compare(every_point(load_measurements([HELDOUT])))
-    for r in rows:
+    out: dict[str, list[float]] = {}
+    for r in compare(select(load_measurements([HELDOUT]))):
         point = {**r.point.model_dump(), "phase": r.point.phase or "decode"}
-        assert r.predicted_s == pytest.approx(table[key(point)], rel=1e-9), r.label()
+        out.setdefault(group_of(r.point), []).append(table[key(point)] / r.measured_s - 1)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("key", sorted(RECORDED))
+def test_the_recorded_figures_are_those_of_the_committed_predictions(key):
+    """The figures above are those of the predictions committed before the run. The
+    model has moved since on draw 3 as development data (cuDNN's head dim padded on chip,
+    the softmax overlap above d = 128, Triton's d = 256 tile at one block per SM:
+    docs/validation/heldout4.md); the test above holds today's model to them."""
+    errors = _committed_groups()[key]
+    points, signed, absolute, top = RECORDED[key]
+    assert len(errors) == points
+    assert np.median(errors) == pytest.approx(signed, abs=0.0006)
+    assert np.median(np.abs(errors)) == pytest.approx(absolute, abs=0.0006)
+    assert np.max(np.abs(errors)) == pytest.approx(top, abs=0.0006)

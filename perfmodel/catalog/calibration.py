@@ -51,6 +51,9 @@ class Calibration(BaseModel):
     #: How far the compute roofs of one kernel overlap: 1 = perfectly (the roofline's max),
     #: 0 = not at all (matmul, exp and vector work add up, as in one warp's FA-2 loop).
     compute_overlap: Fraction = 1.0
+    #: ``compute_overlap`` at head dims above ``kernels.WIDE_HEAD_DIM``, where it differs
+    #: (the family's ``wide_softmax_overlap``); None: ``compute_overlap`` at every d.
+    wide_compute_overlap: Fraction | None = None
     #: Fixed cost of each thread block of a tiled kernel (loading Q, filling the K/V
     #: pipeline, writing O), in units of one inner-loop step.
     block_overhead_tiles: Ratio = 0.0
@@ -173,5 +176,6 @@ def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Ca
             "kernel": family.name,
             "algorithm": "flash",
             "compute_overlap": family.compute_overlap,
+            "wide_compute_overlap": family.wide_softmax_overlap,
         }
     )

@@ -69,6 +69,10 @@ class Tile(BaseModel):
     #: do not say it (a Triton launch of ``num_stages`` N keeps N - 1; 0: no prefetch).
     #: Otherwise :meth:`KernelFamily.loads_ahead`.
     loads_ahead: NonNegative | None = None
+    #: The most blocks an SM holds at this tile, where the registers the compiler gives a
+    #: thread (operands and addressing besides the accumulators ``launch.capacity``
+    #: counts) allow fewer than shared memory and the accumulators: ``launch.tile_limit``.
+    blocks_per_sm: Count | None = None
     arch: str | None = None
     causal: Flag | None = None
 
@@ -107,9 +111,16 @@ class Fp8(BaseModel):
 
 
 #: The head dim a kernel runs a call at: d itself, the next power of two (at least 16:
-#: Q, K and V zero-padded, our Triton kernels), or the next multiple of 16 (the wgmma K
-#: step: our Mosaic kernel).
-HeadDimPadding = Literal["none", "power_of_two", "multiple_of_16"]
+#: Q, K and V zero-padded, our Triton kernels), the next multiple of 16 (the wgmma K
+#: step: our Mosaic kernel), or the next multiple of 64 padded on chip (the kernel's
+#: tiles are 64 columns wide; no copies: cuDNN's, ``ON_CHIP_HEAD_DIM_PADDING``).
+HeadDimPadding = Literal["none", "power_of_two", "multiple_of_16", "multiple_of_64_on_chip"]
+#: Head dims above this are "wide" (``KernelFamily.wide_softmax_overlap``).
+WIDE_HEAD_DIM = 128
+#: The rules under which the kernel itself pads (its tiles wider than d, the inputs as
+#: they are): no XLA copies around it (``launch.pad_copies``).
+ON_CHIP_HEAD_DIM_PADDING = frozenset({"multiple_of_64_on_chip"})
+_HEAD_DIM_STEP = {"multiple_of_16": 16.0, "multiple_of_64_on_chip": 64.0}
 
 
 def padded_head_dim(rule: str, d: Any) -> Any:
@@ -120,7 +131,8 @@ def padded_head_dim(rule: str, d: Any) -> Any:
     if rule == "power_of_two":
         out = np.maximum(16.0, 2.0 ** np.ceil(np.log2(arr)))
     else:
-        out = np.ceil(arr / 16.0) * 16.0
+        step = _HEAD_DIM_STEP[rule]
+        out = np.ceil(arr / step) * step
     return float(out) if np.ndim(out) == 0 else out
 
 
@@ -246,6 +258,10 @@ class KernelFamily(BaseModel):
     #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
     #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
     softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
+    #: The same share at head dims above ``WIDE_HEAD_DIM`` (the O accumulator of a 64-row
+    #: consumer is then over 64 float32 registers a thread, the key tile half as wide),
+    #: where it differs; None: ``softmax_overlap`` at every d.
+    wide_softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
     tiles: tuple[Tile, ...] = ()
     #: Compute capabilities the family's kernels run on ("sm90"); empty: any device.
     archs: tuple[str, ...] = ()
@@ -339,6 +355,7 @@ class KernelFamily(BaseModel):
                 producer_warps=bwd.producer_warps,
                 softmax="overlapped" if bwd.producer_warps else "between",
                 softmax_overlap=bwd.softmax_overlap,
+                wide_softmax_overlap=None,
                 sequence_padding=bwd.sequence_padding or owner.sequence_padding,
                 head_dim_padding=bwd.head_dim_padding or owner.head_dim_padding,
                 tiles=tiles,

@@ -1,0 +1,89 @@
+"""Held-out draw 4 (issue 21, items 4 and 5): committed data, no timing.
+
+``specs/measurements/h200-heldout4-2026-12-02.json``: shapes drawn by
+``kernel_bench/heldout_draw.py`` with seed 20261203 (none equal to a committed point),
+the model's predictions committed before the GPU run (1448e8d: the model at d7a45b7 with
+the Mosaic forward's sequence padding "none", as the kernel ran), measured once
+(docs/validation/heldout4.md). The recorded figures are those of the committed
+predictions (``heldout_draw score``); today's model is held to them with a margin, so a
+change that makes it worse on these shapes fails here. The issue's targets that held
+on the draw are asserted as such; the ones that missed are not claimed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernel_bench.heldout_draw import scored
+from perfmodel.catalog.data import data_dir
+from perfmodel.validation.compare import compare, every_point, group_of, select
+from perfmodel.validation.measured import load_measurements
+
+HELDOUT = Path(data_dir("measurements")) / "h200-heldout4-2026-12-02.json"
+PREDICTIONS = (
+    Path(data_dir("measurements")) / "details" / "h200-heldout4-2026-12-02.predictions.json"
+)
+MARGIN = 0.03
+#: group -> (points, signed median, median |error|, max |error|), committed predictions
+RECORDED = {
+    "cudnn": (12, -0.0395, 0.0568, 0.2568),  # 2 jobs past the run's budget
+    "cudnn (decode)": (8, 0.3558, 0.3560, 0.7241),
+    "cudnn (train)": (2, -0.2172, 0.2172, 0.3252),  # cuDNN refused 4 of the 6 shapes
+    "paged_decode": (8, 0.4934, 0.4934, 1.2008),
+    "pallas_flash": (13, -0.0107, 0.1093, 0.2628),  # ours on Triton
+    "pallas_flash [pallas-mosaic]": (13, -0.0549, 0.0549, 0.2466),
+    "pallas_flash [pallas-mosaic] (train)": (6, -0.0512, 0.0628, 0.2107),
+}
+#: issue 21's targets that held on the draw: (group, statistic, bound); the rest missed
+#: (docs/validation/heldout4.md: every forward median and max, both decodes, the signed
+#: medians but ours on Triton's, the training-step max and cuDNN's training step)
+HELD = (
+    ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 6.3 %
+    ("pallas_flash", "signed", 0.03),  # -1.1 %
+)
+
+pytestmark = pytest.mark.skipif(not HELDOUT.exists(), reason="no held-out draw 4")
+
+
+def _stats(errors) -> tuple[int, float, float, float]:
+    e = np.asarray(errors)
+    return len(e), float(np.median(e)), float(np.median(np.abs(e))), float(np.max(np.abs(e)))
+
+
+@pytest.mark.parametrize("key", sorted(RECORDED))
+def test_the_recorded_figures_are_those_of_the_committed_predictions(key):
+    points, signed, absolute, top = _stats([e for e, _, _ in scored(PREDICTIONS, HELDOUT)[key]])
+    assert (points, signed, absolute, top) == pytest.approx(RECORDED[key], abs=0.0006)
+
+
+def _today() -> dict[str, np.ndarray]:
+    out: dict[str, list[float]] = {}
+    for r in compare(select(load_measurements([HELDOUT]))):
+        out.setdefault(group_of(r.point), []).append(r.error)
+    return {k: np.asarray(v) for k, v in out.items()}
+
+
+@pytest.mark.parametrize("key", sorted(RECORDED))
+def test_todays_model_is_no_worse_on_the_draw(key):
+    points, signed, absolute, top = RECORDED[key]
+    _, t_signed, t_absolute, t_top = _stats(_today()[key])
+    assert abs(t_signed) <= abs(signed) + MARGIN
+    assert t_absolute <= absolute + MARGIN
+    assert t_top <= top + MARGIN
+
+
+@pytest.mark.parametrize(("key", "statistic", "bound"), HELD)
+def test_the_targets_that_held(key, statistic, bound):
+    _, signed, absolute, top = _stats([e for e, _, _ in scored(PREDICTIONS, HELDOUT)[key]])
+    value = {"signed": abs(signed), "median": absolute, "max": top}[statistic]
+    assert value <= bound
+
+
+def test_no_held_out_point_is_below_the_floor():
+    rows = compare(every_point(load_measurements([HELDOUT])))
+    assert rows and not [r.label() for r in rows if r.violates_lower_bound]
+    committed = scored(PREDICTIONS, HELDOUT)
+    assert not [g for g, rs in committed.items() if any(f < lo for _, f, lo in rs)]
