@@ -45,6 +45,7 @@ from perfmodel.catalog.kernels import (
     padded_head_dim,
 )
 from perfmodel.compile import Compiled, compiled_named
+from perfmodel.costs import masks
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import Num
 from perfmodel.shape import Shape
@@ -449,15 +450,29 @@ def kv_splits(
     b: Column,
     pack: Column,
     block_q: Column,
+    mask: masks.Mask | None = None,
 ) -> Column:
-    """The family's split-KV choice: programs counted with its split kernel's tiles."""
+    """The family's split-KV choice: programs counted with its split kernel's tiles, over
+    the K/V blocks one program walks (all of them; under a ``mask`` only those it visits)."""
     split_bq = block_q if family.split_block_q is None else family.split_block_q
     grid = programs(n, h, b, pack, split_bq)
     if family.split_block_k:
         (bk,) = _by_unique(lambda dim: (family.split_block_k_for(int(dim)),), d)
     else:
         bk = np.broadcast_to(split_bq, n.shape)
-    return split_rule(family, hw, grid, np.ceil(m / bk))
+    return split_rule(family, hw, grid, kv_blocks_of(mask, n, m, split_bq, bk, pack))
+
+
+def kv_blocks_of(
+    mask: masks.Mask | None, n: Column, m: Column, block_q: Any, block_k: Column, pack: Column
+) -> Column:
+    """K/V blocks one program walks, the count the split rules divide: ``ceil(m /
+    block_k)``, or under a mask the most any program visits (``masks.kv_blocks_walked``:
+    a window's keys, not the cache's)."""
+    if mask is None or mask.is_dense:
+        return np.ceil(m / block_k)
+    walked = masks.kv_blocks_walked(mask, n=n, m=m, block_q=block_q, block_k=block_k, pack=pack)
+    return np.asarray(np.maximum(walked, 1.0), dtype=np.float64)
 
 
 def resolve(
@@ -477,12 +492,14 @@ def resolve(
     warps: Any = None,
     splits: Any = None,
     limits: bool = True,
+    mask: masks.Mask | None = None,
 ) -> Launch:
     """Tiles (the family's unless named), packing, splits and on-chip fit for each point
     (numbers or columns; the result is columns). A named tile that does not fit is an
     error naming the limit; the family's own defaults are what its sources say it
     launches. ``limits=False``: no floor will be taken over other launches, the split
-    limits are 1 (nothing to try)."""
+    limits are 1 (nothing to try). ``mask`` (``costs.masks``): splits and their limits
+    count only the K/V blocks a program visits under it."""
     n, m, d, h, h_kv, b, s = (_column(v) for v in (n, m, d, h, h_kv, b, s))
     size = max(len(v) for v in (n, m, d, h, h_kv, b, s, np.atleast_1d(causal)))
     n, m, d, h, h_kv, b, s = (np.broadcast_to(v, (size,)) for v in (n, m, d, h, h_kv, b, s))
@@ -505,10 +522,12 @@ def resolve(
     )
 
     def limit(at: Column) -> Column:
-        return split_limit(family, hw, n=n, m=m, h=h, b=b, pack=at, block_q=bq, block_k=bk)
+        return split_limit(
+            family, hw, n=n, m=m, h=h, b=b, pack=at, block_q=bq, block_k=bk, mask=mask
+        )
 
     if splits is None:
-        chosen = kv_splits(family, hw, n=n, m=m, d=d, h=h, b=b, pack=pack, block_q=bq)
+        chosen = kv_splits(family, hw, n=n, m=m, d=d, h=h, b=b, pack=pack, block_q=bq, mask=mask)
     else:
         chosen = np.broadcast_to(_column(splits), (size,))
     return Launch(
@@ -603,7 +622,11 @@ def _block_point(
 def _point(family: ByIdentity, hw: ByIdentity, *args: Any) -> Launch:
     names = ("n", "m", "d", "h", "h_kv", "b", "s", "causal", "block_q", "block_k", "warps")
     columns = resolve(
-        family.obj, hw.obj, **dict(zip(names, args[:-1], strict=True)), splits=args[-1]
+        family.obj,
+        hw.obj,
+        **dict(zip(names, args[:-2], strict=True)),
+        splits=args[-2],
+        mask=args[-1],
     )
     return columns.point()
 
@@ -624,16 +647,18 @@ def resolve_point(
     block_k: int | None = None,
     warps: int | None = None,
     splits: int | None = None,
+    mask: masks.Mask | None = None,
 ) -> Launch:
     """:func:`resolve` of one point (a one-row launch), cached: ``predict`` asks for the
     same shapes again and again."""
-    args = (n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits)
+    args = (n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits, mask)
     return _point(ByIdentity(family), ByIdentity(hw), *args)
 
 
 def launch_of(shape: Shape, hw: HardwareSpec) -> Launch:
     """The one-row launch (plain floats) of a shape with n set: its kernel family, and
-    its tiles, warps and splits where it names them."""
+    its tiles, warps and splits where it names them; its splits over the K/V blocks its
+    mask visits (``Shape.mask``), as ``predict`` launches it."""
     return resolve_point(
         load_kernel(shape.kernel),
         hw,
@@ -643,6 +668,7 @@ def launch_of(shape: Shape, hw: HardwareSpec) -> Launch:
         block_k=shape.block_k,
         warps=shape.warps,
         splits=shape.splits,
+        mask=shape.mask(),
     )
 
 
@@ -673,13 +699,15 @@ def split_limit(
     pack: Column,
     block_q: Column,
     block_k: Column,
+    mask: masks.Mask | None = None,
 ) -> Column:
     """The most K/V chunks worth trying for the floor at ``pack``: no more than the
-    family's ``max_splits`` or the K/V blocks, and no more than fill every SM (past
-    that a split only adds partials and the combine kernel's work)."""
+    family's ``max_splits`` or the K/V blocks a program walks (:func:`kv_blocks_of`),
+    and no more than fill every SM (past that a split only adds partials and the combine
+    kernel's work)."""
     grid = programs(n, h, b, pack, block_q)
     fill = np.ceil(hw.sm_count / np.maximum(grid, 1))
-    kv_blocks = np.ceil(m / block_k)
+    kv_blocks = kv_blocks_of(mask, n, m, block_q, block_k, pack)
     most = np.minimum(np.minimum(float(family.max_splits), kv_blocks), fill)
     return np.asarray(np.maximum(1.0, most), dtype=np.float64)
 
