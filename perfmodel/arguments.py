@@ -35,7 +35,7 @@ from typing import Any, cast
 
 import numpy as np
 
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import PerfmodelError, spell
 from perfmodel.vocabulary import BYTES_PER_ELEMENT, Algorithm, NaiveCompile
 
 # --- limits: beyond them a count would be unphysical or overflow a float ------------------
@@ -63,8 +63,9 @@ def _show(value: Any) -> str:
 
 
 def fail(name: str, value: Any, must: str) -> PerfmodelError:
-    """The error for ``name=value``: ``n=0 must be a positive integer``."""
-    return PerfmodelError(f"{name}={_show(value)} {must}")
+    """The error for ``name=value``: ``n=0 must be a positive integer`` (``--n 0 ...`` from
+    the command line: ``errors.spell``)."""
+    return PerfmodelError(f"{spell(name, value, _show(value))} {must}")
 
 
 # --- parameter kinds ----------------------------------------------------------------------

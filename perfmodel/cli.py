@@ -14,7 +14,7 @@ import importlib
 import sys
 from typing import NoReturn
 
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import PerfmodelError, cli_spelling
 
 #: Subcommand modules under perfmodel.commands, in the order ``--help`` lists them.
 COMMANDS = (
@@ -94,6 +94,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _options(parser: argparse.ArgumentParser, command: str) -> dict[str, str]:
+    """The command's options by the API argument each one sets (``kv_len`` ->
+    ``--kv-len``), its sub-commands' too: how its error messages name them."""
+    out: dict[str, str] = {}
+    todo = [_subcommand(parser, command)]
+    while todo:
+        p = todo.pop()
+        for action in p._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                todo += list(action.choices.values())
+            long = [o for o in action.option_strings if o.startswith("--")]
+            if long and action.dest not in ("help",):
+                out.setdefault(action.dest, long[0])
+    return out
+
+
+def _subcommand(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    chosen: argparse.ArgumentParser = sub.choices[command]
+    return chosen
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
@@ -102,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
         print("perfmodel: error: give a command (listed above)", file=sys.stderr)
         return 2
     try:
-        return int(args.func(args) or 0)
+        with cli_spelling(_options(parser, args.command)):  # messages name --options
+            return int(args.func(args) or 0)
     except PerfmodelError as e:
         print(f"perfmodel: error: {e}", file=sys.stderr)
         return 2

@@ -45,6 +45,7 @@ from perfmodel.catalog.kernels import (
     padded_head_dim,
 )
 from perfmodel.compile import Compiled, compiled_named
+from perfmodel.costs import masks
 from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.roofline import rows as picked
@@ -464,8 +465,10 @@ def kv_splits(
     b: Num,
     pack: Num,
     block_q: Num,
+    mask: masks.Mask | None = None,
 ) -> Num:
-    """The family's split-KV choice: programs counted with its split kernel's tiles."""
+    """The family's split-KV choice: programs counted with its split kernel's tiles, over
+    the K/V blocks one program walks (all of them; under a ``mask`` only those it visits)."""
     split_bq = block_q if family.split_block_q is None else family.split_block_q
     grid = programs(n, h, b, pack, split_bq)
     xp = xp_of(n, m, d)
@@ -476,7 +479,23 @@ def kv_splits(
         (bk,) = _by_unique(lambda dim: (family.split_block_k_for(int(dim)),), cast(Column, d))
     else:
         bk = split_bq if xp is FLOATS else np.broadcast_to(split_bq, np.shape(n))
-    return split_rule(family, hw, grid, xp.ceil(m / bk))
+    return split_rule(family, hw, grid, kv_blocks_of(mask, n, m, split_bq, bk, pack))
+
+
+def kv_blocks_of(
+    mask: masks.Mask | None, n: Num, m: Num, block_q: Any, block_k: Num, pack: Num
+) -> Num:
+    """K/V blocks one program walks, the count the split rules divide: ``ceil(m /
+    block_k)``, or under a mask the most any program visits (``masks.kv_blocks_walked``:
+    a window's keys, not the cache's; one point's as a one-row column)."""
+    xp = xp_of(n, m, block_k, pack)
+    if mask is None or mask.is_dense:
+        return xp.ceil(m / block_k)
+    if xp is FLOATS:
+        rows = (_column(v) for v in (n, m, block_q, block_k, pack))
+        return float(kv_blocks_of(mask, *rows)[0])  # type: ignore[index]
+    walked = masks.kv_blocks_walked(mask, n=n, m=m, block_q=block_q, block_k=block_k, pack=pack)
+    return np.asarray(np.maximum(walked, 1.0), dtype=np.float64)
 
 
 def resolve(
@@ -496,12 +515,14 @@ def resolve(
     warps: Any = None,
     splits: Any = None,
     limits: bool = True,
+    mask: masks.Mask | None = None,
 ) -> Launch:
     """Tiles (the family's unless named), packing, splits and on-chip fit for each point
     (numbers or columns; the result is columns). A named tile that does not fit is an
     error naming the limit; the family's own defaults are what its sources say it
     launches. ``limits=False``: no floor will be taken over other launches, the split
-    limits are 1 (nothing to try)."""
+    limits are 1 (nothing to try). ``mask`` (``costs.masks``): splits and their limits
+    count only the K/V blocks a program visits under it."""
     n, m, d, h, h_kv, b, s = (_column(v) for v in (n, m, d, h, h_kv, b, s))
     size = max(len(v) for v in (n, m, d, h, h_kv, b, s, np.atleast_1d(causal)))
     n, m, d, h, h_kv, b, s = (np.broadcast_to(v, (size,)) for v in (n, m, d, h, h_kv, b, s))
@@ -516,7 +537,7 @@ def resolve(
         d_run = np.asarray(padded_head_dim(family.head_dim_padding, d), dtype=np.float64)
         block = _block(family, hw, d_run, s, masked, *tiles)
     sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s)
-    return _assemble(family, hw, block, d_run, sizes, splits, limits)
+    return _assemble(family, hw, block, d_run, sizes, splits, limits, mask)
 
 
 def _assemble(
@@ -527,6 +548,7 @@ def _assemble(
     sizes: Mapping[str, Num],
     splits: Num | None,
     limits: bool,
+    mask: masks.Mask | None = None,
 ) -> Launch:
     """:func:`resolve`'s second half, from its block (:func:`_block`): what depends on n,
     the heads and the batch. Columns, or one point's numbers (:func:`resolve_point`)."""
@@ -541,10 +563,14 @@ def _assemble(
     ones = xp.full_like(n, 1.0, dtype=np.float64)
 
     def limit(at: Num) -> Num:
-        return split_limit(family, hw, n=n, m=m, h=h, b=b, pack=at, block_q=bq, block_k=bk)
+        return split_limit(
+            family, hw, n=n, m=m, h=h, b=b, pack=at, block_q=bq, block_k=bk, mask=mask
+        )
 
     if splits is None:
-        chosen = kv_splits(family, hw, n=n, m=m, d=d_run, h=h, b=b, pack=pack, block_q=bq)
+        chosen = kv_splits(
+            family, hw, n=n, m=m, d=d_run, h=h, b=b, pack=pack, block_q=bq, mask=mask
+        )
     else:
         chosen = splits
     return Launch(
@@ -655,7 +681,7 @@ def _blocks_by_key(
 
 @functools.lru_cache(maxsize=4096)
 def _point(family: ByIdentity, hw: ByIdentity, *args: Any) -> Launch:
-    n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits = args
+    n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits, mask = args
     if splits is not None:
         check_multiple("splits", splits, 1)
         splits = float(splits)
@@ -663,7 +689,7 @@ def _point(family: ByIdentity, hw: ByIdentity, *args: Any) -> Launch:
     d_run, block = _block_point(family, hw, float(d), float(s), bool(causal), *tiles)
     sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s)
     plain = {k: float(v) for k, v in sizes.items()}
-    return _assemble(family.obj, hw.obj, block, d_run, plain, splits, True)
+    return _assemble(family.obj, hw.obj, block, d_run, plain, splits, True, mask)
 
 
 def resolve_point(
@@ -682,16 +708,18 @@ def resolve_point(
     block_k: int | None = None,
     warps: int | None = None,
     splits: int | None = None,
+    mask: masks.Mask | None = None,
 ) -> Launch:
     """:func:`resolve` of one point (a one-row launch), cached: ``predict`` asks for the
     same shapes again and again."""
-    args = (n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits)
+    args = (n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits, mask)
     return _point(ByIdentity(family), ByIdentity(hw), *args)
 
 
 def launch_of(shape: Shape, hw: HardwareSpec) -> Launch:
     """The one-row launch (plain floats) of a shape with n set: its kernel family, and
-    its tiles, warps and splits where it names them."""
+    its tiles, warps and splits where it names them; its splits over the K/V blocks its
+    mask visits (``Shape.mask``), as ``predict`` launches it."""
     return resolve_point(
         load_kernel(shape.kernel),
         hw,
@@ -701,6 +729,7 @@ def launch_of(shape: Shape, hw: HardwareSpec) -> Launch:
         block_k=shape.block_k,
         warps=shape.warps,
         splits=shape.splits,
+        mask=shape.mask(),
     )
 
 
@@ -731,14 +760,16 @@ def split_limit(
     pack: Num,
     block_q: Num,
     block_k: Num,
+    mask: masks.Mask | None = None,
 ) -> Num:
     """The most K/V chunks worth trying for the floor at ``pack``: no more than the
-    family's ``max_splits`` or the K/V blocks, and no more than fill every SM (past
-    that a split only adds partials and the combine kernel's work)."""
+    family's ``max_splits`` or the K/V blocks a program walks (:func:`kv_blocks_of`),
+    and no more than fill every SM (past that a split only adds partials and the combine
+    kernel's work)."""
     grid = programs(n, h, b, pack, block_q)
     xp = xp_of(grid, m, block_k)
     fill = xp.ceil(hw.sm_count / xp.maximum(grid, 1.0))
-    kv_blocks = xp.ceil(m / block_k)
+    kv_blocks = kv_blocks_of(mask, n, m, block_q, block_k, pack)
     most = xp.minimum(xp.minimum(float(family.max_splits), kv_blocks), fill)
     return xp.maximum(1.0, most) + 0.0  # a float (column)
 

@@ -33,7 +33,7 @@ from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
 from perfmodel.costs import masks, precision
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import PerfmodelError, named, spell
 from perfmodel.evaluate import (
     EFFECT_COLUMNS,
     EFFECT_NAMES,
@@ -66,7 +66,15 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
-from perfmodel.vocabulary import ALGORITHMS, ROOFS, NaiveCompile, bytes_per_element, symbol_values
+from perfmodel.vocabulary import (
+    ALGORITHMS,
+    ROOFS,
+    SHAPE_DEFAULTS,
+    NaiveCompile,
+    WindowAlign,
+    bytes_per_element,
+    symbol_values,
+)
 
 CalibrationArg = str | Path | Calibration | Sequence[str | Path | Calibration] | None
 
@@ -119,7 +127,7 @@ def calibration_profiles(
         if family is not None and refines and profile.algorithm != "naive":
             raise PerfmodelError(
                 f"calibration {profile.name!r} refines kernel family {profile.kernel!r}, "
-                f"not {family.name!r}; pass kernel={profile.kernel!r}"
+                f"not {family.name!r}; pass {spell('kernel', profile.kernel)}"
             )
         for a in ALGORITHMS if profile.algorithm is None else (profile.algorithm,):
             chosen[str(a)] = profile
@@ -138,24 +146,24 @@ def flash_family(
     if kernel is None:
         given = calibration if isinstance(calibration, list | tuple) else [calibration]
         profiles = [load_calibration(c) for c in given if c is not None]  # type: ignore[arg-type]
-        named = [p.kernel for p in profiles if p.algorithm != "naive"]
-        kernel = next((k for k in named if k), None)
+        refined = [p.kernel for p in profiles if p.algorithm != "naive"]
+        kernel = next((k for k in refined if k), None)
         if kernel is None and spec is not None and spec.kind == "tpu":
             raise PerfmodelError(
-                f"kernel=None on {spec.name}: no kernel family models a TPU kernel (each in "
-                "perfmodel kernels list is a GPU kernel); name one, e.g. kernel='fa2', to "
-                "cost its launch on this device's roofs"
+                f"{spell('kernel', None)} on {spec.name}: no kernel family models a TPU kernel "
+                "(each in perfmodel kernels list is a GPU kernel); name one, e.g. "
+                f"{spell('kernel', 'fa2')}, to cost its launch on this device's roofs"
             )
         kernel = kernel or "fa2"
     family = load_kernel(kernel)
     if family.algorithm != "flash":
         raise PerfmodelError(
-            f"kernel={family.name!r} is a {family.algorithm} family; kernel= names the fused "
-            f"side (naive= names how the naive side is compiled)"
+            f"{spell('kernel', family.name)} is a {family.algorithm} family; {named('kernel')} "
+            f"names the fused side ({named('naive')} names how the naive side is compiled)"
         )
     if spec is not None and family.archs and spec.arch not in family.archs:
         raise PerfmodelError(
-            f"kernel={family.name!r} runs on {', '.join(family.archs)} only, not on "
+            f"{spell('kernel', family.name)} runs on {', '.join(family.archs)} only, not on "
             f"{spec.name} (arch={spec.arch!r}); name another family (perfmodel kernels list)"
         )
     return family
@@ -251,11 +259,11 @@ def predict(
     n: int,
     hw: str | Path | HardwareSpec,
     *,
-    d: int = 128,
-    h: int = 1,
+    d: int = SHAPE_DEFAULTS["d"],
+    h: int = SHAPE_DEFAULTS["h"],
     h_kv: int | None = None,
-    batch: int = 1,
-    dtype: str = "fp16",
+    batch: int = SHAPE_DEFAULTS["batch"],
+    dtype: str = SHAPE_DEFAULTS["dtype"],
     causal: bool = False,
     block_q: int | None = None,
     block_k: int | None = None,
@@ -272,6 +280,7 @@ def predict(
     splits: int | None = None,
     page_tokens: int | None = None,
     window: int | tuple[int | None, int | None] | None = None,
+    window_align: str = WindowAlign.BOTTOM_RIGHT,
     segments: Sequence[int] | int | None = None,
     block_mask: Any = None,
     block_size: int | tuple[int, int] = masks.DEFAULT_BLOCK,
@@ -294,8 +303,10 @@ def predict(
     ``one_device_s`` is this prediction's ``flash.time_s``.
     Masks (``perfmodel.costs.masks``; every mode, one device, contiguous K/V):
     ``window`` (W, or (left, right) keys as ``jax.nn.dot_product_attention``'s
-    ``local_window_size``; with kv_len > n the queries are the last n positions, as in
-    decode), ``segments`` (packed document lengths, summing to n, or one length L:
+    ``local_window_size``; with kv_len > n, ``window_align`` places the queries:
+    "bottom_right", the last n positions, as a KV cache holds decode's new tokens, or
+    "top_left", the first n, as ``jax.nn`` and our kernels do; ``masks.query_offset``),
+    ``segments`` (packed document lengths, summing to n, or one length L:
     documents of L tokens, the last one what is left; self-attention),
     ``block_mask`` (a boolean array over tiles of ``block_size``, or a callable
     ``mask_mod(b, h, q_idx, kv_idx)``): the flash side, forward and backward, visits only
@@ -340,7 +351,13 @@ def predict(
     _check_shape(args["h"], h_kv, args["n"], m, args["causal"])
     engine = _Engine.of(spec, kernel, calibration, args["naive"], args["mode"], args["ceilings"])
     engine.variants(
-        dict(window=window, segments=segments, block_mask=block_mask, block_size=block_size),
+        dict(
+            window=window,
+            window_align=window_align,
+            segments=segments,
+            block_mask=block_mask,
+            block_size=block_size,
+        ),
         fp8_as_run,
         cp=args["cp"] != 1 or args["tp"] != 1,
         paged=page_tokens is not None,
@@ -516,7 +533,12 @@ class _Engine:
             raise PerfmodelError(f"fp8_as_run={fp8_as_run!r} must be True or False")
         self.forward_only(fp8_as_run=fp8_as_run or None)
         self.fp8_as_run = fp8_as_run
-        given = {k: v for k, v in mask.items() if v is not None and k != "block_size"}
+        masks.checked_align(mask["window_align"])
+        given = {
+            k: v
+            for k, v in mask.items()
+            if v is not None and k not in ("block_size", "window_align")
+        }
         if given:
             masks.refuse_unmodelled(", ".join(given), cp=cp, paged=bool(paged))
             self.mask_args = mask
@@ -545,12 +567,15 @@ class _Engine:
         a = self.mask_args
         if isinstance(point["n"], NUMBERS):
             n, m = int(point["n"]), int(point["m"])
-        elif not isinstance(a["segments"], int | np.integer | None) or a["block_mask"] is not None:
+        elif not isinstance(a["segments"], int | np.integer | None) or not (
+            a["block_mask"] is None or callable(a["block_mask"])
+        ):
             raise PerfmodelError(
-                "a list of segments and block_mask fit one n: use predict, not sweep "
-                "(sweep takes segments=L, documents of L tokens, at every n)"
+                "a list of segments and a block_mask array fit one n: use predict, not sweep "
+                "(sweep takes segments=L, documents of L tokens, and a callable block_mask "
+                "at every n)"
             )
-        else:  # a window, documents of L: one mask at every n; mask_of checks the worst
+        else:  # a window, documents of L, a mask_mod: one mask at every n; mask_of checks the worst
             ns, ms = (np.ravel(c) for c in np.broadcast_arrays(point["n"], point["m"]))
             gap = ms - ns if a["segments"] is None else -np.abs(ms - ns)
             worst = int(np.argmin(gap))
@@ -608,10 +633,13 @@ class _Engine:
         want = wanted or Wanted()
         spec, sizes = self.spec, {k: point[k] for k in _SIZES}
         fp16 = point.get("fp16", 0.0)  # fp16 points: the tensor cores' measured fp16 rate
+        mask = self.mask(point, causal)  # its K/V blocks are what the split rule divides
         if isinstance(point["n"], NUMBERS):
-            launch = resolve_point(self.family, spec, **sizes, causal=causal, **named)
+            launch = resolve_point(self.family, spec, **sizes, causal=causal, **named, mask=mask)
         else:
-            launch = resolve(self.family, spec, **sizes, causal=causal, **named, limits=want.floor)
+            launch = resolve(
+                self.family, spec, **sizes, causal=causal, **named, limits=want.floor, mask=mask
+            )
         # the fused kernel runs at its padded head dim (``KernelFamily.head_dim_padding``)
         run = {**sizes, "d": launch.head_dim}
         # the columns asked for (a training step's sum needs every one of its phases', the
@@ -620,7 +648,6 @@ class _Engine:
         if self.keys["naive"].naive != NaiveCompile.MINIMAL:
             fields.pop("naive", None)
         common = dict(causal=causal, hw=spec, peak=point["peak"])
-        mask = self.mask(point, causal)
         # the naive kernels have no tiles: nothing of the launch but the K/V stages
         # (which only the fused model reads) is a value of theirs
         naive_values = shape_values(spec, **sizes, kv_stages=launch.kv_stages, fp16=fp16)
@@ -905,7 +932,7 @@ def sweep(
         flags["ceilings"],
     )
     engine.variants(
-        {k: given[k] for k in ("window", "segments", "block_mask", "block_size")},
+        {k: given[k] for k in ("window", "window_align", "segments", "block_mask", "block_size")},
         given["fp8_as_run"],
         cp=(split["cp"], split["tp"]) != (1, 1),
         paged=_named(np.asarray(cols["page_tokens"])) is not None,

@@ -170,6 +170,7 @@ def _title(p: Prediction) -> str:
 def _mask_words(c: Shape) -> str:
     """`` causal``, `` causal window=(4095, 0)``, `` documents of 1024``... (masks' names)."""
     from perfmodel.costs.masks import Mask
+    from perfmodel.vocabulary import WindowAlign
 
     seg = c.segments
     words = Mask(
@@ -177,6 +178,7 @@ def _mask_words(c: Shape) -> str:
         window=c.window or (None, None),
         segments=seg if isinstance(seg, tuple) else None,
         doc_length=seg if isinstance(seg, int) else None,
+        **({"align": WindowAlign(c.window_align)} if c.window_align else {}),
     ).describe()
     words = "" if words == "dense" else words
     if c.block_mask:

@@ -25,13 +25,13 @@ import numpy as np
 
 from perfmodel.catalog.kernels import load_kernel
 from perfmodel.errors import PerfmodelError
-from perfmodel.vocabulary import symbol_values
+from perfmodel.vocabulary import SHAPE_DEFAULTS, symbol_values
 
 if TYPE_CHECKING:
     from perfmodel.catalog.hardware import HardwareSpec
 
 #: Fields that are ``predict`` keyword arguments only when set (None: the default).
-_OPTIONAL = ("n", "kv_len", "warps", "splits", "window", "segments")
+_OPTIONAL = ("n", "kv_len", "warps", "splits", "window", "window_align", "segments")
 
 
 @dataclass(frozen=True)
@@ -41,11 +41,11 @@ class Shape:
 
     n: int | None = None  #: query length; None in a sweep's template
     kv_len: int | None = None  #: keys and values per sequence (None: = n)
-    d: int = 128
-    h: int = 1
+    d: int = SHAPE_DEFAULTS["d"]
+    h: int = SHAPE_DEFAULTS["h"]
     h_kv: int | None = None  #: K/V heads (None: = h; fewer: GQA)
-    batch: int = 1
-    dtype: str = "fp16"
+    batch: int = SHAPE_DEFAULTS["batch"]
+    dtype: str = SHAPE_DEFAULTS["dtype"]
     causal: bool = False
     block_q: int | None = None
     block_k: int | None = None
@@ -61,6 +61,9 @@ class Shape:
     #: (left, right) keys, packed document lengths, and a block mask's description (the
     #: array or callable itself is not kept, so :meth:`kwargs` refuses to replay it).
     window: tuple[int | None, int | None] | None = None
+    #: Where fewer queries than keys sit under the window (None: ``predict``'s default,
+    #: "bottom_right"; ``perfmodel.costs.masks.query_offset``).
+    window_align: str | None = None
     segments: tuple[int, ...] | int | None = None  #: lengths, or L: documents of L tokens
     block_mask: str | None = None
 
@@ -98,6 +101,19 @@ class Shape:
             out.pop("n", None)
             out["batch"] = self.batch_at(n)
         return out
+
+    def mask(self) -> Any:
+        """The shape's mask (``perfmodel.costs.masks.Mask``: its window and documents, as
+        ``predict`` checks them), None without one; a block mask cannot be rebuilt."""
+        if self.window is None and self.segments is None:
+            return None
+        from perfmodel.costs import masks
+
+        m = self.n if self.kv_len is None else self.kv_len
+        align = {} if self.window_align is None else {"window_align": self.window_align}
+        return masks.mask_of(
+            self.n, m, causal=self.causal, window=self.window, segments=self.segments, **align
+        )
 
     def sizes(self) -> dict[str, Any]:
         """The cost models' size symbols of a shape with n set: n, m (= n unless kv_len),

@@ -46,6 +46,25 @@ SCHEMES = ("ring", "allgather", "ulysses")
 BALANCES = ("contiguous", "zigzag")
 
 
+class WindowAlign(_Name):
+    """Where fewer queries than keys sit among the keys, for a sliding window
+    (``perfmodel.costs.masks.query_offset``): query row q is at key position q + offset.
+    With as many queries as keys both are offset 0."""
+
+    #: the last n of the kv_len positions, offset kv_len - n: a KV cache's new tokens
+    #: (decode, chunked prefill); FlashAttention's ``window_size``, cuDNN's BOTTOM_RIGHT
+    BOTTOM_RIGHT = "bottom_right"
+    #: the first n positions, offset 0: ``jax.nn.dot_product_attention``'s
+    #: ``local_window_size`` and our kernels' ``window=`` (``pallas_kernels._common``)
+    TOP_LEFT = "top_left"
+
+
+#: ``predict``'s (and ``Shape``'s) shape defaults: the chapter's setting, one head of
+#: d = 128 in fp16, one sequence. The command line's options and help read them here
+#: (standard library only, so ``--help`` imports no model).
+SHAPE_DEFAULTS: dict[str, Any] = {"d": 128, "h": 1, "batch": 1, "dtype": "fp16"}
+
+
 class NaiveCompile(_Name):
     """How the naive side is compiled (``perfmodel.costs.naive``)."""
 

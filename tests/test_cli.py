@@ -64,3 +64,43 @@ def test_errors_are_one_line_exit_2(argv):
     assert proc.returncode == 2
     assert "Traceback" not in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_cli_errors_name_the_option_as_typed(capsys):
+    """From the command line a message names --kernel, --n, --window-align as typed
+    (errors.spell); from Python the same messages keep the API's spelling."""
+    import inspect
+
+    from perfmodel import predict
+    from perfmodel.errors import PerfmodelError
+
+    cases = [
+        (["--calibration", "h200-cudnn", "--kernel", "fa2"], "pass --kernel cudnn"),
+        (["--kernel", "xla-naive"], "--kernel xla-naive is a naive family; --kernel names"),
+        (["--n", "0"], "--n 0 must be a positive integer"),
+        (["--window", "3", "--window-align", "x"], "--window-align x must be one of"),
+    ]
+    for extra, message in cases:
+        argv = ["predict", "--n", "64", "--hw", "h200", *extra]
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert message in err and "kernel='" not in err and err.count("\n") == 1, err
+    assert main(["predict", "--n", "64", "--hw", "tpu-v6e"]) == 2
+    assert "--kernel (not given) on TPU v6e" in capsys.readouterr().err
+    with pytest.raises(PerfmodelError, match="pass kernel='cudnn'"):
+        predict(n=64, hw="h200", calibration="h200-cudnn", kernel="fa2")
+    with pytest.raises(PerfmodelError, match="n=0 must be"):
+        predict(n=0, hw="h200")
+    # the help's defaults are predict()'s, read from the one definition
+    defaults = inspect.signature(predict).parameters
+    from perfmodel.cli import build_parser
+
+    args = build_parser().parse_args(["predict", "--n", "64", "--hw", "h200"])
+    for name in ("d", "h", "batch"):
+        assert getattr(args, name) == defaults[name].default
+    with pytest.raises(SystemExit):
+        main(["predict", "--help"])
+    shown = capsys.readouterr().out
+    for name, text in (("d", "head dimension"), ("h", "query heads"), ("batch", "sequences")):
+        assert f"{text} (default: {defaults[name].default})" in shown
+    assert f"(default {defaults['dtype'].default}," in " ".join(shown.split())

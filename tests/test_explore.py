@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from perfmodel import predict
+from perfmodel.costs.masks import PrefixLM
 from perfmodel.errors import PerfmodelError
 from perfmodel.report import explore
 from perfmodel.report.explore_grid import Grid
@@ -37,6 +38,7 @@ GRID = Grid(
     batch=(1, 4),
     windows=(None,),
     documents=(None,),
+    prefixes=(None,),
 )
 #: The window control and the mask picker on a smaller grid (each mask is another table
 #: row for every setting: the product of the grid times the masks).
@@ -48,6 +50,7 @@ MASK_GRID = Grid(
     batch=(1,),
     windows=(None, 255, 4095),
     documents=(None, 2048),
+    prefixes=(None, 1024),
     steps_per_octave=1,
 )
 #: Launch facts the flash side reports in predict()'s config rather than its columns.
@@ -86,13 +89,19 @@ def random_config(rng: random.Random, data: dict) -> dict:
         kernel=rng.choice(["auto", "auto", *data["kernels"]]),
         window=rng.choice(data["axes"]["window"]),
         documents=rng.choice(data["axes"]["documents"]),
+        prefix_lm=rng.choice(data["axes"]["prefix_lm"]),
     )
 
 
 def predict_args(cfg: dict) -> dict:
-    out = {k: v for k, v in cfg.items() if k not in ("calibration", "kernel", "documents")}
+    skip = ("calibration", "kernel", "documents", "prefix_lm")
+    out = {k: v for k, v in cfg.items() if k not in skip}
     out["calibration"] = None if cfg["calibration"] == "default" else cfg["calibration"]
     out["segments"] = cfg.get("documents")  # the mask picker: documents of L tokens
+    if cfg.get("prefix_lm") is not None:  # the block-mask picker: attention-gym's prefix LM
+        out["block_mask"] = PrefixLM(cfg["prefix_lm"])
+    if cfg["dtype"] == "fp8 as run":  # the dtype select's FP8 as the family runs it
+        out |= dict(dtype="fp8", fp8_as_run=True)
     return out | {"kernel": None if cfg["kernel"] == "auto" else cfg["kernel"]}
 
 
@@ -224,22 +233,45 @@ def check_against_predict(data: dict, cases: list[dict]) -> tuple[list[dict], in
 
 
 def test_window_control_and_mask_picker_equal_predict_at_grid_points():
-    """The page's windows and documents of L tokens: every column of both sides, bit
-    for bit, against predict(window=W, segments=L), every mode and kernel family."""
+    """The page's windows, documents of L tokens and prefix-LM block masks: every column
+    of both sides, bit for bit, against predict(window=W, segments=L,
+    block_mask=PrefixLM(P)), every mode and kernel family."""
     data = mask_page_data()
     assert data["axes"]["window"] == [None, 255, 4095]
     assert data["axes"]["documents"] == [None, 2048]
+    assert data["axes"]["prefix_lm"] == [None, 1024]
     rng = random.Random(23)
-    cases = [random_config(rng, data) for _ in range(300)]
+    cases = [random_config(rng, data) for _ in range(400)]
     equal, refused, columns = check_against_predict(data, cases)
-    masked = {(cfg["window"], cfg["documents"], cfg["mode"]) for cfg in equal}
+    masked = {(cfg["window"], cfg["documents"], cfg["prefix_lm"], cfg["mode"]) for cfg in equal}
     print(f"\n{len(equal)} masked settings equal predict() ({columns} values), {refused} refused")
-    assert len(equal) > 150 and len(masked) == 3 * 2 * 3  # every mask in every mode
+    assert len(equal) > 200 and len(masked) == 3 * 2 * 2 * 3  # every mask in every mode
+    # the prefix LM narrows the work: about half the scores at n = 65536, prefix 1024
+    cfg = cases[0] | dict(n=2**16, d=128, h=32, h_kv=8, causal=False, mode="forward")
+    cfg |= dict(calibration="default", kernel="fa2", window=None, documents=None, prefix_lm=1024)
+    lm, dense = run_tables(data, [cfg, cfg | {"prefix_lm": None}])
+    assert 0.45 < lm["flash"]["matmul_flops"] / dense["flash"]["matmul_flops"] < 0.55
     # a window narrows the work: the same setting without one computes more scores
     cfg = cases[0] | dict(n=2**16, d=128, h=32, h_kv=8, causal=True, mode="forward")
     cfg |= dict(calibration="default", kernel="fa2", window=255, documents=None)
     narrow, wide = run_tables(data, [cfg, cfg | {"window": None}])
     assert narrow["flash"]["matmul_flops"] < wide["flash"]["matmul_flops"] / 50
+
+
+def test_fp8_as_run_is_a_dtype_choice_equal_to_predict():
+    """The dtype select's "fp8 as run" on a device with FP8: predict(dtype="fp8",
+    fp8_as_run=True) bit for bit (settings drawn from that choice), and for a family
+    with an FP8 kernel (fa3: P in FP8, O in BF16) other numbers than the plain FP8 model."""
+    data = page_data()
+    assert data["devices"]["H200 SXM"]["dtypes"][-2:] == ["fp8", "fp8 as run"]
+    assert "fp8 as run" not in data["devices"]["A100 SXM 80GB"]["dtypes"]  # no FP8 peak
+    rng = random.Random(29)
+    cases = [random_config(rng, data) | dict(hw="H200 SXM", dtype="fp8 as run") for _ in range(80)]
+    equal, _, _ = check_against_predict(data, cases)
+    assert len(equal) > 30
+    cfg = cases[0] | dict(n=8192, mode="forward", kernel="fa3", calibration="default")
+    as_run, plain = run_tables(data, [cfg, cfg | {"dtype": "fp8"}])
+    assert as_run["flash"]["hbm_bytes"] > plain["flash"]["hbm_bytes"]  # O written in BF16
 
 
 def test_between_grid_points_the_nearest_point_is_shown():
@@ -337,9 +369,15 @@ def test_cli_takes_the_window_control_and_mask_picker_values(tmp_path, capsys):
     out = tmp_path / "page.html"
     args = ["explore", "--out", str(out), "--hw", "h200", "--d", "128", "--heads", "1"]
     small = [*args, "--dtype", "bf16", "--steps-per-octave", "1"]
-    assert main([*small, "--windows", "255", "none", "--documents", "none"]) == 0
+    argv = [*small, "--windows", "255", "none", "--documents", "none", "--prefix-lm", "none"]
+    assert main(argv) == 0
     text = out.read_text()
     assert '"window": [null, 255]' in text and '"documents": [null]' in text
+    assert '"prefix_lm": [null]' in text
+    # a page built from the command line holds predict()'s messages, spelled as the API
+    # (its controls are not the command's options)
+    assert main(["explore", "--out", str(out), "--hw", "tpu-v5p", *small[5:]]) == 0
+    assert "kernel=None on TPU v5p" in out.read_text()
     capsys.readouterr()
     assert main([*small, "--windows", "-4"]) == 2
     assert "--windows '-4' must be positive integers (or none)" in capsys.readouterr().err

@@ -122,7 +122,8 @@ def set_controls(driver, cfg: dict) -> None:
     tick = driver.find_element("id", "causal")
     if tick.is_selected() != cfg["causal"]:
         tick.click()
-    for key in ("window", "documents"):  # the window control and the mask picker
+    # the window control, the mask picker and the block-mask picker
+    for key in ("window", "documents", "prefix_lm"):
         choice = cfg.get(key)
         Select(driver.find_element("id", key)).select_by_value(
             "none" if choice is None else str(choice)
@@ -266,10 +267,46 @@ def test_random_configs_equal_predict(page):
     print(f"one update of the page: {ms:.1f} ms")
 
 
+def shown_as_predict(driver, cfg: dict, data: dict) -> int | None:
+    """Set the controls to ``cfg``: the numbers shown equal predict()'s bit for bit (how
+    many were compared), or predict() refuses and the page shows its message (None)."""
+    set_controls(driver, cfg)
+    state = wait(driver)
+    try:
+        p = predict(**predict_args(cfg))
+    except PerfmodelError as e:
+        assert state == "error" and shown(driver, "error") == str(e), cfg
+        return None
+    assert state == "ready", (cfg, shown(driver, "error"))
+    return check_numbers(driver, cfg, p, data)
+
+
+def test_fp8_as_run_choice_equals_predict(page):
+    """A user picks "fp8 as run" in the dtype select: every number shown equals
+    predict(dtype="fp8", fp8_as_run=True) bit for bit (or its refusal, as for
+    mode="backward")."""
+    data = page_data()
+    rng = random.Random(8)
+    checked = values = refused = 0
+    while checked < 8:
+        cfg = random_config(rng, data) | dict(hw="H200 SXM", dtype="fp8 as run")
+        compared = shown_as_predict(page, cfg, data)
+        if compared is None:
+            refused += 1
+            continue
+        values += compared
+        checked += 1
+    assert "fp8 as run" in [
+        e.get_attribute("value") for e in page.find_elements("css selector", "#dtype option")
+    ]
+    print(f"\n{checked} FP8-as-run settings: {values} values equal predict(), {refused} refused")
+
+
 def test_window_control_and_mask_picker_equal_predict(mask_page):
-    """A user picks a sliding window and packed documents: every number shown equals
-    predict(window=W, segments=L) bit for bit; no measured point (of unmasked attention)
-    and no chapter sentence is shown under a mask."""
+    """A user picks a sliding window, packed documents and a prefix-LM block mask: every
+    number shown equals predict(window=W, segments=L, block_mask=PrefixLM(P)) bit for
+    bit; no measured point (of unmasked attention) and no chapter sentence is shown under
+    a mask."""
     data = mask_page_data()
     labels = [
         e.get_attribute("textContent")
@@ -281,20 +318,21 @@ def test_window_control_and_mask_picker_equal_predict(mask_page):
         for e in mask_page.find_elements("css selector", "#documents option")
     ]
     assert picker == ["none", "documents of 2,048 tokens"]
+    blocks = [
+        e.get_attribute("textContent")
+        for e in mask_page.find_elements("css selector", "#prefix_lm option")
+    ]
+    assert blocks == ["none", "prefix LM, 1,024-token prefix"]
     rng = random.Random(24)
     checked = values = 0
     while checked < max(8, CONFIGS):
-        cfg = random_config(rng, data) | dict(window=rng.choice([255, 4095]))
+        cfg = random_config(rng, data) | dict(window=rng.choice([None, 255, 4095]))
         cfg["documents"] = rng.choice(data["axes"]["documents"])
-        set_controls(mask_page, cfg)
-        state = wait(mask_page)
-        try:
-            p = predict(**predict_args(cfg))
-        except PerfmodelError as e:
-            assert state == "error" and shown(mask_page, "error") == str(e), cfg
+        cfg["prefix_lm"] = 1024 if cfg["window"] is None else rng.choice([None, 1024])
+        compared = shown_as_predict(mask_page, cfg, data)
+        if compared is None:
             continue
-        assert state == "ready", (cfg, shown(mask_page, "error"))
-        values += check_numbers(mask_page, cfg, p, data)
+        values += compared
         assert "computed at the opening setting" in shown(mask_page, "conclusion")
         checked += 1
     print(f"\n{checked} masked settings: {values} values equal predict() bit for bit")

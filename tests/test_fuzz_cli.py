@@ -541,7 +541,7 @@ def test_predict_on_a_tpu_names_a_kernel_to_give() -> None:
     """No family models a TPU kernel: the default is refused, saying what to give."""
     code, _, err = run_cli(["predict", "--n", "1024", "--hw", "tpu-v6e"])
     assert_one_line_exit_2(code, err)
-    kernel = re.search(r"e\.g\. kernel='([\w-]+)'", err)
+    kernel = re.search(r"e\.g\. --kernel ([\w-]+)", err)  # the option as typed
     assert kernel and "no kernel family models a TPU kernel" in err, err
     argv = ["predict", "--n", "1024", "--hw", "tpu-v6e", "--kernel", kernel.group(1)]
     assert run_cli(argv)[0] == 0

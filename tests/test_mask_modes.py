@@ -50,6 +50,36 @@ def test_decode_under_a_window_reads_the_windows_keys():
     assert wide.matmul_flops == full.matmul_flops
 
 
+@pytest.mark.parametrize("kernel", ["fa2", "fa3"])
+@pytest.mark.parametrize(("batch", "h", "window"), [(1, 8, 255), (1, 8, 1023), (2, 32, 4095)])
+def test_split_kv_divides_the_windows_keys_not_the_caches(kernel, batch, h, window):
+    """Flash-decoding under a window splits the K/V blocks a program visits: the split
+    count (and the floor's split limit) is the family's rule over the K blocks counted by
+    brute force from the element mask, and a 64K cache under a window of W keys splits
+    as a cache of W + 1 tokens does (the window ends on a split tile's boundary, so its
+    blocks are that cache's), fewer times than the whole cache; every chunk holds keys of
+    the window."""
+    from perfmodel.catalog.hardware import load_hardware
+    from perfmodel.catalog.kernels import load_kernel
+    from perfmodel.costs import masks
+    from perfmodel.launch import programs, split_rule
+
+    m, kv = 65536, dict(hw="h200", h=h, h_kv=h // 4, d=128, dtype="bf16", batch=batch)
+    p = predict(n=1, kv_len=m, window=(window, 0), kernel=kernel, **kv)
+    short = predict(n=1, kv_len=window + 1, kernel=kernel, **kv)
+    family, hw, c = load_kernel(kernel), load_hardware("h200"), p.config
+    bk = family.split_block_k_for(128) if family.split_block_k else c.block_q
+    bq = c.block_q if family.split_block_q is None else family.split_block_q
+    seen = masks.element_mask(masks.mask_of(1, m, window=(window, 0)), 1, m)[0]
+    blocks = len(set(np.flatnonzero(seen) // bk))  # the K blocks one program walks
+    grid = programs(np.array([1.0]), np.array([h]), np.array([batch]), np.array([c.pack]), bq)
+    assert c.splits == split_rule(family, hw, grid, np.array([float(blocks)]))[0]
+    assert (
+        c.splits == short.config.splits < predict(n=1, kv_len=m, kernel=kernel, **kv).config.splits
+    )
+    assert c.splits <= blocks
+
+
 def test_sweep_takes_a_window_over_decode_shapes():
     r = sweep("h200", n=[1, 4], kv_len=[1024, 65536], h=8, window=511)
     flops = r["flash.matmul_flops"].reshape(2, 2)

@@ -135,14 +135,20 @@ def test_window_and_document_tiles_against_brute_force(case, groups, resident):
     st.sampled_from([16, 32, 64]),
     st.sampled_from([16, 64, 80]),
     st.integers(1, 5),
+    st.sampled_from(["bottom_right", "top_left"]),
 )
-def test_decode_window_against_brute_force(n, extra, window, two_sided, bq, bk, resident):
-    """Fewer queries than keys (decode, chunked prefill): the queries are the last n
-    positions, each sees the ``window`` keys before it (and after, two-sided)."""
+def test_decode_window_against_brute_force(n, extra, window, two_sided, bq, bk, resident, align):
+    """Fewer queries than keys: with ``bottom_right`` (decode, chunked prefill) the queries
+    are the last n positions, with ``top_left`` (jax.nn, our kernels, cross-attention) the
+    first n, and then also more queries than keys (the rows past kv_len + window see no
+    key); each sees the ``window`` keys before it (and after, two-sided)."""
     m = n + extra - 1
-    mask = masks.mask_of(n, m, window=window if two_sided else (window, 0))
+    if align == "top_left" and extra % 3 == 0:  # more queries than keys (extra >= 3)
+        n, m = m, n
+    mask = masks.mask_of(n, m, window=window if two_sided else (window, 0), window_align=align)
     right = window if two_sided else 0
-    element = element_mask(n, m, left=window, right=right, offset=m - n)
+    offset = m - n if align == "bottom_right" else 0
+    element = element_mask(n, m, left=window, right=right, offset=offset)
     got = masks.visited(mask, n=n, m=m, block_q=bq, block_k=bk, resident=resident)
     assert counts(got) == brute(element, n, m, bq, bk, resident=resident)
     assert masks.keys_seen(mask, n, m) == element.sum()
@@ -174,6 +180,45 @@ def test_block_mask_array_against_brute_force(bq, bk, size):
     dkdv = counts(walks.dkdv)
     del dkdv["tiles"], dkdv["scores"]
     assert dkdv == brute_backward(element, n, m, bq, bk, resident=3)
+
+
+@settings(derandomize=True, deadline=None, max_examples=60)
+@given(
+    st.integers(1, 300),
+    st.integers(1, 320),
+    st.one_of(st.none(), st.integers(1, 200)),
+    st.sampled_from([16, 32, 64, 48]),
+    st.sampled_from([16, 64, 80]),
+    st.integers(1, 4),
+    st.integers(1, 3),
+)
+def test_prefix_lm_counted_by_its_range_is_the_mask_mod_by_brute_force(
+    n, prefix, left, bq, bk, resident, groups
+):
+    """masks.PrefixLM is counted from its key range at every n (what sweep and the
+    explorer use); the brute force evaluates the bare mask_mod on every score (with a
+    window too), and both walks of the backward."""
+    pl = masks.PrefixLM(prefix)
+    window = None if left is None else (left, left)
+    ranged = masks.mask_of(n, n, block_mask=pl, window=window)
+    element = np.array(
+        [[(j <= i or j < prefix) and allowed(i, j, left=left, right=left) for j in range(n)]
+         for i in range(n)]
+    )  # fmt: skip
+    got = masks.visited(ranged, n=n, m=n, block_q=bq, block_k=bk, groups=groups, resident=resident)
+    want = brute(element, n, n, bq, bk, groups=groups, resident=resident)
+    assert counts(got) == want
+    assert masks.keys_seen(ranged, n, n) == element.sum()
+    walks = masks.backward_visited(ranged, n=n, m=n, block_q=bq, block_k=bk, resident=resident)
+    dkdv = counts(walks.dkdv)
+    del dkdv["tiles"], dkdv["scores"]
+    assert dkdv == brute_backward(element, n, n, bq, bk, resident=resident)
+    # the split rule's count: the most K blocks a Q block visits
+    walked = masks.kv_blocks_walked(ranged, n=n, m=n, block_q=bq, block_k=bk)
+    assert walked == max(
+        len({j // bk for j in np.flatnonzero(element[i : i + bq].any(axis=0))})
+        for i in range(0, n, bq)
+    )
 
 
 def test_callable_mask_mod_as_attention_gym_writes_it():
@@ -236,6 +281,9 @@ def test_segments_need_self_attention_and_a_window_n_at_most_kv_len():
         masks.mask_of(64, 32, segments=[64])
     with pytest.raises(PerfmodelError, match="n=64 > kv_len=32"):
         masks.mask_of(64, 32, window=8)
+    masks.mask_of(64, 32, window=8, window_align="top_left")  # jax.nn's: the first 64
+    with pytest.raises(PerfmodelError, match="window_align='end' must be one of"):
+        masks.mask_of(8, 32, window=8, window_align="end")
 
 
 # --- the flash model under a mask: the dense and causal models are special cases ---------

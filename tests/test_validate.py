@@ -181,3 +181,45 @@ def test_committed_decode_points_run_through_the_loop():
     assert not summary["paged_decode"].violations
     # the model's time is optimistic here (docs/decode.md says why): errors are negative
     assert all(r.error < 0 for r in rows)
+
+
+WINDOW = sorted(Path(data_dir("measurements"), "details").glob("h200-*window-2*.json"))
+
+
+@pytest.mark.skipif(not WINDOW, reason="no committed H200 sliding-window measurements")
+def test_committed_window_points_are_predicted_with_their_window():
+    """kernel_bench/bench_window.py's files read in the one schema: each point's window
+    is the shape's, its nominal FLOPs are its visible pairs' (what the benchmark's
+    TFLOP/s divides by), and validate predicts it as predict(window=...) does, at its
+    family and phase, which is not the dense prediction; the fit runs on them."""
+    from kernel_bench.bench_window import visible_pairs
+    from perfmodel.validation.compare import family_as_run
+
+    pairs = load_measurements(WINDOW)
+    assert pairs and all(p.window is not None for _, p in pairs)
+    rows, summary = validate(WINDOW)
+    assert rows and all(" window" in label for label in summary)
+    for r in rows:
+        p = r.point
+        assert p.shape().window == p.window
+        left, right = p.window
+        assert p.nominal_flops() == 4 * p.d * p.batch * p.h * visible_pairs(p.n, left, right)
+        kw = dict(d=p.d, h=p.h, h_kv=p.h_kv, batch=p.batch, causal=p.causal, mode=p.phase)
+        kernel = family_as_run(p.family, p.backward_family, p.sequence_padding)  # as it ran
+        kw.update(dtype={"float16": "fp16", "bfloat16": "bf16"}[p.dtype], kernel=kernel)
+        assert r.predicted_s == predict(p.n, "h200", window=p.window, **kw).flash.time_s
+        assert r.predicted_s < predict(p.n, "h200", **kw).flash.time_s
+    _, fitted = validate(WINDOW, fit_profiles=True)
+    assert fitted["pallas_flash [pallas-mosaic] window"].loo_errors
+
+
+def test_a_window_point_is_its_own_configuration(tmp_path):
+    """The same shape timed with and without a window: two configurations, neither
+    superseding the other."""
+    seconds = 1e-3
+    dense = _point("pallas_flash", 4096, 128, True, seconds, block=None)
+    local = {**dense, "window": [511, 0], "median_s": seconds / 4}
+    path = tmp_path / "w.json"
+    merge_write(path, _run([dense, local]))
+    rows, _ = validate(path)
+    assert sorted(str(r.point.window) for r in rows) == ["(511, 0)", "None"]

@@ -6,6 +6,8 @@ import argparse
 import dataclasses
 import json
 
+from perfmodel.vocabulary import SHAPE_DEFAULTS as SHAPE
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser(
@@ -44,10 +46,12 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     )
     # the shape's defaults are predict()'s (None here: not given, so a value equal to the
     # default is still seen as given, and refused by the utilisation form)
-    p.add_argument("--d", type=int, help="head dimension of the measured shape (default: 128)")
-    p.add_argument("--h", type=int, help="query heads (default: 1)")
+    p.add_argument(
+        "--d", type=int, help=f"head dimension of the measured shape (default: {SHAPE['d']})"
+    )
+    p.add_argument("--h", type=int, help=f"query heads (default: {SHAPE['h']})")
     p.add_argument("--h-kv", type=int, help="key/value heads (default --h)")
-    p.add_argument("--batch", type=int, help="sequences (default: 1)")
+    p.add_argument("--batch", type=int, help=f"sequences (default: {SHAPE['batch']})")
     p.add_argument("--dtype", help="element type: {known:dtypes} (default: fp16)")
     p.add_argument("--causal", action="store_true", help="the measured run was causal")
     p.add_argument("--json", action="store_true", help="machine-readable output")

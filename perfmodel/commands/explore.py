@@ -68,6 +68,14 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         f"(default: {_words(grid.documents[1:])})",
     )
     p.add_argument(
+        "--prefix-lm",
+        nargs="+",
+        metavar="P",
+        help="the block-mask picker's prefix LM (attention-gym's: a bidirectional prefix of "
+        "P tokens, causal after it); 'none' is always offered "
+        f"(default: {_words(grid.prefixes[1:])})",
+    )
+    p.add_argument(
         "--steps-per-octave",
         type=int,
         help=f"n grid points per octave, n from 1 to 2**{grid.n_max_log2} "
@@ -141,7 +149,7 @@ def _check_address(args: argparse.Namespace) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from perfmodel.arguments import output_file
-    from perfmodel.errors import PerfmodelError
+    from perfmodel.errors import PerfmodelError, cli_spelling
     from perfmodel.report.explore import size_of, summary, write_page
     from perfmodel.report.explore_grid import Grid
 
@@ -160,13 +168,15 @@ def run(args: argparse.Namespace) -> int:
         batch=args.batch,
         windows=None if args.windows is None else _masks("--windows", args.windows),
         documents=None if args.documents is None else _masks("--documents", args.documents),
+        prefixes=None if args.prefix_lm is None else _masks("--prefix-lm", args.prefix_lm),
         steps_per_octave=args.steps_per_octave,
     )
     options: dict[str, Any] = {
         k: v if k == "steps_per_octave" else tuple(v) for k, v in given.items() if v is not None
     }
     grid = Grid(**options).check()
-    path, data = write_page(out, args.measurements, grid)
+    with cli_spelling({}):  # the page's messages are predict()'s: its controls are no options
+        path, data = write_page(out, args.measurements, grid)
     print(f"wrote {path} ({size_of(path)}: {summary(data)})")
     if args.serve:
         serve(path, args.host, args.port)

@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import cast
 
+from perfmodel.vocabulary import SHAPE_DEFAULTS as SHAPE
+
 
 def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p = sub.add_parser("predict", help="naive vs flash attention on one device")
@@ -13,15 +15,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     p.add_argument(
         "--hw", required=True, help="device name, alias or spec .toml path: {known:devices}"
     )
-    p.add_argument("--d", type=int, default=128, help="head dimension")
-    p.add_argument("--h", type=int, default=1, help="query heads")
+    p.add_argument("--d", type=int, default=SHAPE["d"], help="head dimension")
+    p.add_argument("--h", type=int, default=SHAPE["h"], help="query heads")
     p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA; default --h)")
-    p.add_argument("--batch", type=int, default=1, help="sequences")
+    p.add_argument("--batch", type=int, default=SHAPE["batch"], help="sequences")
     p.add_argument(
         "--dtype",
         default=None,
-        help="element type: {known:dtypes} (default fp16, or the device's own 16-bit "
-        "matrix type where it has no fp16 peak: bf16 on TPUs)",
+        help=f"element type: {{known:dtypes}} (default {SHAPE['dtype']}, or the device's own "
+        f"16-bit matrix type where it has no {SHAPE['dtype']} peak: bf16 on TPUs)",
     )
     p.add_argument("--kv-len", type=int, default=None, help="key length (default n)")
     p.add_argument("--causal", action="store_true", help="causal mask (default: none)")
@@ -52,6 +54,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         "--window",
         default=None,
         help="sliding window: W keys (W,0 with --causal, else W,W) or LEFT,RIGHT (default: none)",
+    )
+    p.add_argument(
+        "--window-align",
+        default=None,
+        help="with --kv-len > n, where the queries sit under --window: bottom_right (the "
+        "last n positions, a KV cache's new tokens; default) or top_left (the first n, as "
+        "jax.nn and our kernels)",
     )
     p.add_argument(
         "--segments",
@@ -111,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         cp_scheme=args.cp_scheme,
         tp=args.tp,
         window=_window(_ints("--window", args.window)),
+        **({} if args.window_align is None else {"window_align": args.window_align}),
         segments=_segments(_ints("--segments", args.segments)),
     )
     if args.json:

@@ -9,6 +9,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from perfmodel.vocabulary import SHAPE_DEFAULTS as SHAPE
+
 if TYPE_CHECKING:
     from perfmodel.shape import Shape
 
@@ -27,12 +29,15 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         metavar="FILE",
         help="measured points (perfmodel.validation.measured JSON) to show beside the model",
     )
-    p.add_argument("--d", type=int, default=128, help="head dimension")
+    p.add_argument("--d", type=int, default=SHAPE["d"], help="head dimension")
     p.add_argument(
-        "--h", type=int, default=None, help="query heads (default 1, or the measurements' own)"
+        "--h",
+        type=int,
+        default=None,
+        help=f"query heads (default {SHAPE['h']}, or the measurements' own)",
     )
     p.add_argument("--h-kv", type=int, default=None, help="key/value heads (GQA)")
-    p.add_argument("--batch", type=int, default=1, help="sequences")
+    p.add_argument("--batch", type=int, default=SHAPE["batch"], help="sequences")
     p.add_argument(
         "--tokens",
         type=int,

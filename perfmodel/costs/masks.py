@@ -7,7 +7,10 @@ module counts them exactly, for
 
 * a **sliding window** (local attention): query ``i`` sees keys ``j`` with
   ``i - left <= j <= i + right`` (``jax.nn.dot_product_attention``'s
-  ``local_window_size=(left, right)``; with ``causal`` the right side is 0);
+  ``local_window_size=(left, right)``; with ``causal`` the right side is 0), ``i`` the
+  query's key position: with fewer queries than keys, :func:`query_offset` of the
+  window's alignment (``vocabulary.WindowAlign``: the last positions, as a KV cache holds
+  new tokens, or the first, as ``jax.nn`` and our kernels place them);
 * **packed documents** (``segments``: the lengths of the documents packed into one
   sequence of ``n`` tokens, or one length L: documents of L tokens each, the last one
   what is left, at any n; a query sees only keys of its own document), with a window
@@ -29,7 +32,7 @@ Exact by construction: for a window and documents the keys a query sees form one
 ``[lo(q), hi(q)]`` with ``lo`` and ``hi`` non-decreasing in ``q`` and ``hi(q) >= q >=
 lo(q + 1) - 1``, so the keys a Q block sees are the one range ``[lo(first row),
 hi(last row)]``; ``tests/test_masks.py`` checks every count against the element mask
-built by brute force. Self-attention only (``m == n``) for windows and documents.
+built by brute force. Self-attention only (``m == n``) for documents.
 
 >>> tm = tile_mask(Mask(causal=True, window=(255, 0)), n=1024, m=1024, block_q=128, block_k=128)
 >>> int(tm.sum()), tm.shape   # each Q block sees its own K block and up to 2 before it
@@ -46,7 +49,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import PerfmodelError, spell
+from perfmodel.vocabulary import WindowAlign
 
 #: FlexAttention's default block size (``torch.nn.attention.flex_attention``'s BLOCK_SIZE).
 DEFAULT_BLOCK = 128
@@ -71,6 +75,8 @@ class Mask:
     block_shape: tuple[int, int] | None = None
     block_size: tuple[int, int] = (DEFAULT_BLOCK, DEFAULT_BLOCK)
     mask_mod: Callable[..., Any] | None = field(default=None, compare=True)
+    #: Where fewer queries than keys sit (:func:`query_offset`); the default without a window.
+    align: WindowAlign = WindowAlign.BOTTOM_RIGHT
 
     @property
     def is_dense(self) -> bool:
@@ -91,6 +97,7 @@ class Mask:
         parts = ["causal"] * self.causal
         if self.window != (None, None):
             parts.append(f"window={self.window}")
+            parts += [f"{self.align}"] * (self.align != WindowAlign.BOTTOM_RIGHT)
         if self.segments is not None:
             parts.append(f"segments={len(self.segments)} docs")
         if self.doc_length is not None:
@@ -109,9 +116,11 @@ class Mask:
     def recorded(self) -> dict[str, Any]:
         """The mask as ``Prediction.config`` records it (``perfmodel.shape.Shape``'s
         ``window``, ``segments`` and ``block_mask`` fields): the window as (left, right)
-        keys, the document lengths, the block mask's description (not the array)."""
+        keys and its alignment where not the default, the document lengths, the block
+        mask's description (not the array)."""
         return dict(
             window=None if self.window == (None, None) else self.window,
+            window_align=None if self.align == WindowAlign.BOTTOM_RIGHT else str(self.align),
             segments=self.doc_length if self.segments is None else self.segments,
             block_mask=self._block_name(),
         )
@@ -144,6 +153,29 @@ def _window(window: Any, causal: bool) -> tuple[int | None, int | None]:
     if left == 0 and right == 0:
         raise PerfmodelError(f"window={window!r} leaves each query only itself: must be > 0")
     return left, right
+
+
+def query_offset(align: WindowAlign, n: int, m: int) -> int:
+    """The key position of query row 0: row q sits at ``q + query_offset``. With fewer
+    queries than keys, ``bottom_right`` puts them at the last n of the m positions (``m -
+    n``: a KV cache's new tokens; FlashAttention's ``window_size`` convention, cuDNN's
+    BOTTOM_RIGHT diagonal), ``top_left`` at the first (0: ``jax.nn``'s
+    ``local_window_size``, our kernels' ``window=``, cross-attention). The one rule of
+    the alignment: every count of this module places queries by it.
+
+    >>> query_offset(WindowAlign.BOTTOM_RIGHT, 1, 8), query_offset(WindowAlign.TOP_LEFT, 1, 8)
+    (7, 0)
+    """
+    return m - n if align == WindowAlign.BOTTOM_RIGHT else 0
+
+
+def checked_align(value: Any) -> WindowAlign:
+    """``window_align`` as a :class:`~perfmodel.vocabulary.WindowAlign` (one error naming it)."""
+    try:
+        return WindowAlign(value)
+    except ValueError:
+        known = ", ".join(repr(str(a)) for a in WindowAlign)
+        raise PerfmodelError(f"{spell('window_align', value)} must be one of {known}") from None
 
 
 def _segments(segments: Any, n: int) -> tuple[int, ...] | int | None:
@@ -183,6 +215,7 @@ def mask_of(
     segments: Any = None,
     block_mask: Any = None,
     block_size: Any = DEFAULT_BLOCK,
+    window_align: Any = WindowAlign.BOTTOM_RIGHT,
 ) -> Mask:
     """A checked :class:`Mask` for an ``n`` x ``m`` attention.
 
@@ -190,16 +223,20 @@ def mask_of(
     ``segments``: document lengths summing to ``n``, or one length L (documents of L
     tokens, the last one what is left: one rule at every n); ``block_mask``: a boolean
     array of shape ``(ceil(n/block), ceil(m/block))`` or a callable ``mask_mod(b, h, q_idx,
-    kv_idx)``; ``block_size``: the array's tile, one int or (rows, cols).
+    kv_idx)``; ``block_size``: the array's tile, one int or (rows, cols);
+    ``window_align``: where fewer queries than keys sit (:func:`query_offset`).
     """
     left, right = _window(window, causal)
+    align = checked_align(window_align)
     docs = _segments(segments, n)
     if docs is not None and n != m:
         raise PerfmodelError(f"segments need self-attention: kv_len={m} != n={n}")
-    if window is not None and n > m:
+    if window is not None and n > m and align == WindowAlign.BOTTOM_RIGHT:
         raise PerfmodelError(
-            f"window={window!r} with n={n} > kv_len={m}: the queries are the last n of the "
-            "kv_len positions (decode, chunked prefill), so n must not exceed kv_len"
+            f"{spell('window', window)} with n={n} > kv_len={m}: "
+            f"{spell('window_align', 'bottom_right')} puts the queries at the last n of the "
+            "kv_len positions (decode, chunked prefill), so n must not exceed kv_len "
+            f"({spell('window_align', 'top_left')}: the first n, as jax.nn does)"
         )
     rows, cols = (block_size, block_size) if not isinstance(block_size, tuple) else block_size
     for v in (rows, cols):
@@ -223,6 +260,7 @@ def mask_of(
         segments=docs if isinstance(docs, tuple) else None,
         doc_length=docs if isinstance(docs, int) else None,
         block_size=(int(rows), int(cols)),
+        align=align if window is not None else WindowAlign.BOTTOM_RIGHT,
         **kwargs,
     )
 
@@ -245,14 +283,12 @@ def refuse_unmodelled(given: str, *, cp: bool, paged: bool) -> None:
 
 # --- the tiles ------------------------------------------------------------------------
 def _key_range(mask: Mask, q: np.ndarray, n: int, m: int) -> tuple[np.ndarray, np.ndarray]:
-    """Per query row ``q``: the first and last key it sees (windows, documents, causal).
-
-    Query row ``q`` sits at position ``q + m - n``: with fewer queries than keys (decode,
-    chunked prefill) they are the last ``n`` positions, as a KV cache holds them."""
+    """Per query row ``q``: the first and last key it sees (windows, documents, causal);
+    row ``q`` sits at key position ``q + query_offset(mask.align, n, m)``."""
     lo = np.zeros_like(q)
     hi = np.full_like(q, m - 1)
     left, right = mask.window
-    at = q + (m - n)
+    at = q + query_offset(mask.align, n, m)
     if mask.causal:
         hi = np.minimum(hi, at)
     if left is not None:
@@ -263,6 +299,9 @@ def _key_range(mask: Mask, q: np.ndarray, n: int, m: int) -> tuple[np.ndarray, n
         start = q // mask.doc_length * mask.doc_length
         lo = np.maximum(lo, start)
         hi = np.minimum(hi, start + mask.doc_length - 1)
+    if mask.mask_mod is not None and hasattr(mask.mask_mod, "key_range"):
+        first, last = mask.mask_mod.key_range(q)
+        lo, hi = np.maximum(lo, first), np.minimum(hi, last)
     if mask.segments is not None:
         ends = np.cumsum(mask.segments)
         doc = np.searchsorted(ends, q, side="right")
@@ -340,9 +379,45 @@ def tile_mask(mask: Mask, *, n: int, m: int, block_q: int, block_k: int) -> np.n
     tm = _range_tiles(mask, n, m, block_q, block_k)
     if mask.block is not None:
         tm &= _block_tiles(mask, n, m, block_q, block_k)
-    if mask.mask_mod is not None:
+    if mask.mask_mod is not None and not _ranged(mask):
         tm &= _callable_tiles(mask, n, m, block_q, block_k)
     return tm
+
+
+def _ranged(mask: Mask) -> bool:
+    """Whether every part of the mask is a key range per query (windows, documents, a
+    mask_mod with its ``key_range``): counted from each Q block's range, O(T_r + T_c)."""
+    return mask.block is None and (mask.mask_mod is None or hasattr(mask.mask_mod, "key_range"))
+
+
+@dataclass(frozen=True)
+class PrefixLM:
+    """attention-gym's prefix-LM mask as a FlexAttention ``mask_mod``: the first
+    ``prefix`` keys are seen by every query (bidirectional), the rest causally, ``kv_idx
+    <= q_idx or kv_idx < prefix``; with its key range (keys ``0 .. max(q, prefix - 1)``),
+    so it is counted at every n in O(T_r) rather than over every score.
+
+    >>> pl = PrefixLM(4)
+    >>> pl(0, 0, np.arange(6)[:, None], np.arange(6)[None, :]).sum(axis=1).tolist()
+    [4, 4, 4, 4, 5, 6]
+    """
+
+    prefix: int
+
+    def __post_init__(self) -> None:
+        if isinstance(self.prefix, bool) or not isinstance(self.prefix, int) or self.prefix < 1:
+            raise PerfmodelError(f"prefix={self.prefix!r} must be a positive number of tokens")
+
+    @property
+    def __name__(self) -> str:  # what Mask.describe shows
+        return f"prefix_lm({self.prefix})"
+
+    def __call__(self, b: Any, h: Any, q_idx: Any, kv_idx: Any) -> Any:
+        return (kv_idx <= q_idx) | (kv_idx < self.prefix)
+
+    def key_range(self, q: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The first and last key query row ``q`` sees (both non-decreasing in q)."""
+        return np.zeros_like(q), np.maximum(q, self.prefix - 1)
 
 
 # --- the counts -----------------------------------------------------------------------
@@ -388,7 +463,7 @@ def visited(
 def _visited(
     mask: Mask, n: int, m: int, bq: int, bk: int, pack: int, groups: int, resident: int
 ) -> Visited:
-    if mask.block is None and mask.mask_mod is None:
+    if _ranged(mask):
         lo, hi, seen = _block_ranges(mask, n, m, bq, bk)
         if seen.all():
             return _range_visited(lo, hi, n, m, bq, bk, pack, groups, resident)
@@ -451,7 +526,7 @@ def backward_visited(
 @functools.lru_cache(maxsize=4096)
 def _backward(mask: Mask, n: int, m: int, bq: int, bk: int, resident: int) -> Backward:
     dq = _visited(mask, n, m, bq, bk, 1, 1, resident)
-    if mask.block is None and mask.mask_mod is None:
+    if _ranged(mask):
         lo, hi, seen = _block_ranges(mask, n, m, bq, bk)
         first, last = _readers(lo, hi, math.ceil(m / bk))
         if seen.all() and (first <= last).all():
@@ -500,9 +575,33 @@ def _range_visited(
     )
 
 
+def kv_blocks_walked(
+    mask: Mask, *, n: Any, m: Any, block_q: Any, block_k: Any, pack: Any = 1
+) -> Any:
+    """The most K blocks of ``block_k`` keys one program (a Q block of ``block_q`` rows,
+    ``pack`` heads a tile) visits under the mask: what a split-KV kernel divides into
+    chunks (FlashAttention-3 splits the keys a local window loads, ``seqlen_k_loaded``,
+    not the whole cache). Numbers or columns, broadcast; one count per distinct point."""
+    cols = np.broadcast_arrays(*(np.asarray(v) for v in (n, m, block_q, block_k, pack)))
+    flat = np.stack([c.reshape(-1) for c in cols], axis=1).astype(np.int64)
+    points, inverse = np.unique(flat, axis=0, return_inverse=True)
+    out = np.array([_walked(mask, *(int(x) for x in point)) for point in points])
+    walked = out[inverse.reshape(-1)].reshape(cols[0].shape)
+    return float(walked) if walked.ndim == 0 else walked
+
+
+@functools.lru_cache(maxsize=4096)
+def _walked(mask: Mask, n: int, m: int, bq: int, bk: int, pack: int) -> float:
+    positions = max(1, bq // pack)
+    if _ranged(mask):
+        lo, hi, seen = _block_ranges(mask, n, m, positions, bk)
+        return float(np.where(seen, hi - lo + 1, 0).max())
+    return float(tile_mask(mask, n=n, m=m, block_q=positions, block_k=bk).sum(axis=1).max())
+
+
 def keys_seen(mask: Mask, n: int, m: int) -> float:
     """Scores the mask keeps (the useful ones): what an ideal, element-sparse kernel computes."""
-    if mask.block is None and mask.mask_mod is None:
+    if _ranged(mask):
         lo, hi = _key_range(mask, np.arange(n, dtype=np.int64), n, m)
         return float(np.maximum(hi - lo + 1, 0).sum())
     return float(element_mask(mask, n, m).sum())

@@ -50,3 +50,15 @@ def nominal_flops(
         raise PerfmodelError(f"unknown mode={mode!r}; known: {tuple(NOMINAL_GEMMS)}")
     full = _formula(mode)(**symbol_values(batch=batch, h=h, n=n, kv_len=kv_len, d=d))
     return float(full * CAUSAL_SHARE if causal else full)
+
+
+def visible_flops(*, batch: int, h: int, d: int, pairs: float, mode: str = "forward") -> float:
+    """Nominal FLOPs over ``pairs`` visible query-key pairs of one (batch, head) under a
+    mask (a window: ``costs.masks.keys_seen``): the same products per score as
+    :func:`nominal_flops`, over the scores the mask keeps, not the triangle.
+
+    >>> visible_flops(batch=1, h=1, d=128, pairs=1024 * 1024)  # = nominal_flops, no mask
+    536870912.0
+    """
+    # the pairs of one (batch, head) as a 1 x pairs score matrix: the one formula
+    return nominal_flops(batch=batch, h=h, n=pairs, kv_len=1, d=d, mode=mode)  # type: ignore[arg-type]

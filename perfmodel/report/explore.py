@@ -55,7 +55,7 @@ import numpy as np
 from perfmodel.catalog.calibration import known_calibrations
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import known_kernels, load_kernel
-from perfmodel.costs import MODES
+from perfmodel.costs import MODES, masks
 from perfmodel.costs.naive import IMPLEMENTATIONS as NAIVE_IMPLEMENTATIONS
 from perfmodel.errors import PerfmodelError
 from perfmodel.evaluate import roof_rates
@@ -64,6 +64,8 @@ from perfmodel.report.conclusions import N_REFERENCE
 from perfmodel.report.explore_grid import Grid
 from perfmodel.vocabulary import ALGORITHMS, BYTES_PER_ELEMENT, ROOFS
 
+#: The dtype select's choice "FP8 as the family runs it": ``dtype="fp8", fp8_as_run=True``.
+AS_RUN = "fp8 as run"
 #: predict() parameters the page offers as a control. A parameter added to predict()
 #: and missing here and in NOT_SHOWN fails tests/test_explore.py: the page must learn it.
 CONTROLS = {
@@ -81,11 +83,16 @@ CONTROLS = {
     "kernel": "select of the flash kernel families (auto: the profile's, else fa2)",
     "window": "select: the grid's sliding windows (none: no window)",
     "segments": "the mask picker: packed documents of the grid's lengths (segments=L)",
+    "block_mask": "the block-mask picker: attention-gym's prefix LM of the grid's prefixes "
+    "(block_mask=costs.masks.PrefixLM(P), a mask_mod counted at every n)",
+    "fp8_as_run": f"the dtype select's {AS_RUN!r} (dtype='fp8', fp8_as_run=True) where the "
+    "device has fp8",
 }
 _LAUNCH = "the kernel family's own launch: each value would be another table per row"
 #: predict() parameters the page leaves at their default, and why.
 NOT_SHOWN = {
     "kv_len": "= n: the page draws self-attention along n",
+    "window_align": "kv_len = n on the page, where both alignments place the queries alike",
     "block_q": _LAUNCH,
     "block_k": _LAUNCH,
     "warps": _LAUNCH,
@@ -96,10 +103,7 @@ NOT_SHOWN = {
     "cp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "cp_scheme": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
     "tp": "multi-device split: Prediction.parallel (perfmodel.parallel), not drawn",
-    "block_mask": "a block mask is an array of one n's tiles or a callable over every "
-    "score (O(n²) at each n): no rule a table along n holds (predict(block_mask=...))",
-    "block_size": "the block mask's tile (block_mask is not on the page)",
-    "fp8_as_run": "FP8 as a family runs it (costs.precision): not on the page yet",
+    "block_size": "the tile of a block-mask array (the page's block mask is a mask_mod)",
 }
 
 #: The roofs, by name (the ``t_<roof>_s`` columns).
@@ -201,6 +205,20 @@ class _Tables:
         return offsets, _pack(np.asarray(out, dtype="<i4").tobytes())
 
 
+def dtype_choices(names: Sequence[str]) -> list[str]:
+    """The dtype select's values on a device with these dtypes: each, and after fp8
+    :data:`AS_RUN` (FP8 as the family's FP8 kernel runs it)."""
+    return [c for t in names for c in ([t, AS_RUN] if t == "fp8" else [t])]
+
+
+def row_arguments(row: dict[str, Any]) -> dict[str, Any]:
+    """A table row's sweep() arguments (the dtype choice :data:`AS_RUN` is fp8 with
+    ``fp8_as_run``)."""
+    if row.get("dtype") != AS_RUN:
+        return dict(row)
+    return {**row, "dtype": "fp8", "fp8_as_run": True}
+
+
 def shape_rows(grid: Grid, dtypes: Sequence[str]) -> list[dict[str, Any]]:
     """The rows of one mask's table, in the page's order: dtype, d, heads, batch, causal."""
     return [
@@ -212,20 +230,45 @@ def shape_rows(grid: Grid, dtypes: Sequence[str]) -> list[dict[str, Any]]:
 
 
 def mask_settings(grid: Grid) -> list[dict[str, Any]]:
-    """The masks of the page, in its order (window, then documents; each table holds the
-    shape rows of every mask, one after the other): ``predict``'s mask arguments."""
+    """The masks of the page, in its order (window, then documents, then the prefix LM;
+    each table holds the shape rows of every mask, one after the other): ``predict``'s
+    mask arguments."""
     return [
-        {k: v for k, v in (("window", w), ("segments", docs)) if v is not None}
-        for w, docs in itertools.product(grid.windows, grid.documents)
+        {
+            k: v
+            for k, v in (
+                ("window", w),
+                ("segments", docs),
+                ("block_mask", None if p is None else masks.PrefixLM(p)),
+            )
+            if v is not None
+        }
+        for w, docs, p in itertools.product(grid.windows, grid.documents, grid.prefixes)
     ]
 
 
 def _sweep_rows(
     spec: HardwareSpec, rows: list[dict[str, Any]], ns: list[int], **fixed: Any
 ) -> dict[str, np.ndarray]:
-    """sweep() over ``rows`` × ``ns`` (n fastest), one call."""
-    points: dict[str, Any] = {k: np.repeat([r[k] for r in rows], len(ns)) for k in rows[0]}
-    return sweep(spec, n=np.tile(ns, len(rows)), grid=False, **points, **fixed)
+    """sweep() over ``rows`` × ``ns`` (n fastest): one call per value of ``fp8_as_run``
+    (:func:`row_arguments`; one value a call), the rows back in their order."""
+    calls: dict[bool, list[int]] = {}
+    for i, r in enumerate(rows):
+        calls.setdefault(bool(row_arguments(r).get("fp8_as_run")), []).append(i)
+    parts, order = [], []
+    for as_run, index in calls.items():
+        args = [row_arguments(rows[i]) for i in index]
+        points = {k: np.repeat([a[k] for a in args], len(ns)) for k in rows[0]}
+        n = np.tile(ns, len(index))
+        parts.append(sweep(spec, n=n, grid=False, **points, **fixed, fp8_as_run=as_run))
+        order += index
+    if len(parts) == 1:
+        return parts[0]
+    back = np.argsort(order)  # row i of the stacked parts is rows[order[i]]
+    return {
+        k: np.concatenate([np.asarray(p[k]).reshape(-1, len(ns)) for p in parts])[back].ravel()
+        for k in parts[0]
+    }
 
 
 def _table(
@@ -271,7 +314,7 @@ def _slice(result: dict[str, np.ndarray], row: int, width: int) -> dict[str, np.
 def _refusal(spec: HardwareSpec, row: dict[str, Any], ns: list[int], fixed: dict[str, Any]) -> str:
     """predict()'s message for a row sweep refuses (at the largest grid n)."""
     try:
-        predict(n=ns[-1], hw=spec, **row, **fixed)
+        predict(n=ns[-1], hw=spec, **row_arguments(row), **fixed)
     except PerfmodelError as e:
         return str(e)
     return f"the engine refuses this shape at some n in {ns[0]}..{ns[-1]}"
@@ -317,6 +360,7 @@ def build_tables(grid: Grid) -> dict[str, Any]:
             "causal": [False, True],
             "window": list(grid.windows),
             "documents": list(grid.documents),
+            "prefix_lm": list(grid.prefixes),
         },
         "devices": devices,
         "columns": tables.columns,
@@ -368,10 +412,11 @@ def opening_dtype(spec: HardwareSpec) -> str:
 
 
 def device_entry(spec: HardwareSpec, grid: Grid) -> dict[str, Any]:
-    """A device as the page shows it: its choices, its HBM and its roofs' full rates."""
+    """A device as the page shows it: its choices, its HBM and its roofs' full rates (FP8
+    as run: the device's FP8 roofs)."""
     names = [t for t in dtypes(spec) if t in grid.dtypes] or [opening_dtype(spec)]
-    return {
-        "dtypes": names,
+    entry = {
+        "dtypes": dtype_choices(names),
         "opening_dtype": opening_dtype(spec) if opening_dtype(spec) in names else names[0],
         "calibrations": profile_names(spec),
         "hbm_capacity_bytes": spec.hbm_capacity_bytes,
@@ -383,6 +428,9 @@ def device_entry(spec: HardwareSpec, grid: Grid) -> dict[str, Any]:
             for t in names
         },
     }
+    if "fp8" in names:
+        entry["rates"][AS_RUN] = entry["rates"]["fp8"]
+    return entry
 
 
 def auto_kernel(spec: HardwareSpec, calibration: str | None) -> dict[str, str]:

@@ -25,6 +25,9 @@ class Grid:
     windows: tuple[int | None, ...] = (None, 4095)
     #: the mask picker: packed documents of L tokens (``predict(segments=L)``), None: one
     documents: tuple[int | None, ...] = (None, 4096)
+    #: the block-mask picker: attention-gym's prefix LM with a bidirectional prefix of P
+    #: tokens (``predict(block_mask=costs.masks.PrefixLM(P))``), None: none
+    prefixes: tuple[int | None, ...] = (None, 2048)
     steps_per_octave: int = 3
     n_max_log2: int = 20
 
@@ -46,7 +49,11 @@ class Grid:
         for name, values in (("d", self.d), ("batch", self.batch)):
             if not values or any(not isinstance(v, int) or v < 1 for v in values):
                 raise PerfmodelError(f"{name}={list(values)!r} must be positive integers")
-        for name, masks in (("windows", self.windows), ("documents", self.documents)):
+        for name, masks in (
+            ("windows", self.windows),
+            ("documents", self.documents),
+            ("prefixes", self.prefixes),
+        ):
             ok = [
                 v is None or (isinstance(v, int) and not isinstance(v, bool) and v >= 1)
                 for v in masks

@@ -96,7 +96,7 @@ class Row:
         p = self.point
         return (
             f"{p.implementation} n={p.n} d={p.d} b={p.batch} h={p.h} {p.dtype}"
-            f"{' causal' if p.causal else ''}"
+            f"{' causal' if p.causal else ''}{'' if p.window is None else f' window={p.window}'}"
         )
 
 
@@ -238,6 +238,7 @@ def _config_key(p: Point) -> tuple[Any, ...]:
         p.num_stages,
         p.page_size,
         p.splits,
+        p.window,
         timing_of(p),
     )
 
@@ -370,10 +371,17 @@ def _row_roofs(r: Row) -> list[KernelRoofs]:
         return kernel_roofs(
             model_key("naive", naive), causal=shape.causal, hw=r.hw, peak=peak, values=values
         )
-    config = launch_of(shape, r.hw)
+    config, mask = launch_of(shape, r.hw), shape.mask()
     sizes["page"] = p.page_size or 1
+    if mask is not None:  # the tiles it visits (``costs.masks``), as predict counts them
+        sizes["mask"] = mask
     values = flash_values(r.hw, sizes, config, config.pack, config.splits)
-    key = model_key("flash", split=cast(bool, config.splits > 1), paged=bool(p.page_size))
+    key = model_key(
+        "flash",
+        split=cast(bool, config.splits > 1),
+        paged=bool(p.page_size),
+        masked=mask is not None,
+    )
     return kernel_roofs(
         key, causal=shape.causal, hw=r.hw, peak=peak, values=values, onchip=onchip_of(config)
     )
@@ -509,11 +517,14 @@ DECODE_ROWS = 16
 
 def group_of(p: Point) -> str:
     """A summary's label: the implementation, its family where that is not the one the
-    implementation implies, and the mode where it is not the forward: the phase
-    (``pallas_flash [pallas-mosaic] (train)``), or ``(decode)``."""
+    implementation implies, a sliding window (``window``), and the mode where it is not
+    the forward: the phase (``pallas_flash [pallas-mosaic] window (train)``), or
+    ``(decode)``."""
     label: str = p.implementation
     if p.family is not None and p.family != FAMILY_OF.get(p.implementation, p.family):
         label += f" [{p.family}]"
+    if p.window is not None:
+        label += " window"
     if p.phase not in (None, "forward"):
         label += f" ({p.phase})"
     elif p.n <= DECODE_ROWS < p.kv_len and p.implementation != "paged_decode":

@@ -39,7 +39,7 @@ from perfmodel.catalog.fields import (
 )
 from perfmodel.catalog.kernels import SequencePadding
 from perfmodel.catalog.registry import parse, parse_model, read_text
-from perfmodel.costs import nominal
+from perfmodel.costs import masks, nominal
 from perfmodel.errors import PerfmodelError
 from perfmodel.shape import Shape
 from perfmodel.vocabulary import Implementation, dtype
@@ -119,8 +119,8 @@ class Point(_Frozen):
     p90_s: Seconds | None = None
     min_s: Seconds | None = None
     runs: NonNegativeCount = 0
-    #: nominal FLOPs (``perfmodel.costs.nominal``: 4·b·h·n·kv_len·d, halved when causal)
-    #: over ``median_s``
+    #: nominal FLOPs (``perfmodel.costs.nominal``: 4·b·h·n·kv_len·d, halved when causal;
+    #: under a ``window``, 4·d·b·h per visible query-key pair) over ``median_s``
     tflops: Ratio | None = None
     tokens_per_s: TokenRate | None = None  #: batch * n / median_s
     peak_memory_bytes: NonNegativeCount | None = None
@@ -164,6 +164,9 @@ class Point(_Frozen):
     #: it): listed, but neither validated nor fitted on.
     tuning: Flag | None = None
     variant: str | None = None
+    #: A sliding window the call ran under, (left, right) keys (None: unbounded side),
+    #: as ``predict(window=...)`` takes it (``kernel_bench/bench_window.py``); None: none.
+    window: tuple[NonNegativeCount | None, NonNegativeCount | None] | None = None
 
     @model_validator(mode="after")
     def _consistent(self) -> Point:
@@ -192,9 +195,20 @@ class Point(_Frozen):
         return self.time_basis or "legacy_queued"
 
     def nominal_flops(self) -> float:
-        """The forward's nominal FLOPs at this shape (``perfmodel.costs.nominal``)."""
-        return nominal.nominal_flops(
-            batch=self.batch, h=self.h, n=self.n, kv_len=self.kv_len, d=self.d, causal=self.causal
+        """The forward's nominal FLOPs at this shape (``perfmodel.costs.nominal``); under
+        a window, over the query-key pairs it keeps (``costs.masks.keys_seen``)."""
+        if self.window is None:
+            return nominal.nominal_flops(
+                batch=self.batch,
+                h=self.h,
+                n=self.n,
+                kv_len=self.kv_len,
+                d=self.d,
+                causal=self.causal,
+            )
+        mask = masks.mask_of(self.n, self.kv_len, causal=self.causal, window=self.window)
+        return nominal.visible_flops(
+            batch=self.batch, h=self.h, d=self.d, pairs=masks.keys_seen(mask, self.n, self.kv_len)
         )
 
     def shape(self) -> Shape:
@@ -214,6 +228,7 @@ class Point(_Frozen):
             kernel=self.family or Shape.kernel,
             warps=self.num_warps,
             splits=self.splits,
+            window=self.window,
         )
 
 
@@ -228,6 +243,9 @@ class Run(_Frozen):
     #: None: the run measured no ceilings of its own (the backward runs of 2026-11-30).
     ceilings: Ceilings | None = None
     points: list[Point]
+    #: What a benchmark kept per shape beside its points (``kernel_bench/bench_window.py``:
+    #: the shape, output differences against a peer, variants), as it wrote it.
+    details: list[dict[str, Any]] | None = None
 
 
 class MeasurementFile(_Frozen):

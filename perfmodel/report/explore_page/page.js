@@ -29,6 +29,9 @@ const maskValue = (v) => (v === null ? "none" : String(v));
 const maskRead = (s) => (s === "none" ? null : Number(s));
 const windowLabel = (w) => (w === null ? "none" : `${grouped(w)} keys`);
 const documentsLabel = (l) => (l === null ? "none" : `documents of ${grouped(l)} tokens`);
+const prefixLabel = (p) => (p === null ? "none" : `prefix LM, ${grouped(p)}-token prefix`);
+// a mask is set: none of the controls below is at "none"
+const masked = (st) => st.window !== null || st.documents !== null || st.prefix_lm !== null;
 
 function buildControls() {
   const c = $("controls");
@@ -49,6 +52,7 @@ function buildControls() {
   c.append(el("label", {}, ["mode", select("mode", DATA.modes, DATA.modes[0])]));
   c.append(el("label", {}, ["sliding window", select("window", ax.window.map(maskValue), "none", ax.window.map(windowLabel))]));
   c.append(el("label", {}, ["mask", select("documents", ax.documents.map(maskValue), "none", ax.documents.map(documentsLabel))]));
+  c.append(el("label", {}, ["block mask", select("prefix_lm", ax.prefix_lm.map(maskValue), "none", ax.prefix_lm.map(prefixLabel))]));
   $("hw").addEventListener("change", deviceChanged);
   for (const e of c.querySelectorAll("input, select")) {
     e.addEventListener("input", update);
@@ -81,13 +85,14 @@ function readState() {
   st.causal = $("causal").checked;
   st.window = maskRead($("window").value);
   st.documents = maskRead($("documents").value);
+  st.prefix_lm = maskRead($("prefix_lm").value);
   return st;
 }
 
 function opening(st) {
   // the setting the chapter's sentence and the n→∞ limit were computed for (explore.headlines)
   const plain = st.mode === "forward" && st.naive === DATA.naive[0] && st.calibration === "default" && st.kernel === "auto"
-    && st.window === null && st.documents === null;
+    && !masked(st);
   const shape = st.d === 128 && st.h === 1 && st.h_kv === 1 && st.batch === 1;
   return plain && shape ? DATA.headlines[[st.hw, st.dtype, st.causal ? 1 : 0].join("|")] || null : null;
 }
@@ -196,8 +201,8 @@ function drawRoofline(st, r) {
 }
 
 function measuredFor(st) {
-  // the measured points are of unmasked attention: none is shown under a window or documents
-  if (st.window !== null || st.documents !== null) return [];
+  // the measured points are of unmasked attention: none is shown under a mask
+  if (masked(st)) return [];
   return DATA.measured.filter((p) => p.device === st.hw && p.d === st.d && p.h === st.h && p.h_kv === st.h_kv
     && p.dtype === st.dtype && p.causal === st.causal && p.batch === st.batch && p.kv_len === p.n);
 }

@@ -38,17 +38,19 @@ const Tables = (() => {
 
   function rowStart(t, side, st) {
     // the first vector index of st's row: block (device, calibration, naive compile or
-    // kernel family, mode), then the mask (window, documents: explore.mask_settings),
+    // kernel family, mode), then the mask (window, documents, prefix LM:
+    // explore.mask_settings),
     // then dtype, d, heads, batch, causal, as explore.shape_rows
     const d = t.data;
     const variant = side === "naive" ? st.naive : family(d, st);
     const block = d.blocks[side][[st.hw, st.calibration, variant, st.mode].join("|")];
     if (block === undefined) throw new Error(`no table for ${st.hw}, ${st.calibration}, ${variant}, ${st.mode}`);
     const ax = d.axes;
-    const sizes = [ax.window, ax.documents, d.devices[st.hw].dtypes, ax.d, ax.heads, ax.batch, ax.causal];
+    const sizes = [ax.window, ax.documents, ax.prefix_lm, d.devices[st.hw].dtypes, ax.d, ax.heads, ax.batch, ax.causal];
     const at = [
       position(ax.window, st.window, "window"), position(ax.documents, st.documents, "documents"),
-      position(sizes[2], st.dtype, "dtype"), position(ax.d, st.d, "d"),
+      position(ax.prefix_lm, st.prefix_lm, "prefix_lm"),
+      position(sizes[3], st.dtype, "dtype"), position(ax.d, st.d, "d"),
       position(ax.heads, [st.h, st.h_kv], "(h, h_kv)"), position(ax.batch, st.batch, "batch"),
       position(ax.causal, st.causal, "causal"),
     ];
@@ -99,9 +101,11 @@ const Tables = (() => {
 
   function at(t, st, n) {
     // both sides at the grid point nearest n (``shown_n``), and the speedup: naive time
-    // over flash time, as predict() reports it
+    // over flash time, as predict() reports it. The flash row first: where both sides'
+    // rows are refused, its message is predict()'s for the kernel family named (a naive
+    // row holds the message of the first family that refuses it)
     const i = nearest(t.data.n, n);
-    const naive = side(t, "naive", st, i), flash = side(t, "flash", st, i);
+    const flash = side(t, "flash", st, i), naive = side(t, "naive", st, i);
     return { naive: naive, flash: flash, shown_n: t.data.n[i], speedup: naive.time_s / flash.time_s };
   }
 
@@ -109,7 +113,7 @@ const Tables = (() => {
     // columns at every grid n, per side: {n, naive: {col: [...]}, flash: {...}}
     const d = t.data;
     const out = { n: d.n };
-    for (const name of ["naive", "flash"]) {
+    for (const name of ["flash", "naive"]) {  // as at(): the flash row's refusal first
       const start = rowStart(t, name, st);
       out[name] = {};
       for (const col of columns) {
