@@ -111,7 +111,7 @@ MUTANTS = (
     # --- masks (costs/masks.py, the masked forms, the models' window layers) -----------
     Mutant("mask: window's left edge", M, "lo = np.maximum(lo, at - left)", "lo = np.maximum(lo, at - left + 1)", "one key fewer", MASK_TESTS),
     Mutant("mask: window's right edge", M, "hi = np.minimum(hi, at + right)", "hi = np.minimum(hi, at + right + 1)", "one key more", MASK_TESTS),
-    Mutant("mask: decode queries' positions", M, "at = q + (m - n)", "at = q", "queries first, not last", MASK_TESTS),
+    Mutant("mask: decode queries' positions", M, "return m - n if align == WindowAlign.BOTTOM_RIGHT else 0", "return 0", "queries first, not last", MASK_TESTS),
     Mutant("mask: documents' ends", M, "lo = np.maximum(lo, ends[doc] - np.asarray(mask.segments)[doc])", "lo = np.maximum(lo, ends[doc] - np.asarray(mask.segments)[doc] + 1)", "a document's first key dropped", MASK_TESTS),
     Mutant("mask: documents of one length", M, "hi = np.minimum(hi, start + mask.doc_length - 1)", "hi = np.minimum(hi, start + mask.doc_length)", "one key into the next", MASK_TESTS),
     Mutant("mask: scores of the visited tiles", M, "scores=float(pack * (rows @ width))", "scores=float(pack * (rows @ width) + 1)", "+1", MASK_TESTS),
@@ -140,7 +140,7 @@ MUTANTS = (
     Mutant("FA-3 short K/V skip", L, "small = small & (kv_blocks > 4)", "small = small & (kv_blocks > 3)", "4 -> 3", LAUNCH_TESTS),
     Mutant("split within 85% of the best", L, "eff >= 0.85 * best", "eff >= 0.8 * best", "0.85 -> 0.8", LAUNCH_TESTS),
     Mutant("floor split limit (fill the SMs)", L, "fill = xp.ceil(hw.sm_count / xp.maximum(grid, 1.0))", "fill = xp.floor(hw.sm_count / xp.maximum(grid, 1.0))", "ceil -> floor", LAUNCH_TESTS),
-    Mutant("floor split limit (K/V blocks)", L, "kv_blocks = xp.ceil(m / block_k)", "kv_blocks = xp.floor(m / block_k) + 1", "ceil -> floor+1", LAUNCH_TESTS),
+    Mutant("K/V blocks walked (splits and their limit)", L, "        return xp.ceil(m / block_k)\n", "        return xp.floor(m / block_k) + 1\n", "ceil -> floor+1", LAUNCH_TESTS),
     Mutant("floor split search", L, "left = t_lower_at(at, pack[at], mid) <= t_lower_at(at, pack[at], mid + 1)", "left = t_lower_at(at, pack[at], mid) >= 0", "always left", LAUNCH_TESTS),
     # --- the estimate's effects -------------------------------------------------------
     Mutant("spills effect", E, "return t._replace(serial=k.spill_s)", "return t._replace(serial=0.0)", "dropped", LAUNCH_TESTS),
