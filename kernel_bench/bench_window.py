@@ -17,7 +17,7 @@ at most 1.5e13 (a call takes tens of milliseconds).
 
 **predict** writes, per shape, ``perfmodel.predict(..., window=...)``'s forward time for
 our forward's family (``pallas-mosaic``: ``backend="auto"`` runs it on Hopper) and for
-cuDNN; the model refuses ``mode="train"`` under a mask, which the file records. It also
+cuDNN, and its training step (a refusal, should the model give one, is recorded). It also
 writes the key tiles our kernels visit under the window (``_common.tile_range``, the rule
 the kernels loop by) beside the dense causal count, for the kernel family data.
 
@@ -28,9 +28,9 @@ step (``jax.grad`` of ``sum(O * dO)``); device time by CUPTI (``kernel_bench.tim
 cuDNN refuses a right window without the causal mask (jax: "cuDNN doesn't support right
 window"); those points keep that error. ``tflops`` is over the FLOPs of the visible
 scores (4 d per visible query-key pair, times 3.5 for a training step), not the dense
-nominal count. The measurement schema (``perfmodel.validation.measured.Point``) has no
-window field yet, so the file keeps its points in that schema plus ``window``, under
-``specs/measurements/details/`` where ``perfmodel validate`` does not read it.
+nominal count. Each point carries its ``window`` (``perfmodel.validation.measured.Point``
+has the field), so ``perfmodel validate FILE`` predicts it under that window; the files
+live under ``specs/measurements/details/``, outside the default validation set.
 
 **report**: the model's signed median and median absolute error (predicted / measured
 - 1) per implementation, and ours/cuDNN speed per phase.
