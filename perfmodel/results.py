@@ -173,12 +173,13 @@ def _mask_words(c: Shape) -> str:
     from perfmodel.vocabulary import WindowAlign
 
     seg = c.segments
+    align: dict[str, Any] = {"align": WindowAlign(c.window_align)} if c.window_align else {}
     words = Mask(
         causal=c.causal,
         window=c.window or (None, None),
         segments=seg if isinstance(seg, tuple) else None,
         doc_length=seg if isinstance(seg, int) else None,
-        **({"align": WindowAlign(c.window_align)} if c.window_align else {}),
+        **align,
     ).describe()
     words = "" if words == "dense" else words
     if c.block_mask:

@@ -109,6 +109,8 @@ class Shape:
             return None
         from perfmodel.costs import masks
 
+        if self.n is None:
+            raise PerfmodelError("Shape.mask() needs n (a sweep's template has none)")
         m = self.n if self.kv_len is None else self.kv_len
         align = {} if self.window_align is None else {"window_align": self.window_align}
         return masks.mask_of(

@@ -260,7 +260,8 @@ def _sweep_rows(
         args = [row_arguments(rows[i]) for i in index]
         points = {k: np.repeat([a[k] for a in args], len(ns)) for k in rows[0]}
         n = np.tile(ns, len(index))
-        parts.append(sweep(spec, n=n, grid=False, **points, **fixed, fp8_as_run=as_run))
+        columns: dict[str, Any] = {**points, **fixed}
+        parts.append(sweep(spec, n=n, grid=False, **columns, fp8_as_run=as_run))
         order += index
     if len(parts) == 1:
         return parts[0]
@@ -415,7 +416,7 @@ def device_entry(spec: HardwareSpec, grid: Grid) -> dict[str, Any]:
     """A device as the page shows it: its choices, its HBM and its roofs' full rates (FP8
     as run: the device's FP8 roofs)."""
     names = [t for t in dtypes(spec) if t in grid.dtypes] or [opening_dtype(spec)]
-    entry = {
+    entry: dict[str, Any] = {
         "dtypes": dtype_choices(names),
         "opening_dtype": opening_dtype(spec) if opening_dtype(spec) in names else names[0],
         "calibrations": profile_names(spec),
