@@ -18,7 +18,13 @@ import numpy as np
 import pytest
 
 from perfmodel.catalog.data import data_dir
-from perfmodel.validation.compare import compare, every_point, group_of, select
+from perfmodel.validation.compare import (
+    compare,
+    errors_by_group,
+    every_point,
+    group_of,
+    select,
+)
 from perfmodel.validation.measured import load_measurements
 
 HELDOUT = Path(data_dir("measurements")) / "h200-heldout3-2026-12-02.json"
@@ -41,10 +47,8 @@ pytestmark = pytest.mark.skipif(not HELDOUT.exists(), reason="no held-out draw 3
 
 
 def _groups() -> dict[str, np.ndarray]:
-    out: dict[str, list[float]] = {}
-    for r in compare(select(load_measurements([HELDOUT]))):
-        out.setdefault(group_of(r.point), []).append(r.error)
-    return {k: np.asarray(v) for k, v in out.items()}
+    rows = compare(select(load_measurements([HELDOUT])))
+    return {k: np.asarray(v) for k, v in errors_by_group(rows).items()}
 
 
 @pytest.mark.parametrize("key", sorted(RECORDED))

@@ -19,7 +19,7 @@ import pytest
 
 from kernel_bench.heldout_draw import scored
 from perfmodel.catalog.data import data_dir
-from perfmodel.validation.compare import compare, every_point, group_of, select
+from perfmodel.validation.compare import compare, errors_by_group, every_point, select
 from perfmodel.validation.measured import load_measurements
 
 HELDOUT = Path(data_dir("measurements")) / "h200-heldout4-2026-12-02.json"
@@ -60,10 +60,8 @@ def test_the_recorded_figures_are_those_of_the_committed_predictions(key):
 
 
 def _today() -> dict[str, np.ndarray]:
-    out: dict[str, list[float]] = {}
-    for r in compare(select(load_measurements([HELDOUT]))):
-        out.setdefault(group_of(r.point), []).append(r.error)
-    return {k: np.asarray(v) for k, v in out.items()}
+    rows = compare(select(load_measurements([HELDOUT])))
+    return {k: np.asarray(v) for k, v in errors_by_group(rows).items()}
 
 
 @pytest.mark.parametrize("key", sorted(RECORDED))

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from perfmodel.catalog.data import data_dir
-from perfmodel.validation.compare import compare, every_point, group_of, select
+from perfmodel.validation.compare import compare, errors_by_group, every_point, select
 from perfmodel.validation.measured import load_measurements
 
 HELDOUT = Path(data_dir("measurements")) / "h200-heldout2-2026-12-01.json"
@@ -48,16 +48,9 @@ def _rows():
     return compare(select(load_measurements([HELDOUT])))
 
 
-def _groups(rows):
-    out: dict[str, list[float]] = {}
-    for r in rows:
-        out.setdefault(group_of(r.point), []).append(r.error)
-    return out
-
-
 @pytest.mark.parametrize("key", sorted(RECORDED))
 def test_held_out_error_does_not_grow(key):
-    errors = np.asarray(_groups(_rows())[key])
+    errors = np.asarray(errors_by_group(_rows())[key])
     signed, absolute = RECORDED[key]
     assert abs(np.median(errors)) <= abs(signed) + MARGIN
     assert np.median(np.abs(errors)) <= absolute + MARGIN

@@ -131,9 +131,7 @@ def run_show(args: argparse.Namespace) -> int:
         print(f"  {key:<16} {value!s:<28}{flag} {source}")
     print("  tiles (first match wins):")
     for t in f.tiles:
-        where = "".join(
-            f", {k}={v}" for k, v in (("arch", t.arch), ("causal", t.causal)) if v is not None
-        )
+        where = _conditions(t)
         print(f"    d <= {t.d_max:<4} {t.block_q}x{t.block_k}, {t.warps} warps{where}")
     print(f"    source: {f.sources.get('tiles', '-')}")
     if f.backward is not None:
@@ -158,6 +156,12 @@ def run_show(args: argparse.Namespace) -> int:
     return 0
 
 
+def _conditions(tile: Any) -> str:
+    """A tile row's conditions as the listing shows them (``, arch=sm90, causal=True``)."""
+    pairs = (("arch", tile.arch), ("causal", tile.causal))
+    return "".join(f", {k}={v}" for k, v in pairs if v is not None)
+
+
 def _show_backward(bwd: Backward) -> None:
     """The family's ``[backward]``: its facts with their sources, then its tiles."""
     print("  backward:")
@@ -168,9 +172,7 @@ def _show_backward(bwd: Backward) -> None:
         print(f"    {key:<16} {value!s:<14}{flag} {bwd.sources.get(key, '')}")
     print("    tiles (dK/dV kernel; dQ pass; first match wins):")
     for t in bwd.tiles:
-        where = "".join(
-            f", {k}={v}" for k, v in (("arch", t.arch), ("causal", t.causal)) if v is not None
-        )
+        where = _conditions(t)
         dq = f"; dQ {t.dq_block_q}x{t.dq_block_k}" if t.dq_block_q else ""
         print(
             f"      d <= {t.d_max:<4} {t.block_q}x{t.block_k}, {t.warps} warps, "

@@ -532,6 +532,14 @@ def group_of(p: Point) -> str:
     return label
 
 
+def errors_by_group(rows: Sequence[Row]) -> dict[str, list[float]]:
+    """Each summary label's signed errors (:func:`group_of`), in the rows' order."""
+    out: dict[str, list[float]] = {}
+    for r in rows:
+        out.setdefault(group_of(r.point), []).append(r.error)
+    return out
+
+
 def summarise(rows: Sequence[Row], worst: int = 3) -> dict[str, ImplementationSummary]:
     out: dict[str, ImplementationSummary] = {}
     for label in sorted({group_of(r.point) for r in rows}):
