@@ -613,11 +613,13 @@ EFFECT_COLUMNS = tuple(f"effect_{name}_s" for name in EFFECT_NAMES)
 def _changed(old: KernelTime, new: KernelTime) -> bool:
     """Whether an effect changed what :meth:`KernelTime.seconds` reads (its roofs,
     overlap, stretch or serial time; not the fixed cost): its seconds are computed again."""
+    times, overlap, stretch, serial, _ = old  # unpacked: a field read is a call
+    times_new, overlap_new, stretch_new, serial_new, _ = new
     return not (
-        old.times is new.times
-        and _same(old.overlap, new.overlap)
-        and _same(old.stretch, new.stretch)
-        and _same(old.serial, new.serial)
+        times is times_new
+        and _same(overlap, overlap_new)
+        and _same(stretch, stretch_new)
+        and _same(serial, serial_new)
     )
 
 

@@ -182,14 +182,23 @@ def unshared(p: Prediction) -> Prediction:
     shared."""
 
     def side(a: AlgorithmPrediction) -> AlgorithmPrediction:
-        fields = {**a.__dict__, "roof_times_s": dict(a.roof_times_s)}
-        return construct(AlgorithmPrediction, {**fields, "effects_s": dict(a.effects_s)})
+        return _copied(a, roof_times_s=dict(a.roof_times_s), effects_s=dict(a.effects_s))
 
     split = p.parallel
     if split is not None:
         split = replace(split, chunk_times_s=dict(split.chunk_times_s))
-    fields = {**p.__dict__, "naive": side(p.naive), "flash": side(p.flash)}
-    return construct(Prediction, {**fields, "parallel": split})
+    return _copied(p, naive=side(p.naive), flash=side(p.flash), parallel=split)
+
+
+_Model = TypeVar("_Model", AlgorithmPrediction, Prediction)
+
+
+def _copied(model: _Model, **changed: Any) -> _Model:
+    """``model`` with some fields replaced, built as :func:`perfmodel.results.construct`
+    builds it (its fields are ours, already checked), from its own ``__dict__``."""
+    fields = model.__dict__.copy()
+    fields.update(changed)
+    return construct(type(model), fields)
 
 
 def _remembered(fn: _Fn) -> _Fn:
@@ -451,17 +460,24 @@ def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> 
     """One side's :class:`AlgorithmPrediction` from one point's engine columns
     (``"flash.time_s"``...): its declared fields, each roof's time, each effect's."""
     get = columns.get
-    item = {f: _plain(get(key)) for f, key in _SIDE_KEYS[side]}
+    python = _PYTHON
+    item = {
+        f: value if type(value := get(key)) in python else _plain(value)
+        for f, key in _SIDE_KEYS[side]
+    }
     latency = item["call_latency_s"]
     item["call_latency_s"] = None if latency is None or latency != latency else latency
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
     item["floor_pack"], item["floor_splits"] = int(item["floor_pack"]), int(item["floor_splits"])
+    absent = _ABSENT
     item["roof_times_s"] = {
-        r: _plain(columns[key]) for r, key in _ROOF_KEYS[side] if key in columns
+        r: _plain(value) for r, key in _ROOF_KEYS[side] if (value := get(key, absent)) is not absent
     }
     item["effects_s"] = {
-        name: _plain(columns[key]) for name, key in _EFFECT_KEYS[side] if key in columns
+        name: _plain(value)
+        for name, key in _EFFECT_KEYS[side]
+        if (value := get(key, absent)) is not absent
     }
     item["calibration"] = calibration
     return construct(AlgorithmPrediction, item)
@@ -475,6 +491,8 @@ def _plain(value: Any) -> Any:
 
 
 _PYTHON = frozenset((float, int, bool, str, type(None)))
+#: A column not in the engine's output (a roof the device has not, an effect not asked for).
+_ABSENT: Any = object()
 _SIDES = ("naive", "flash")
 #: Each side's engine column of each declared field, each roof and each effect.
 _SIDE_KEYS = {side: tuple((f, f"{side}.{f}") for f in SIDE_FIELDS) for side in _SIDES}

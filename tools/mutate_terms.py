@@ -145,6 +145,12 @@ MUTANTS = (
     # --- the estimate's effects -------------------------------------------------------
     Mutant("spills effect", E, "return t._replace(serial=k.spill_s)", "return t._replace(serial=0.0)", "dropped", LAUNCH_TESTS),
     Mutant("waves effect", E, "return t._replace(times=k.estimate)", "return t._replace(times=k.floor)", "dropped", LAUNCH_TESTS),
+    Mutant("exposed latency effect", E, "wait = unpipelined * k.latency_s", "wait = 0.0 * k.latency_s", "no wait per step", LAUNCH_TESTS),
+    Mutant("prologue effect (memory latency)", E, "return t._replace(fixed=t.fixed + k.prologue_latency_s + load)", "return t._replace(fixed=t.fixed + load)", "latency dropped", LAUNCH_TESTS),
+    Mutant("prologue waves", E, "waves = xp.ceil(work_items / resident)", "waves = xp.floor(work_items / resident) + 1", "ceil -> floor+1", LAUNCH_TESTS),
+    Mutant("pad copies effect (launch gaps)", E, "return t._replace(fixed=t.fixed + load + k.pad_copies * c.launch_s)", "return t._replace(fixed=t.fixed + load)", "gaps dropped", LAUNCH_TESTS),
+    Mutant("kernel launch effect", E, "return t._replace(fixed=c.launch_s)", "return t._replace(fixed=0.0)", "dropped", ROOF_TESTS),
+    Mutant("memory reach (bytes in flight per latency)", E, "per_sm = low(per_sm, resident * onchip.bytes_in_flight / hw.memory_latency_s)", "per_sm = low(per_sm, 2 * resident * onchip.bytes_in_flight / hw.memory_latency_s)", "x2", LAUNCH_TESTS),
     Mutant("per-SM L2 port share", E, "per_sm: Num = hw.l2_bandwidth_bytes_per_s / hw.sm_count", "per_sm: Num = 2 * hw.l2_bandwidth_bytes_per_s / hw.sm_count", "x2", LAUNCH_TESTS),
     # --- roofline factors -------------------------------------------------------------
     Mutant("roof time (work / rate)", R, "out[roof] = w / rate", "out[roof] = w * 1.1 / rate", "x1.1", ROOF_TESTS),
