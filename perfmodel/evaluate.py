@@ -980,20 +980,25 @@ Columns = dict[str, Num]
 
 def _per_split(split: Num, run: Callable[[Any, bool], Columns]) -> Columns:
     """``run(rows, split)`` on the rows that split K/V (flash-decoding's two kernels) and
-    on those that do not (one kernel), merged row by row; ``rows`` None: every row."""
+    on those that do not (one kernel), merged row by row; ``rows`` None: every row.
+
+    Where both occur, the more common form runs on every row (its inputs need no
+    gathering: a row's columns depend on that row alone) and the other on its own rows,
+    which then overwrite those rows."""
     if not roofline.any_nonzero(split):
         return run(None, False)
     if roofline.all_nonzero(split):
         return run(None, True)
     mask = cast(npt.NDArray[Any], split)  # some rows split, others not: a column
-    parts = [(np.flatnonzero(mask), True), (np.flatnonzero(~mask), False)]
-    done = [(rows, run(rows, flag)) for rows, flag in parts]
     size = len(mask)
+    few = int(np.count_nonzero(mask)) * 2 <= size  # True: the split rows are the fewer
+    rows = np.flatnonzero(mask if few else ~mask)
+    every, part = run(None, not few), run(rows, few)
     out: Columns = {}
-    for key, sample in done[0][1].items():
+    for key, sample in part.items():
         column = np.empty(size, dtype=np.asarray(sample).dtype)
-        for rows, part in done:
-            column[rows] = part[key]
+        column[...] = every[key]
+        column[rows] = sample
         out[key] = column
     return out
 

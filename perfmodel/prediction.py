@@ -461,7 +461,7 @@ def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> 
     (``"flash.time_s"``...): its declared fields, each roof's time, each effect's."""
     get = columns.get
     python = _PYTHON
-    item = {
+    item: dict[str, Any] = {
         f: value if type(value := get(key)) in python else _plain(value)
         for f, key in _SIDE_KEYS[side]
     }
