@@ -86,6 +86,8 @@ def _check_shape(h: Any, h_kv: Any, n: Any, m: Any, causal: Any) -> None:
     if isinstance(h, int) and isinstance(n, int):  # one point, without numpy
         bad_heads, bad_causal = h % h_kv != 0, causal and n != m
         i = 0
+    elif h_kv is h and m is n:  # the defaults of a sweep (h_kv = h, kv_len = n): both hold
+        return
     else:
         h, h_kv, n, m, causal = np.broadcast_arrays(h, h_kv, n, m, causal)
         heads, masks = np.flatnonzero(h % h_kv), np.flatnonzero(causal & (n != m))
@@ -871,6 +873,8 @@ _COLUMN_OPTIONS = (*_SWEPT[1:], "warps", "splits", "page_tokens")
 #: Options only the forward kernel takes: refused with mode="backward" (its tiles and warps
 #: are the family's [backward] launch), applied to the forward half of mode="train".
 _FORWARD_ONLY = ("splits", "page_tokens", "block_q", "block_k", "warps")
+#: The result columns that are integers: the launch's tiles and warps.
+_INTEGERS = ("block_q", "block_k", "warps")
 #: Points evaluated at once: one chunk's temporaries stay small (and in cache).
 CHUNK_POINTS = 1 << 16
 #: Largest result ``sweep`` builds unless given a larger ``max_bytes`` (2 GiB).
@@ -958,8 +962,9 @@ def sweep(
     engine.forward_only(**{k: _named(np.asarray(cols[k])) for k in _FORWARD_ONLY})
     results = _evaluate_chunks(engine, cols, wanted, size)
     out = SweepResult({k: cols[k] for k in _SWEPT})
-    for k in ("block_q", "block_k", "warps"):  # the launch's tiles and warps, as integers
-        out[k] = results.pop(k).astype(np.int64)
+    for k in _INTEGERS:  # the launch's tiles and warps, as integers (filled as int64)
+        column = results.pop(k)
+        out[k] = column if column.flags.writeable else column.astype(np.int64)
     out.update((k, v) for k, v in results.items() if k in wanted)
     if (split["cp"], split["tp"], split["cp_scheme"]) != (1, 1, "ring"):
         out.update(_parallel_columns(engine, out, split, given["splits"], wanted))
@@ -1073,10 +1078,11 @@ def _per_point_dtype(spec: HardwareSpec, dtypes: np.ndarray) -> tuple[Any, Any]:
 class _Column:
     """One result column filled chunk by chunk; one broadcast value while it is one."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, dtype: Any = None):
         self.size = size
         self.value: Any = None
         self.array: np.ndarray | None = None
+        self.dtype = dtype  #: the array's (None: the first value's)
 
     def put(self, where: Any, value: Any) -> None:
         constant = self.array is None and np.ndim(value) == 0
@@ -1086,7 +1092,7 @@ class _Column:
         if self.array is None:
             sample = np.asarray(value)
             dtype = object if sample.dtype.kind in "OU" else sample.dtype
-            self.array = np.empty(self.size, dtype=dtype)
+            self.array = np.empty(self.size, dtype=self.dtype or dtype)
             if self.value is not None:
                 self.array[...] = self.value
         self.array[where] = value
@@ -1146,7 +1152,9 @@ def _evaluate_chunks(
             res = engine.evaluate(sub, c, named, paged=paged, wanted=want)
             for key, value in res.items():
                 if key in need:
-                    out.setdefault(key, _Column(size)).put(where, value)
+                    if key not in out:  # the launch's tiles and warps: integers
+                        out[key] = _Column(size, np.int64 if key in _INTEGERS else None)
+                    out[key].put(where, value)
     result = {k: col.column() for k, col in out.items()}
     result["flash.fits_sram"] = np.broadcast_to(True, (size,))  # a tile that does not fit: error
     result["speedup"] = result["naive.time_s"] / result["flash.time_s"]
