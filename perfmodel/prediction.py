@@ -1132,7 +1132,7 @@ def _evaluate_chunks(
     causal = cols["causal"]
     for start in range(0, size, CHUNK_POINTS):
         stop = min(size, start + CHUNK_POINTS)
-        part = {k: (v[start:stop] if np.ndim(v) else v) for k, v in shape.items()}
+        part = {k: _floats(v[start:stop]) if np.ndim(v) else v for k, v in shape.items()}
         tiles = {k: None if v is None else v[start:stop] for k, v in named_cols.items()}
         cases: list[tuple[bool, Any, dict[str, Any], dict[str, Any]]]
         if is_repeated(causal):
@@ -1159,6 +1159,17 @@ def _evaluate_chunks(
     result["flash.fits_sram"] = np.broadcast_to(True, (size,))  # a tile that does not fit: error
     result["speedup"] = result["naive.time_s"] / result["flash.time_s"]
     return result
+
+
+def _floats(col: np.ndarray) -> np.ndarray:
+    """A chunk of an integer column as float64, once (every launch rule and cost model
+    computes in float64 and would convert it on each call); one value broadcast stays
+    one value."""
+    if col.dtype.kind not in "iu":
+        return col
+    if is_repeated(col):
+        return np.broadcast_to(np.float64(col[0]), col.shape)
+    return col.astype(np.float64)
 
 
 def _named(col: Any) -> Any:
