@@ -31,6 +31,16 @@ From the forward's O and log-sum-exp it computes dQ, dK, dV in three steps:
    separate pass on the H200 (0.71× cuDNN's backward against 0.79× at d = 128, n =
    4096: docs/perf-notes.md), so it is not the default.
 
+**Pipelined consumers** (``Config.pipeline``, the default where ``PIPELINE`` says so):
+a consumer of the dK/dV kernel issues, per tile, Sᵀ and then the *previous* tile's
+dK += dSᵀ Q (its dSᵀ carried in registers), waits for Sᵀ alone and computes Pᵀ while
+that dK product runs, issues dPᵀ and dV += Pᵀ dO, waits for dPᵀ (and the dK product:
+the previous tile's stage is then released) and computes dSᵀ while dV runs. A consumer
+of the dQ kernel issues S, dP and the previous tile's dQ += dS K, computes P under dP
+and that product, and dS under the product. Nothing stays in flight past a step's end;
+the last tile's product follows the loop. A stage is released one step later than
+without the pipeline, so the pipelined launch keeps three stages.
+
 Both kernels split each CTA into roles as the forward (``flash_mosaic``) does: two
 consumer warpgroups that only compute (``setmaxreg`` up) and one producer warpgroup that
 only issues TMA copies (``setmaxreg`` down); ``ready[stage]`` barriers complete on the
@@ -106,10 +116,16 @@ class Config:
     #: ``"atomic"``: dQ summed in the dK/dV kernel (``dq_block_k`` and ``dq_num_stages``
     #: then unused); ``"two_pass"``: the separate dQ kernel.
     dq: str = "two_pass"
+    #: The two-pass kernels' consumers keep one product in flight under their vector
+    #: work: each step issues the last step's dK (dQ) product behind its own Sᵀ (S, dP)
+    #: wgmma (``_dkdv``, ``_dq``). False: every wgmma is waited for before the next.
+    pipeline: bool = False
 
     def __post_init__(self) -> None:
         if self.dq not in DQ_RULES:
             raise ValueError(f"dq={self.dq!r} must be one of {DQ_RULES}")
+        if self.pipeline and self.dq != "two_pass":
+            raise ValueError(f"pipeline=True needs dq='two_pass' (got dq={self.dq!r})")
         for name in ("block_q", "dq_block_k"):
             if getattr(self, name) not in (64, 128):
                 raise ValueError(f"{name}={getattr(self, name)} must be 64 or 128")
@@ -129,14 +145,27 @@ class Config:
         return dkdv, dq
 
 
+#: Whether the default launch pipelines its consumers (``Config.pipeline``).
+PIPELINE = True
+
+
 def heuristic_config(d: int, causal: bool = False) -> Config:
     """The default launch for head dim ``d``: 128-wide tiles at d <= 64 (Sᵀ and dPᵀ,
-    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages; the
-    separate dQ kernel (``dq="atomic"``, where ``dq_split`` allows it, measured slower:
-    docs/perf-notes.md)."""
+    64 × 128 float32 each, fit beside the small accumulators), 64 above; the separate dQ
+    kernel (``dq="atomic"``, where ``dq_split`` allows it, measured slower:
+    docs/perf-notes.md); consumers pipelined as ``PIPELINE`` says, with three stages
+    then (a pipelined step frees the last step's stage only after this step's products
+    are issued, so two stages would leave the producer no step ahead), two otherwise."""
     del causal  # no mask-dependent choice yet
     wide = 128 if run_head_dim(d) <= 64 else 64
-    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2)
+    stages = 3 if PIPELINE else 2
+    return Config(
+        block_q=wide,
+        num_stages=stages,
+        dq_block_k=wide,
+        dq_num_stages=stages,
+        pipeline=PIPELINE,
+    )
 
 
 def supported_fold(d: int) -> bool:
@@ -510,21 +539,78 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                 plgpu.barrier_arrive(free.at[wg * stages + slot])
                 return dk, dv
 
-            def loop(start, stop, masked, carry, *, head_step):
+            def pipelined_step(t, carry, *, masked, dk_ref, dv_ref):
+                """Step t with the last step's dK product issued behind this step's Sᵀ:
+                it runs under the exp, and dV += Pᵀ dO under the dSᵀ math; nothing is
+                left in flight when the step ends."""
+                ds_last, last_slot = carry
+                slot = lax.rem(t, jnp.int32(stages))
+                q_tile = q_smem.at[slot]
+                do_tile = do_smem.at[slot]
+                plgpu.barrier_wait(q_ready.at[slot])
+
+                def scores(s_ref):
+                    plgpu.wgmma(s_ref, my_k, plgpu.transpose_ref(q_tile, (1, 0)))  # Sᵀ
+                    plgpu.wgmma(dk_ref, ds_last, q_smem.at[last_slot])  # last dK += dSᵀ Q
+                    return plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # Sᵀ only
+
+                s_t = pl.run_scoped(scores, plgpu.ACC((ROWS, bq), jnp.float32))
+                plgpu.barrier_wait(lse_ready.at[slot])
+                lse = _row_vector(lse_smem.at[slot], 1)
+                if masked:
+                    s_t = _mask_tile(s_t, band, my_first, tile_of(t)[1] * bq)
+                p_t = jnp.exp2(s_t * plan.scale_log2 - _bcast(lse, s_t.shape, 1))
+                plgpu.barrier_wait(do_ready.at[slot])
+
+                def dp_and_pv(dp_ref):
+                    plgpu.wgmma(dp_ref, my_v, plgpu.transpose_ref(do_tile, (1, 0)))  # dPᵀ
+                    plgpu.wgmma(dv_ref, p_t.astype(dtype), do_tile)  # dV += Pᵀ dO
+                    return plgpu.wgmma_accumulator_load(dp_ref, wait_n=1)  # and last dK
+
+                dp_t = pl.run_scoped(dp_and_pv, plgpu.ACC((ROWS, bq), jnp.float32))
+                # the last step's stage is read no more
+                pl.when(t > 0)(lambda: plgpu.barrier_arrive(free.at[wg * stages + last_slot]))
+                plgpu.barrier_wait(delta_ready.at[slot])
+                delta = _row_vector(delta_smem.at[slot], 1)
+                ds16 = (p_t * (dp_t - _bcast(delta, dp_t.shape, 1))).astype(dtype)  # dSᵀ
+                plgpu.wgmma_wait(0)  # dV: Pᵀ's registers are free
+                return ds16, slot
+
+            def loop(start, stop, masked, carry, *, head_step, body=step):
                 return lax.fori_loop(
                     head_step + start - lo,
                     head_step + stop - lo,
-                    functools.partial(step, masked=masked),
+                    functools.partial(body, masked=masked),
                     carry,
                 )
 
-            def head_loop(h, carry):
-                part = functools.partial(loop, head_step=h * span)
+            def head_loop(h, carry, body=step):
+                part = functools.partial(loop, head_step=h * span, body=body)
                 return _three_ranges(part, lo, full_lo, full_hi, hi, carry)
 
+            def pipelined(dk_ref, dv_ref):
+                body = functools.partial(pipelined_step, dk_ref=dk_ref, dv_ref=dv_ref)
+                first = (_zeros((ROWS, bq)).astype(dtype), jnp.int32(0))
+                ds_last, last_slot = lax.fori_loop(
+                    0, group, functools.partial(head_loop, body=body), first
+                )
+
+                @pl.when(steps > 0)  # the last step's dK product
+                def _():
+                    plgpu.wgmma(dk_ref, ds_last, q_smem.at[last_slot])
+                    plgpu.wgmma_wait(0)
+                    plgpu.barrier_arrive(free.at[wg * stages + last_slot])
+
+                return dk_ref[...], dv_ref[...]
+
             zeros = _zeros((ROWS, d))
-            carry = (zeros, zeros) + ((_zeros((part_rows, part_cols)),) if fold else ())
-            dk, dv, *last_dq = lax.fori_loop(0, group, head_loop, carry)
+            if cfg.pipeline:
+                accumulators = (plgpu.ACC((ROWS, d), jnp.float32),) * 2
+                dk, dv = pl.run_scoped(pipelined, *accumulators)
+                last_dq = ()
+            else:
+                carry = (zeros, zeros) + ((_zeros((part_rows, part_cols)),) if fold else ())
+                dk, dv, *last_dq = lax.fori_loop(0, group, head_loop, carry)
             if fold:  # my K is read by the other consumer's dQ products until it is done
                 pl.when(steps > 0)(lambda: flush(steps - 1, last_dq[0]))
                 done = fold_barriers[1]
@@ -659,10 +745,54 @@ def _dq(plan: _Plan, q, k, v, do, lse2, delta):
                 plgpu.barrier_arrive(k_free.at[wg * stages + slot])
                 return dq
 
-            def loop(start, stop, masked, dq):
-                return lax.fori_loop(start, stop, functools.partial(step, masked=masked), dq)
+            def pipelined_step(j, carry, *, masked, dq_ref):
+                """Tile j with the last tile's dQ product issued behind its S and dP: the
+                exp runs under dP and that product, the dS math under the product."""
+                ds_last, last_slot = carry
+                slot = lax.rem(j - lo, jnp.int32(stages))
+                k_tile, v_tile = k_smem.at[slot], v_smem.at[slot]
+                plgpu.barrier_wait(k_ready.at[slot])
 
-            dq = _three_ranges(loop, lo, full_lo, full_hi, hi, _zeros((ROWS, d)))
+                def products(s_ref, dp_ref):
+                    plgpu.wgmma(s_ref, my_q, plgpu.transpose_ref(k_tile, (1, 0)))  # S
+                    plgpu.barrier_wait(v_ready.at[slot])
+                    plgpu.wgmma(dp_ref, my_do, plgpu.transpose_ref(v_tile, (1, 0)))  # dP
+                    plgpu.wgmma(dq_ref, ds_last, k_smem.at[last_slot])  # last dQ += dS K
+                    s = plgpu.wgmma_accumulator_load(s_ref, wait_n=2)  # S only
+                    if masked:
+                        s = _mask_tile(s, mask, my_first, j * bk, tail)
+                    p = jnp.exp2(s * plan.scale_log2 - _bcast(lse, s.shape, 0))
+                    dp = plgpu.wgmma_accumulator_load(dp_ref, wait_n=1)  # dP too
+                    plgpu.barrier_arrive(v_free.at[wg * stages + slot])
+                    return (p * (dp - _bcast(delta, dp.shape, 0))).astype(dtype)  # dS
+
+                acc = plgpu.ACC((ROWS, bk), jnp.float32)
+                ds16 = pl.run_scoped(products, acc, acc)
+                plgpu.wgmma_wait(0)  # the last dQ product: its K stage is read no more
+                pl.when(j > lo)(lambda: plgpu.barrier_arrive(k_free.at[wg * stages + last_slot]))
+                return ds16, slot
+
+            def loop(start, stop, masked, carry, *, body=step):
+                return lax.fori_loop(start, stop, functools.partial(body, masked=masked), carry)
+
+            def pipelined(dq_ref):
+                body = functools.partial(pipelined_step, dq_ref=dq_ref)
+                first = (_zeros((ROWS, bk)).astype(dtype), jnp.int32(0))
+                part = functools.partial(loop, body=body)
+                ds_last, last_slot = _three_ranges(part, lo, full_lo, full_hi, hi, first)
+
+                @pl.when(hi > lo)  # the last tile's dQ product
+                def _():
+                    plgpu.wgmma(dq_ref, ds_last, k_smem.at[last_slot])
+                    plgpu.wgmma_wait(0)
+                    plgpu.barrier_arrive(k_free.at[wg * stages + last_slot])
+
+                return dq_ref[...]
+
+            if cfg.pipeline:
+                dq = pl.run_scoped(pipelined, plgpu.ACC((ROWS, d), jnp.float32))
+            else:
+                dq = _three_ranges(loop, lo, full_lo, full_hi, hi, _zeros((ROWS, d)))
             my_q[...] = (dq * plan.scale).astype(dtype)
             plgpu.commit_smem()
             plgpu.copy_smem_to_gmem(my_q, dq_ref.at[rows])

@@ -110,8 +110,28 @@ def test_gradients_match_float64(case):
     _check_grads(case)
 
 
+@needs_hopper
+@pytest.mark.parametrize(
+    "case", [CASES[i] for i in (0, 2, 8, 12)], ids=lambda c: "-".join(map(str, c))
+)
+def test_other_pipeline_matches_float64(case):
+    """``Config.pipeline`` as the default does not have it: both consumer loops (the
+    wgmmas waited for one by one, or one product kept in flight) give the gradients."""
+    _check_grads(case, _other_pipeline(case[5]))
+
+
 def _folded(d):
-    return dataclasses.replace(flash_mosaic_backward.heuristic_config(d), dq="atomic")
+    config = flash_mosaic_backward.heuristic_config(d)
+    return dataclasses.replace(config, dq="atomic", pipeline=False, num_stages=2)
+
+
+def _other_pipeline(d):
+    """The default launch with ``Config.pipeline`` flipped (two stages when off)."""
+    config = flash_mosaic_backward.heuristic_config(d)
+    stages = 3 if not config.pipeline else 2
+    return dataclasses.replace(
+        config, pipeline=not config.pipeline, num_stages=stages, dq_num_stages=stages
+    )
 
 
 #: d <= 64 and d = 128: the cases whose tiles ``dq_split`` can share
@@ -185,16 +205,18 @@ def test_jax_grad_runs_this_backward_on_hopper(backend):
         ((1, 200, 2, 64), (1, 200, 2, 64), False, (20, 30)),
     ],
 )
-@pytest.mark.parametrize("dq", ["default", "atomic"])
-def test_kernels_trace_and_lower(shape, kv_shape, causal, window, dq):
+@pytest.mark.parametrize("launch", ["default", "atomic", "pipeline", "no_pipeline"])
+def test_kernels_trace_and_lower(shape, kv_shape, causal, window, launch):
     q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
     b, n, h, d = shape
     lse = jnp.zeros((b, h, n), jnp.float32)
     config = flash_mosaic_backward.heuristic_config(d)
-    if dq != "default":
+    if launch == "atomic":
         if not flash_mosaic_backward.supported_fold(d):
             pytest.skip(f"dq_split cannot share the dQ tile at d={d}")
-        config = dataclasses.replace(config, dq=dq)
+        config = _folded(d)
+    elif launch != "default":
+        config = dataclasses.replace(config, pipeline=launch == "pipeline")
     plan = flash_mosaic_backward._Plan(
         batch=b,
         n=n,
@@ -258,10 +280,13 @@ def test_config_is_validated_and_fits_shared_memory():
         flash_mosaic_backward.Config(dq_num_stages=1)
     with pytest.raises(ValueError, match="dq='split'"):
         flash_mosaic_backward.Config(dq="split")
+    with pytest.raises(ValueError, match="pipeline=True needs dq='two_pass'"):
+        flash_mosaic_backward.Config(dq="atomic", pipeline=True)
+    assert _other_pipeline(64).pipeline is not flash_mosaic_backward.heuristic_config(64).pipeline
     for d in (32, 64, 80, 96, 128):
         config = flash_mosaic_backward.heuristic_config(d)
         limit = flash_mosaic_backward.SMEM_LIMIT_BYTES
-        folded = dataclasses.replace(config, dq="atomic")
+        folded = _folded(d)
         for c in (config, folded) if flash_mosaic_backward.supported_fold(d) else (config,):
             assert max(c.smem_bytes(flash_mosaic_backward.run_head_dim(d), 2)) <= limit
     # the fold shares dQ tiles of 128 rows (any d) or of 64 rows at d = 128
