@@ -3,7 +3,7 @@
 # 1. the backward's GPU tests, default launch (Config.pipeline) and the other one, fold
 #    excluded; -x and a per-test timeout, so a hang costs one timeout and ends the call;
 # 2. ptxas's report of the kernels at PTXAS_D (default launch and flipped pipeline);
-# 3. bench_mosaic_backward at n = NS, d = DS, h = HEADS, causal and not, backward and
+# 3. in what is left of TOTAL_S, bench_mosaic_backward at n = NS, d = DS, h = HEADS, causal and not, backward and
 #    training step, ours (the default, then the flipped pipeline) and cuDNN.
 export PYTHONUNBUFFERED=1 PYTHONPATH=. XLA_PYTHON_CLIENT_PREALLOCATE=false
 t0=$(date +%s)
@@ -18,8 +18,10 @@ step ptxas
 MOSAIC_GPU_DUMP_PTXAS=1 TF_CPP_MIN_LOG_LEVEL=0 timeout ${PTXAS_S:-60} \
   python -m kernel_bench.bench_mosaic_backward --ptxas ${PTXAS_D:-128} > $OUT/ptxas.log 2>&1
 grep -E "^===|registers|spill|serializ|Potential" $OUT/ptxas.log | cut -c1-300 | head -60
-step bench
-timeout ${BENCH_S:-200} python -m kernel_bench.bench_mosaic_backward --out $OUT/anchors.json \
+# the bench gets what is left of TOTAL_S; no shape starts in its last SHAPE_S seconds
+left=$((${TOTAL_S:-320} - $(date +%s) + t0 - 5))
+step "bench ($left s left)"
+timeout $left python -m kernel_bench.bench_mosaic_backward --out $OUT/anchors.json \
   --ns ${NS:-4096} --d ${DS:-128,64} --h ${HEADS:-16} --causal both --phases backward,train \
-  --variants ${VARIANTS:-flip_pipeline} --budget-s ${BUDGET_S:-140} 2>&1 | tee $OUT/anchors.log
+  --variants ${VARIANTS:-flip_pipeline} --budget-s $((left - ${SHAPE_S:-45})) 2>&1 | tee $OUT/anchors.log
 step end
