@@ -31,7 +31,7 @@ From the forward's O and log-sum-exp it computes dQ, dK, dV in three steps:
    separate pass on the H200 (0.71× cuDNN's backward against 0.79× at d = 128, n =
    4096: docs/perf-notes.md), so it is not the default.
 
-**Pipelined consumers** (``Config.pipeline``, the default where ``PIPELINE`` says so):
+**Pipelined consumers** (``Config.pipeline``; not the default, ``PIPELINE``):
 a consumer of the dK/dV kernel issues, per tile, Sᵀ and then the *previous* tile's
 dK += dSᵀ Q (its dSᵀ carried in registers), waits for Sᵀ alone and computes Pᵀ while
 that dK product runs, issues dPᵀ and dV += Pᵀ dO, waits for dPᵀ (and the dK product:
@@ -39,7 +39,10 @@ the previous tile's stage is then released) and computes dSᵀ while dV runs. A 
 of the dQ kernel issues S, dP and the previous tile's dQ += dS K, computes P under dP
 and that product, and dS under the product. Nothing stays in flight past a step's end;
 the last tile's product follows the loop. A stage is released one step later than
-without the pipeline, so the pipelined launch keeps three stages.
+without the pipeline, so the pipelined launch keeps three stages. It measured 3-9 %
+slower than the unpipelined kernels on the H200 (d = 64 and 128, n = 4096, causal and
+not): ptxas reports the dK/dV kernel's wgmmas "serialized due to insufficient register
+resources" and injects a ``warpgroup.arrive`` into the dQ kernel's (docs/perf-notes.md).
 
 Both kernels split each CTA into roles as the forward (``flash_mosaic``) does: two
 consumer warpgroups that only compute (``setmaxreg`` up) and one producer warpgroup that
@@ -145,8 +148,10 @@ class Config:
         return dkdv, dq
 
 
-#: Whether the default launch pipelines its consumers (``Config.pipeline``).
-PIPELINE = True
+#: Whether the default launch pipelines its consumers (``Config.pipeline``): no, it
+#: measured slower (3-9 % at d = 64 and 128, n = 4096; ptxas serialises the dK/dV
+#: kernel's wgmmas for want of registers: docs/perf-notes.md).
+PIPELINE = False
 
 
 def heuristic_config(d: int, causal: bool = False) -> Config:
