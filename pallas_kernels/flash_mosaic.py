@@ -174,10 +174,28 @@ def _swizzle_bytes(d: int, itemsize: int) -> int:
 #: four stages in flight (its tiles are small). specs/kernels/pallas-mosaic.toml states
 #: the same (tests/test_kernel_specs.py holds them equal).
 TILES: tuple[tuple[int, int, int], ...] = ((64, 128, 4), (128, 128, 2), (192, 64, 2), (256, 64, 2))
+#: (largest left + right, block_k, num_stages) under a small sliding window, at the head
+#: dims whose ``TILES`` key tile is wider: a 64-row block sees left + right + 64 keys,
+#: and every tile it touches is loaded whole and (at an edge) masked, so a narrower tile
+#: loads and masks ~64 keys less per block; four stages keep the bytes in flight of two
+#: 128-key stages. Spans up to 1024 keys (``window_tile``; docs/perf-notes.md, "Small
+#: windows: a 64-key tile").
+SMALL_WINDOW_TILE: tuple[int, int, int] = (1024, 64, 4)
 
 
-def heuristic_config(d: int, causal: bool = False) -> Config:
-    """The default launch for head dim ``d`` (``TILES``) and the mask.
+def window_tile(window, causal: bool) -> tuple[int, int] | None:
+    """(block_k, num_stages) of ``SMALL_WINDOW_TILE`` where ``window`` (as
+    ``flash_attention`` takes it) bounds both sides to at most its span, else None."""
+    left, right = visible_bounds(causal, window)
+    span_max, block_k, stages = SMALL_WINDOW_TILE
+    if left is None or right is None or left + right > span_max:
+        return None
+    return block_k, stages
+
+
+def heuristic_config(d: int, causal: bool = False, window=None) -> Config:
+    """The default launch for head dim ``d`` (``TILES``), the mask and the window (a
+    narrower key tile under a small one, ``window_tile``).
 
     Schedule, from the H200 variants (docs/perf-notes.md, "Mosaic GPU kernel: outcome"):
     persistent everywhere; non-causal with the FA-3 PV overlap (n=4096: 0.99 x cuDNN,
@@ -187,6 +205,9 @@ def heuristic_config(d: int, causal: bool = False) -> Config:
     """
     d_native = native_head_dim(min(max(int(d), 1), MAX_HEAD_DIM))
     block_k, stages = next((bk, st) for d_max, bk, st in TILES if d_native <= d_max)
+    small = window_tile(window, causal)
+    if small is not None and small[0] < block_k:
+        block_k, stages = small
     overlap = "qk" if causal else "pv"
     return Config(block_k, stages, overlap=overlap, persistent=True)
 
@@ -201,7 +222,14 @@ def import_error() -> str | None:
 
 
 def supported(
-    q, k, v, *, causal: bool = False, interpret: bool = False, config: Config | None = None
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    interpret: bool = False,
+    config: Config | None = None,
+    window=None,
 ) -> str | None:
     """Why this kernel cannot run the call (None when it can)."""
     if interpret:
@@ -210,7 +238,7 @@ def supported(
         check_qkv(q, k, v, max_head_dim=MAX_HEAD_DIM, dtypes=SUPPORTED_DTYPES)
     except ValueError as err:
         return str(err)
-    config = config or heuristic_config(q.shape[-1], causal)
+    config = config or heuristic_config(q.shape[-1], causal, window)
     d = run_head_dim(q.shape[-1], config)
     smem = config.smem_bytes(d, q.dtype.itemsize, return_lse=True)
     if smem > SMEM_LIMIT_BYTES:
@@ -358,15 +386,19 @@ def _key_tiles(plan: _Plan, first_row):
     """``(lo, lo_full, hi_full, hi)``: rows ``[first_row, first_row + 64)`` need key tiles
     ``[lo, hi)`` (at least one: a row that sees no key gets O = 0 from a masked tile);
     tiles ``[lo_full, hi_full)`` need no mask. Tiles wholly above the causal diagonal or
-    outside the window are outside the range (``_common.tile_range``)."""
+    outside the window are outside the range (``_common.tile_range``). Only the rows
+    below n count: the last partial block of a right window (or of the shifted diagonal)
+    loads no tile that only its rows past n would see, and a block wholly past n (the
+    second consumer of a last unit) takes row n - 1's range, inside its partner's."""
     bk = plan.config.block_k
     lo, lo_full, hi_full, hi = tile_range(
-        first_row,
+        jnp.minimum(first_row, plan.n - 1),
         rows=ROWS_PER_CONSUMER,
         tile=bk,
         length=plan.kv_len,
         left=plan.bounds[0],
         right=plan.bounds[1],
+        queries=plan.n,
     )
     if plan.bounds == (None, None):
         return lo, lo_full, hi_full, hi
@@ -872,7 +904,7 @@ def mosaic_flash_attention(
 ):
     """Attention on Hopper; arguments as ``pallas_kernels.flash_attention``.
 
-    ``options`` replace fields of ``heuristic_config(head_dim, causal)`` (``Config``:
+    ``options`` replace fields of ``heuristic_config(head_dim, causal, window)`` (``Config``:
     ``block_k``, ``num_stages``, ``overlap``, ``persistent``); query tiles are 64 rows
     per consumer warpgroup.
     """
@@ -887,8 +919,8 @@ def _run(q, k, v, *, causal, sm_scale, return_lse, window=None, diagonal_offset=
     run, and slice O back."""
     d = q.shape[-1]
     window = window_bounds(window, causal)
-    config = resolve_config(q, causal, options)
-    reason = supported(q, k, v, causal=causal, config=config)
+    config = resolve_config(q, causal, options, window)
+    reason = supported(q, k, v, causal=causal, config=config, window=window)
     if reason:
         raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
     d_pad = run_head_dim(d, config)
@@ -913,12 +945,13 @@ def _pad_head_dim(x, d_pad: int):
     return x if pad == 0 else jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, pad)))
 
 
-def resolve_config(q, causal: bool, options: dict) -> Config:
-    """``options`` over ``heuristic_config(head_dim, causal)``; an unknown one is a TypeError."""
+def resolve_config(q, causal: bool, options: dict, window=None) -> Config:
+    """``options`` over ``heuristic_config(head_dim, causal, window)``; an unknown one is a
+    TypeError."""
     unknown = set(options) - set(Config.__dataclass_fields__)
     if unknown:
         raise TypeError(f"unknown Mosaic options {sorted(unknown)}; see flash_mosaic.Config")
-    return dataclasses.replace(heuristic_config(q.shape[-1], bool(causal)), **options)
+    return dataclasses.replace(heuristic_config(q.shape[-1], bool(causal), window), **options)
 
 
 def forward_with_test_hooks(
