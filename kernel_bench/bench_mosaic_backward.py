@@ -20,7 +20,8 @@ compiles the backward at each head dim, default launch and flipped pipeline, one
 the other with a marker line before each: run it with ``MOSAIC_GPU_DUMP_PTXAS=1`` and
 jaxlib prints ptxas's report (registers, spills, wgmma serialisation) of each kernel.
 Device time is CUPTI kernel time (``kernel_bench.timing``); points in the measurement
-schema, rewritten after each shape.
+schema, rewritten after each shape; the log line of each shape also gives our backward's
+kernels one by one (``kernel_breakdown``: ``kernels_<launch>``, seconds each).
 """
 
 from __future__ import annotations
@@ -167,6 +168,9 @@ def time_shape(
                 if phase == "train":
                     grads[_variant_name(config) if variant else impl] = jax.device_get(out)
                 timed = measure_all(fn, args, budget_s=budget_s)
+                if impl == "pallas_flash" and phase == "backward":
+                    name = _variant_name(config) if config is not None else "default"
+                    details[f"kernels_{name}"] = kernel_breakdown(fn, args[0])
                 flops = nominal_flops(**{k: shape[k] for k in keys}, mode=phase)
                 point.update(timed_fields(timed, flops=flops, tokens=b * n))
             except Exception as err:  # noqa: BLE001 - recorded, the run goes on
@@ -181,6 +185,34 @@ def time_shape(
                 for g, r in zip(ours, ref, strict=True)
             ]
     return points, details
+
+
+def kernel_breakdown(fn, args, *, iterations: int = 5) -> list[tuple[str, float]] | None:
+    """Median CUPTI duration (s) of each kernel of one call, in launch order, as
+    ``(name, seconds)``: which of the backward's kernels (preprocessing, dK/dV, dQ)
+    moved. None where CUPTI is unavailable (``kernel_bench.timing``)."""
+    import statistics
+
+    import jax
+
+    from kernel_bench.timing import _cupti_ext
+
+    ext = _cupti_ext()
+    if ext is None or jax.devices()[0].platform != "gpu":
+        return None
+    jax.block_until_ready(fn(*args))
+    ext._cupti_init()
+    try:
+        jax.block_until_ready([fn(*args) for _ in range(iterations)])
+    finally:
+        timings = ext._cupti_get_timings(True)
+    if not timings or len(timings) % iterations:
+        return None
+    per = len(timings) // iterations
+    return [
+        (timings[k][0], statistics.median(timings[i * per + k][1] for i in range(iterations)) / 1e3)
+        for k in range(per)
+    ]
 
 
 def compile_for_ptxas(ds) -> int:
