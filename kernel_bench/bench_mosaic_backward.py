@@ -190,28 +190,17 @@ def time_shape(
 def kernel_breakdown(fn, args, *, iterations: int = 5) -> list[tuple[str, float]] | None:
     """Median CUPTI duration (s) of each kernel of one call, in launch order, as
     ``(name, seconds)``: which of the backward's kernels (preprocessing, dK/dV, dQ)
-    moved. None where CUPTI is unavailable (``kernel_bench.timing``)."""
+    moved. None where CUPTI is unavailable (``kernel_bench.timing.kernel_timings``)."""
     import statistics
 
-    import jax
+    from kernel_bench.timing import kernel_timings
 
-    from kernel_bench.timing import _cupti_ext
-
-    ext = _cupti_ext()
-    if ext is None or jax.devices()[0].platform != "gpu":
+    calls = kernel_timings(fn, args, iterations=iterations)
+    if calls is None:
         return None
-    jax.block_until_ready(fn(*args))
-    ext._cupti_init()
-    try:
-        jax.block_until_ready([fn(*args) for _ in range(iterations)])
-    finally:
-        timings = ext._cupti_get_timings(True)
-    if not timings or len(timings) % iterations:
-        return None
-    per = len(timings) // iterations
     return [
-        (timings[k][0], statistics.median(timings[i * per + k][1] for i in range(iterations)) / 1e3)
-        for k in range(per)
+        (name, statistics.median(call[k][1] for call in calls))
+        for k, (name, _) in enumerate(calls[0])
     ]
 
 
