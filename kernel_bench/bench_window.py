@@ -135,7 +135,7 @@ def other_tile(shape: dict) -> dict:
     chosen = launch(shape)
     if chosen.block_k != plain.block_k:
         return {"block_k": plain.block_k, "num_stages": plain.num_stages}
-    _, block_k, stages = flash_mosaic.SMALL_WINDOW_TILE
+    _, _, block_k, stages = flash_mosaic.SMALL_WINDOW_TILE
     return {"block_k": block_k, "num_stages": stages}
 
 
@@ -331,6 +331,80 @@ def tile_prediction(pred_path: Path, meas_path: Path) -> str:
     for name, r in (("measured", then), ("predicted", now)):
         if r:
             lines.append(f"ours/cuDNN forward, {name}: median {statistics.median(r):.2f}, "
+                         f"min {min(r):.2f}, max {max(r):.2f} over {len(r)} shapes")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+#: SMs of the H200 (the persistent grid's CTAs)
+H200_SMS = 132
+
+
+def units_per_cta(shape: dict, options: dict | None = None) -> float:
+    """Work units a persistent CTA of our forward runs at the shape (``flash_mosaic._plan``
+    on an H200's SMs), on average."""
+    import jax
+    import jax.numpy as jnp
+
+    from pallas_kernels import flash_mosaic
+
+    dt = getattr(jnp, shape["dtype"])
+    q = jax.ShapeDtypeStruct((shape["batch"], shape["n"], shape["h"], shape["d"]), dt)
+    k = jax.ShapeDtypeStruct((shape["batch"], shape["n"], shape["h_kv"], shape["d"]), dt)
+    plan = flash_mosaic._plan(
+        q, k, causal=shape["causal"], sm_scale=1.0, return_lse=False,
+        config=launch(shape, options), window=bounds(shape),
+    )  # fmt: skip
+    return plan.units / min(plan.units, H200_SMS)
+
+
+def prefetch_prediction(pred_path: Path, meas_path: Path, per_unit_s: float) -> str:
+    """Per shape of a measured run: our forward with the next unit's Q prefetched
+    (``Config.prefetch_q``) as perfmodel gives it (the measured default less the share
+    of its ``prologue`` effect, one memory latency and one Q tile per wave, that waves
+    after a CTA's first no longer wait for) and as a fixed wait per unit gives it
+    (``per_unit_s`` for each unit of a CTA after its first); ours/cuDNN of each."""
+    import math
+
+    rows = {r["shape"]["n"]: r for r in json.loads(pred_path.read_text())["rows"]}
+    run = json.loads(meas_path.read_text())["runs"][-1]
+    cells: dict = {}
+    for p in run["points"]:
+        if p["phase"] == "forward" and p["status"] == "ok":
+            cells.setdefault(p["n"], {})[p["implementation"]] = p["median_s"]
+    from perfmodel import predict
+
+    lines = [
+        "| n | window | d | h:h_kv | batch | units a CTA | ours ms | cuDNN ms | prologue share "
+        "| model ms | wait ms | ours/cuDNN | model/cuDNN | wait/cuDNN |",
+        "|" + "---|" * 14,
+    ]
+    ratios: dict[str, list[float]] = {"now": [], "model": [], "wait": []}
+    for n, cell in cells.items():
+        s = rows[n]["shape"]
+        ours, cud = cell.get(IMPLS[0]), cell.get("cudnn")
+        if not ours:
+            continue
+        kw = {k: s[k] for k in ("d", "h", "h_kv", "batch", "causal")}
+        half = {"float16": "fp16", "bfloat16": "bf16"}[s["dtype"]]
+        flash = predict(
+            n, "h200", **kw, dtype=half, window=bounds(s), kernel=launched_family(s)
+        ).flash
+        per_cta = units_per_cta(s)
+        waves = math.ceil(per_cta)
+        share = flash.effects_s.get("prologue", 0.0) * (1 - 1 / waves) / flash.time_s
+        model, wait = ours * (1 - share), ours - (per_cta - 1) * per_unit_s
+        if cud:
+            for key, t in (("now", ours), ("model", model), ("wait", wait)):
+                ratios[key].append(cud / t)
+        cols = [f"{cud / t:.2f}" if cud else "-" for t in (ours, model, wait)]
+        lines.append(
+            f"| {n} | {bounds(s)} | {s['d']} | {s['h']}:{s['h_kv']} | {s['batch']} | "
+            f"{per_cta:.1f} | {ours * 1e3:.3f} | {cud * 1e3 if cud else float('nan'):.3f} | "
+            f"{share:.0%} | {model * 1e3:.3f} | {wait * 1e3:.3f} | " + " | ".join(cols) + " |"
+        )
+    for key, r in ratios.items():
+        if r:
+            lines.append(f"ours/cuDNN forward, {key}: median {statistics.median(r):.2f}, "
                          f"min {min(r):.2f}, max {max(r):.2f} over {len(r)} shapes")  # fmt: skip
     return "\n".join(lines) + "\n"
 
@@ -578,6 +652,7 @@ def report(pred_path: Path, meas_path: Path) -> str:
             f"| {fmt(model['cudnn'], '{:+.0%}')} |"
         )
     out = ["\n".join(lines), ""]
+    out += _variant_lines(pred, run, key)
     for impl, errs in errors.items():
         if errs:
             out.append(
@@ -592,6 +667,39 @@ def report(pred_path: Path, meas_path: Path) -> str:
                 f"min {min(rs):.2f}, max {max(rs):.2f}; >= 1.0 on {sum(x >= 1 for x in rs)}"
             )
     return "\n".join(out) + "\n"
+
+
+def _variant_lines(pred: dict, run: dict, key) -> list[str]:
+    """Our default forward against each variant of the run, per shape (measured time over
+    the variant's), and, for ``other_tile``, the model's (predictions' ``pallas_flash``
+    over ``pallas_flash_other_tile``)."""
+    ours = {key(p): p for p in run["points"] if p["implementation"] == IMPLS[0]}
+    ours = {k: p for k, p in ours.items() if p["phase"] == "forward" and p["status"] == "ok"}
+    lines = []
+    for detail in run.get("details", []):
+        s = detail["shape"]
+        for v in detail.get("variants", []):
+            mine = ours.get(key(s))
+            if not (mine and v["status"] == "ok" and v["median_s"]):
+                continue
+            if not lines:
+                lines = [
+                    "| n | window | d | variant | default block_k | default ms | variant "
+                    "block_k | variant ms | default/variant measured | model |",
+                    "|" + "---|" * 10,
+                ]
+            r = pred[key(s)]
+            model = "-"
+            if v["variant"] == "other_tile" and "pallas_flash_other_tile_forward" in r:
+                guess = r["pallas_flash_forward"].get("time_s")
+                other = r["pallas_flash_other_tile_forward"].get("time_s")
+                model = f"{guess / other:.2f}" if guess and other else "-"
+            lines.append(
+                f"| {s['n']} | {bounds(s)} | {s['d']} | {v['variant']} | {mine['block_k']} | "
+                f"{mine['median_s'] * 1e3:.3f} | {v['block_k']} | {v['median_s'] * 1e3:.3f} | "
+                f"{mine['median_s'] / v['median_s']:.2f} | {model} |"
+            )
+    return lines + [""] if lines else []
 
 
 def main(argv=None) -> int:
@@ -624,6 +732,10 @@ def main(argv=None) -> int:
     t = sub.add_parser("tile-predict", help="ours at the window's tile, predicted")
     t.add_argument("--predictions", type=Path, required=True)
     t.add_argument("--measured", type=Path, required=True)
+    f = sub.add_parser("prefetch-predict", help="ours with the next unit's Q prefetched")
+    f.add_argument("--predictions", type=Path, required=True)
+    f.add_argument("--measured", type=Path, required=True)
+    f.add_argument("--per-unit-us", type=float, default=1.25, help="the wait per unit")
     r = sub.add_parser("report")
     r.add_argument("--predictions", type=Path, required=True)
     r.add_argument("--measured", type=Path, required=True)
@@ -646,6 +758,10 @@ def main(argv=None) -> int:
         return measure(args.predictions, args.out, args.budget_s, args.wait_for, variants, phases)
     if args.cmd == "tile-predict":
         print(tile_prediction(args.predictions, args.measured), end="")
+        return 0
+    if args.cmd == "prefetch-predict":
+        per_unit = args.per_unit_us * 1e-6
+        print(prefetch_prediction(args.predictions, args.measured, per_unit), end="")
         return 0
     if args.cmd == "nopad-predict":
         print(nopad_prediction(args.measured), end="")

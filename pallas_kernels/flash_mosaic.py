@@ -123,7 +123,10 @@ class Config:
     a multiple of its tiling 8", H200 run of 2026-12-02); the blocked layout (d in column
     blocks of one swizzle row, one wgmma per block) lowers at any length. None (the
     default): blocked where n or kv_len is not a multiple of 8 and ``pad_seq`` is False;
-    False there is refused.
+    False there is refused. ``prefetch_q`` (persistent only): each consumer holds two Q
+    (then O) buffers and loads the next unit's Q while it computes this one (after this
+    unit's first S), so a unit starts without waiting for its Q load nor for the last
+    unit's O store to read its buffer; Q and O take twice the shared memory.
     """
 
     block_k: int = 128
@@ -133,6 +136,7 @@ class Config:
     pad_head_dim: bool = False
     pad_seq: bool = False
     blocked: bool | None = None
+    prefetch_q: bool = False
 
     def __post_init__(self) -> None:
         if self.block_k not in (64, 128, 192, 256):
@@ -142,8 +146,13 @@ class Config:
         if self.overlap not in OVERLAPS:
             raise ValueError(f"overlap={self.overlap!r} must be one of {OVERLAPS}")
 
+    @property
+    def q_slots(self) -> int:
+        """Q (then O) buffers per consumer: two where the next unit's Q is prefetched."""
+        return 2 if self.prefetch_q and self.persistent else 1
+
     def smem_bytes(self, d: int, itemsize: int, return_lse: bool) -> int:
-        q_and_o = CONSUMERS * ROWS_PER_CONSUMER * d * itemsize
+        q_and_o = self.q_slots * CONSUMERS * ROWS_PER_CONSUMER * d * itemsize
         k_and_v = 2 * self.num_stages * self.block_k * d * itemsize
         lse = CONSUMERS * ROWS_PER_CONSUMER * 4 if return_lse else 0
         return q_and_o + k_and_v + lse
@@ -174,23 +183,26 @@ def _swizzle_bytes(d: int, itemsize: int) -> int:
 #: four stages in flight (its tiles are small). specs/kernels/pallas-mosaic.toml states
 #: the same (tests/test_kernel_specs.py holds them equal).
 TILES: tuple[tuple[int, int, int], ...] = ((64, 128, 4), (128, 128, 2), (192, 64, 2), (256, 64, 2))
-#: (largest left + right, block_k, num_stages) under a small sliding window, at the head
-#: dims whose ``TILES`` key tile is wider: a 64-row block sees left + right + 64 keys,
-#: and every tile it touches is loaded whole and (at an edge) masked, so a narrower tile
-#: loads and masks ~64 keys less per block; four stages keep the bytes in flight of two
-#: 128-key stages. Spans up to 1024 keys (``window_tile``; docs/perf-notes.md, "Small
-#: windows: a 64-key tile").
-SMALL_WINDOW_TILE: tuple[int, int, int] = (1024, 64, 4)
+#: (native head dim, largest left + right, block_k, num_stages) under a small sliding
+#: window: a 64-row block sees left + right + 64 keys, and every tile it touches is loaded
+#: whole and (at an edge) masked, so a narrower tile loads and masks ~64 keys less per
+#: block; four stages keep the bytes in flight of two 128-key stages. On the H200
+#: (2026-12-02, one process, docs/perf-notes.md "Small windows: a 64-key tile: outcome")
+#: its time over the 128-key tile's was 0.86-1.00 at d = 128 for spans 146-887 and
+#: 1.05-1.26 for spans 1064-4986; at d = 64 1.07-1.16 at every span (742-4391), so
+#: d = 128 only.
+SMALL_WINDOW_TILE: tuple[int, int, int, int] = (128, 1024, 64, 4)
 
 
-def window_tile(window, causal: bool) -> tuple[int, int] | None:
-    """(block_k, num_stages) of ``SMALL_WINDOW_TILE`` where ``window`` (as
-    ``flash_attention`` takes it) bounds both sides to at most its span, else None."""
+def window_tile(d: int, causal: bool, window) -> tuple[int, int] | None:
+    """(block_k, num_stages) of ``SMALL_WINDOW_TILE`` where head dim ``d`` runs at its
+    native head dim and ``window`` (as ``flash_attention`` takes it) bounds both sides
+    to at most its span, else None."""
     left, right = visible_bounds(causal, window)
-    span_max, block_k, stages = SMALL_WINDOW_TILE
-    if left is None or right is None or left + right > span_max:
+    d_native, span_max, block_k, stages = SMALL_WINDOW_TILE
+    if native_head_dim(d) != d_native or left is None or right is None:
         return None
-    return block_k, stages
+    return (block_k, stages) if left + right <= span_max else None
 
 
 def heuristic_config(d: int, causal: bool = False, window=None) -> Config:
@@ -205,8 +217,8 @@ def heuristic_config(d: int, causal: bool = False, window=None) -> Config:
     """
     d_native = native_head_dim(min(max(int(d), 1), MAX_HEAD_DIM))
     block_k, stages = next((bk, st) for d_max, bk, st in TILES if d_native <= d_max)
-    small = window_tile(window, causal)
-    if small is not None and small[0] < block_k:
+    small = window_tile(d_native, causal, window)
+    if small is not None:
         block_k, stages = small
     overlap = "qk" if causal else "pv"
     return Config(block_k, stages, overlap=overlap, persistent=True)
@@ -486,13 +498,26 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
     q_ready, k_ready, v_ready, k_free, v_free = barriers
     dtype = q_ref.dtype
     rows, bk, stages = ROWS_PER_CONSUMER, cfg.block_k, cfg.num_stages
-    my_q = [buf.block("q", wg, b) for b in range(buf.blocks)]  # Q, then O
+    slots = cfg.q_slots
     plgpu.set_max_registers(CONSUMER_REGISTERS, action="increase")
 
-    def one_unit(unit, base):
+    def q_rows(unit):
+        """(batch, rows, head) of this consumer's Q (and O) in ``unit``."""
+        coords = _unit_coords(plan, unit)
+        head, first_row = _consumer_work(plan, coords, wg)
+        return coords[2], pl.ds(first_row, rows), head
+
+    def load_q(unit, slot):
+        for dst, part in buf.copies("q", slot, q_ref.at[q_rows(unit)]):
+            plgpu.copy_gmem_to_smem(part, dst, q_ready.at[slot])
+
+    def one_unit(unit, base, local):
         coords = _unit_coords(plan, unit)
         batch = coords[2]
         head, first_row = _consumer_work(plan, coords, wg)
+        parity = lax.rem(local, jnp.int32(slots))
+        slot = wg * slots + parity  # this unit's Q (then O) buffer
+        my_q = [buf.block("q", slot, b) for b in range(buf.blocks)]
         lo, lo_full, hi_full, hi = _key_tiles(plan, first_row)
         unit_lo, unit_hi = _unit_tiles(plan, coords)
 
@@ -616,13 +641,18 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         o = [_layout(zeros, plgpu.Layout.WGMMA) for _ in range(buf.blocks)]
 
         my_rows = (batch, pl.ds(first_row, rows), head)
-        for dst, part in buf.copies("q", wg, q_ref.at[my_rows]):
-            plgpu.copy_gmem_to_smem(part, dst, q_ready.at[wg])
+        if slots == 1:
+            load_q(unit, slot)
         has_left_edge = plan.bounds[0] is not None
         if has_left_edge and not plan.heads_paired:
             drain(unit_lo, lo)  # the partner's rows start earlier (a window)
-        plgpu.barrier_wait(q_ready.at[wg])
+        plgpu.barrier_wait(q_ready.at[slot])
         s = scores(lo)
+        if slots > 1:  # the next unit's Q into the other buffer, once its O store has read it
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+            pl.when(unit + plan.ctas < plan.units)(
+                lambda: load_q(unit + plan.ctas, wg * slots + 1 - parity)
+            )
         last = hi - 1
         tail_masked = bool(plan.bounds != (None, None) or plan.kv_len % bk)
         # three runs of tiles: masked (the window's left edge), unmasked, masked (the
@@ -661,28 +691,33 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         if plan.return_lse:
             buf.lse.at[wg][...] = row_max * LN_2 + jnp.log(row_sum)  # -inf if no key
         plgpu.commit_smem()
-        for src, part in buf.copies("q", wg, o_ref.at[my_rows]):
+        for src, part in buf.copies("q", slot, o_ref.at[my_rows]):
             plgpu.copy_smem_to_gmem(src, part)
         if plan.return_lse:
             plgpu.copy_smem_to_gmem(
                 buf.lse.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)]
             )
-        # the next unit's Q lands in the same buffer: the store must have read it
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+        if slots == 1:  # the next unit's Q lands in the same buffer: the store must have read it
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
         return base + unit_hi - unit_lo
 
+    if slots > 1:  # the first unit's Q (the persistent CTA's first unit is its index)
+        load_q(lax.axis_index("cta"), wg * slots)
     _for_each_unit(plan, one_unit)
     plgpu.wait_smem_to_gmem(0)
 
 
 def _for_each_unit(plan: _Plan, one_unit):
-    """Run ``one_unit(unit, base) -> base`` over this CTA's work units."""
+    """Run ``one_unit(unit, base, local) -> base`` over this CTA's work units (``local``:
+    the unit's index among them)."""
     if not plan.config.persistent:
-        one_unit(jnp.int32(0), jnp.int32(0))
+        one_unit(jnp.int32(0), jnp.int32(0), jnp.int32(0))
         return
     cta = lax.axis_index("cta")
     my_units = lax.div(plan.units - 1 - cta, jnp.int32(plan.ctas)) + 1
-    lax.fori_loop(0, my_units, lambda i, base: one_unit(cta + i * plan.ctas, base), jnp.int32(0))
+    lax.fori_loop(
+        0, my_units, lambda i, base: one_unit(cta + i * plan.ctas, base, i), jnp.int32(0)
+    )
 
 
 def _producer(plan: _Plan, refs, smem, barriers):
@@ -701,7 +736,7 @@ def _producer(plan: _Plan, refs, smem, barriers):
     bk, stages = cfg.block_k, cfg.num_stages
     plgpu.set_max_registers(PRODUCER_REGISTERS, action="decrease")
 
-    def one_unit(unit, base):
+    def one_unit(unit, base, _local):
         coords = _unit_coords(plan, unit)
         batch = coords[2]
         kv_head = lax.div(_consumer_work(plan, coords, 0)[0], jnp.int32(plan.group))
@@ -784,7 +819,7 @@ def _buffer_types(plan: _Plan, dtype):
     swizzle = _swizzle_bytes(plan.d, itemsize)
     cols = plan.block_cols if plan.blocked else plan.d
     lead = {  # Q (then O) per consumer, K and V per stage
-        "q": (CONSUMERS, ROWS_PER_CONSUMER),
+        "q": (CONSUMERS * cfg.q_slots, ROWS_PER_CONSUMER),
         "k": (cfg.num_stages, cfg.block_k),
         "v": (cfg.num_stages, cfg.block_k),
     }
@@ -825,7 +860,7 @@ def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
     blocks = plan.d // plan.block_cols if plan.blocked else 1
     barrier_types = (
         # q_ready, k_ready, v_ready: one arrival (with its bytes) per copy, a copy a block
-        plgpu.Barrier(num_arrivals=blocks, num_barriers=CONSUMERS),
+        plgpu.Barrier(num_arrivals=blocks, num_barriers=CONSUMERS * cfg.q_slots),
         plgpu.Barrier(num_arrivals=blocks, num_barriers=stages),
         plgpu.Barrier(num_arrivals=blocks, num_barriers=stages),
         plgpu.Barrier(num_barriers=CONSUMERS * stages),  # k_free[wg, stage]

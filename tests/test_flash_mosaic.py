@@ -106,6 +106,24 @@ class TestMosaicBackend(BackendContract):
         self.check(q, k, v, causal=False, window=window, block_k=block_k, num_stages=2)
 
     @pytest.mark.parametrize(
+        ("b", "n", "h", "h_kv", "causal", "window"),
+        [
+            (2, 4096, 8, 2, True, None),  # paired heads, 512 units: ~4 a CTA
+            (4, 3001, 3, 1, False, None),  # odd group, the blocked layout, 288 units
+            (2, 5000, 4, 1, True, 200),  # a small window: the 64-key tile
+            (1, 6000, 6, 2, False, (300, 40)),  # two-sided window, odd group
+        ],
+    )
+    def test_prefetched_q_is_bitwise_the_default(self, b, n, h, h_kv, causal, window):
+        """``prefetch_q``: the next unit's Q loaded during this one changes no arithmetic;
+        enough units that each CTA runs several (both Q buffers in turn)."""
+        q, k, v = random_inputs(n + h, b, n, n, h, h_kv, 128, "bfloat16")
+        o, lse = self.forward(q, k, v, causal=causal, window=window, prefetch_q=True)
+        ref, ref_lse = self.forward(q, k, v, causal=causal, window=window)
+        np.testing.assert_array_equal(np.asarray(o, np.float32), np.asarray(ref, np.float32))
+        np.testing.assert_array_equal(np.asarray(lse), np.asarray(ref_lse))
+
+    @pytest.mark.parametrize(
         "options", [{"overlap": "qk"}, {"overlap": "none"}, {"persistent": False}]
     )
     def test_schedules(self, options):
@@ -133,6 +151,9 @@ class TestMosaicBackend(BackendContract):
         ((1, 1000, 4, 64), (1, 1000, 2, 64), False, {"overlap": "pv"}),
         ((1, 1001, 4, 112), (1, 999, 2, 112), True, {"overlap": "qk"}),
         ((1, 256, 2, 128), (1, 256, 2, 128), False, {"blocked": True}),
+        ((1, 1000, 4, 64), (1, 1000, 2, 64), True, {"prefetch_q": True}),
+        ((2, 301, 3, 128), (2, 157, 1, 128), False, {"prefetch_q": True}),
+        ((1, 300, 4, 192), (1, 300, 2, 192), True, {"prefetch_q": True}),
     ],
 )
 def test_kernel_traces_and_lowers(shape, kv_shape, causal, options):
@@ -187,7 +208,8 @@ def test_kernel_traces_with_a_window(shape, kv_shape, causal, window, overlap):
     ("shape", "causal", "window", "block_k"),
     [
         ((1, 700, 3, 128), True, 200, 64),
-        ((1, 701, 4, 64), False, (300, 70), 64),
+        ((1, 701, 4, 128), False, (300, 70), 64),
+        ((1, 701, 4, 64), False, (300, 70), 128),
         ((2, 333, 4, 128), False, (5, 150), 64),
         ((1, 1000, 2, 128), True, 2000, 128),
         ((1, 300, 2, 160), True, 100, 64),
@@ -212,8 +234,9 @@ def test_kernel_lowers_with_a_window(shape, causal, window, block_k):
         (128, True, 146, (64, 4)),
         (128, True, 1024, (64, 4)),
         (128, True, 1025, (128, 2)),
-        (64, False, 512, (64, 4)),
-        (64, False, 513, (128, 4)),
+        (128, False, 512, (64, 4)),
+        (96, False, 513, (128, 2)),
+        (64, False, 100, (128, 4)),
         (128, False, (None, 10), (128, 2)),
         (128, False, (10, None), (128, 2)),
         (128, True, None, (128, 2)),
@@ -221,8 +244,8 @@ def test_kernel_lowers_with_a_window(shape, causal, window, block_k):
     ],
 )
 def test_small_windows_take_the_narrow_tile(d, causal, window, tile):
-    """``SMALL_WINDOW_TILE``: left + right up to its span, both sides bounded, and only
-    where the head dim's tile is wider; ``resolve_config`` applies it under the options."""
+    """``SMALL_WINDOW_TILE``: left + right up to its span, both sides bounded, at native
+    head dim 128 only; ``resolve_config`` applies it under the options."""
     config = flash_mosaic.heuristic_config(d, causal, window)
     assert (config.block_k, config.num_stages) == tile
     q = jnp.zeros((1, 8, 2, d), jnp.bfloat16)
