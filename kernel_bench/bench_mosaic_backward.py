@@ -12,7 +12,9 @@ the backward alone (the VJP function applied to residuals computed once) and as 
 training step (``jax.grad`` of ``sum(O * dO)``). ``--variants`` runs ours again, backward
 and training step, with other launches of the Mosaic backward (``VARIANTS``: the default
 with ``Config.pipeline`` flipped, its stages as ``heuristic_config`` sets them then; the
-pipelined kernels at two stages; dQ folded into the dK/dV kernel where ``supported_fold``):
+pipelined kernels at two stages; dQ folded into the dK/dV kernel where ``supported_fold``;
+``split``: the d > 128 kernels, ``SPLIT_CONFIG``, also where the default is the Triton
+backward, which then runs last):
 each of our points records its launch in ``backward_config``, and a variant's its name in
 ``variant`` and ``tuning`` (the model neither fits nor validates those). ``--d``, ``--h``,
 ``--causal`` pick the shapes (``--h``: the heads at every d). ``--ptxas D,...`` instead
@@ -70,13 +72,22 @@ VARIANTS = {
     "flip_pipeline": _flip_pipeline,
     "pipeline_2": lambda c: dataclasses.replace(c, pipeline=True, num_stages=2, dq_num_stages=2),
     "fold": lambda c: dataclasses.replace(c, dq="atomic", pipeline=False, num_stages=2),
+    "split": lambda c: _split_config(),
 }
+
+
+def _split_config():
+    from pallas_kernels import flash_mosaic_backward
+
+    return flash_mosaic_backward.SPLIT_CONFIG
 
 
 def _variant_name(config) -> str:
     """What a launch is, in words: the point's ``variant``."""
     if config.dq == "atomic":
         return "fold"
+    if config.split:
+        return "split"
     if config.pipeline:
         return f"pipeline_{config.num_stages}"
     return f"no_pipeline_{config.num_stages}"
@@ -95,9 +106,15 @@ def _attn(impl: str, causal: bool, backward=None):
 
 
 def time_shape(
-    shape: dict, *, budget_s: float, variants=(), phases=("forward", "backward", "train")
+    shape: dict,
+    *,
+    budget_s: float,
+    variants=(),
+    phases=("forward", "backward", "train"),
+    emit=None,
 ) -> tuple[list[dict], dict]:
-    """Forward, backward alone and training step of ours and cuDNN at one shape."""
+    """Forward, backward alone and training step of ours and cuDNN at one shape;
+    ``emit(point)`` is called on each point as it is made (a call cut short keeps them)."""
     import jax
     import jax.numpy as jnp
     import numpy as np
@@ -125,19 +142,29 @@ def time_shape(
     backward = choose_backward(*sets[0][:3], causal=causal)
     details = {"shape": shape, "forward": forward, "backward": backward}
     runs_of = [(impl, None) for impl in IMPLS]  # (implementation, Mosaic backward launch)
+    default = None  # our default's Mosaic backward launch (None: the Triton backward)
     if backward == "mosaic":
         default = flash_mosaic_backward.heuristic_config(d, causal)
         runs_of[0] = ("pallas_flash", default)
-        for name in variants:
-            if name == "fold" and not flash_mosaic_backward.supported_fold(d):
-                continue
-            other = VARIANTS[name](default)
-            if other != default:
-                runs_of.insert(-1, ("pallas_flash", other))
+    for name in variants:
+        if name == "fold" and not flash_mosaic_backward.supported_fold(d):
+            continue
+        if default is None and name != "split":  # the others vary a Mosaic default
+            continue
+        other = VARIANTS[name](default)
+        reason = flash_mosaic_backward.supported(*sets[0][:3], causal=causal, config=other)
+        if other == default or reason:
+            continue
+        if default is None:  # a Mosaic launch over the Triton default: timed first
+            runs_of.insert(0, ("pallas_flash", other))
+        else:
+            runs_of.insert(-1, ("pallas_flash", other))
+    if default is None and len(runs_of) > len(IMPLS):  # the Triton default last
+        runs_of.append(runs_of.pop(runs_of.index(("pallas_flash", None))))
     points, grads = [], {}
     for impl, config in runs_of:
         attn = _attn(impl, causal, config)
-        variant = impl == "pallas_flash" and (impl, config) != runs_of[0]
+        variant = impl == "pallas_flash" and config != default
 
         def loss(q, k, v, attn=attn):
             return jnp.sum(attn(q, k, v).astype(jnp.float32) * do)
@@ -176,6 +203,8 @@ def time_shape(
             except Exception as err:  # noqa: BLE001 - recorded, the run goes on
                 record_failure(point, err)
             points.append(point)
+            if emit is not None:
+                emit(point)
     if "cudnn" in grads:
         ref = list(map(np.float32, grads.pop("cudnn")))
         for name, ours in grads.items():  # ‖ours − cuDNN‖ / ‖cuDNN‖ of dQ, dK, dV
@@ -233,7 +262,7 @@ def _launch_of(config) -> dict:
     two_pass = config.dq == "two_pass"
     return {
         "block_q": config.block_q,
-        "block_k": m.CTA_ROWS,
+        "block_k": m.ROWS if config.split else m.CTA_ROWS,
         "dq_block_q": m.CTA_ROWS if two_pass else None,
         "dq_block_k": config.dq_block_k if two_pass else None,
         "num_warps": 4 * m.CONSUMERS,
@@ -360,9 +389,8 @@ def main(argv=None) -> int:
             budget_s=args.point_budget_s,
             variants=variants + (first if i == 0 else []),
             phases=tuple(args.phases.split(",")),
+            emit=writer.add,
         )
-        for point in points:
-            writer.add(point)
         cudnn = {p["phase"]: p for p in points if p["implementation"] == "cudnn"}
         line = []
         for ours in (p for p in points if p["implementation"] == "pallas_flash"):
