@@ -25,8 +25,9 @@ The kernel follows FlashAttention-3 (Shah et al. 2024), §3.1-3.2, on one H100/H
   slower on every shape (0.66-0.86x cuDNN, ``specs/measurements/h200-mosaic-call*.json``):
   the warp schedulers interleave the two consumers anyway. It was removed.
 * **Persistent grid.** One CTA per SM loops over work units; the producer runs
-  ahead into the next unit's K/V while the consumers store the last unit's O. The
-  stage of a key tile continues across units (``base``).
+  ahead into the next unit's K/V while the consumers store the last unit's O, and each
+  consumer loads its next unit's Q into its second Q buffer during the current unit
+  (``Config.prefetch_q``). The stage of a key tile continues across units (``base``).
 * **Operands.** Q, K, V in shared memory (128-byte swizzle) feed wgmma; P goes from
   registers (the wgmma A operand may live in registers); S and O accumulate in f32.
 * **Causal, sliding windows.** Key tiles wholly above the diagonal or outside the
@@ -126,7 +127,8 @@ class Config:
     False there is refused. ``prefetch_q`` (persistent only): each consumer holds two Q
     (then O) buffers and loads the next unit's Q while it computes this one (after this
     unit's first S), so a unit starts without waiting for its Q load nor for the last
-    unit's O store to read its buffer; Q and O take twice the shared memory.
+    unit's O store to read its buffer; Q and O take twice the shared memory
+    (``heuristic_config`` sets it wherever that fits).
     """
 
     block_k: int = 128
@@ -213,7 +215,10 @@ def heuristic_config(d: int, causal: bool = False, window=None) -> Config:
     persistent everywhere; non-causal with the FA-3 PV overlap (n=4096: 0.99 x cuDNN,
     0.91 not persistent; n=1024: 0.94 against 0.73), causal with the QK^T look-ahead
     (n=4096: 1.01-1.05 x cuDNN, 0.94-0.97 not persistent, 0.82-0.96 with the PV
-    overlap).
+    overlap). The next unit's Q prefetched (``prefetch_q``) wherever its second Q/O
+    buffer fits (not at d = 256): the time without it over the time with it was 0.99-1.20
+    on the 11 H200 shapes where both ran (2026-12-02, docs/perf-notes.md "Prefetching
+    the next unit's Q: outcome").
     """
     d_native = native_head_dim(min(max(int(d), 1), MAX_HEAD_DIM))
     block_k, stages = next((bk, st) for d_max, bk, st in TILES if d_native <= d_max)
@@ -221,7 +226,10 @@ def heuristic_config(d: int, causal: bool = False, window=None) -> Config:
     if small is not None:
         block_k, stages = small
     overlap = "qk" if causal else "pv"
-    return Config(block_k, stages, overlap=overlap, persistent=True)
+    config = Config(block_k, stages, overlap=overlap, persistent=True, prefetch_q=True)
+    if config.smem_bytes(d_native, 2, return_lse=True) > SMEM_LIMIT_BYTES:  # d = 256
+        config = dataclasses.replace(config, prefetch_q=False)
+    return config
 
 
 def import_error() -> str | None:

@@ -115,11 +115,12 @@ class TestMosaicBackend(BackendContract):
         ],
     )
     def test_prefetched_q_is_bitwise_the_default(self, b, n, h, h_kv, causal, window):
-        """``prefetch_q``: the next unit's Q loaded during this one changes no arithmetic;
+        """``prefetch_q`` (the default where it fits) against one Q buffer: the next
+        unit's Q loaded during this one changes no arithmetic;
         enough units that each CTA runs several (both Q buffers in turn)."""
         q, k, v = random_inputs(n + h, b, n, n, h, h_kv, 128, "bfloat16")
         o, lse = self.forward(q, k, v, causal=causal, window=window, prefetch_q=True)
-        ref, ref_lse = self.forward(q, k, v, causal=causal, window=window)
+        ref, ref_lse = self.forward(q, k, v, causal=causal, window=window, prefetch_q=False)
         np.testing.assert_array_equal(np.asarray(o, np.float32), np.asarray(ref, np.float32))
         np.testing.assert_array_equal(np.asarray(lse), np.asarray(ref_lse))
 
@@ -282,6 +283,14 @@ def test_plan_pairs_gqa_heads_and_pads_to_the_tile():
     k3 = jnp.zeros((1, 100, 1, 64), jnp.bfloat16)
     plan3 = flash_mosaic._plan(q3, k3, causal=False, sm_scale=0.1, return_lse=False, config=config)
     assert not plan3.heads_paired and plan3.n_pad == 128 and plan3.q_units == 1
+
+
+@pytest.mark.parametrize(("d", "prefetch"), [(64, True), (128, True), (192, True), (256, False)])
+def test_q_is_prefetched_where_its_second_buffer_fits(d, prefetch):
+    config = flash_mosaic.heuristic_config(d, True)
+    assert config.prefetch_q is prefetch and config.q_slots == (2 if prefetch else 1)
+    assert config.smem_bytes(d, 2, True) <= flash_mosaic.SMEM_LIMIT_BYTES
+    assert dataclasses.replace(config, persistent=False).q_slots == 1
 
 
 def test_head_dims_pad_to_a_multiple_of_64():
