@@ -170,9 +170,7 @@ def tiles_visited(shape: dict) -> dict:
         first = np.arange(0, n, rows, dtype=np.int32)  # every consumer block at once
         lo, lo_full, hi_full, hi = (
             np.asarray(x)
-            for x in tile_range(
-                first, rows=rows, tile=bk, length=n, left=lft, right=rgt, queries=n
-            )
+            for x in tile_range(first, rows=rows, tile=bk, length=n, left=lft, right=rgt, queries=n)
         )
         return int((hi - lo).sum()), int(((hi - lo) - (hi_full - lo_full)).sum())
 
@@ -310,7 +308,9 @@ def tile_prediction(pred_path: Path, meas_path: Path) -> str:
     for r in rows:
         s = r["shape"]
         cell = cells.get((s["n"], s["d"], s["h"], s["batch"]), {})
-        new, other = (r[k]["time_s"] for k in ("pallas_flash_forward", "pallas_flash_other_tile_forward"))
+        new, other = (
+            r[k]["time_s"] for k in ("pallas_flash_forward", "pallas_flash_other_tile_forward")
+        )
         ours, cud = (cell.get(i, {}).get("median_s") for i in IMPLS)
         if r["tiles"]["block_k"] == r["other_tile"]["block_k"] or not ours:
             continue

@@ -702,9 +702,7 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         for src, part in buf.copies("q", slot, o_ref.at[my_rows]):
             plgpu.copy_smem_to_gmem(src, part)
         if plan.return_lse:
-            plgpu.copy_smem_to_gmem(
-                buf.lse.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)]
-            )
+            plgpu.copy_smem_to_gmem(buf.lse.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)])
         if slots == 1:  # the next unit's Q lands in the same buffer: the store must have read it
             plgpu.wait_smem_to_gmem(0, wait_read_only=True)
         return base + unit_hi - unit_lo
@@ -723,9 +721,7 @@ def _for_each_unit(plan: _Plan, one_unit):
         return
     cta = lax.axis_index("cta")
     my_units = lax.div(plan.units - 1 - cta, jnp.int32(plan.ctas)) + 1
-    lax.fori_loop(
-        0, my_units, lambda i, base: one_unit(cta + i * plan.ctas, base, i), jnp.int32(0)
-    )
+    lax.fori_loop(0, my_units, lambda i, base: one_unit(cta + i * plan.ctas, base, i), jnp.int32(0))
 
 
 def _producer(plan: _Plan, refs, smem, barriers):
