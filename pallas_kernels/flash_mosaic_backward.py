@@ -58,7 +58,7 @@ for the mask. Any n and kv_len: the sequences are zero-padded to the CTA's 128 r
 copy, only when needed); padded query rows have LSE = +inf (P = 0), padded keys are
 masked in the dQ pass and their dK, dV rows sliced off.
 
-Head dims: multiples of 16 up to ``MAX_HEAD_DIM`` = 128 run as they are (others are
+Head dims: multiples of 16 up to ``PAIRED_MAX_HEAD_DIM`` = 128 run as they are (others are
 zero-padded to the next multiple of 16), with the forward's shared-memory swizzle per
 row width. Above 128 the two float32 accumulators dK, dV of 64 × d no longer fit one
 warpgroup's registers beside Sᵀ and dPᵀ. There, up to ``SPLIT_MAX_HEAD_DIM`` = 256
@@ -96,15 +96,19 @@ from pallas_kernels._common import (
     visible_bounds,
 )
 
-#: Head dims up to this run by default (dK and dV, 64 × d float32 each, in one
-#: warpgroup's registers).
-MAX_HEAD_DIM = 128
+#: Head dims up to this run with dK and dV (64 × d float32 each) in one warpgroup's
+#: registers: each consumer owns its keys (``_dkdv``).
+PAIRED_MAX_HEAD_DIM = 128
 #: Head dims up to this run with ``Config.split`` (dK in one consumer, dV in the other).
 SPLIT_MAX_HEAD_DIM = 256
-#: Whether the default launch runs head dims in (MAX_HEAD_DIM, SPLIT_MAX_HEAD_DIM] with
-#: the split kernels (``heuristic_config``); False: ``supported`` refuses them unless a
-#: ``Config(split=True)`` is passed, and the Triton backward runs them.
+#: Whether the default launch runs head dims in (PAIRED_MAX_HEAD_DIM,
+#: SPLIT_MAX_HEAD_DIM] with the split kernels (``heuristic_config``); False:
+#: ``supported`` refuses them unless a ``Config(split=True)`` is passed, and the Triton
+#: backward runs them.
 SPLIT_DEFAULT = False
+#: Head dims the default launch runs (``flash_attention.choose_backward`` picks this
+#: backward up to it on Hopper).
+MAX_HEAD_DIM = SPLIT_MAX_HEAD_DIM if SPLIT_DEFAULT else PAIRED_MAX_HEAD_DIM
 SUPPORTED_DTYPES = DTYPES_16BIT
 #: How dQ is summed (``Config.dq``; the cost model's ``perfmodel.costs.backward`` rules).
 DQ_RULES = ("atomic", "two_pass")
@@ -190,7 +194,7 @@ def heuristic_config(d: int, causal: bool = False) -> Config:
     then (a pipelined step frees the last step's stage only after this step's products
     are issued, so two stages would leave the producer no step ahead), two otherwise."""
     del causal  # no mask-dependent choice yet
-    if run_head_dim(d) > MAX_HEAD_DIM:
+    if run_head_dim(d) > PAIRED_MAX_HEAD_DIM:
         return SPLIT_CONFIG
     wide = 128 if run_head_dim(d) <= 64 else 64
     stages = 3 if PIPELINE else 2
@@ -232,15 +236,15 @@ def supported(
     default = config is None
     config = config or heuristic_config(min(q.shape[-1], SPLIT_MAX_HEAD_DIM))
     try:
-        limit = SPLIT_MAX_HEAD_DIM if config.split else MAX_HEAD_DIM
+        limit = SPLIT_MAX_HEAD_DIM if config.split else PAIRED_MAX_HEAD_DIM
         check_qkv(q, k, v, max_head_dim=limit, dtypes=SUPPORTED_DTYPES)
     except ValueError as err:
         return f"Mosaic backward: {err}"
     d = run_head_dim(q.shape[-1])
     if default and config.split and not SPLIT_DEFAULT:
         return (
-            f"head_dim d={q.shape[-1]} > {MAX_HEAD_DIM} runs only when Config(split=True) is "
-            "passed (SPLIT_DEFAULT is False)"
+            f"head_dim d={q.shape[-1]} > {PAIRED_MAX_HEAD_DIM} runs only when "
+            "Config(split=True) is passed (SPLIT_DEFAULT is False)"
         )
     if config.dq == "atomic" and dq_split(config.block_q, d) is None:
         return f"dq='atomic' cannot share a {config.block_q} x {d} dQ tile (dq_split)"
