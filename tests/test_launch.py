@@ -197,7 +197,10 @@ def test_floor_is_at_least_each_roof_of_its_launch(n, d, heads, batch, causal, k
         dict(kernel="fa3", causal=[False, True]),
         dict(mode="train"),
         dict(mode="backward", kernel="fa3"),
+        # 4 of 6 rows split K/V: the split model on every row, the others on theirs
         dict(kv_len=[8192], h=[32], h_kv=[8], n=[1, 16, 3000], kernel="flash-decoding"),
+        # 8 of 20 rows split: the one-kernel model on every row (``evaluate._per_split``)
+        dict(kv_len=[16384], h=[8], n=[1, 16, 3000, 5000, 8000], batch=[1, 2]),
         dict(warps=[8], block_q=[64], block_k=[64]),
         dict(splits=[3], n=[1, 64], kv_len=[16384]),
         dict(page_tokens=[16], n=[1], kv_len=[4096, 65536], kernel="pallas-paged"),
