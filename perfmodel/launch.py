@@ -314,9 +314,10 @@ def schedule_imbalance(
     slots: float,
 ) -> Num:
     """How much longer the busiest SM computes than the wave terms say, where programs
-    walk unequal numbers of K/V blocks (causal, a mask): our kernels, and FlashAttention-2,
-    take the Q blocks longest first (``flash_triton._q_block_index``; the persistent Mosaic
-    kernel deals units in that order, every ``sm_count``-th to a CTA), so SM ``i`` gets
+    walk unequal numbers of K/V blocks (causal, a mask): our kernels take the Q blocks
+    longest first (``flash_triton._q_block_index``; the persistent Mosaic kernel deals
+    units in that order, every ``sm_count``-th to a CTA; assumed for the other
+    families), so SM ``i`` gets
     programs ``i, i + slots, ...`` of the sorted list: its steps are the sum of every
     ``slots``-th entry from the longest, against ``ceil(programs / slots)`` programs of the
     mean. 1 where every program walks the same blocks (the wave terms then hold)."""
@@ -556,7 +557,10 @@ def kv_splits(
         (bk,) = _by_unique(lambda dim: (family.split_block_k_for(int(dim)),), cast(Column, d))
     else:
         bk = split_bq if xp is FLOATS else np.broadcast_to(split_bq, np.shape(n))
-    return split_rule(family, hw, grid, kv_blocks_of(mask, n, m, split_bq, bk, pack))
+    chosen = split_rule(family, hw, grid, kv_blocks_of(mask, n, m, split_bq, bk, pack))
+    if family.split_max_queries is None:
+        return chosen
+    return xp.where(n <= family.split_max_queries, chosen, 1.0) + 0.0  # a float (column)
 
 
 def kv_blocks_of(

@@ -251,6 +251,9 @@ class KernelFamily(BaseModel):
     max_splits: Count = 1
     split_block_q: Count | None = None
     split_block_k: dict[int, Count] = {}
+    #: The most query positions for which the family splits K/V (None: any): a family
+    #: whose split kernel serves decode only runs its one kernel on longer queries.
+    split_max_queries: Count | None = None
     extra_passes: tuple[ExtraPass, ...] = ()
     #: XLA kernels the family's wrapper runs around the kernels the cost model counts
     #: (the fused one and, split, its combine), by split count: ``(fewest splits,
