@@ -2,6 +2,7 @@
 
     PYTHONPATH=. python -m kernel_bench.bench_shapes --out FILE --seed 22 --count 28
     python -m kernel_bench.bench_shapes --table FILE        # ratios, no GPU
+    python -m kernel_bench.bench_shapes --table FILE --details DETAILS   # and variants
 
 ``draw(seed, count)`` draws each shape independently: GQA group from {1, 2, 3, 4, 6, 8}
 or MQA (one K/V head), head dim from {64, 80, 96, 112, 128, 160, 192, 256}, n
@@ -264,6 +265,46 @@ def table(points) -> str:
     return "\n".join(lines) + "\n\n" + summary(points) + "\n"
 
 
+def variant_table(points, details) -> str:
+    """Markdown: per shape and forward variant (``--variant``, kept in ``--details``), its
+    time against our default's and cuDNN's from the same run; then the medians of
+    ours/cuDNN with each variant where it ran (the default where it did not)."""
+    import statistics
+
+    keys = ("n", "kv_len", "d", "h", "h_kv", "batch", "dtype", "causal")
+    fwd = {}
+    for p in points:
+        if p["phase"] == "forward" and p["status"] == "ok" and p["median_s"]:
+            fwd.setdefault(tuple(p[k] for k in keys), {})[p["implementation"]] = p["median_s"]
+    lines = [
+        "| n | kv_len | d | h:h_kv | batch | causal | variant | ours ms | variant ms | "
+        "ours/variant | cuDNN ms | ours/cuDNN | variant/cuDNN |",
+        "|" + "---|" * 13,
+    ]
+    with_variant: dict[str, list[float]] = {}
+    for shape_details in details:
+        s = shape_details["shape"]
+        cell = fwd.get(tuple(s[k] for k in keys), {})
+        ours, cud = cell.get("pallas_flash"), cell.get("cudnn")
+        for name, v in shape_details.get("variants", {}).items():
+            t = v["median_s"] if v["status"] == "ok" else None
+            if cud and ours:
+                with_variant.setdefault(name, []).append(cud / (t or ours))
+            fmt = lambda x, f="{:.2f}": "-" if not x else f.format(x)  # noqa: E731
+            lines.append(
+                f"| {s['n']} | {s['kv_len']} | {s['d']} | {s['h']}:{s['h_kv']} | {s['batch']} | "
+                f"{'yes' if s['causal'] else 'no'} | {name} | {fmt(ours and ours * 1e3, '{:.4f}')} "
+                f"| {fmt(t and t * 1e3, '{:.4f}') if t else v['status']} "
+                f"| {fmt(t and ours and ours / t)} | {fmt(cud and cud * 1e3, '{:.4f}')} "
+                f"| {fmt(cud and ours and cud / ours)} | {fmt(cud and t and cud / t)} |"
+            )
+    for name, r in with_variant.items():
+        lines.append(f"\nforward with {name} where it ran: ours/cuDNN median "
+                     f"{statistics.median(r):.2f}, min {min(r):.2f}, max {max(r):.2f} over "
+                     f"{len(r)} shapes")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 #: Where the routing table chooses between the backends: d=64 causal, short n (batch,
 #: n, heads, kv heads), each timed on Mosaic, on Triton and on cuDNN in one run.
 ROUTING_SHAPES = [
@@ -352,7 +393,10 @@ def main(argv=None) -> int:
 
     if args.table:
         runs = json.loads(args.table.read_text())["runs"]
-        print(table([p for r in runs if r["run_id"].startswith("shapes") for p in r["points"]]))
+        points = [p for r in runs if r["run_id"].startswith("shapes") for p in r["points"]]
+        print(table(points))
+        if args.details:  # with --table: the forward variants of that file's shapes
+            print(variant_table(points, json.loads(args.details.read_text())["shapes"]))
         return 0
     if args.routing_table:
         print(routing_table(args.routing_table), end="")

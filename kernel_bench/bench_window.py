@@ -113,6 +113,46 @@ def draw(seed: int = SEED, count: int = COUNT) -> list[dict]:
     return shapes
 
 
+def launch(shape: dict, options: dict | None = None):
+    """Our forward's ``flash_mosaic.Config`` for the shape: its default under the window
+    (``heuristic_config``), with ``options`` (a variant's) over it."""
+    import dataclasses
+
+    from pallas_kernels import flash_mosaic
+
+    config = flash_mosaic.heuristic_config(shape["d"], shape["causal"], bounds(shape))
+    return dataclasses.replace(config, **(options or {}))
+
+
+def other_tile(shape: dict) -> dict:
+    """The key tile our forward does not take for the shape, as ``flash_attention``
+    options: the head dim's ``TILES`` tile where the window took the narrow one
+    (``flash_mosaic.SMALL_WINDOW_TILE``), else the narrow one (the ``--other-tile``
+    variant: both tiles of every shape in one process)."""
+    from pallas_kernels import flash_mosaic
+
+    plain = flash_mosaic.heuristic_config(shape["d"], shape["causal"])
+    chosen = launch(shape)
+    if chosen.block_k != plain.block_k:
+        return {"block_k": plain.block_k, "num_stages": plain.num_stages}
+    _, _, block_k, stages = flash_mosaic.SMALL_WINDOW_TILE
+    return {"block_k": block_k, "num_stages": stages}
+
+
+def launched_family(shape: dict, options: dict | None = None):
+    """perfmodel's pallas-mosaic family with its tiles as our forward launches the shape
+    (``launch``: the family file states the head dim's tile, not the window's)."""
+    from perfmodel.catalog.kernels import load_kernel
+
+    fam = load_kernel("pallas-mosaic")
+    config = launch(shape, options)
+    tiles = tuple(
+        t.model_copy(update={"block_k": config.block_k, "kv_stages": config.num_stages})
+        for t in fam.tiles
+    )
+    return fam.model_copy(update={"tiles": tiles})
+
+
 def tiles_visited(shape: dict) -> dict:
     """Key tiles our Mosaic forward visits per (batch, query head) under the window: its
     64-row consumer blocks, the tile of its default launch (``heuristic_config``), the
@@ -122,7 +162,7 @@ def tiles_visited(shape: dict) -> dict:
     from pallas_kernels import flash_mosaic
     from pallas_kernels._common import tile_range
 
-    n, bk = shape["n"], flash_mosaic.heuristic_config(shape["d"], shape["causal"]).block_k
+    n, bk = shape["n"], launch(shape).block_k
     rows = flash_mosaic.ROWS_PER_CONSUMER
     left, right = bounds(shape)
 
@@ -130,7 +170,7 @@ def tiles_visited(shape: dict) -> dict:
         first = np.arange(0, n, rows, dtype=np.int32)  # every consumer block at once
         lo, lo_full, hi_full, hi = (
             np.asarray(x)
-            for x in tile_range(first, rows=rows, tile=bk, length=n, left=lft, right=rgt)
+            for x in tile_range(first, rows=rows, tile=bk, length=n, left=lft, right=rgt, queries=n)
         )
         return int((hi - lo).sum()), int(((hi - lo) - (hi_full - lo_full)).sum())
 
@@ -153,12 +193,15 @@ def predictions(seed: int, count: int) -> dict:
         dtype = {"float16": "fp16", "bfloat16": "bf16"}[s["dtype"]]
         kw = {k: s[k] for k in ("d", "h", "h_kv", "batch", "causal")}
         row = {"shape": s, "tiles": tiles_visited(s), "visible_flops": forward_flops(s)}
-        for impl in IMPLS:
+        families = {"pallas_flash": launched_family(s), "cudnn": FAMILY["cudnn"]}
+        families["pallas_flash_other_tile"] = launched_family(s, other_tile(s))
+        row["other_tile"] = other_tile(s)
+        for impl, family in families.items():
             for mode in ("forward", "train"):
                 try:
                     p = predict(
                         s["n"], "h200", **kw, dtype=dtype, window=bounds(s),
-                        kernel=FAMILY[impl], mode=mode,
+                        kernel=family, mode=mode,
                     ).flash  # fmt: skip
                     row[f"{impl}_{mode}"] = {
                         "time_s": float(p.time_s),
@@ -169,7 +212,9 @@ def predictions(seed: int, count: int) -> dict:
         rows.append(row)
     return {
         "what": "perfmodel predictions (default deratings, hw h200) for the sliding-window "
-        "draw of kernel_bench/bench_window.py, committed before the GPU run",
+        "draw of kernel_bench/bench_window.py, committed before the GPU run; pallas_flash at "
+        "the tile our forward launches under the window (flash_mosaic.heuristic_config), "
+        "pallas_flash_other_tile at the other one (bench_window.other_tile)",
         "seed": seed,
         "count": count,
         "perfmodel_version": __version__,
@@ -244,6 +289,126 @@ def nopad_prediction(meas_path: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
+def tile_prediction(pred_path: Path, meas_path: Path) -> str:
+    """Per shape: the tile our forward now launches and the model's time there over its
+    time at the other tile (``predict`` rows ``pallas_flash`` and ``pallas_flash_other_
+    tile``), applied to a measured run at the other tile (``meas_path``: its ours and
+    cuDNN); then the medians of ours/cuDNN measured and so predicted."""
+    rows = json.loads(pred_path.read_text())["rows"]
+    run = json.loads(meas_path.read_text())["runs"][-1]
+    cells: dict = {}
+    for p in run["points"]:
+        cells.setdefault((p["n"], p["d"], p["h"], p["batch"]), {})[p["implementation"]] = p
+    lines = [
+        "| n | window | d | h:h_kv | block_k | model ms | model other tile ms | ratio | "
+        "measured ms (other tile) | cuDNN ms | ours/cuDNN then | predicted ours/cuDNN |",
+        "|" + "---|" * 12,
+    ]
+    then, now = [], []
+    for r in rows:
+        s = r["shape"]
+        cell = cells.get((s["n"], s["d"], s["h"], s["batch"]), {})
+        new, other = (
+            r[k]["time_s"] for k in ("pallas_flash_forward", "pallas_flash_other_tile_forward")
+        )
+        ours, cud = (cell.get(i, {}).get("median_s") for i in IMPLS)
+        if r["tiles"]["block_k"] == r["other_tile"]["block_k"] or not ours:
+            continue
+        # the measured run launched the head dim's tile: the other one where the window
+        # now takes the narrow tile, this one elsewhere
+        changed = r["other_tile"]["block_k"] > r["tiles"]["block_k"]
+        ratio = new / other if changed else 1.0
+        fmt = lambda x: f"{x:.2f}" if x else "-"  # noqa: E731
+        if cud:
+            then.append(cud / ours)
+            now.append(cud / (ours * ratio))
+        lines.append(
+            f"| {s['n']} | {bounds(s)} | {s['d']} | {s['h']}:{s['h_kv']} | "
+            f"{r['tiles']['block_k']} | {new * 1e3:.3f} | {other * 1e3:.3f} | {new / other:.2f} | "
+            f"{ours * 1e3:.3f} | {cud * 1e3 if cud else float('nan'):.3f} | "
+            f"{fmt(cud and cud / ours)} | {fmt(cud and cud / (ours * ratio))} |"
+        )
+    for name, r in (("measured", then), ("predicted", now)):
+        if r:
+            lines.append(f"ours/cuDNN forward, {name}: median {statistics.median(r):.2f}, "
+                         f"min {min(r):.2f}, max {max(r):.2f} over {len(r)} shapes")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
+#: SMs of the H200 (the persistent grid's CTAs)
+H200_SMS = 132
+
+
+def units_per_cta(shape: dict, options: dict | None = None) -> float:
+    """Work units a persistent CTA of our forward runs at the shape (``flash_mosaic._plan``
+    on an H200's SMs), on average."""
+    import jax
+    import jax.numpy as jnp
+
+    from pallas_kernels import flash_mosaic
+
+    dt = getattr(jnp, shape["dtype"])
+    q = jax.ShapeDtypeStruct((shape["batch"], shape["n"], shape["h"], shape["d"]), dt)
+    k = jax.ShapeDtypeStruct((shape["batch"], shape["n"], shape["h_kv"], shape["d"]), dt)
+    plan = flash_mosaic._plan(
+        q, k, causal=shape["causal"], sm_scale=1.0, return_lse=False,
+        config=launch(shape, options), window=bounds(shape),
+    )  # fmt: skip
+    return plan.units / min(plan.units, H200_SMS)
+
+
+def prefetch_prediction(pred_path: Path, meas_path: Path, per_unit_s: float) -> str:
+    """Per shape of a measured run: our forward with the next unit's Q prefetched
+    (``Config.prefetch_q``) as perfmodel gives it (the measured default less the share
+    of its ``prologue`` effect, one memory latency and one Q tile per wave, that waves
+    after a CTA's first no longer wait for) and as a fixed wait per unit gives it
+    (``per_unit_s`` for each unit of a CTA after its first); ours/cuDNN of each."""
+    import math
+
+    rows = {r["shape"]["n"]: r for r in json.loads(pred_path.read_text())["rows"]}
+    run = json.loads(meas_path.read_text())["runs"][-1]
+    cells: dict = {}
+    for p in run["points"]:
+        if p["phase"] == "forward" and p["status"] == "ok":
+            cells.setdefault(p["n"], {})[p["implementation"]] = p["median_s"]
+    from perfmodel import predict
+
+    lines = [
+        "| n | window | d | h:h_kv | batch | units a CTA | ours ms | cuDNN ms | prologue share "
+        "| model ms | wait ms | ours/cuDNN | model/cuDNN | wait/cuDNN |",
+        "|" + "---|" * 14,
+    ]
+    ratios: dict[str, list[float]] = {"now": [], "model": [], "wait": []}
+    for n, cell in cells.items():
+        s = rows[n]["shape"]
+        ours, cud = cell.get(IMPLS[0]), cell.get("cudnn")
+        if not ours:
+            continue
+        kw = {k: s[k] for k in ("d", "h", "h_kv", "batch", "causal")}
+        half = {"float16": "fp16", "bfloat16": "bf16"}[s["dtype"]]
+        flash = predict(
+            n, "h200", **kw, dtype=half, window=bounds(s), kernel=launched_family(s)
+        ).flash
+        per_cta = units_per_cta(s)
+        waves = math.ceil(per_cta)
+        share = flash.effects_s.get("prologue", 0.0) * (1 - 1 / waves) / flash.time_s
+        model, wait = ours * (1 - share), ours - (per_cta - 1) * per_unit_s
+        if cud:
+            for key, t in (("now", ours), ("model", model), ("wait", wait)):
+                ratios[key].append(cud / t)
+        cols = [f"{cud / t:.2f}" if cud else "-" for t in (ours, model, wait)]
+        lines.append(
+            f"| {n} | {bounds(s)} | {s['d']} | {s['h']}:{s['h_kv']} | {s['batch']} | "
+            f"{per_cta:.1f} | {ours * 1e3:.3f} | {cud * 1e3 if cud else float('nan'):.3f} | "
+            f"{share:.0%} | {model * 1e3:.3f} | {wait * 1e3:.3f} | " + " | ".join(cols) + " |"
+        )
+    for key, r in ratios.items():
+        if r:
+            lines.append(f"ours/cuDNN forward, {key}: median {statistics.median(r):.2f}, "
+                         f"min {min(r):.2f}, max {max(r):.2f} over {len(r)} shapes")  # fmt: skip
+    return "\n".join(lines) + "\n"
+
+
 # ---------------------------------------------------------------- measurement (GPU)
 
 
@@ -272,10 +437,10 @@ def _fns(impl: str, shape: dict, options: dict | None = None):
     return jax.jit(attn), jax.jit(jax.grad(loss, argnums=(0, 1, 2)))
 
 
-def _compile_all(shapes, variants: dict, phases=PHASES, workers: int = 12):
+def _compile_all(shapes, variants, phases=PHASES, workers: int = 12):
     """Per shape, [(impl, phase, variant, executable or the exception)] for ``phases``,
-    compiled in threads; each of ``variants`` (name: flash_attention options) adds our
-    forward."""
+    compiled in threads; each of ``variants(shape)`` (name: flash_attention options) adds
+    our forward."""
     import jax
     import jax.numpy as jnp
 
@@ -291,7 +456,7 @@ def _compile_all(shapes, variants: dict, phases=PHASES, workers: int = 12):
             fwd, train = _fns(impl, s)
             calls = {"forward": (fwd, (q, kv, kv)), "train": (train, (q, kv, kv, do))}
             out += [(impl, phase, "", *calls[phase]) for phase in phases]
-        for name, options in variants.items():
+        for name, options in variants(s).items():
             out.append(
                 ("pallas_flash", "forward", name, _fns(IMPLS[0], s, options)[0], (q, kv, kv))
             )
@@ -307,12 +472,18 @@ def _rel(a, b) -> float:
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
-def time_shape(shape: dict, compiled, flops: float, *, budget_s: float):
+def time_shape(
+    shape: dict, compiled, flops: float, *, budget_s: float, variant_options: dict | None = None
+):
     """The points of one shape (forward, train, backward = train - forward) and ours vs
-    cuDNN relative differences of O and of dQ, dK, dV."""
+    cuDNN relative differences of O and of dQ, dK, dV; ``variant_options``: each
+    variant's flash_attention options (its launch, recorded in its point)."""
     import jax
     import jax.numpy as jnp
 
+    from pallas_kernels import flash_mosaic
+
+    variant_options = {"": None, **(variant_options or {})}
     from kernel_bench.bench import empty_point, make_inputs, record_failure, timed_fields
     from kernel_bench.timing import measure_all
 
@@ -327,6 +498,10 @@ def time_shape(shape: dict, compiled, flops: float, *, budget_s: float):
         point["window"] = [left, right]
         if variant:
             point["variant"] = variant
+        if impl == "pallas_flash" and phase == "forward":  # the tile it ran, for validate
+            config = launch(shape, variant_options.get(variant))
+            rows = flash_mosaic.ROWS_PER_CONSUMER * flash_mosaic.CONSUMERS
+            point.update(block_q=rows, block_k=config.block_k, num_stages=config.num_stages)
         args = sets if phase == "forward" else [(*x, do) for x in sets]
         try:
             if isinstance(exe, Exception):
@@ -373,9 +548,11 @@ def measure(
     out: Path,
     budget_s: float,
     wait_for: Path | None,
-    variants: dict,
+    variants,
     phases=PHASES,
 ) -> int:
+    """Time every shape of the predictions file (``variants(shape)``: name -> options of
+    our forward's extra launches); the file is rewritten after each shape."""
     from kernel_bench.bench import RunWriter, new_run
     from pallas_kernels.flash_attention import choose_backend
 
@@ -395,7 +572,9 @@ def measure(
         if time.monotonic() > deadline:
             print(f"budget reached: {len(rows) - i} shapes not timed", flush=True)
             break
-        points, detail = time_shape(s, jobs, row["visible_flops"], budget_s=0.1)
+        points, detail = time_shape(
+            s, jobs, row["visible_flops"], budget_s=0.1, variant_options=variants(s)
+        )
         import jax
         import jax.numpy as jnp
 
@@ -473,6 +652,7 @@ def report(pred_path: Path, meas_path: Path) -> str:
             f"| {fmt(model['cudnn'], '{:+.0%}')} |"
         )
     out = ["\n".join(lines), ""]
+    out += _variant_lines(pred, run, key)
     for impl, errs in errors.items():
         if errs:
             out.append(
@@ -487,6 +667,39 @@ def report(pred_path: Path, meas_path: Path) -> str:
                 f"min {min(rs):.2f}, max {max(rs):.2f}; >= 1.0 on {sum(x >= 1 for x in rs)}"
             )
     return "\n".join(out) + "\n"
+
+
+def _variant_lines(pred: dict, run: dict, key) -> list[str]:
+    """Our default forward against each variant of the run, per shape (measured time over
+    the variant's), and, for ``other_tile``, the model's (predictions' ``pallas_flash``
+    over ``pallas_flash_other_tile``)."""
+    ours = {key(p): p for p in run["points"] if p["implementation"] == IMPLS[0]}
+    ours = {k: p for k, p in ours.items() if p["phase"] == "forward" and p["status"] == "ok"}
+    lines = []
+    for detail in run.get("details", []):
+        s = detail["shape"]
+        for v in detail.get("variants", []):
+            mine = ours.get(key(s))
+            if not (mine and v["status"] == "ok" and v["median_s"]):
+                continue
+            if not lines:
+                lines = [
+                    "| n | window | d | variant | default block_k | default ms | variant "
+                    "block_k | variant ms | default/variant measured | model |",
+                    "|" + "---|" * 10,
+                ]
+            r = pred[key(s)]
+            model = "-"
+            if v["variant"] == "other_tile" and "pallas_flash_other_tile_forward" in r:
+                guess = r["pallas_flash_forward"].get("time_s")
+                other = r["pallas_flash_other_tile_forward"].get("time_s")
+                model = f"{guess / other:.2f}" if guess and other else "-"
+            lines.append(
+                f"| {s['n']} | {bounds(s)} | {s['d']} | {v['variant']} | {mine['block_k']} | "
+                f"{mine['median_s'] * 1e3:.3f} | {v['block_k']} | {v['median_s'] * 1e3:.3f} | "
+                f"{mine['median_s'] / v['median_s']:.2f} | {model} |"
+            )
+    return lines + [""] if lines else []
 
 
 def main(argv=None) -> int:
@@ -509,8 +722,20 @@ def main(argv=None) -> int:
         "nopad='{\"pad_seq\": false}'",
     )
     m.add_argument("--forward-only", action="store_true", help="no training steps")
+    m.add_argument(
+        "--other-tile",
+        action="store_true",
+        help="our forward again at the key tile its default does not take (other_tile)",
+    )
     e = sub.add_parser("nopad-predict", help="ours without the padding copies, predicted")
     e.add_argument("--measured", type=Path, required=True)
+    t = sub.add_parser("tile-predict", help="ours at the window's tile, predicted")
+    t.add_argument("--predictions", type=Path, required=True)
+    t.add_argument("--measured", type=Path, required=True)
+    f = sub.add_parser("prefetch-predict", help="ours with the next unit's Q prefetched")
+    f.add_argument("--predictions", type=Path, required=True)
+    f.add_argument("--measured", type=Path, required=True)
+    f.add_argument("--per-unit-us", type=float, default=1.25, help="the wait per unit")
     r = sub.add_parser("report")
     r.add_argument("--predictions", type=Path, required=True)
     r.add_argument("--measured", type=Path, required=True)
@@ -525,8 +750,19 @@ def main(argv=None) -> int:
         from kernel_bench.bench import parse_variants
 
         phases = ("forward",) if args.forward_only else PHASES
-        variants = parse_variants(args.variant)
+        given = parse_variants(args.variant)
+
+        def variants(shape):
+            return {**given, **({"other_tile": other_tile(shape)} if args.other_tile else {})}
+
         return measure(args.predictions, args.out, args.budget_s, args.wait_for, variants, phases)
+    if args.cmd == "tile-predict":
+        print(tile_prediction(args.predictions, args.measured), end="")
+        return 0
+    if args.cmd == "prefetch-predict":
+        per_unit = args.per_unit_us * 1e-6
+        print(prefetch_prediction(args.predictions, args.measured, per_unit), end="")
+        return 0
     if args.cmd == "nopad-predict":
         print(nopad_prediction(args.measured), end="")
         return 0

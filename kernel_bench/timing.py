@@ -99,6 +99,17 @@ def kernel_time(fn, args, *, iterations: int = 5) -> dict | None:
     the ``iterations`` calls are queued back to back and the kernels split evenly
     between them, as ``profiler.measure`` does. None when CUPTI is unavailable.
     """
+    calls = kernel_timings(fn, args, iterations=iterations)
+    if calls is None:
+        return None
+    times = [sum(s for _, s in call) for call in calls]
+    return {**_quantiles(times), "kernels": len(calls[0])}
+
+
+def kernel_timings(fn, args, *, iterations: int = 5) -> list[list[tuple[str, float]]] | None:
+    """Per call of ``iterations`` queued back to back, its kernels as ``(name, seconds)``
+    in launch order (CUPTI); None when CUPTI is unavailable or the kernels do not split
+    evenly between the calls."""
     ext = _cupti_ext()
     if ext is None or jax.devices()[0].platform != "gpu":
         return None
@@ -112,8 +123,10 @@ def kernel_time(fn, args, *, iterations: int = 5) -> dict | None:
     if not timings or len(timings) % iterations:
         return None
     per = len(timings) // iterations
-    times = [sum(ms for _, ms in timings[i * per : (i + 1) * per]) / 1e3 for i in range(iterations)]
-    return {**_quantiles(times), "kernels": per}
+    return [
+        [(name, ms / 1e3) for name, ms in timings[i * per : (i + 1) * per]]
+        for i in range(iterations)
+    ]
 
 
 def spin_up(fn, args, *, seconds: float = 0.03) -> None:

@@ -120,13 +120,14 @@ def visible_bounds(causal: bool, window, diagonal_offset: int = 0):
     return left, right
 
 
-def tile_range(first_row, *, rows, tile, length, left, right):
+def tile_range(first_row, *, rows, tile, length, left, right, queries=None):
     """``(start, full_start, full_end, end)``: the tiles of ``tile`` keys that rows
     ``[first_row, first_row + rows)`` see, when row i sees keys ``[i - left, i + right]``
-    (None: unbounded) of keys ``[0, length)``. Tiles ``[start, end)`` are visited,
-    ``[full_start, full_end)`` need no mask (every row sees them whole, no key past
-    ``length``). Exactly the tiles holding a key some row sees are visited: those wholly
-    outside the window (or above the causal diagonal) never are. Python ints where
+    (None: unbounded) of keys ``[0, length)``; with ``queries``, only the rows below it
+    count (a last partial block: ``first_row < queries``). Tiles ``[start, end)`` are
+    visited, ``[full_start, full_end)`` need no mask (every row sees them whole, no key
+    past ``length``). Exactly the tiles holding a key some row sees are visited: those
+    wholly outside the window (or above the causal diagonal) never are. Python ints where
     nothing depends on ``first_row``; ``start <= full_start <= full_end <= end`` always.
     """
     from jax import lax
@@ -135,6 +136,8 @@ def tile_range(first_row, *, rows, tile, length, left, right):
     if left is None and right is None:
         return 0, 0, n_full, n_tiles
     last_row = first_row + rows - 1
+    if queries is not None:
+        last_row = jnp.minimum(last_row, queries - 1)
     start, full_start = 0, 0
     if left is not None:  # lowest key: first_row - left; all rows see a key >= last_row - left
         first_key = jnp.maximum(first_row - left, 0)

@@ -25,8 +25,9 @@ The kernel follows FlashAttention-3 (Shah et al. 2024), §3.1-3.2, on one H100/H
   slower on every shape (0.66-0.86x cuDNN, ``specs/measurements/h200-mosaic-call*.json``):
   the warp schedulers interleave the two consumers anyway. It was removed.
 * **Persistent grid.** One CTA per SM loops over work units; the producer runs
-  ahead into the next unit's K/V while the consumers store the last unit's O. The
-  stage of a key tile continues across units (``base``).
+  ahead into the next unit's K/V while the consumers store the last unit's O, and each
+  consumer loads its next unit's Q into its second Q buffer during the current unit
+  (``Config.prefetch_q``). The stage of a key tile continues across units (``base``).
 * **Operands.** Q, K, V in shared memory (128-byte swizzle) feed wgmma; P goes from
   registers (the wgmma A operand may live in registers); S and O accumulate in f32.
 * **Causal, sliding windows.** Key tiles wholly above the diagonal or outside the
@@ -123,7 +124,11 @@ class Config:
     a multiple of its tiling 8", H200 run of 2026-12-02); the blocked layout (d in column
     blocks of one swizzle row, one wgmma per block) lowers at any length. None (the
     default): blocked where n or kv_len is not a multiple of 8 and ``pad_seq`` is False;
-    False there is refused.
+    False there is refused. ``prefetch_q`` (persistent only): each consumer holds two Q
+    (then O) buffers and loads the next unit's Q while it computes this one (after this
+    unit's first S), so a unit starts without waiting for its Q load nor for the last
+    unit's O store to read its buffer; Q and O take twice the shared memory
+    (``heuristic_config`` sets it wherever that fits).
     """
 
     block_k: int = 128
@@ -133,6 +138,7 @@ class Config:
     pad_head_dim: bool = False
     pad_seq: bool = False
     blocked: bool | None = None
+    prefetch_q: bool = False
 
     def __post_init__(self) -> None:
         if self.block_k not in (64, 128, 192, 256):
@@ -142,8 +148,13 @@ class Config:
         if self.overlap not in OVERLAPS:
             raise ValueError(f"overlap={self.overlap!r} must be one of {OVERLAPS}")
 
+    @property
+    def q_slots(self) -> int:
+        """Q (then O) buffers per consumer: two where the next unit's Q is prefetched."""
+        return 2 if self.prefetch_q and self.persistent else 1
+
     def smem_bytes(self, d: int, itemsize: int, return_lse: bool) -> int:
-        q_and_o = CONSUMERS * ROWS_PER_CONSUMER * d * itemsize
+        q_and_o = self.q_slots * CONSUMERS * ROWS_PER_CONSUMER * d * itemsize
         k_and_v = 2 * self.num_stages * self.block_k * d * itemsize
         lse = CONSUMERS * ROWS_PER_CONSUMER * 4 if return_lse else 0
         return q_and_o + k_and_v + lse
@@ -174,21 +185,51 @@ def _swizzle_bytes(d: int, itemsize: int) -> int:
 #: four stages in flight (its tiles are small). specs/kernels/pallas-mosaic.toml states
 #: the same (tests/test_kernel_specs.py holds them equal).
 TILES: tuple[tuple[int, int, int], ...] = ((64, 128, 4), (128, 128, 2), (192, 64, 2), (256, 64, 2))
+#: (native head dim, largest left + right, block_k, num_stages) under a small sliding
+#: window: a 64-row block sees left + right + 64 keys, and every tile it touches is loaded
+#: whole and (at an edge) masked, so a narrower tile loads and masks ~64 keys less per
+#: block; four stages keep the bytes in flight of two 128-key stages. On the H200
+#: (2026-12-02, one process, docs/perf-notes.md "Small windows: a 64-key tile: outcome")
+#: its time over the 128-key tile's was 0.86-1.00 at d = 128 for spans 146-887 and
+#: 1.05-1.26 for spans 1064-4986; at d = 64 1.07-1.16 at every span (742-4391), so
+#: d = 128 only.
+SMALL_WINDOW_TILE: tuple[int, int, int, int] = (128, 1024, 64, 4)
 
 
-def heuristic_config(d: int, causal: bool = False) -> Config:
-    """The default launch for head dim ``d`` (``TILES``) and the mask.
+def window_tile(d: int, causal: bool, window) -> tuple[int, int] | None:
+    """(block_k, num_stages) of ``SMALL_WINDOW_TILE`` where head dim ``d`` runs at its
+    native head dim and ``window`` (as ``flash_attention`` takes it) bounds both sides
+    to at most its span, else None."""
+    left, right = visible_bounds(causal, window)
+    d_native, span_max, block_k, stages = SMALL_WINDOW_TILE
+    if native_head_dim(d) != d_native or left is None or right is None:
+        return None
+    return (block_k, stages) if left + right <= span_max else None
+
+
+def heuristic_config(d: int, causal: bool = False, window=None) -> Config:
+    """The default launch for head dim ``d`` (``TILES``), the mask and the window (a
+    narrower key tile under a small one, ``window_tile``).
 
     Schedule, from the H200 variants (docs/perf-notes.md, "Mosaic GPU kernel: outcome"):
     persistent everywhere; non-causal with the FA-3 PV overlap (n=4096: 0.99 x cuDNN,
     0.91 not persistent; n=1024: 0.94 against 0.73), causal with the QK^T look-ahead
     (n=4096: 1.01-1.05 x cuDNN, 0.94-0.97 not persistent, 0.82-0.96 with the PV
-    overlap).
+    overlap). The next unit's Q prefetched (``prefetch_q``) wherever its second Q/O
+    buffer fits (not at d = 256): the time without it over the time with it was 0.99-1.20
+    on the 11 H200 shapes where both ran (2026-12-02, docs/perf-notes.md "Prefetching
+    the next unit's Q: outcome").
     """
     d_native = native_head_dim(min(max(int(d), 1), MAX_HEAD_DIM))
     block_k, stages = next((bk, st) for d_max, bk, st in TILES if d_native <= d_max)
+    small = window_tile(d_native, causal, window)
+    if small is not None:
+        block_k, stages = small
     overlap = "qk" if causal else "pv"
-    return Config(block_k, stages, overlap=overlap, persistent=True)
+    config = Config(block_k, stages, overlap=overlap, persistent=True, prefetch_q=True)
+    if config.smem_bytes(d_native, 2, return_lse=True) > SMEM_LIMIT_BYTES:  # d = 256
+        config = dataclasses.replace(config, prefetch_q=False)
+    return config
 
 
 def import_error() -> str | None:
@@ -201,7 +242,14 @@ def import_error() -> str | None:
 
 
 def supported(
-    q, k, v, *, causal: bool = False, interpret: bool = False, config: Config | None = None
+    q,
+    k,
+    v,
+    *,
+    causal: bool = False,
+    interpret: bool = False,
+    config: Config | None = None,
+    window=None,
 ) -> str | None:
     """Why this kernel cannot run the call (None when it can)."""
     if interpret:
@@ -210,7 +258,7 @@ def supported(
         check_qkv(q, k, v, max_head_dim=MAX_HEAD_DIM, dtypes=SUPPORTED_DTYPES)
     except ValueError as err:
         return str(err)
-    config = config or heuristic_config(q.shape[-1], causal)
+    config = config or heuristic_config(q.shape[-1], causal, window)
     d = run_head_dim(q.shape[-1], config)
     smem = config.smem_bytes(d, q.dtype.itemsize, return_lse=True)
     if smem > SMEM_LIMIT_BYTES:
@@ -358,15 +406,19 @@ def _key_tiles(plan: _Plan, first_row):
     """``(lo, lo_full, hi_full, hi)``: rows ``[first_row, first_row + 64)`` need key tiles
     ``[lo, hi)`` (at least one: a row that sees no key gets O = 0 from a masked tile);
     tiles ``[lo_full, hi_full)`` need no mask. Tiles wholly above the causal diagonal or
-    outside the window are outside the range (``_common.tile_range``)."""
+    outside the window are outside the range (``_common.tile_range``). Only the rows
+    below n count: the last partial block of a right window (or of the shifted diagonal)
+    loads no tile that only its rows past n would see, and a block wholly past n (the
+    second consumer of a last unit) takes row n - 1's range, inside its partner's."""
     bk = plan.config.block_k
     lo, lo_full, hi_full, hi = tile_range(
-        first_row,
+        jnp.minimum(first_row, plan.n - 1),
         rows=ROWS_PER_CONSUMER,
         tile=bk,
         length=plan.kv_len,
         left=plan.bounds[0],
         right=plan.bounds[1],
+        queries=plan.n,
     )
     if plan.bounds == (None, None):
         return lo, lo_full, hi_full, hi
@@ -454,13 +506,26 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
     q_ready, k_ready, v_ready, k_free, v_free = barriers
     dtype = q_ref.dtype
     rows, bk, stages = ROWS_PER_CONSUMER, cfg.block_k, cfg.num_stages
-    my_q = [buf.block("q", wg, b) for b in range(buf.blocks)]  # Q, then O
+    slots = cfg.q_slots
     plgpu.set_max_registers(CONSUMER_REGISTERS, action="increase")
 
-    def one_unit(unit, base):
+    def q_rows(unit):
+        """(batch, rows, head) of this consumer's Q (and O) in ``unit``."""
+        coords = _unit_coords(plan, unit)
+        head, first_row = _consumer_work(plan, coords, wg)
+        return coords[2], pl.ds(first_row, rows), head
+
+    def load_q(unit, slot):
+        for dst, part in buf.copies("q", slot, q_ref.at[q_rows(unit)]):
+            plgpu.copy_gmem_to_smem(part, dst, q_ready.at[slot])
+
+    def one_unit(unit, base, local):
         coords = _unit_coords(plan, unit)
         batch = coords[2]
         head, first_row = _consumer_work(plan, coords, wg)
+        parity = lax.rem(local, jnp.int32(slots))
+        slot = wg * slots + parity  # this unit's Q (then O) buffer
+        my_q = [buf.block("q", slot, b) for b in range(buf.blocks)]
         lo, lo_full, hi_full, hi = _key_tiles(plan, first_row)
         unit_lo, unit_hi = _unit_tiles(plan, coords)
 
@@ -584,13 +649,18 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         o = [_layout(zeros, plgpu.Layout.WGMMA) for _ in range(buf.blocks)]
 
         my_rows = (batch, pl.ds(first_row, rows), head)
-        for dst, part in buf.copies("q", wg, q_ref.at[my_rows]):
-            plgpu.copy_gmem_to_smem(part, dst, q_ready.at[wg])
+        if slots == 1:
+            load_q(unit, slot)
         has_left_edge = plan.bounds[0] is not None
         if has_left_edge and not plan.heads_paired:
             drain(unit_lo, lo)  # the partner's rows start earlier (a window)
-        plgpu.barrier_wait(q_ready.at[wg])
+        plgpu.barrier_wait(q_ready.at[slot])
         s = scores(lo)
+        if slots > 1:  # the next unit's Q into the other buffer, once its O store has read it
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+            pl.when(unit + plan.ctas < plan.units)(
+                lambda: load_q(unit + plan.ctas, wg * slots + 1 - parity)
+            )
         last = hi - 1
         tail_masked = bool(plan.bounds != (None, None) or plan.kv_len % bk)
         # three runs of tiles: masked (the window's left edge), unmasked, masked (the
@@ -629,28 +699,29 @@ def _consumer(plan: _Plan, refs, smem, barriers, wg):
         if plan.return_lse:
             buf.lse.at[wg][...] = row_max * LN_2 + jnp.log(row_sum)  # -inf if no key
         plgpu.commit_smem()
-        for src, part in buf.copies("q", wg, o_ref.at[my_rows]):
+        for src, part in buf.copies("q", slot, o_ref.at[my_rows]):
             plgpu.copy_smem_to_gmem(src, part)
         if plan.return_lse:
-            plgpu.copy_smem_to_gmem(
-                buf.lse.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)]
-            )
-        # the next unit's Q lands in the same buffer: the store must have read it
-        plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+            plgpu.copy_smem_to_gmem(buf.lse.at[wg], lse_ref.at[batch, head, pl.ds(first_row, rows)])
+        if slots == 1:  # the next unit's Q lands in the same buffer: the store must have read it
+            plgpu.wait_smem_to_gmem(0, wait_read_only=True)
         return base + unit_hi - unit_lo
 
+    if slots > 1:  # the first unit's Q (the persistent CTA's first unit is its index)
+        load_q(lax.axis_index("cta"), wg * slots)
     _for_each_unit(plan, one_unit)
     plgpu.wait_smem_to_gmem(0)
 
 
 def _for_each_unit(plan: _Plan, one_unit):
-    """Run ``one_unit(unit, base) -> base`` over this CTA's work units."""
+    """Run ``one_unit(unit, base, local) -> base`` over this CTA's work units (``local``:
+    the unit's index among them)."""
     if not plan.config.persistent:
-        one_unit(jnp.int32(0), jnp.int32(0))
+        one_unit(jnp.int32(0), jnp.int32(0), jnp.int32(0))
         return
     cta = lax.axis_index("cta")
     my_units = lax.div(plan.units - 1 - cta, jnp.int32(plan.ctas)) + 1
-    lax.fori_loop(0, my_units, lambda i, base: one_unit(cta + i * plan.ctas, base), jnp.int32(0))
+    lax.fori_loop(0, my_units, lambda i, base: one_unit(cta + i * plan.ctas, base, i), jnp.int32(0))
 
 
 def _producer(plan: _Plan, refs, smem, barriers):
@@ -669,7 +740,7 @@ def _producer(plan: _Plan, refs, smem, barriers):
     bk, stages = cfg.block_k, cfg.num_stages
     plgpu.set_max_registers(PRODUCER_REGISTERS, action="decrease")
 
-    def one_unit(unit, base):
+    def one_unit(unit, base, _local):
         coords = _unit_coords(plan, unit)
         batch = coords[2]
         kv_head = lax.div(_consumer_work(plan, coords, 0)[0], jnp.int32(plan.group))
@@ -752,7 +823,7 @@ def _buffer_types(plan: _Plan, dtype):
     swizzle = _swizzle_bytes(plan.d, itemsize)
     cols = plan.block_cols if plan.blocked else plan.d
     lead = {  # Q (then O) per consumer, K and V per stage
-        "q": (CONSUMERS, ROWS_PER_CONSUMER),
+        "q": (CONSUMERS * cfg.q_slots, ROWS_PER_CONSUMER),
         "k": (cfg.num_stages, cfg.block_k),
         "v": (cfg.num_stages, cfg.block_k),
     }
@@ -793,7 +864,7 @@ def _cta(plan: _Plan, q_ref, k_ref, v_ref, o_ref, lse_ref):
     blocks = plan.d // plan.block_cols if plan.blocked else 1
     barrier_types = (
         # q_ready, k_ready, v_ready: one arrival (with its bytes) per copy, a copy a block
-        plgpu.Barrier(num_arrivals=blocks, num_barriers=CONSUMERS),
+        plgpu.Barrier(num_arrivals=blocks, num_barriers=CONSUMERS * cfg.q_slots),
         plgpu.Barrier(num_arrivals=blocks, num_barriers=stages),
         plgpu.Barrier(num_arrivals=blocks, num_barriers=stages),
         plgpu.Barrier(num_barriers=CONSUMERS * stages),  # k_free[wg, stage]
@@ -872,7 +943,7 @@ def mosaic_flash_attention(
 ):
     """Attention on Hopper; arguments as ``pallas_kernels.flash_attention``.
 
-    ``options`` replace fields of ``heuristic_config(head_dim, causal)`` (``Config``:
+    ``options`` replace fields of ``heuristic_config(head_dim, causal, window)`` (``Config``:
     ``block_k``, ``num_stages``, ``overlap``, ``persistent``); query tiles are 64 rows
     per consumer warpgroup.
     """
@@ -887,8 +958,8 @@ def _run(q, k, v, *, causal, sm_scale, return_lse, window=None, diagonal_offset=
     run, and slice O back."""
     d = q.shape[-1]
     window = window_bounds(window, causal)
-    config = resolve_config(q, causal, options)
-    reason = supported(q, k, v, causal=causal, config=config)
+    config = resolve_config(q, causal, options, window)
+    reason = supported(q, k, v, causal=causal, config=config, window=window)
     if reason:
         raise ValueError(f"backend='mosaic' cannot run this call: {reason}")
     d_pad = run_head_dim(d, config)
@@ -913,12 +984,13 @@ def _pad_head_dim(x, d_pad: int):
     return x if pad == 0 else jnp.pad(x, ((0, 0), (0, 0), (0, 0), (0, pad)))
 
 
-def resolve_config(q, causal: bool, options: dict) -> Config:
-    """``options`` over ``heuristic_config(head_dim, causal)``; an unknown one is a TypeError."""
+def resolve_config(q, causal: bool, options: dict, window=None) -> Config:
+    """``options`` over ``heuristic_config(head_dim, causal, window)``; an unknown one is a
+    TypeError."""
     unknown = set(options) - set(Config.__dataclass_fields__)
     if unknown:
         raise TypeError(f"unknown Mosaic options {sorted(unknown)}; see flash_mosaic.Config")
-    return dataclasses.replace(heuristic_config(q.shape[-1], bool(causal)), **options)
+    return dataclasses.replace(heuristic_config(q.shape[-1], bool(causal), window), **options)
 
 
 def forward_with_test_hooks(

@@ -31,6 +31,19 @@ From the forward's O and log-sum-exp it computes dQ, dK, dV in three steps:
    separate pass on the H200 (0.71× cuDNN's backward against 0.79× at d = 128, n =
    4096: docs/perf-notes.md), so it is not the default.
 
+**Pipelined consumers** (``Config.pipeline``; not the default, ``PIPELINE``):
+a consumer of the dK/dV kernel issues, per tile, Sᵀ and then the *previous* tile's
+dK += dSᵀ Q (its dSᵀ carried in registers), waits for Sᵀ alone and computes Pᵀ while
+that dK product runs, issues dPᵀ and dV += Pᵀ dO, waits for dPᵀ (and the dK product:
+the previous tile's stage is then released) and computes dSᵀ while dV runs. A consumer
+of the dQ kernel issues S, dP and the previous tile's dQ += dS K, computes P under dP
+and that product, and dS under the product. Nothing stays in flight past a step's end;
+the last tile's product follows the loop. A stage is released one step later than
+without the pipeline, so the pipelined launch keeps three stages. It measured 3-9 %
+slower than the unpipelined kernels on the H200 (d = 64 and 128, n = 4096, causal and
+not): ptxas reports the dK/dV kernel's wgmmas "serialized due to insufficient register
+resources" and injects a ``warpgroup.arrive`` into the dQ kernel's (docs/perf-notes.md).
+
 Both kernels split each CTA into roles as the forward (``flash_mosaic``) does: two
 consumer warpgroups that only compute (``setmaxreg`` up) and one producer warpgroup that
 only issues TMA copies (``setmaxreg`` down); ``ready[stage]`` barriers complete on the
@@ -45,11 +58,19 @@ for the mask. Any n and kv_len: the sequences are zero-padded to the CTA's 128 r
 copy, only when needed); padded query rows have LSE = +inf (P = 0), padded keys are
 masked in the dQ pass and their dK, dV rows sliced off.
 
-Head dims: multiples of 16 up to ``MAX_HEAD_DIM`` = 128 run as they are (others are
+Head dims: multiples of 16 up to ``PAIRED_MAX_HEAD_DIM`` = 128 run as they are (others are
 zero-padded to the next multiple of 16), with the forward's shared-memory swizzle per
 row width. Above 128 the two float32 accumulators dK, dV of 64 × d no longer fit one
-warpgroup's registers beside Sᵀ and dPᵀ, and ``supported`` says so (the Triton backward
-runs those). float16 and bfloat16.
+warpgroup's registers beside Sᵀ and dPᵀ. There, up to ``SPLIT_MAX_HEAD_DIM`` = 256
+(padded the same way), **the split kernels** (``Config.split``, ``_dkdv_split``) run:
+the dK/dV kernel's CTA owns 64 keys, one consumer holds dV and computes Sᵀ, Pᵀ and
+dV += Pᵀ dO, the other holds dK and computes dPᵀ, dSᵀ from the first one's Pᵀ (16-bit,
+two shared-memory buffers) and dK += dSᵀ Q; the dQ kernel streams K, V tiles of 32
+keys (``SPLIT_CONFIG``), its shared-memory swizzle capped at 64 bytes (dQ += dS K
+contracts over the 32 keys, and a wgmma's K is a multiple of the swizzle's elements).
+They are the default launch above 128 only when ``SPLIT_DEFAULT`` says so (otherwise
+``supported`` refuses those head dims unless ``Config(split=True)`` is passed, and the
+Triton backward runs them). float16 and bfloat16.
 
 This module holds its launch (``Config``, frozen and validated), its default launch per
 shape (``heuristic_config``) and the check of what it runs (``supported``) beside the
@@ -75,8 +96,19 @@ from pallas_kernels._common import (
     visible_bounds,
 )
 
-#: Head dims up to this run (dK and dV, 64 × d float32 each, in one warpgroup's registers).
-MAX_HEAD_DIM = 128
+#: Head dims up to this run with dK and dV (64 × d float32 each) in one warpgroup's
+#: registers: each consumer owns its keys (``_dkdv``).
+PAIRED_MAX_HEAD_DIM = 128
+#: Head dims up to this run with ``Config.split`` (dK in one consumer, dV in the other).
+SPLIT_MAX_HEAD_DIM = 256
+#: Whether the default launch runs head dims in (PAIRED_MAX_HEAD_DIM,
+#: SPLIT_MAX_HEAD_DIM] with the split kernels (``heuristic_config``); False:
+#: ``supported`` refuses them unless a ``Config(split=True)`` is passed, and the Triton
+#: backward runs them.
+SPLIT_DEFAULT = False
+#: Head dims the default launch runs (``flash_attention.choose_backward`` picks this
+#: backward up to it on Hopper).
+MAX_HEAD_DIM = SPLIT_MAX_HEAD_DIM if SPLIT_DEFAULT else PAIRED_MAX_HEAD_DIM
 SUPPORTED_DTYPES = DTYPES_16BIT
 #: How dQ is summed (``Config.dq``; the cost model's ``perfmodel.costs.backward`` rules).
 DQ_RULES = ("atomic", "two_pass")
@@ -106,13 +138,29 @@ class Config:
     #: ``"atomic"``: dQ summed in the dK/dV kernel (``dq_block_k`` and ``dq_num_stages``
     #: then unused); ``"two_pass"``: the separate dQ kernel.
     dq: str = "two_pass"
+    #: The two-pass kernels' consumers keep one product in flight under their vector
+    #: work: each step issues the last step's dK (dQ) product behind its own Sᵀ (S, dP)
+    #: wgmma (``_dkdv``, ``_dq``). False: every wgmma is waited for before the next.
+    pipeline: bool = False
+    #: The dK/dV kernel's CTA owns 64 keys and its consumers split the accumulators
+    #: (``_dkdv_split``: one holds dV, the other dK, Pᵀ passed between them through
+    #: shared memory): what lets d > 128 run. Needs block_q = 64 and the separate dQ pass.
+    split: bool = False
 
     def __post_init__(self) -> None:
         if self.dq not in DQ_RULES:
             raise ValueError(f"dq={self.dq!r} must be one of {DQ_RULES}")
-        for name in ("block_q", "dq_block_k"):
-            if getattr(self, name) not in (64, 128):
-                raise ValueError(f"{name}={getattr(self, name)} must be 64 or 128")
+        if self.pipeline and self.dq != "two_pass":
+            raise ValueError(f"pipeline=True needs dq='two_pass' (got dq={self.dq!r})")
+        if self.block_q not in (64, 128):
+            raise ValueError(f"block_q={self.block_q} must be 64 or 128")
+        if self.dq_block_k not in (32, 64, 128):
+            raise ValueError(f"dq_block_k={self.dq_block_k} must be 32, 64 or 128")
+        if self.split and (self.dq != "two_pass" or self.pipeline or self.block_q != ROWS):
+            raise ValueError(
+                f"split=True needs dq='two_pass', pipeline=False and block_q={ROWS} (got "
+                f"dq={self.dq!r}, pipeline={self.pipeline}, block_q={self.block_q})"
+            )
         for name in ("num_stages", "dq_num_stages"):
             if getattr(self, name) < 2:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 2")
@@ -121,7 +169,10 @@ class Config:
         """Shared memory of (the dK/dV kernel, the dQ kernel; 0 when dQ is summed in the
         first) at head dim ``d``."""
         own = 2 * CTA_ROWS * d * itemsize  # K, V (or Q, dO) of both consumers
-        dkdv = own + self.num_stages * (2 * self.block_q * d * itemsize + 2 * self.block_q * 4)
+        stream = self.num_stages * (2 * self.block_q * d * itemsize + 2 * self.block_q * 4)
+        dkdv = own + stream
+        if self.split:  # K, V of 64 keys; two Pᵀ buffers (64 × block_q)
+            dkdv = 2 * ROWS * d * itemsize + stream + 2 * ROWS * self.block_q * itemsize
         if self.dq == "atomic":  # two dSᵀ buffers, each consumer's float32 dQ part
             _, rows, cols = dq_split(self.block_q, d) or (None, 0, 0)
             return dkdv + 2 * CTA_ROWS * self.block_q * itemsize + CONSUMERS * rows * cols * 4, 0
@@ -129,19 +180,45 @@ class Config:
         return dkdv, dq
 
 
+#: Whether the default launch pipelines its consumers (``Config.pipeline``): no, it
+#: measured slower (3-9 % at d = 64 and 128, n = 4096; ptxas serialises the dK/dV
+#: kernel's wgmmas for want of registers: docs/perf-notes.md).
+PIPELINE = False
+
+
 def heuristic_config(d: int, causal: bool = False) -> Config:
     """The default launch for head dim ``d``: 128-wide tiles at d <= 64 (Sᵀ and dPᵀ,
-    64 × 128 float32 each, fit beside the small accumulators), 64 above; two stages; the
-    separate dQ kernel (``dq="atomic"``, where ``dq_split`` allows it, measured slower:
-    docs/perf-notes.md)."""
+    64 × 128 float32 each, fit beside the small accumulators), 64 above; the separate dQ
+    kernel (``dq="atomic"``, where ``dq_split`` allows it, measured slower:
+    docs/perf-notes.md); consumers pipelined as ``PIPELINE`` says, with three stages
+    then (a pipelined step frees the last step's stage only after this step's products
+    are issued, so two stages would leave the producer no step ahead), two otherwise."""
     del causal  # no mask-dependent choice yet
+    if run_head_dim(d) > PAIRED_MAX_HEAD_DIM:
+        return SPLIT_CONFIG
     wide = 128 if run_head_dim(d) <= 64 else 64
-    return Config(block_q=wide, num_stages=2, dq_block_k=wide, dq_num_stages=2)
+    stages = 3 if PIPELINE else 2
+    return Config(
+        block_q=wide,
+        num_stages=stages,
+        dq_block_k=wide,
+        dq_num_stages=stages,
+        pipeline=PIPELINE,
+    )
+
+
+#: The launch above d = 128 (``heuristic_config``; docs/perf-notes.md's design note): Qᵀ
+#: tiles of 64 rows and two stages in the dK/dV kernel (208 KB of shared memory at
+#: d = 256), K, V tiles of 32 keys in the dQ kernel (S, dP 16 registers a thread beside
+#: dQ's 128).
+SPLIT_CONFIG = Config(block_q=64, num_stages=2, dq_block_k=32, dq_num_stages=2, split=True)
 
 
 def supported_fold(d: int) -> bool:
-    """Whether ``dq="atomic"`` can run at head dim ``d`` with the default tiles."""
-    return dq_split(heuristic_config(d).block_q, run_head_dim(d)) is not None
+    """Whether ``dq="atomic"`` can run at head dim ``d`` with the default tiles (not with
+    the split kernels above d = 128)."""
+    config = heuristic_config(d)
+    return not config.split and dq_split(config.block_q, run_head_dim(d)) is not None
 
 
 def run_head_dim(d: int) -> int:
@@ -156,12 +233,19 @@ def supported(
     del causal
     if interpret:
         return "Mosaic GPU kernels have no interpret mode (the Triton backward runs it)"
+    default = config is None
+    config = config or heuristic_config(min(q.shape[-1], SPLIT_MAX_HEAD_DIM))
     try:
-        check_qkv(q, k, v, max_head_dim=MAX_HEAD_DIM, dtypes=SUPPORTED_DTYPES)
+        limit = SPLIT_MAX_HEAD_DIM if config.split else PAIRED_MAX_HEAD_DIM
+        check_qkv(q, k, v, max_head_dim=limit, dtypes=SUPPORTED_DTYPES)
     except ValueError as err:
         return f"Mosaic backward: {err}"
-    config = config or heuristic_config(q.shape[-1])
     d = run_head_dim(q.shape[-1])
+    if default and config.split and not SPLIT_DEFAULT:
+        return (
+            f"head_dim d={q.shape[-1]} > {PAIRED_MAX_HEAD_DIM} runs only when "
+            "Config(split=True) is passed (SPLIT_DEFAULT is False)"
+        )
     if config.dq == "atomic" and dq_split(config.block_q, d) is None:
         return f"dq='atomic' cannot share a {config.block_q} x {d} dQ tile (dq_split)"
     for name, smem in zip(("dK/dV", "dQ"), config.smem_bytes(d, q.dtype.itemsize), strict=True):
@@ -244,13 +328,15 @@ def _row_vector(ref, dim):
         return plgpu.load(ref, (), layout=layout)
 
 
-def _smem_transforms(d: int, dtype):
+def _smem_transforms(d: int, dtype, max_swizzle: int = 128):
     """Tiling and swizzle of a shared-memory row of ``d`` elements: the largest swizzle
-    the row's bytes divide (``plgpu.find_swizzle``; 128 bytes at d = 64 and 128)."""
+    the row's bytes divide (``plgpu.find_swizzle``; 128 bytes at d = 64 and 128), at most
+    ``max_swizzle`` bytes (a wgmma's K, in a B operand that is not transposed, is a
+    multiple of the swizzle's elements, and both operands share one swizzle)."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
     bits = jnp.dtype(dtype).itemsize * 8
-    swizzle = plgpu.find_swizzle(d * bits)
+    swizzle = min(plgpu.find_swizzle(d * bits), max_swizzle)
     return plgpu.TilingTransform((8, swizzle * 8 // bits)), plgpu.SwizzleTransform(swizzle)
 
 
@@ -372,6 +458,39 @@ def dq_split(block_q: int, d: int) -> tuple[str, int, int] | None:
     if block_q == ROWS and d % (CONSUMERS * 64) == 0:
         return "cols", ROWS, d // CONSUMERS
     return None
+
+
+def _query_tile_producer(refs, steps, stages, bq, tile_of, batch):
+    """The dK/dV kernels' producer ``(smem, barriers)``, both laid out as the kernels'
+    (Q, dO, LSE, D stages in ``smem[2:6]``; their ready barriers and ``free`` in
+    ``barriers[1:6]``): per step t, once both consumers released the stage
+    (``free[consumer, stage]``), the Q, dO rows and LSE, D entries of step t's tile
+    (``tile_of(t)``: query head and tile) by TMA into stage ``t % stages``."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    q_ref, do_ref, lse_ref, delta_ref = refs
+
+    def producer(smem, barriers):
+        q_smem, do_smem, lse_smem, delta_smem = smem[2:6]
+        q_ready, do_ready, lse_ready, delta_ready, free = barriers[1:6]
+
+        @pl.loop(0, steps)
+        def _(t):
+            slot = lax.rem(t, jnp.int32(stages))
+            head, tile = tile_of(t)
+            for wg in range(CONSUMERS):  # each consumer released the stage
+                pl.when(t >= stages)(lambda wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot]))
+            rows = pl.ds(tile * bq, bq)
+            for src, dst, ready in ((q_ref, q_smem, q_ready), (do_ref, do_smem, do_ready)):
+                plgpu.copy_gmem_to_smem(src.at[batch, rows, head], dst.at[slot], ready.at[slot])
+            for src, dst, ready in (
+                (lse_ref, lse_smem, lse_ready),
+                (delta_ref, delta_smem, delta_ready),
+            ):
+                plgpu.copy_gmem_to_smem(src.at[batch, head, rows], dst.at[slot], ready.at[slot])
+
+    return producer
 
 
 def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
@@ -510,21 +629,78 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                 plgpu.barrier_arrive(free.at[wg * stages + slot])
                 return dk, dv
 
-            def loop(start, stop, masked, carry, *, head_step):
+            def pipelined_step(t, carry, *, masked, dk_ref, dv_ref):
+                """Step t with the last step's dK product issued behind this step's Sᵀ:
+                it runs under the exp, and dV += Pᵀ dO under the dSᵀ math; nothing is
+                left in flight when the step ends."""
+                ds_last, last_slot = carry
+                slot = lax.rem(t, jnp.int32(stages))
+                q_tile = q_smem.at[slot]
+                do_tile = do_smem.at[slot]
+                plgpu.barrier_wait(q_ready.at[slot])
+
+                def scores(s_ref):
+                    plgpu.wgmma(s_ref, my_k, plgpu.transpose_ref(q_tile, (1, 0)))  # Sᵀ
+                    plgpu.wgmma(dk_ref, ds_last, q_smem.at[last_slot])  # last dK += dSᵀ Q
+                    return plgpu.wgmma_accumulator_load(s_ref, wait_n=1)  # Sᵀ only
+
+                s_t = pl.run_scoped(scores, plgpu.ACC((ROWS, bq), jnp.float32))
+                plgpu.barrier_wait(lse_ready.at[slot])
+                lse = _row_vector(lse_smem.at[slot], 1)
+                if masked:
+                    s_t = _mask_tile(s_t, band, my_first, tile_of(t)[1] * bq)
+                p_t = jnp.exp2(s_t * plan.scale_log2 - _bcast(lse, s_t.shape, 1))
+                plgpu.barrier_wait(do_ready.at[slot])
+
+                def dp_and_pv(dp_ref):
+                    plgpu.wgmma(dp_ref, my_v, plgpu.transpose_ref(do_tile, (1, 0)))  # dPᵀ
+                    plgpu.wgmma(dv_ref, p_t.astype(dtype), do_tile)  # dV += Pᵀ dO
+                    return plgpu.wgmma_accumulator_load(dp_ref, wait_n=1)  # and last dK
+
+                dp_t = pl.run_scoped(dp_and_pv, plgpu.ACC((ROWS, bq), jnp.float32))
+                # the last step's stage is read no more
+                pl.when(t > 0)(lambda: plgpu.barrier_arrive(free.at[wg * stages + last_slot]))
+                plgpu.barrier_wait(delta_ready.at[slot])
+                delta = _row_vector(delta_smem.at[slot], 1)
+                ds16 = (p_t * (dp_t - _bcast(delta, dp_t.shape, 1))).astype(dtype)  # dSᵀ
+                plgpu.wgmma_wait(0)  # dV: Pᵀ's registers are free
+                return ds16, slot
+
+            def loop(start, stop, masked, carry, *, head_step, body=step):
                 return lax.fori_loop(
                     head_step + start - lo,
                     head_step + stop - lo,
-                    functools.partial(step, masked=masked),
+                    functools.partial(body, masked=masked),
                     carry,
                 )
 
-            def head_loop(h, carry):
-                part = functools.partial(loop, head_step=h * span)
+            def head_loop(h, carry, body=step):
+                part = functools.partial(loop, head_step=h * span, body=body)
                 return _three_ranges(part, lo, full_lo, full_hi, hi, carry)
 
+            def pipelined(dk_ref, dv_ref):
+                body = functools.partial(pipelined_step, dk_ref=dk_ref, dv_ref=dv_ref)
+                first = (_zeros((ROWS, bq)).astype(dtype), jnp.int32(0))
+                ds_last, last_slot = lax.fori_loop(
+                    0, group, functools.partial(head_loop, body=body), first
+                )
+
+                @pl.when(steps > 0)  # the last step's dK product
+                def _():
+                    plgpu.wgmma(dk_ref, ds_last, q_smem.at[last_slot])
+                    plgpu.wgmma_wait(0)
+                    plgpu.barrier_arrive(free.at[wg * stages + last_slot])
+
+                return dk_ref[...], dv_ref[...]
+
             zeros = _zeros((ROWS, d))
-            carry = (zeros, zeros) + ((_zeros((part_rows, part_cols)),) if fold else ())
-            dk, dv, *last_dq = lax.fori_loop(0, group, head_loop, carry)
+            if cfg.pipeline:
+                accumulators = (plgpu.ACC((ROWS, d), jnp.float32),) * 2
+                dk, dv = pl.run_scoped(pipelined, *accumulators)
+                last_dq = ()
+            else:
+                carry = (zeros, zeros) + ((_zeros((part_rows, part_cols)),) if fold else ())
+                dk, dv, *last_dq = lax.fori_loop(0, group, head_loop, carry)
             if fold:  # my K is read by the other consumer's dQ products until it is done
                 pl.when(steps > 0)(lambda: flush(steps - 1, last_dq[0]))
                 done = fold_barriers[1]
@@ -537,26 +713,9 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
             plgpu.copy_smem_to_gmem(my_v, dv_ref.at[rows])
             plgpu.wait_smem_to_gmem(0)
 
-        def producer(smem, barriers):
-            _, _, q_smem, do_smem, lse_smem, delta_smem, *_ = smem
-            _, q_ready, do_ready, lse_ready, delta_ready, free, *_ = barriers
-
-            @pl.loop(0, steps)
-            def _(t):
-                slot = lax.rem(t, jnp.int32(stages))
-                head, tile = tile_of(t)
-                for wg in range(CONSUMERS):  # each consumer released the stage
-                    pl.when(t >= stages)(
-                        lambda wg=wg: plgpu.barrier_wait(free.at[wg * stages + slot])
-                    )
-                rows = pl.ds(tile * bq, bq)
-                for src, dst, ready in ((q_ref, q_smem, q_ready), (do_ref, do_smem, do_ready)):
-                    plgpu.copy_gmem_to_smem(src.at[batch, rows, head], dst.at[slot], ready.at[slot])
-                for src, dst, ready in (
-                    (lse_ref, lse_smem, lse_ready),
-                    (delta_ref, delta_smem, delta_ready),
-                ):
-                    plgpu.copy_gmem_to_smem(src.at[batch, head, rows], dst.at[slot], ready.at[slot])
+        producer = _query_tile_producer(
+            (q_ref, do_ref, lse_ref, delta_ref), steps, stages, bq, tile_of, batch
+        )
 
         smem_types = (
             plgpu.SMEM((CTA_ROWS, d), dtype, transforms=swizzled),  # K, then dK
@@ -594,6 +753,143 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
     return _launch(plan, body, [out, out], grid, ("kv", "head", "batch"), *args)
 
 
+def _dkdv_split(plan: _Plan, q, k, v, do, lse2, delta):
+    """``(dK, dV)`` [batch, kv_pad, kv_heads, d] from padded inputs, ``Config.split``: a
+    CTA owns 64 keys; consumer 0 computes Sᵀ = K Qᵀ, Pᵀ and dV += Pᵀ dO and stores Pᵀ
+    (16-bit) in one of two shared-memory buffers; consumer 1 computes dPᵀ = V dOᵀ, reads
+    Pᵀ there, dSᵀ = Pᵀ ∘ (dPᵀ − D) and dK += dSᵀ Q. ``p_ready[buffer]`` says a Pᵀ is
+    written, ``p_free[buffer]`` that it was read, so consumer 0 runs at most two tiles
+    ahead. Each accumulator is 64 × d float32 in one warpgroup (128 registers a thread
+    at d = 256) beside one 64 × block_q product."""
+    import jax.experimental.pallas as pl
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    cfg = plan.config
+    bq, stages, d, group = cfg.block_q, cfg.num_stages, plan.d, plan.group
+    band = plan.mask.seen_by_keys()  # key j is seen by rows [j - right, j + left]
+    dtype = q.dtype
+    swizzled = _smem_transforms(d, dtype)
+    q_tiles = functools.partial(band.tiles, tile=bq, length=plan.n)
+
+    def body(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, dk_ref, dv_ref):
+        block, kv_head, batch = (lax.axis_index(x) for x in ("kv", "head", "batch"))
+        first_key = block * ROWS
+        lo, full_lo, full_hi, hi = q_tiles(first_key, ROWS)
+        full_lo = jnp.clip(full_lo, lo, hi)
+        full_hi = jnp.clip(full_hi, full_lo, hi)
+        span = hi - lo
+        steps = span * group
+        rows = (batch, pl.ds(first_key, ROWS), kv_head)
+
+        def tile_of(t):
+            """(query head, query tile) of step t: heads outer, tiles inner."""
+            safe = jnp.maximum(span, 1)
+            return kv_head * group + lax.div(t, safe), lo + lax.rem(t, safe)
+
+        def write_out(acc, smem, dst):
+            smem[...] = acc.astype(dtype)
+            plgpu.commit_smem()
+            plgpu.copy_smem_to_gmem(smem, dst.at[rows])
+            plgpu.wait_smem_to_gmem(0)
+
+        def scores_consumer(smem, barriers):
+            """Sᵀ, Pᵀ (to the other consumer) and dV; K's buffer then holds dV."""
+            k_smem, _, q_smem, do_smem, lse_smem, _, p_smem = smem
+            kv_ready, q_ready, do_ready, lse_ready, _, free, p_ready, p_free = barriers
+            plgpu.copy_gmem_to_smem(k_ref.at[rows], k_smem, kv_ready.at[0])
+            plgpu.barrier_wait(kv_ready.at[0])
+
+            def step(t, dv, *, masked):
+                slot = lax.rem(t, jnp.int32(stages))
+                buf = lax.rem(t, jnp.int32(2))
+                q_tile, do_tile = q_smem.at[slot], do_smem.at[slot]
+                plgpu.barrier_wait(q_ready.at[slot])
+                s_t = _wgmma_scores(k_smem, q_tile, (ROWS, bq))  # Sᵀ = K Qᵀ
+                plgpu.barrier_wait(lse_ready.at[slot])
+                lse = _row_vector(lse_smem.at[slot], 1)
+                if masked:
+                    s_t = _mask_tile(s_t, band, first_key, tile_of(t)[1] * bq)
+                p16 = jnp.exp2(s_t * plan.scale_log2 - _bcast(lse, s_t.shape, 1)).astype(dtype)
+                pl.when(t >= 2)(lambda: plgpu.barrier_wait(p_free.at[buf]))  # read at t - 2
+                p_smem.at[buf][...] = p16
+                plgpu.barrier_arrive(p_ready.at[buf])
+                plgpu.barrier_wait(do_ready.at[slot])
+                dv = _accumulate(dv, p16, do_tile)  # dV += Pᵀ dO
+                plgpu.barrier_arrive(free.at[slot])
+                return dv
+
+            def loop(start, stop, masked, dv, *, head_step):
+                first, last = head_step + start - lo, head_step + stop - lo
+                return lax.fori_loop(first, last, functools.partial(step, masked=masked), dv)
+
+            def head_loop(h, dv):
+                part = functools.partial(loop, head_step=h * span)
+                return _three_ranges(part, lo, full_lo, full_hi, hi, dv)
+
+            dv = lax.fori_loop(0, group, head_loop, _zeros((ROWS, d)))
+            write_out(dv, k_smem, dv_ref)
+
+        def gradient_consumer(smem, barriers):
+            """dPᵀ, dSᵀ (from the other consumer's Pᵀ) and dK; V's buffer then holds dK."""
+            _, v_smem, q_smem, do_smem, _, delta_smem, p_smem = smem
+            kv_ready, q_ready, do_ready, _, delta_ready, free, p_ready, p_free = barriers
+            plgpu.copy_gmem_to_smem(v_ref.at[rows], v_smem, kv_ready.at[1])
+            plgpu.barrier_wait(kv_ready.at[1])
+
+            def step(t, dk):
+                slot = lax.rem(t, jnp.int32(stages))
+                buf = lax.rem(t, jnp.int32(2))
+                q_tile, do_tile = q_smem.at[slot], do_smem.at[slot]
+                plgpu.barrier_wait(do_ready.at[slot])
+                dp_t = _wgmma_scores(v_smem, do_tile, (ROWS, bq))  # dPᵀ = V dOᵀ
+                plgpu.barrier_wait(delta_ready.at[slot])
+                delta = _row_vector(delta_smem.at[slot], 1)
+                plgpu.barrier_wait(p_ready.at[buf])
+                p_t = p_smem.at[buf][...].astype(jnp.float32)
+                plgpu.barrier_arrive(p_free.at[buf])
+                ds16 = (p_t * (dp_t - _bcast(delta, dp_t.shape, 1))).astype(dtype)  # dSᵀ
+                plgpu.barrier_wait(q_ready.at[slot])
+                dk = _accumulate(dk, ds16, q_tile)  # dK += dSᵀ Q
+                plgpu.barrier_arrive(free.at[stages + slot])
+                return dk
+
+            dk = lax.fori_loop(0, steps, step, _zeros((ROWS, d)))
+            write_out(dk * plan.scale, v_smem, dk_ref)
+
+        def consumer(smem, barriers, wg):
+            pl.when(wg == 0)(lambda: scores_consumer(smem, barriers))
+            pl.when(wg == 1)(lambda: gradient_consumer(smem, barriers))
+
+        producer = _query_tile_producer(
+            (q_ref, do_ref, lse_ref, delta_ref), steps, stages, bq, tile_of, batch
+        )
+
+        smem_types = (
+            plgpu.SMEM((ROWS, d), dtype, transforms=swizzled),  # K, then dV
+            plgpu.SMEM((ROWS, d), dtype, transforms=swizzled),  # V, then dK
+            plgpu.SMEM((stages, bq, d), dtype, transforms=swizzled),  # Q stages
+            plgpu.SMEM((stages, bq, d), dtype, transforms=swizzled),  # dO stages
+            plgpu.SMEM((stages, bq), jnp.float32),  # LSE stages
+            plgpu.SMEM((stages, bq), jnp.float32),  # D stages
+            plgpu.SMEM((2, ROWS, bq), dtype, transforms=_smem_transforms(bq, dtype)),  # Pᵀ
+        )
+        barrier_types = (
+            plgpu.Barrier(num_barriers=2),  # kv_ready[K, V]
+            plgpu.Barrier(num_barriers=stages),  # q_ready
+            plgpu.Barrier(num_barriers=stages),  # do_ready
+            plgpu.Barrier(num_barriers=stages),  # lse_ready
+            plgpu.Barrier(num_barriers=stages),  # delta_ready
+            plgpu.Barrier(num_barriers=CONSUMERS * stages),  # free[consumer, stage]
+            plgpu.Barrier(num_barriers=2),  # p_ready[buffer]
+            plgpu.Barrier(num_barriers=2),  # p_free[buffer]
+        )
+        _roles(consumer, producer, smem_types, barrier_types)
+
+    out = jax.ShapeDtypeStruct((plan.batch, plan.kv_pad, plan.kv_heads, d), dtype)
+    grid = (plan.kv_pad // ROWS, plan.kv_heads, plan.batch)
+    return _launch(plan, body, [out, out], grid, ("kv", "head", "batch"), q, k, v, do, lse2, delta)
+
+
 # ---------------------------------------------------------------- dQ
 
 
@@ -607,7 +903,8 @@ def _dq(plan: _Plan, q, k, v, do, lse2, delta):
     tail = plan.kv_len if plan.kv_len % bk else None
     mask = plan.mask
     dtype = q.dtype
-    swizzled = _smem_transforms(d, dtype)
+    # dQ += dS K contracts over the tile's bk keys: a 32-key tile caps the swizzle at 64 B
+    swizzled = _smem_transforms(d, dtype, max_swizzle=bk * dtype.itemsize)
     q_blocks = plan.n_pad // CTA_ROWS
 
     k_tiles = functools.partial(mask.tiles, tile=bk, length=plan.kv_len)
@@ -659,10 +956,54 @@ def _dq(plan: _Plan, q, k, v, do, lse2, delta):
                 plgpu.barrier_arrive(k_free.at[wg * stages + slot])
                 return dq
 
-            def loop(start, stop, masked, dq):
-                return lax.fori_loop(start, stop, functools.partial(step, masked=masked), dq)
+            def pipelined_step(j, carry, *, masked, dq_ref):
+                """Tile j with the last tile's dQ product issued behind its S and dP: the
+                exp runs under dP and that product, the dS math under the product."""
+                ds_last, last_slot = carry
+                slot = lax.rem(j - lo, jnp.int32(stages))
+                k_tile, v_tile = k_smem.at[slot], v_smem.at[slot]
+                plgpu.barrier_wait(k_ready.at[slot])
 
-            dq = _three_ranges(loop, lo, full_lo, full_hi, hi, _zeros((ROWS, d)))
+                def products(s_ref, dp_ref):
+                    plgpu.wgmma(s_ref, my_q, plgpu.transpose_ref(k_tile, (1, 0)))  # S
+                    plgpu.barrier_wait(v_ready.at[slot])
+                    plgpu.wgmma(dp_ref, my_do, plgpu.transpose_ref(v_tile, (1, 0)))  # dP
+                    plgpu.wgmma(dq_ref, ds_last, k_smem.at[last_slot])  # last dQ += dS K
+                    s = plgpu.wgmma_accumulator_load(s_ref, wait_n=2)  # S only
+                    if masked:
+                        s = _mask_tile(s, mask, my_first, j * bk, tail)
+                    p = jnp.exp2(s * plan.scale_log2 - _bcast(lse, s.shape, 0))
+                    dp = plgpu.wgmma_accumulator_load(dp_ref, wait_n=1)  # dP too
+                    plgpu.barrier_arrive(v_free.at[wg * stages + slot])
+                    return (p * (dp - _bcast(delta, dp.shape, 0))).astype(dtype)  # dS
+
+                acc = plgpu.ACC((ROWS, bk), jnp.float32)
+                ds16 = pl.run_scoped(products, acc, acc)
+                plgpu.wgmma_wait(0)  # the last dQ product: its K stage is read no more
+                pl.when(j > lo)(lambda: plgpu.barrier_arrive(k_free.at[wg * stages + last_slot]))
+                return ds16, slot
+
+            def loop(start, stop, masked, carry, *, body=step):
+                return lax.fori_loop(start, stop, functools.partial(body, masked=masked), carry)
+
+            def pipelined(dq_ref):
+                body = functools.partial(pipelined_step, dq_ref=dq_ref)
+                first = (_zeros((ROWS, bk)).astype(dtype), jnp.int32(0))
+                part = functools.partial(loop, body=body)
+                ds_last, last_slot = _three_ranges(part, lo, full_lo, full_hi, hi, first)
+
+                @pl.when(hi > lo)  # the last tile's dQ product
+                def _():
+                    plgpu.wgmma(dq_ref, ds_last, k_smem.at[last_slot])
+                    plgpu.wgmma_wait(0)
+                    plgpu.barrier_arrive(k_free.at[wg * stages + last_slot])
+
+                return dq_ref[...]
+
+            if cfg.pipeline:
+                dq = pl.run_scoped(pipelined, plgpu.ACC((ROWS, d), jnp.float32))
+            else:
+                dq = _three_ranges(loop, lo, full_lo, full_hi, hi, _zeros((ROWS, d)))
             my_q[...] = (dq * plan.scale).astype(dtype)
             plgpu.commit_smem()
             plgpu.copy_smem_to_gmem(my_q, dq_ref.at[rows])
@@ -736,8 +1077,9 @@ def _backward(q, k, v, o, lse, do, dlse, plan: _Plan):
         acc = jax.new_ref(jnp.zeros((plan.batch, plan.n_pad, plan.heads, d), jnp.float32))
         dk, dv = _dkdv(plan, q, k, v, do, lse2, delta, acc)
         dq = (acc[...] * plan.scale).astype(q.dtype)
-    else:
-        dk, dv = _dkdv(plan, q, k, v, do, lse2, delta)  # 2. dK, dV
+    else:  # 2. dK, dV
+        dkdv = _dkdv_split if plan.config.split else _dkdv
+        dk, dv = dkdv(plan, q, k, v, do, lse2, delta)
         dq = _dq(plan, q, k, v, do, lse2, delta)  # 3. dQ
     return dq[:, :n], dk[:, :kv_len], dv[:, :kv_len]
 
@@ -764,10 +1106,10 @@ def mosaic_attention_backward(
     shifts the causal diagonal as the forward's test hook does (tests only). Raises
     ValueError naming the limit when ``supported`` refuses the call.
     """
-    config = config or heuristic_config(q.shape[-1], causal)
     reason = supported(q, k, v, causal=causal, config=config)
     if reason:
         raise ValueError(f"the Mosaic backward cannot run this call: {reason}")
+    config = config or heuristic_config(q.shape[-1], causal)
     d = q.shape[-1]
     b, n, h, _ = q.shape
     kv_len, h_kv = k.shape[1], k.shape[2]

@@ -24,7 +24,7 @@ from perfmodel.catalog.calibration import Calibration, family_default, load_cali
 from perfmodel.catalog.hardware import HardwareSpec, Links, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, load_kernel
 from perfmodel.compile import Compiled, compiled
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import PerfmodelError, spell
 from perfmodel.evaluate import evaluate_flash
 from perfmodel.launch import resolve_point
 from perfmodel.vocabulary import BALANCES, SCHEMES, bytes_per_element, symbol_values
@@ -150,22 +150,22 @@ def check_split(n: int, h: int, h_kv: int, cp: int, tp: int, scheme: str, balanc
     """One clear error for a split that cannot run, naming the value."""
     for name, value in (("n", n), ("h", h), ("h_kv", h_kv), ("cp", cp), ("tp", tp)):
         if type(value) is not int or value < 1:
-            raise PerfmodelError(f"{name}={value!r} must be a positive integer")
+            raise PerfmodelError(f"{spell(name, value)} must be a positive integer")
     if scheme not in SCHEMES:
-        raise PerfmodelError(f"unknown cp_scheme={scheme!r}; known: {SCHEMES}")
+        raise PerfmodelError(f"unknown {spell('cp_scheme', scheme)}; known: {SCHEMES}")
     if balance not in BALANCES:
-        raise PerfmodelError(f"unknown balance={balance!r}; known: {BALANCES}")
+        raise PerfmodelError(f"unknown {spell('balance', balance)}; known: {BALANCES}")
     chunks = cp * (2 if balance == "zigzag" else 1)
     if cp > 1 and n % chunks:  # one device (tp alone) holds the whole sequence
-        raise PerfmodelError(f"n={n} is not divisible by {chunks} ({balance} split, cp={cp})")
+        raise PerfmodelError(f"{spell('n', n)} is not divisible by {chunks} ({balance} split, {spell('cp', cp)})")
     if h % h_kv:
-        raise PerfmodelError(f"h={h} is not divisible by h_kv={h_kv}")
+        raise PerfmodelError(f"{spell('h', h)} is not divisible by {spell('h_kv', h_kv)}")
     if h % tp:
-        raise PerfmodelError(f"h={h} is not divisible by tp={tp}")
+        raise PerfmodelError(f"{spell('h', h)} is not divisible by {spell('tp', tp)}")
     if h_kv % tp and tp % h_kv:
-        raise PerfmodelError(f"tp={tp} must divide h_kv={h_kv} or be a multiple of it")
+        raise PerfmodelError(f"{spell('tp', tp)} must divide {spell('h_kv', h_kv)} or be a multiple of it")
     if scheme == "ulysses" and (h // tp) % cp:
-        raise PerfmodelError(f"ulysses needs heads per device h/tp={h // tp} divisible by cp={cp}")
+        raise PerfmodelError(f"ulysses needs heads per device h/tp={h // tp} divisible by {spell('cp', cp)}")
 
 
 def _cp_model() -> Any:

@@ -79,6 +79,9 @@ def test_cli_errors_name_the_option_as_typed(capsys):
         (["--kernel", "xla-naive"], "--kernel xla-naive is a naive family; --kernel names"),
         (["--n", "0"], "--n 0 must be a positive integer"),
         (["--window", "3", "--window-align", "x"], "--window-align x must be one of"),
+        (["--window", "8,2", "--causal"], "--window 8,2: a causal mask has no right window"),
+        (["--segments", "10,20"], "--segments 10,20 sum to 30, not --n 64"),
+        (["--n", "63", "--cp", "2"], "--n 63 is not divisible by 2 (contiguous split, --cp 2)"),
     ]
     for extra, message in cases:
         argv = ["predict", "--n", "64", "--hw", "h200", *extra]
@@ -91,6 +94,10 @@ def test_cli_errors_name_the_option_as_typed(capsys):
         predict(n=64, hw="h200", calibration="h200-cudnn", kernel="fa2")
     with pytest.raises(PerfmodelError, match="n=0 must be"):
         predict(n=0, hw="h200")
+    with pytest.raises(PerfmodelError, match=r"window=\(8, 2\): a causal mask"):
+        predict(n=64, hw="h200", window=(8, 2), causal=True)
+    with pytest.raises(PerfmodelError, match=r"n=63 is not divisible by 2 \(contiguous split, cp=2\)"):
+        predict(n=63, hw="h200", cp=2)
     # the help's defaults are predict()'s, read from the one definition
     defaults = inspect.signature(predict).parameters
     from perfmodel.cli import build_parser

@@ -51,6 +51,7 @@ class TestMosaicBackend(BackendContract):
             {"overlap": "pv"},
             {"overlap": "none"},
             {"persistent": False},
+            {"block_k": 128, "num_stages": 2},  # the head dim's tile (the default: 64)
         ],
     )
     @pytest.mark.parametrize(
@@ -95,6 +96,34 @@ class TestMosaicBackend(BackendContract):
         assert rel_err(o, ref_o) < TOLERANCE[q.dtype.name], rel_err(o, ref_o)
         np.testing.assert_allclose(np.asarray(lse), ref_lse, rtol=1e-3, atol=1e-2)
 
+    @pytest.mark.parametrize("block_k", [64, 128])
+    @pytest.mark.parametrize(("h", "window"), [(3, (30, 40)), (3, (None, 5)), (4, (100, 64))])
+    def test_last_partial_block_under_a_right_window(self, h, window, block_k):
+        """n = 150 over 400 keys: the last unit's rows 128-149 (one consumer; with an odd
+        group the other consumer's rows 192-255 are all past n) load only the tiles rows
+        below n see."""
+        q, k, v = random_inputs(h + block_k, 1, 150, 400, h, 1, 128, "bfloat16")
+        self.check(q, k, v, causal=False, window=window, block_k=block_k, num_stages=2)
+
+    @pytest.mark.parametrize(
+        ("b", "n", "h", "h_kv", "causal", "window"),
+        [
+            (2, 4096, 8, 2, True, None),  # paired heads, 512 units: ~4 a CTA
+            (4, 3001, 3, 1, False, None),  # odd group, the blocked layout, 288 units
+            (2, 5000, 4, 1, True, 200),  # a small window: the 64-key tile
+            (1, 6000, 6, 2, False, (300, 40)),  # two-sided window, odd group
+        ],
+    )
+    def test_prefetched_q_is_bitwise_the_default(self, b, n, h, h_kv, causal, window):
+        """``prefetch_q`` (the default where it fits) against one Q buffer: the next
+        unit's Q loaded during this one changes no arithmetic;
+        enough units that each CTA runs several (both Q buffers in turn)."""
+        q, k, v = random_inputs(n + h, b, n, n, h, h_kv, 128, "bfloat16")
+        o, lse = self.forward(q, k, v, causal=causal, window=window, prefetch_q=True)
+        ref, ref_lse = self.forward(q, k, v, causal=causal, window=window, prefetch_q=False)
+        np.testing.assert_array_equal(np.asarray(o, np.float32), np.asarray(ref, np.float32))
+        np.testing.assert_array_equal(np.asarray(lse), np.asarray(ref_lse))
+
     @pytest.mark.parametrize(
         "options", [{"overlap": "qk"}, {"overlap": "none"}, {"persistent": False}]
     )
@@ -123,6 +152,9 @@ class TestMosaicBackend(BackendContract):
         ((1, 1000, 4, 64), (1, 1000, 2, 64), False, {"overlap": "pv"}),
         ((1, 1001, 4, 112), (1, 999, 2, 112), True, {"overlap": "qk"}),
         ((1, 256, 2, 128), (1, 256, 2, 128), False, {"blocked": True}),
+        ((1, 1000, 4, 64), (1, 1000, 2, 64), True, {"prefetch_q": True}),
+        ((2, 301, 3, 128), (2, 157, 1, 128), False, {"prefetch_q": True}),
+        ((1, 300, 4, 192), (1, 300, 2, 192), True, {"prefetch_q": True}),
     ],
 )
 def test_kernel_traces_and_lowers(shape, kv_shape, causal, options):
@@ -172,6 +204,74 @@ def test_kernel_traces_with_a_window(shape, kv_shape, causal, window, overlap):
     assert jaxpr.count("wgmma") >= 3 and "barrier_wait" in jaxpr
 
 
+@needs_mosaic_import
+@pytest.mark.parametrize(
+    ("shape", "causal", "window", "block_k"),
+    [
+        ((1, 700, 3, 128), True, 200, 64),
+        ((1, 701, 4, 128), False, (300, 70), 64),
+        ((1, 701, 4, 64), False, (300, 70), 128),
+        ((2, 333, 4, 128), False, (5, 150), 64),
+        ((1, 1000, 2, 128), True, 2000, 128),
+        ((1, 300, 2, 160), True, 100, 64),
+    ],
+)
+def test_kernel_lowers_with_a_window(shape, causal, window, block_k):
+    """The default launch under a window (a 64-key tile, four stages, under a small one)
+    lowers: both layouts, an odd group, a paired one."""
+    q = jnp.zeros(shape, jnp.bfloat16)
+    config = flash_mosaic.heuristic_config(shape[-1], causal, window)
+    assert config.block_k == block_k
+    plan = flash_mosaic._plan(
+        q, q, causal=causal, window=window, sm_scale=0.1, return_lse=True, config=config
+    )
+    traced = jax.jit(flash_mosaic._forward, static_argnames=("plan",)).trace(q, q, q, plan=plan)
+    assert "mosaic_gpu" in traced.lower(lowering_platforms=("cuda",)).as_text()
+
+
+@pytest.mark.parametrize(
+    ("d", "causal", "window", "tile"),
+    [
+        (128, True, 146, (64, 4)),
+        (128, True, 1024, (64, 4)),
+        (128, True, 1025, (128, 2)),
+        (128, False, 512, (64, 4)),
+        (96, False, 513, (128, 2)),
+        (64, False, 100, (128, 4)),
+        (128, False, (None, 10), (128, 2)),
+        (128, False, (10, None), (128, 2)),
+        (128, True, None, (128, 2)),
+        (256, True, 100, (64, 2)),
+    ],
+)
+def test_small_windows_take_the_narrow_tile(d, causal, window, tile):
+    """``SMALL_WINDOW_TILE``: left + right up to its span, both sides bounded, at native
+    head dim 128 only; ``resolve_config`` applies it under the options."""
+    config = flash_mosaic.heuristic_config(d, causal, window)
+    assert (config.block_k, config.num_stages) == tile
+    q = jnp.zeros((1, 8, 2, d), jnp.bfloat16)
+    assert flash_mosaic.resolve_config(q, causal, {}, window) == config
+    assert flash_mosaic.resolve_config(q, causal, {"block_k": 128}, window).block_k == 128
+
+
+def test_last_partial_block_loads_only_what_rows_below_n_see():
+    """n = 150 queries over 400 keys, an odd group (two 64-row blocks a unit), window (30,
+    40): the last unit's tiles are those rows 128-149 see (keys 98-189: tiles 1 and 2 of
+    64), not those of its rows 150-255 (until 2026-12-02 tiles 1-4); its second consumer
+    (rows 192-255, all past n) takes row 149's range, inside its partner's."""
+    q = jnp.zeros((1, 150, 3, 128), jnp.bfloat16)
+    k = jnp.zeros((1, 400, 1, 128), jnp.bfloat16)
+    config = flash_mosaic.Config(block_k=64, persistent=True)
+    plan = flash_mosaic._plan(
+        q, k, causal=False, window=(30, 40), sm_scale=0.1, return_lse=False, config=config
+    )
+    last = (jnp.int32(1), jnp.int32(0), jnp.int32(0))  # (query unit, head unit, batch)
+    lo, hi = (int(x) for x in flash_mosaic._unit_tiles(plan, last))
+    assert (lo, hi) == (1, 3)
+    tail = [int(x) for x in flash_mosaic._key_tiles(plan, jnp.int32(192))]
+    assert tail[0] >= lo and tail[3] <= hi
+
+
 def test_plan_pairs_gqa_heads_and_pads_to_the_tile():
     q = jnp.zeros((2, 100, 8, 128), jnp.bfloat16)
     k = jnp.zeros((2, 77, 2, 128), jnp.bfloat16)
@@ -183,6 +283,14 @@ def test_plan_pairs_gqa_heads_and_pads_to_the_tile():
     k3 = jnp.zeros((1, 100, 1, 64), jnp.bfloat16)
     plan3 = flash_mosaic._plan(q3, k3, causal=False, sm_scale=0.1, return_lse=False, config=config)
     assert not plan3.heads_paired and plan3.n_pad == 128 and plan3.q_units == 1
+
+
+@pytest.mark.parametrize(("d", "prefetch"), [(64, True), (128, True), (192, True), (256, False)])
+def test_q_is_prefetched_where_its_second_buffer_fits(d, prefetch):
+    config = flash_mosaic.heuristic_config(d, True)
+    assert config.prefetch_q is prefetch and config.q_slots == (2 if prefetch else 1)
+    assert config.smem_bytes(d, 2, True) <= flash_mosaic.SMEM_LIMIT_BYTES
+    assert dataclasses.replace(config, persistent=False).q_slots == 1
 
 
 def test_head_dims_pad_to_a_multiple_of_64():

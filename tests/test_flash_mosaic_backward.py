@@ -50,6 +50,18 @@ CASES = [
     (2, 230, 90, 2, 1, 64, False, (20, 20), "bfloat16"),  # cross: late rows see nothing
 ]
 
+#: Head dims above 128: the split kernels (``Config.split``, ``SPLIT_CONFIG``)
+SPLIT_CASES = [
+    (1, 300, 300, 4, 2, 256, True, None, "bfloat16"),  # GQA 2:1, five 64-key blocks
+    (1, 257, 257, 2, 2, 256, False, None, "float16"),  # odd n
+    (1, 200, 200, 4, 1, 192, True, None, "bfloat16"),  # MQA, causal
+    (1, 333, 333, 3, 1, 192, False, None, "float16"),  # a group of 3, odd n
+    (1, 150, 150, 2, 2, 160, True, None, "bfloat16"),
+    (2, 77, 130, 4, 2, 160, False, None, "float16"),  # cross attention, both odd
+    (1, 700, 700, 2, 1, 200, True, None, "bfloat16"),  # d=200 padded to 208, many stages
+    (1, 300, 300, 2, 2, 256, True, 100, "float16"),  # causal sliding window
+]
+
 
 def _grads(q, k, v, *, causal, window=None, diagonal_offset=0, seed=0, config=None):
     """(ours, float64 reference) gradients of sum(O∘dO) + sum(lse∘w), from the float64
@@ -110,8 +122,36 @@ def test_gradients_match_float64(case):
     _check_grads(case)
 
 
+@needs_hopper
+@pytest.mark.parametrize(
+    "case", [CASES[i] for i in (0, 2, 8, 12)], ids=lambda c: "-".join(map(str, c))
+)
+def test_other_pipeline_matches_float64(case):
+    """``Config.pipeline`` as the default does not have it: both consumer loops (the
+    wgmmas waited for one by one, or one product kept in flight) give the gradients."""
+    _check_grads(case, _other_pipeline(case[5]))
+
+
+@needs_hopper
+@pytest.mark.parametrize("case", SPLIT_CASES, ids=lambda c: "-".join(map(str, c)))
+def test_split_kernels_match_float64(case):
+    """d > 128: the split dK/dV kernel (consumers holding dV and dK, Pᵀ passed through
+    shared memory) and the dQ kernel's 32-key tiles give the float64 gradients."""
+    _check_grads(case, flash_mosaic_backward.SPLIT_CONFIG)
+
+
 def _folded(d):
-    return dataclasses.replace(flash_mosaic_backward.heuristic_config(d), dq="atomic")
+    config = flash_mosaic_backward.heuristic_config(d)
+    return dataclasses.replace(config, dq="atomic", pipeline=False, num_stages=2)
+
+
+def _other_pipeline(d):
+    """The default launch with ``Config.pipeline`` flipped (two stages when off)."""
+    config = flash_mosaic_backward.heuristic_config(d)
+    stages = 3 if not config.pipeline else 2
+    return dataclasses.replace(
+        config, pipeline=not config.pipeline, num_stages=stages, dq_num_stages=stages
+    )
 
 
 #: d <= 64 and d = 128: the cases whose tiles ``dq_split`` can share
@@ -185,16 +225,48 @@ def test_jax_grad_runs_this_backward_on_hopper(backend):
         ((1, 200, 2, 64), (1, 200, 2, 64), False, (20, 30)),
     ],
 )
-@pytest.mark.parametrize("dq", ["default", "atomic"])
-def test_kernels_trace_and_lower(shape, kv_shape, causal, window, dq):
+@pytest.mark.parametrize("launch", ["default", "atomic", "pipeline", "no_pipeline"])
+def test_kernels_trace_and_lower(shape, kv_shape, causal, window, launch):
+    config = flash_mosaic_backward.heuristic_config(shape[3])
+    if launch == "atomic":
+        if not flash_mosaic_backward.supported_fold(shape[3]):
+            pytest.skip(f"dq_split cannot share the dQ tile at d={shape[3]}")
+        config = _folded(shape[3])
+    elif launch != "default":
+        config = dataclasses.replace(config, pipeline=launch == "pipeline")
+    traced = _lowered(shape, kv_shape, causal, window, config)
+    jaxpr = str(traced.jaxpr)
+    if config.dq == "atomic":  # one kernel: 5 products per tile, dQ reduce-added by TMA
+        assert jaxpr.count("wgmma") >= 5 and "reduction_op=add" in jaxpr
+    else:  # dK/dV: 4 products per tile, dQ: 3; each kernel waits on barriers
+        assert jaxpr.count("wgmma") >= 7 and jaxpr.count("barrier_wait") >= 6
+
+
+@needs_mosaic_import
+@pytest.mark.parametrize(
+    ("shape", "kv_shape", "causal", "window"),
+    [
+        ((1, 300, 4, 256), (1, 300, 2, 256), True, None),
+        ((2, 100, 3, 192), (2, 130, 1, 192), False, None),
+        ((1, 200, 2, 160), (1, 200, 2, 160), False, (20, 30)),
+        ((1, 150, 2, 200), (1, 150, 1, 200), True, (50, 0)),
+    ],
+)
+def test_split_kernels_trace_and_lower(shape, kv_shape, causal, window):
+    """The d > 128 launch: the split dK/dV kernel (two products per consumer, Pᵀ handed
+    over on p_ready / p_free barriers) and the dQ kernel with 32-key tiles."""
+    config = flash_mosaic_backward.heuristic_config(shape[3])
+    assert config == flash_mosaic_backward.SPLIT_CONFIG
+    jaxpr = str(_lowered(shape, kv_shape, causal, window, config).jaxpr)
+    assert jaxpr.count("wgmma") >= 7 and jaxpr.count("barrier_wait") >= 8
+
+
+def _lowered(shape, kv_shape, causal, window, config):
+    """The traced backward of zeros at these shapes, after checking that the Mosaic GPU
+    lowering runs without a GPU (it catches what tracing cannot)."""
     q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
     b, n, h, d = shape
     lse = jnp.zeros((b, h, n), jnp.float32)
-    config = flash_mosaic_backward.heuristic_config(d)
-    if dq != "default":
-        if not flash_mosaic_backward.supported_fold(d):
-            pytest.skip(f"dq_split cannot share the dQ tile at d={d}")
-        config = dataclasses.replace(config, dq=dq)
     plan = flash_mosaic_backward._Plan(
         batch=b,
         n=n,
@@ -209,13 +281,8 @@ def test_kernels_trace_and_lower(shape, kv_shape, causal, window, dq):
         config=config,
     )
     traced = flash_mosaic_backward._backward.trace(q, k, k, q, lse, q, lse, plan)
-    jaxpr = str(traced.jaxpr)
-    if config.dq == "atomic":  # one kernel: 5 products per tile, dQ reduce-added by TMA
-        assert jaxpr.count("wgmma") >= 5 and "reduction_op=add" in jaxpr
-    else:  # dK/dV: 4 products per tile, dQ: 3; each kernel waits on barriers
-        assert jaxpr.count("wgmma") >= 7 and jaxpr.count("barrier_wait") >= 6
-    # the Mosaic GPU lowering runs without a GPU: it catches what tracing cannot
     assert "mosaic_gpu" in traced.lower(lowering_platforms=("cuda",)).as_text()
+    return traced
 
 
 def test_mask_from_the_keys_side_swaps_the_sides():
@@ -258,10 +325,13 @@ def test_config_is_validated_and_fits_shared_memory():
         flash_mosaic_backward.Config(dq_num_stages=1)
     with pytest.raises(ValueError, match="dq='split'"):
         flash_mosaic_backward.Config(dq="split")
+    with pytest.raises(ValueError, match="pipeline=True needs dq='two_pass'"):
+        flash_mosaic_backward.Config(dq="atomic", pipeline=True)
+    assert _other_pipeline(64).pipeline is not flash_mosaic_backward.heuristic_config(64).pipeline
     for d in (32, 64, 80, 96, 128):
         config = flash_mosaic_backward.heuristic_config(d)
         limit = flash_mosaic_backward.SMEM_LIMIT_BYTES
-        folded = dataclasses.replace(config, dq="atomic")
+        folded = _folded(d)
         for c in (config, folded) if flash_mosaic_backward.supported_fold(d) else (config,):
             assert max(c.smem_bytes(flash_mosaic_backward.run_head_dim(d), 2)) <= limit
     # the fold shares dQ tiles of 128 rows (any d) or of 64 rows at d = 128
@@ -271,3 +341,28 @@ def test_config_is_validated_and_fits_shared_memory():
     q = jnp.zeros((1, 8, 2, 96), jnp.bfloat16)
     folded = flash_mosaic_backward.Config(dq="atomic")  # block_q = 64 at d = 96
     assert "dq_split" in flash_mosaic_backward.supported(q, q, q, config=folded)
+
+
+def test_split_launch_above_128_is_validated_and_fits_shared_memory():
+    m = flash_mosaic_backward
+    with pytest.raises(ValueError, match="split=True needs"):
+        m.Config(split=True, block_q=128)
+    with pytest.raises(ValueError, match="split=True needs"):
+        m.Config(split=True, dq="atomic")
+    with pytest.raises(ValueError, match="dq_block_k=16"):
+        m.Config(dq_block_k=16)
+    for d in range(144, m.SPLIT_MAX_HEAD_DIM + 1, 16):
+        assert m.heuristic_config(d) == m.SPLIT_CONFIG and not m.supported_fold(d)
+        dkdv, dq = m.SPLIT_CONFIG.smem_bytes(d, 2)
+        assert max(dkdv, dq) <= m.SMEM_LIMIT_BYTES, d
+    # at d = 256: K, V of 64 keys, two stages of Q, dO, LSE, D, two Pᵀ buffers
+    assert m.SPLIT_CONFIG.smem_bytes(256, 2)[0] == 64 * 1024 + 2 * (64 * 1024 + 512) + 16 * 1024
+    assert m.heuristic_config(128).split is False  # d <= 128 launches as before
+    q = jnp.zeros((1, 8, 2, 192), jnp.bfloat16)
+    big = jnp.zeros((1, 8, 2, 272), jnp.bfloat16)
+    assert "at most 256" in m.supported(big, big, big, config=m.SPLIT_CONFIG)
+    if not m.SPLIT_DEFAULT:  # the default refuses d > 128; an explicit split launch is taken
+        assert "Config(split=True)" in m.supported(q, q, q)
+        assert choose_backward(q, q, q, causal=False) == "triton"
+    reason = m.supported(q, q, q, config=m.SPLIT_CONFIG)
+    assert reason is None if ON_HOPPER else "d=192" not in (reason or "")

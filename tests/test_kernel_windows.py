@@ -30,25 +30,30 @@ SIDE = st.one_of(st.none(), st.integers(0, 300))
     kv_len=st.integers(1, 700),
     left=SIDE,
     right=st.one_of(SIDE, st.integers(-80, -1)),  # negative: the tests' shifted diagonal
+    queries=st.one_of(st.none(), st.integers(1, 800)),
 )
 def test_tile_range_is_exactly_the_tiles_with_a_visible_key(
-    first_row, rows, tile, kv_len, left, right
+    first_row, rows, tile, kv_len, left, right, queries
 ):
+    """... counting only the rows below ``queries`` (a last partial block of queries)."""
     assume(left is None or right is None or left + right >= 0)  # every row sees a range
+    assume(queries is None or first_row < queries)
     n_tiles = -(-kv_len // tile)
     lo, lo_full, hi_full, hi = (
         int(x)
-        for x in tile_range(first_row, rows=rows, tile=tile, length=kv_len, left=left, right=right)
+        for x in tile_range(
+            first_row, rows=rows, tile=tile, length=kv_len, left=left, right=right, queries=queries
+        )
     )
     assert lo <= lo_full <= hi_full <= hi <= n_tiles
-    i = np.arange(first_row, first_row + rows)[:, None]
+    i = np.arange(first_row, min(first_row + rows, queries or first_row + rows))[:, None]
     j = np.arange(n_tiles * tile)[None, :]
     seen = (j < kv_len) & (i >= 0)  # [rows, keys]
     if left is not None:
         seen &= j >= i - left
     if right is not None:
         seen &= j <= i + right
-    per_tile = seen.reshape(rows, n_tiles, tile)  # [rows, tile index, key in tile]
+    per_tile = seen.reshape(len(i), n_tiles, tile)  # [rows, tile index, key in tile]
     any_seen = np.flatnonzero(per_tile.any(axis=(0, 2)))
     all_seen = np.flatnonzero(per_tile.all(axis=(0, 2)))
     if any_seen.size:  # the visited range is the visible tiles, no more (one range)

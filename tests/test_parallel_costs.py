@@ -163,7 +163,7 @@ def test_cli_names_a_split_that_cannot_run(capsys):
         )
         == 2
     )
-    assert "cp=4" in capsys.readouterr().err
+    assert "divisible by --cp 4" in capsys.readouterr().err
 
 
 @settings(derandomize=True, deadline=None, max_examples=25)

@@ -11,7 +11,7 @@ import functools
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from perfmodel.errors import PerfmodelError
+from perfmodel.errors import PerfmodelError, spell
 
 if TYPE_CHECKING:
     from perfmodel.costs.base import CostModel, Kernel
@@ -93,7 +93,7 @@ def _symbolic(
     if algorithm == "flash":
         return flash.build(causal=causal, l2=l2, split=split, paged=paged)
     if naive not in naive_model.IMPLEMENTATIONS:
-        raise PerfmodelError(f"unknown naive={naive!r}; known: {naive_model.IMPLEMENTATIONS}")
+        raise PerfmodelError(f"unknown {spell('naive', naive)}; known: {naive_model.IMPLEMENTATIONS}")
     return naive_model.build(causal=causal, implementation=naive)
 
 

@@ -130,8 +130,15 @@ def _window_side(name: str, value: Any) -> int | None:
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
-        raise PerfmodelError(f"{name}={value!r} must be a non-negative integer (keys) or None")
+        raise PerfmodelError(f"{spell(name, value)} must be a non-negative integer (keys) or None")
     return int(value)
+
+
+def _spelled(value: Any, name: str = "window") -> str:
+    """``name`` as the caller wrote it: ``window=(128, 0)`` from Python, ``--window 128,0``
+    from the command line (whose lists are comma-separated)."""
+    typed = ",".join(str(v) for v in value) if isinstance(value, tuple | list) else value
+    return spell(name, typed, shown=repr(value))
 
 
 def _window(window: Any, causal: bool) -> tuple[int | None, int | None]:
@@ -140,18 +147,18 @@ def _window(window: Any, causal: bool) -> tuple[int | None, int | None]:
         return (None, 0 if causal else None)
     if isinstance(window, tuple | list):
         if len(window) != 2:
-            raise PerfmodelError(f"window={window!r} must be W or (left, right)")
+            raise PerfmodelError(f"{_spelled(window)} must be W or (left, right)")
         left, right = (_window_side("window", w) for w in window)
     else:
         if isinstance(window, bool) or not isinstance(window, int | np.integer) or window <= 0:
-            raise PerfmodelError(f"window={window!r} must be a positive integer (keys) or None")
+            raise PerfmodelError(f"{_spelled(window)} must be a positive integer (keys) or None")
         left, right = int(window), (0 if causal else int(window))
     if causal:
         if right not in (None, 0):
-            raise PerfmodelError(f"window={window!r}: a causal mask has no right window")
+            raise PerfmodelError(f"{_spelled(window)}: a causal mask has no right window")
         right = 0
     if left == 0 and right == 0:
-        raise PerfmodelError(f"window={window!r} leaves each query only itself: must be > 0")
+        raise PerfmodelError(f"{_spelled(window)} leaves each query only itself: must be > 0")
     return left, right
 
 
@@ -184,18 +191,18 @@ def _segments(segments: Any, n: int) -> tuple[int, ...] | int | None:
         return None
     if isinstance(segments, int | np.integer) and not isinstance(segments, bool):
         if segments <= 0:
-            raise PerfmodelError(f"segments={segments!r} must be a positive document length")
+            raise PerfmodelError(f"{_spelled(segments, 'segments')} must be a positive document length")
         return int(segments)
     try:
         lengths = [operator_index(s) for s in segments]
     except TypeError:
         raise PerfmodelError(
-            f"segments={segments!r} must be a list of positive document lengths"
+            f"{_spelled(segments, 'segments')} must be a list of positive document lengths"
         ) from None
     if not lengths or min(lengths) <= 0:
-        raise PerfmodelError(f"segments={segments!r} must be positive document lengths")
+        raise PerfmodelError(f"{_spelled(segments, 'segments')} must be positive document lengths")
     if sum(lengths) != n:
-        raise PerfmodelError(f"segments sum to {sum(lengths)}, not n={n}: they must cover it")
+        raise PerfmodelError(f"{_spelled(segments, 'segments')} sum to {sum(lengths)}, not {spell('n', n)}: they must cover it")
     return tuple(lengths)
 
 
