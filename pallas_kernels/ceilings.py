@@ -98,6 +98,16 @@ GRID_32WARP_WAVES = (1, 2, 4, 8, 16, 32)
 TILE_COLS = 1024  # bf16 columns of a streaming tile: 8 rows = 16 KB
 #: Outputs the CUPTI timer may hold at once (its queued calls all stay alive).
 MAX_LIVE_BYTES = 12 << 30
+#: Pointer chase: int32 lanes of one slot (64 bytes), and (name, working set, slots,
+#: step counts): DRAM, a cycle of 2^21 slots over 2 GiB whose two starts are half a cycle
+#: apart, so that between two calls from one start at least 2 x 2^19 lines of 128 bytes
+#: (128 MiB, twice the L2) are loaded and a call never finds the last one's lines (the
+#: first run, 2^20 slots and 2^17 steps, found some: 0.293 us a step against 0.404); L2,
+#: a set well inside it.
+CHASE_LANES = 16
+LATENCY_CASES = (("hbm_idle", 2 << 30, 1 << 21, (1 << 19, 1 << 20)),
+                 ("l2_hit", 4 << 20, 1 << 12, (1 << 14, 1 << 16)))  # fmt: skip
+LATENCY_CASES_INTERPRET = (("hbm_idle", 1 << 16, 1 << 6, (8, 32)),)
 
 
 # ---------------------------------------------------------------- timing and clocks
@@ -189,6 +199,7 @@ class Session:
             "hbm": [],
             "l2": [],
             "grid": [],
+            "latency": [],
         }
         self.failed: list[str] = []
         self.previous: dict = {}  # the earlier run a --resume kept results of
@@ -872,6 +883,86 @@ def measure_launch(s: Session) -> None:
                   "waves", {})  # fmt: skip
 
 
+# ---------------------------------------------------------------- latency
+
+
+def _chase_kernel(start_ref, x_ref, o_ref, *, steps):
+    """One program follows a chain of dependent loads: each 64-byte slot holds, in all
+    16 of its int32 lanes, the index of the next slot; nothing overlaps two loads."""
+
+    def body(i, idx):
+        return jnp.max(x_ref[pl.ds(pl.multiple_of(idx, CHASE_LANES), CHASE_LANES)])
+
+    last = lax.fori_loop(0, steps, body, jnp.max(start_ref[...]))
+    o_ref[...] = jnp.full(o_ref.shape, last, jnp.int32)
+
+
+def chase_table(ws_bytes: int, slots: int, seed: int = 5):
+    """(table, chain starts): ``slots`` 64-byte slots spread evenly over ``ws_bytes`` of
+    int32, linked in one random cycle; the starts are two points half a cycle apart."""
+    import numpy as np
+
+    n = ws_bytes // 4
+    stride = n // slots
+    order = np.random.default_rng(seed).permutation(slots).astype(np.int64) * stride
+    table = np.zeros(n, np.int32)
+    table[order[:, None] + np.arange(CHASE_LANES)] = np.roll(order, -1)[:, None]
+    starts = [np.full(CHASE_LANES, order[k], np.int32) for k in (0, slots // 2)]
+    return table, starts
+
+
+def chase_fn(n: int, steps: int, interpret: bool):
+    vec = pl.BlockSpec((CHASE_LANES,), lambda p: (0,))
+    call = pl.pallas_call(
+        functools.partial(_chase_kernel, steps=steps),
+        grid=(1,),
+        in_specs=[vec, pl.BlockSpec((n,), lambda p: (0,))],
+        out_specs=vec,
+        out_shape=jax.ShapeDtypeStruct((CHASE_LANES,), jnp.int32),
+        compiler_params=None if interpret else triton_compiler_params(1, 1),
+        interpret=interpret,
+        name="ceil_chase",
+    )
+    return jax.jit(call)
+
+
+def measure_latency(s: Session) -> None:
+    """Dependent-load latency of one lone program (an idle memory system): the slope of
+    device time against chain steps, over a working set far above the L2 (DRAM) and one
+    well inside it (L2 hits)."""
+    cases = LATENCY_CASES_INTERPRET if s.interpret else LATENCY_CASES
+    for name, ws, slots, steps in cases:
+        if s.left_s() < 10:
+            s.failed.append(f"latency {name}: budget")
+            continue
+        table, starts = chase_table(ws, slots)
+        x = jnp.asarray(table)
+        sets = [(jnp.asarray(st), x) for st in starts]
+        del table
+        times = []
+        try:
+            for k in steps:
+                t = s.time(chase_fn(x.size, k, s.interpret), sets, seconds=0.3, sustain=0.02)
+                times.append(t["device_s"])
+                s.log(f"chase {name}, {ws / 2**20:7.1f} MiB, {k:7d} steps: {t['device_s'] * 1e6:10.1f} us")
+        except Exception as err:  # noqa: BLE001
+            s.failed.append(f"latency {name}: {type(err).__name__}: {err}")
+            s.log(f"FAILED {s.failed[-1][:300]}")
+            continue
+        per = _slope(list(steps), times)
+        s.tables["latency"].append(
+            {"case": name, "working_set_bytes": ws, "slots": slots, "steps": list(steps),
+             "device_s": times, "latency_s": per, "timing": t["method"]}
+        )  # fmt: skip
+        _headline(s, f"{name}_latency_s", per, "s",
+                  f"pointer chase, one Pallas Triton program of 1 warp: each step loads the "
+                  f"64-byte slot whose index the last load returned ({slots} slots spread over "
+                  f"{ws / 2**20:.0f} MiB, one random cycle, two starts half a cycle apart); the "
+                  f"slope of device time ({t['method']}) against {steps[0]}-{steps[-1]} steps",
+                  f"{ws / 2**20:.0f} MiB", t)  # fmt: skip
+        del x, sets
+
+
 # ---------------------------------------------------------------- the file
 
 
@@ -993,7 +1084,7 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
 
 
 SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", "launch",
-            "wgmma bf16", "wgmma fp16", "triton fp16", "mma.sync fp16")  # fmt: skip
+            "latency", "wgmma bf16", "wgmma fp16", "triton fp16", "mma.sync fp16")  # fmt: skip
 _LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
 
 
@@ -1005,7 +1096,7 @@ def section_of(table: str, entry: dict | str) -> str | None:
             "mma.sync" if entry["instruction"] == "mma.sync" else "triton"
         )
         return f"{kind} {entry['dtype']}"
-    if table in ("hbm", "l2"):
+    if table in ("hbm", "l2", "latency"):
         return table
     if table == "grid":
         return "launch"
@@ -1014,6 +1105,8 @@ def section_of(table: str, entry: dict | str) -> str | None:
         return "gemm"
     if name == "exp_per_s" or name.startswith("vector_"):
         return "exp and fma"
+    if name.endswith("_latency_s") and name != "launch_latency_s":
+        return "latency"
     if name.startswith(("hbm_", "l2_")):
         return name.split("_")[0]
     return "launch" if name in _LAUNCH else None
@@ -1059,6 +1152,7 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("hbm", measure_hbm),
         ("l2", measure_l2),
         ("launch", measure_launch),
+        ("latency", measure_latency),
     ]
     steps = [st for st in steps if st[0] in sections and not (quick and "fp16" in st[0])]
     # Mosaic last but the fp16 repeats: a crash there (a process abort) loses the least.

@@ -282,6 +282,10 @@ class OnChip:
     #: The copies into and out of padded buffers around the kernel: bytes, kernels.
     pad_bytes: Num = 0.0
     pad_copies: Num = 0.0
+    #: XLA kernels around the modelled ones (``launch.xla_kernels``).
+    xla_kernels: Num = 0.0
+    #: The busiest SM's steps over equal work's (``Launch.imbalance``): the compute stretch.
+    imbalance: Num = 1.0
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -298,6 +302,8 @@ def onchip_of(launch: Launch) -> OnChip:
         launch.loads_ahead,
         launch.pad_bytes,
         launch.pad_copies,
+        launch.xla_kernels,
+        launch.imbalance,
     )
 
 
@@ -328,6 +334,12 @@ class KernelRoofs:
     #: datasheet HBM bandwidth, and how many kernels they are.
     pad_s: Num = 0.0
     pad_copies: Num = 0.0
+    #: XLA kernels the wrapper adds (:func:`xla_glue`), and the memory latency each such
+    #: untiled kernel (a copy, a glue kernel) waits for its first operands.
+    xla_kernels: Num = 0.0
+    first_load_s: Num = 0.0
+    #: The busiest SM's compute over the wave terms' (:func:`imbalance`; 1: equal work).
+    imbalance: Num = 1.0
 
 
 def kernel_roofs(
@@ -362,7 +374,7 @@ def _roofs_from_raw(
         blocks = roofline.ratio_or_zero(work_items, tiles)
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1
-        latency, load = _prologue(work_items, hw, onchip, rates) if fused else (0.0, 0.0)
+        latency, load = _prologue(work_items, hw, onchip, rates) if fused else _first_load(hw)
         steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip)
         hbm = cast(Num, rates["hbm"])  # every device has one
         pad_s: Num = onchip.pad_bytes / hbm if i == 0 else 0.0  # once per model
@@ -383,6 +395,9 @@ def _roofs_from_raw(
                 latency_s=wait,
                 pad_s=pad_s,
                 pad_copies=onchip.pad_copies if i == 0 else 0.0,
+                xla_kernels=onchip.xla_kernels if i == 0 else 0.0,
+                first_load_s=_first_load(hw)[0],
+                imbalance=onchip.imbalance if fused else 1.0,
             )
         )
     return out
@@ -401,6 +416,27 @@ def _pipeline(
     return (roofline.ratio_or_zero(tiles, busy), resident, onchip.loads_ahead, hw.memory_latency_s)
 
 
+def _first_load(hw: HardwareSpec) -> tuple[Num, Num]:
+    """An untiled kernel's prologue (a combine, a copy, a naive pass): its threads wait
+    one memory latency for their first operands, with nothing in flight yet (the idle
+    latency where the device states it), which nothing hides."""
+    return (latency_at(hw, 0.0), 0.0)
+
+
+def latency_at(hw: HardwareSpec, demand: Num) -> Num:
+    """The memory latency when loads ask for ``demand`` bytes per second: the idle
+    latency (``idle_memory_latency_s``, a pointer chase) growing linearly with the share
+    of the HBM bandwidth asked for, to the loaded latency (``memory_latency_s``, Little's
+    law on a streaming kernel near full bandwidth) at the whole bandwidth and above; the
+    loaded latency where the device states no idle one."""
+    loaded = hw.memory_latency_s or 0.0
+    idle = hw.idle_memory_latency_s
+    if idle is None or not loaded:
+        return loaded
+    share = roofline.minimum(1.0, demand / hw.hbm_bandwidth_bytes_per_s)
+    return idle + (loaded - idle) * share
+
+
 def _prologue(
     work_items: Num, hw: HardwareSpec, onchip: OnChip, rates: Mapping[str, Num | None]
 ) -> tuple[Num, Num]:
@@ -410,7 +446,8 @@ def _prologue(
     resident = hw.sm_count * onchip.blocks_per_sm
     xp = roofline.xp_of(work_items, resident)
     waves = xp.ceil(work_items / resident)
-    latency = waves * (hw.memory_latency_s or 0.0)
+    busy = roofline.busy_fraction(work_items, hw.sm_count)
+    latency = waves * _stream_latency(busy, work_items, hw, onchip)
     load = waves * onchip.q_tile_bytes * hw.sm_count / cast(Num, rates["hbm"])  # every device
     return latency, load
 
@@ -515,6 +552,15 @@ def waves(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     return t._replace(times=k.estimate)
 
 
+def imbalance(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Programs of unequal work (causal, a mask), taken longest first: the busiest SM's
+    steps, not the mean's, set the compute roofs (``launch.schedule_imbalance``)."""
+    if not roofline.any_nonzero(k.imbalance - 1.0):
+        return t
+    scaled = {r: v * k.imbalance if r in _COMPUTE else v for r, v in t.times.items()}
+    return t._replace(times=scaled)
+
+
 def efficiency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Each roof at its achievable fraction (the calibration's deratings)."""
     return t._replace(times=roofline.derated(t.times, c.efficiency))
@@ -588,13 +634,22 @@ def pad_copies(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     output (``launch.pad_copies``), in series with it: their bytes at the estimate's HBM
     fraction and one launch gap each, as the ``kernel_launch`` effect gives every kernel."""
     load = k.pad_s / c.efficiency["hbm"]
-    return t._replace(fixed=t.fixed + load + k.pad_copies * c.launch_s)
+    return t._replace(fixed=t.fixed + load + k.pad_copies * (c.launch_s + k.first_load_s))
+
+
+def xla_glue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """The XLA kernels a wrapper runs around the modelled ones (``launch.xla_kernels``:
+    our paged decode's query-row pad, and the fusions XLA makes of its combine beyond the
+    one the cost model counts), in series: each a kernel's device minimum and one memory
+    latency for its first operands (their bytes are the combine kernel's)."""
+    return t._replace(fixed=t.fixed + k.xla_kernels * (c.launch_s + k.first_load_s))
 
 
 #: The effects ``time_s`` adds to the floor of the launch evaluated, in order. A new
 #: effect is one function here (its column ``effect_<name>_s`` follows).
 EFFECTS: tuple[Effect, ...] = (
     waves,
+    imbalance,
     efficiency,
     overlap,
     exposed_latency,
@@ -603,6 +658,7 @@ EFFECTS: tuple[Effect, ...] = (
     kernel_launch,
     prologue,
     pad_copies,
+    xla_glue,
 )
 #: The name of each effect's column; the first, "launch", is the step from the best
 #: launch's floor to the floor of the launch evaluated.
@@ -932,12 +988,25 @@ def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) 
     per_sm: Num = hw.l2_bandwidth_bytes_per_s / hw.sm_count  # one SM's port, all SMs pulling
     if hw.memory_latency_s and roofline.any_nonzero(onchip.bytes_in_flight):
         resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
-        per_sm = low(per_sm, resident * onchip.bytes_in_flight / hw.memory_latency_s)
+        latency = _stream_latency(busy, work_items, hw, onchip)
+        per_sm = low(per_sm, resident * onchip.bytes_in_flight / latency)
     reach = busy * hw.sm_count * per_sm
     return {
         "l2": top(1.0, hw.l2_bandwidth_bytes_per_s / reach),
         "hbm": top(1.0, hw.hbm_bandwidth_bytes_per_s / reach),
     }
+
+
+def _stream_latency(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) -> Num:
+    """The latency a tiled kernel's loads see (:func:`latency_at`): the bandwidth its
+    busy SMs ask for, each with its resident blocks' bytes in flight per idle latency."""
+    idle = hw.idle_memory_latency_s or hw.memory_latency_s or 0.0
+    if not idle:
+        return 0.0
+    top, low = roofline.maximum, roofline.minimum
+    resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
+    demand = busy * hw.sm_count * resident * onchip.bytes_in_flight / idle
+    return latency_at(hw, demand)
 
 
 def _fits(footprint: Num, capacity: int) -> Num:

@@ -30,6 +30,7 @@ the P tile (converted from S in place).
 from __future__ import annotations
 
 import functools
+import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any, cast
@@ -123,6 +124,11 @@ class Launch:
     #: of the padded output around the fused kernel (:func:`pad_copies`).
     pad_bytes: Num = 0.0
     pad_copies: Num = 0.0
+    #: XLA kernels the wrapper runs around the modelled ones (:func:`xla_kernels`).
+    xla_kernels: Num = 0.0
+    #: The busiest SM's inner-loop steps over what equal blocks would give it, with the
+    #: programs taken longest first (:func:`schedule_imbalance`; 1: equal work).
+    imbalance: Num = 1.0
 
     def __len__(self) -> int:
         return len(cast(npt.NDArray[Any], self.block_q))  # a launch of columns
@@ -295,6 +301,78 @@ def pad_copies(
     kv_bytes = b * h_kv * (m * d + m_pad * d_run) * s  # each of K and V
     copied = xp.where(q_copy, per_side * q_bytes, 0.0) + xp.where(kv_copy, per_side * kv_bytes, 0.0)
     return copied, per_side * (q_copy + 0.0) + per_side * (kv_copy + 0.0)
+
+
+def schedule_imbalance(
+    mask: masks.Mask | None,
+    causal: Num,
+    *,
+    n: Num,
+    m: Num,
+    h: Num,
+    b: Num,
+    pack: Num,
+    block_q: Num,
+    block_k: Num,
+    splits: Num,
+    slots: float,
+) -> Num:
+    """How much longer the busiest SM computes than the wave terms say, where programs
+    walk unequal numbers of K/V blocks (causal, a mask): our kernels take the Q blocks
+    longest first (``flash_triton._q_block_index``; the persistent Mosaic kernel deals
+    units in that order, every ``sm_count``-th to a CTA; assumed for the other
+    families), so SM ``i`` gets
+    programs ``i, i + slots, ...`` of the sorted list: its steps are the sum of every
+    ``slots``-th entry from the longest, against ``ceil(programs / slots)`` programs of the
+    mean. 1 where every program walks the same blocks (the wave terms then hold)."""
+    xp = xp_of(n, m, h, b, pack, block_q, block_k, splits)
+    if xp is FLOATS:
+        if mask is None and not causal:
+            return 1.0
+        args = (float(v) for v in (n, m, h, b, pack, block_q, block_k, splits))
+        return _imbalance(mask, bool(causal), *(int(v) for v in args), int(slots))
+    cols = np.broadcast_arrays(*(_column(v) for v in (causal, n, m, h, b, pack, block_q, block_k, splits)))
+    out = np.ones(len(cols[0]))
+    if mask is None and not np.any(cols[0]):
+        return out
+    keys, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    found = [
+        _imbalance(mask, bool(k[0]), *(int(v) for v in k[1:]), int(slots))
+        if (mask is not None or k[0]) else 1.0
+        for k in keys
+    ]
+    return np.asarray(found, dtype=np.float64)[inverse.reshape(-1)]
+
+
+@functools.lru_cache(maxsize=4096)
+def _imbalance(
+    mask: masks.Mask | None, causal: bool, n: int, m: int, h: int, b: int, pack: int,
+    block_q: int, block_k: int, splits: int, slots: int,
+) -> float:
+    """:func:`schedule_imbalance` of one point."""
+    shape = mask if mask is not None else masks.Mask(causal=causal)
+    steps = masks.steps_per_q_block(shape, n, m, max(1, block_q // pack), block_k)
+    steps = np.ceil(steps / splits)
+    copies = b * (h // pack) * splits  # programs per Q block: batch, head groups, chunks
+    total = float(steps.sum()) * copies
+    if total <= 0:
+        return 1.0
+    ordered = np.repeat(np.sort(steps)[::-1], copies)
+    busiest = float(ordered[::slots].sum())
+    programs = len(ordered)
+    balanced = math.ceil(programs / slots) * total / programs
+    return max(1.0, busiest / balanced)
+
+
+def xla_kernels(family: KernelFamily, splits: Num) -> Num:
+    """XLA kernels a family's wrapper runs around the fused kernel and its combine (the
+    kernels the cost model counts) at ``splits`` K/V chunks: the family's
+    ``xla_kernels`` table, the last entry whose fewest splits ``splits`` reaches."""
+    xp = xp_of(splits)
+    out = xp.full_like(splits, 0.0, dtype=np.float64)
+    for fewest, kernels in family.xla_kernels:
+        out = xp.where(splits >= fewest, float(kernels), out)
+    return out
 
 
 def backward_launch(
@@ -483,7 +561,10 @@ def kv_splits(
         (bk,) = _by_unique(lambda dim: (family.split_block_k_for(int(dim)),), cast(Column, d))
     else:
         bk = split_bq if xp is FLOATS else np.broadcast_to(split_bq, np.shape(n))
-    return split_rule(family, hw, grid, kv_blocks_of(mask, n, m, split_bq, bk, pack))
+    chosen = split_rule(family, hw, grid, kv_blocks_of(mask, n, m, split_bq, bk, pack))
+    if family.split_max_queries is None:
+        return chosen
+    return xp.where(n <= family.split_max_queries, chosen, 1.0) + 0.0  # a float (column)
 
 
 def kv_blocks_of(
@@ -540,7 +621,7 @@ def resolve(
     else:
         d_run = np.asarray(padded_head_dim(family.head_dim_padding, d), dtype=np.float64)
         block = _block(family, hw, d_run, s, masked, *tiles)
-    sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s)
+    sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s, causal=masked)
     return _assemble(family, hw, block, d_run, sizes, splits, limits, mask)
 
 
@@ -599,6 +680,11 @@ def _assemble(
         head_dim=d_run,
         pad_bytes=copied,
         pad_copies=copies,
+        xla_kernels=xla_kernels(family, chosen),
+        imbalance=schedule_imbalance(
+            mask, sizes.get("causal", 0.0), n=n, m=m, h=h, b=b, pack=pack, block_q=bq,
+            block_k=bk, splits=chosen, slots=float(hw.sm_count),
+        ),
         split_limit_one=limit(ones) if limits else ones,
         split_limit_group=limit(group) if limits else ones,
     )
@@ -691,7 +777,7 @@ def _point(family: ByIdentity, hw: ByIdentity, *args: Any) -> Launch:
         splits = float(splits)
     tiles = (None if t is None else float(t) for t in (block_q, block_k, warps))
     d_run, block = _block_point(family, hw, float(d), float(s), bool(causal), *tiles)
-    sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s)
+    sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s, causal=causal)
     plain = {k: float(v) for k, v in sizes.items()}
     return _assemble(family.obj, hw.obj, block, d_run, plain, splits, True, mask)
 

@@ -94,9 +94,16 @@ def test_memory_reach_by_hand():
     assert reach["hbm"] == pytest.approx(
         max(1.0, H200.hbm_bandwidth_bytes_per_s / (10 * share)), rel=1e-12
     )
-    # Little's law: 2 blocks of 64 KiB in flight per SM over the memory latency
+    # Little's law: 2 blocks of 64 KiB in flight per SM over the memory latency, which
+    # grows from the idle latency with the share of the HBM bandwidth the grid asks for:
+    # 10 SMs with one resident block of 64 KiB per 0.441 us ask for 1.49 TB/s, 0.31 of
+    # 4.8 TB/s, so 0.441 + 0.31 · (1.27 - 0.441) = 0.698 us
     little = memory_reach(10 / 132, 10.0, H200, OnChip(2, 0.0, 65536.0))
-    per_sm = min(share, 1 * 65536.0 / H200.memory_latency_s)  # 10 blocks: 1 resident
+    idle, loaded = H200.idle_memory_latency_s, H200.memory_latency_s
+    asked = 10 * 65536.0 / idle / H200.hbm_bandwidth_bytes_per_s
+    latency = idle + asked * (loaded - idle)
+    assert latency == pytest.approx(0.698e-6, abs=0.001e-6)
+    per_sm = min(share, 1 * 65536.0 / latency)  # 10 blocks: 1 resident
     assert little["hbm"] == pytest.approx(
         max(1.0, H200.hbm_bandwidth_bytes_per_s / (10 * per_sm)), rel=1e-12
     )
@@ -230,24 +237,35 @@ def test_each_effect_by_hand():
     assert steps[0] == 4.0
     # waves: the estimate's roofs (matmul 5)
     assert steps[1] == 5.0
+    # imbalance: none on a kernel of equal programs
+    assert steps[2] == 5.0
     # efficiency: each roof over its fraction (matmul 10, exp 5, hbm 3)
-    assert steps[2] == 10.0
+    assert steps[3] == 10.0
     # overlap 0: nothing hides under the matmul, the other compute roofs add: 10 + 5
     # (the second resident block does not change it)
-    assert steps[3] == 15.0
-    # exposed latency: none on a kernel that states no pipeline
     assert steps[4] == 15.0
+    # exposed latency: none on a kernel that states no pipeline
+    assert steps[5] == 15.0
     # spills in series: + 0.5
-    assert steps[5] == 15.5
+    assert steps[6] == 15.5
     # block overhead: 1 + 2 tiles x 0.25 blocks per tile = x1.5
-    assert steps[6] == 23.25
-    # the launch gap
-    assert steps[7] == 23.375
+    assert steps[7] == 23.25
+    # the per-kernel device charge
+    assert steps[8] == 23.375
     # the prologue: one latency and one Q tile per wave, in series
     kernel = replace(_kernel(), prologue_latency_s=0.25, prologue_bytes_s=0.25)
     with_prologue = estimate_steps([kernel], cal, launch=0.125)
-    assert with_prologue[8] - with_prologue[7] == 0.25 + 0.25 / 0.5  # bytes at the HBM fraction
-    assert steps[8] == steps[7]  # no prologue on a kernel without one
+    assert with_prologue[9] - with_prologue[8] == 0.25 + 0.25 / 0.5  # bytes at the HBM fraction
+    assert steps[9] == steps[8]  # no prologue on a kernel without one
+    # XLA's kernels around it: 3, each the per-kernel charge and its first load
+    glued = estimate_steps([replace(_kernel(), xla_kernels=3.0, first_load_s=0.5)], cal, 0.125)
+    assert glued[11] - glued[10] == 3 * (0.125 + 0.5)
+    assert steps[11] == steps[10]
+    # imbalance: the busiest SM's programs at 1.5 times the mean stretch the compute roofs
+    # (matmul 5 -> 7.5, exp 2.5 -> 3.75; the memory roofs stay)
+    skewed = estimate_steps([replace(_kernel(), imbalance=1.5)], cal, launch=0.125)
+    assert skewed[2] == 7.5
+    assert skewed[4] == 1.5 * steps[4]
     assert len(steps) == len(EFFECTS) + 1
 
 
@@ -258,25 +276,26 @@ def test_exposed_latency_by_hand():
     # 6 s latency: (1.5 + 6) / (2 x 1.5) = x2.5 on the compute
     kernel = replace(_kernel(), steps_per_sm=10.0, resident=2.0, loads_ahead=0.0, latency_s=6.0)
     steps = estimate_steps([kernel], cal, launch=0.0)
-    assert steps[4] == 15.0 * 2.5
+    assert steps[5] == 15.0 * 2.5
     # a load in flight ahead of use hides the latency (the waves effect's reach bounds it)
     ahead = estimate_steps([replace(kernel, loads_ahead=1.0)], cal, launch=0.0)
-    assert ahead[4] == ahead[3] == 15.0
+    assert ahead[5] == ahead[4] == 15.0
     # enough resident blocks hide it too: (1.5 + 6) / (5 x 1.5) = 1
     many = estimate_steps([replace(kernel, resident=5.0)], cal, launch=0.0)
-    assert many[4] == 15.0
+    assert many[5] == 15.0
 
 
 def test_prologue_by_hand():
     # 1000 blocks on 132 SMs x 2 resident: 4 waves, each one latency and one Q tile
-    # (128 x 128 x 2 B) at an SM's share of the HBM bandwidth
+    # (128 x 128 x 2 B) at an SM's share of the HBM bandwidth; blocks that state no bytes
+    # in flight ask for no bandwidth, so the latency is the idle one
     from perfmodel.catalog.hardware import load_hardware
     from perfmodel.evaluate import _prologue
 
     hw = load_hardware("h200")
     onchip = OnChip(blocks_per_sm=2.0, q_tile_bytes=128 * 128 * 2.0)
     latency, load = _prologue(1000.0, hw, onchip, {"hbm": 4.8e12})
-    assert latency == 4 * hw.memory_latency_s
+    assert latency == 4 * hw.idle_memory_latency_s
     assert load == 4 * 128 * 128 * 2.0 * hw.sm_count / 4.8e12
     # 528 blocks fill 264 slots exactly twice: 2 waves, not 3
     latency, _ = _prologue(528.0, hw, onchip, {"hbm": 4.8e12})

@@ -30,12 +30,16 @@ Fields (``Ceilings``):
 ``kernel_min_s``                   device time of a one-program kernel
 ``block_cost_s``                   seconds an SM spends per (nearly empty) thread block
 ``wave_cost_s``                    fixed cost of one wave of (nearly empty) blocks
+``hbm_idle_latency_s``             one dependent load from DRAM, nothing else in flight
+                                   (pointer chase over 1 GiB, one program)
+``l2_hit_latency_s``               the same from a working set inside the L2 (4 MiB)
 ============================== ======================================================
 
 Tables, each row one timed kernel: ``tensor_core`` (:class:`TensorCoreRate`: the
 instruction, lowering, dtype, M×N×K, warps, operands "smem" or "streamed"), ``hbm``
 (:class:`HbmRate`: op and size), ``l2`` (:class:`L2Rate`: working set), ``grid``
-(:class:`GridTime`: device time against programs). Header: ``device``, ``date``,
+(:class:`GridTime`: device time against programs), ``latency`` (:class:`ChaseTime`: a
+pointer chase's device time at two step counts). Header: ``device``, ``date``,
 ``jax_version``, ``git_commit``, ``command``, ``clocks`` (NVML summary) and ``failed``
 (what did not run, and why).
 
@@ -116,6 +120,8 @@ class CeilingValues(_Frozen):
     kernel_min_s: Measured | None = None
     block_cost_s: Measured | None = None
     wave_cost_s: Measured | None = None
+    hbm_idle_latency_s: Measured | None = None
+    l2_hit_latency_s: Measured | None = None
 
 
 class TensorCoreRate(_Frozen):
@@ -172,6 +178,16 @@ class GridTime(_Frozen):
     timing: str
 
 
+class ChaseTime(_Frozen):
+    case: str
+    working_set_bytes: Count
+    slots: Count
+    steps: list[Count]
+    device_s: list[Positive]
+    latency_s: Positive
+    timing: str
+
+
 class Clocks(_Frozen):
     sm_max_hz: Positive | None = None
     mem_max_hz: Positive | None = None
@@ -206,6 +222,7 @@ class Ceilings(_Frozen):
     hbm: list[HbmRate] = []
     l2: list[L2Rate] = []
     grid: list[GridTime] = []
+    latency: list[ChaseTime] = []
 
     def value(self, name: str) -> float | None:
         """A headline figure by its field name, None where it was not measured."""
@@ -395,6 +412,10 @@ def measured_fractions(
         if measured and datasheet:
             out[field] = min(1.0, measured / datasheet)
             sources[field] = f"ceilings: {name}"
+    kernel_min = c.value("kernel_min_s")
+    if kernel_min:
+        out["launch_overhead_s"] = kernel_min
+        sources["launch_overhead_s"] = "ceilings: kernel_min_s"
     out["sources"] = sources
     return out
 

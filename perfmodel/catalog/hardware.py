@@ -111,6 +111,9 @@ class HardwareSpec(BaseModel):
     warp_mma_fraction: PositiveFraction | None = None
     #: Loaded memory latency: bytes in flight over bandwidth (Little's law), measured.
     memory_latency_s: Latency | None = None
+    #: One dependent load from DRAM with nothing else in flight (a pointer chase): the
+    #: latency of an idle memory system, which ``memory_latency_s`` (loaded) grows from.
+    idle_memory_latency_s: Latency | None = None
     l2_bytes: ByteCount | None = None
     l2_bandwidth_bytes_per_s: BytesPerSecond | None = None
     launch_overhead_s: Overhead

@@ -251,7 +251,14 @@ class KernelFamily(BaseModel):
     max_splits: Count = 1
     split_block_q: Count | None = None
     split_block_k: dict[int, Count] = {}
+    #: The most query positions for which the family splits K/V (None: any): a family
+    #: whose split kernel serves decode only runs its one kernel on longer queries.
+    split_max_queries: Count | None = None
     extra_passes: tuple[ExtraPass, ...] = ()
+    #: XLA kernels the family's wrapper runs around the kernels the cost model counts
+    #: (the fused one and, split, its combine), by split count: ``(fewest splits,
+    #: kernels)`` pairs in rising order, the last that applies; empty: none.
+    xla_kernels: tuple[tuple[Count, NonNegative], ...] = ()
     head_dim_padding: HeadDimPadding = "none"
     sequence_padding: SequencePadding = "none"
     #: Of the softmax's exp and vector time, how much hides under the matmuls, as a

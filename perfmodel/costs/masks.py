@@ -328,6 +328,13 @@ def _block_ranges(
     return lo // block_k, hi // block_k, hi >= lo
 
 
+def steps_per_q_block(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
+    """Per Q block of ``block_q`` query positions, the K blocks it walks (its first to
+    its last visible one; 0 where it sees no key): the inner-loop steps of its program."""
+    lo, hi, seen = _block_ranges(mask, n, m, block_q, block_k)
+    return np.where(seen, hi - lo + 1, 0)
+
+
 def _range_tiles(mask: Mask, n: int, m: int, block_q: int, block_k: int) -> np.ndarray:
     """Tiles of a window / documents / causal mask, from each Q block's key range."""
     lo, hi, seen = _block_ranges(mask, n, m, block_q, block_k)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import functools
 import statistics
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, cast
 
@@ -397,17 +397,18 @@ def _groups(rows: Sequence[Row]) -> list[_Group]:
         stacked = []
         for j in range(len(names)):
             ks = [per_row[i][j] for i in index]
+            per_kernel = {  # every per-kernel fact an effect reads, row by row
+                f.name: np.array([getattr(k, f.name) for k in ks])
+                for f in fields(KernelRoofs)
+                if f.name not in ("name", "floor", "estimate", "times")
+            }
             stacked.append(
                 KernelRoofs(
                     ks[0].name,
                     floor={},
                     estimate={r: np.array([k.estimate[r] for k in ks]) for r in ks[0].estimate},
-                    blocks_per_tile=np.array([k.blocks_per_tile for k in ks]),
-                    times={},
-                    blocks_per_sm=np.array([k.blocks_per_sm for k in ks]),
-                    spill_s=np.array([k.spill_s for k in ks]),
-                    prologue_latency_s=np.array([k.prologue_latency_s for k in ks]),
-                    prologue_bytes_s=np.array([k.prologue_bytes_s for k in ks]),
+                    times={r: np.array([k.times[r] for k in ks]) for r in ks[0].times},
+                    **per_kernel,
                 )
             )
         out.append(_Group(np.array(index), stacked, len(names)))

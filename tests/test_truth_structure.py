@@ -1,0 +1,91 @@
+"""The structure that replaced the 4 us launch gap as device time (issue 21, decode as it
+runs): each term by hand or against the committed data it was counted from; no timing."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from perfmodel.catalog.calibration import family_default
+from perfmodel.catalog.ceilings import load_ceilings
+from perfmodel.catalog.hardware import load_hardware
+from perfmodel.catalog.kernels import load_kernel
+from perfmodel.evaluate import latency_at
+from perfmodel.launch import schedule_imbalance, xla_kernels
+from perfmodel.validation.compare import compare, group_of, select
+from perfmodel.validation.measured import load_measurements
+
+H200 = load_hardware("h200")
+
+
+def _imbalance(n, m, b=1, h=1, causal=True, splits=1, slots=132, block=128):
+    return schedule_imbalance(None, causal, n=float(n), m=float(m), h=float(h), b=float(b),
+                              pack=1.0, block_q=float(block), block_k=float(block),
+                              splits=float(splits), slots=float(slots))  # fmt: skip
+
+
+def test_imbalance_by_hand():
+    # causal n = m = 512 in 128-row blocks: the Q blocks walk 1, 2, 3, 4 K blocks; 4
+    # programs on 132 SMs: the busiest walks 4 where one wave of the mean walks 2.5
+    assert _imbalance(512, 512) == pytest.approx(4 / 2.5)
+    # 132 of each: SM 0 takes the 0th, 132nd, 264th, 396th longest: 4 + 3 + 2 + 1 = 10,
+    # four waves of the mean 2.5: balanced
+    assert _imbalance(512, 512, b=132) == pytest.approx(1.0)
+    # equal programs (no mask, not causal) are the wave terms' case
+    assert _imbalance(512, 512, causal=False) == 1.0
+    # a column of points is each point's own figure
+    cols = schedule_imbalance(None, [1.0, 0.0], n=[512.0, 512.0], m=[512.0, 512.0],
+                              h=[1.0, 1.0], b=[1.0, 1.0], pack=[1.0, 1.0],
+                              block_q=[128.0, 128.0], block_k=[128.0, 128.0],
+                              splits=[1.0, 1.0], slots=132.0)  # fmt: skip
+    assert list(cols) == pytest.approx([1.6, 1.0])
+
+
+def test_latency_grows_from_idle_to_loaded():
+    idle, loaded = H200.idle_memory_latency_s, H200.memory_latency_s
+    assert latency_at(H200, 0.0) == idle
+    assert latency_at(H200, H200.hbm_bandwidth_bytes_per_s / 2) == pytest.approx(
+        (idle + loaded) / 2
+    )
+    assert latency_at(H200, 10 * H200.hbm_bandwidth_bytes_per_s) == pytest.approx(loaded)
+
+
+def test_the_device_figures_are_the_ceilings_files():
+    found = load_ceilings(H200)
+    assert found is not None
+    chased = found.value("hbm_idle_latency_s")
+    assert chased is not None and H200.idle_memory_latency_s == pytest.approx(chased, rel=2e-3)
+    # the per-kernel device charge of a family on a device with ceilings: kernel_min_s
+    assert family_default(load_kernel("cudnn"), H200).launch_overhead_s == found.value(
+        "kernel_min_s"
+    )
+    assert family_default(load_kernel("cudnn"), H200, "datasheet").launch_overhead_s is None
+
+
+def test_paged_kernels_match_what_cupti_counted():
+    """The paged decode's kernels per call (Pallas kernel, combine when split, XLA's
+    kernels around them) against every committed CUPTI count (``kernels_per_call``)."""
+    from perfmodel.catalog.data import data_dir
+
+    paths = sorted(data_dir("measurements").glob("*.json"))
+    pairs = []
+    for path in paths:
+        try:
+            pairs += load_measurements([path])
+        except ValueError:
+            continue
+    family = load_kernel("pallas-paged")
+    rows = [r for r in compare(select(pairs)) if group_of(r.point) == "paged_decode"]
+    rows = [r for r in rows if r.point.kernels_per_call]
+    assert len(rows) >= 45
+    off = []
+    for r in rows:
+        from perfmodel.prediction import predict
+        from perfmodel.validation.compare import _shape
+
+        splits = predict(hw=r.hw, **_shape(r.point)).config.splits
+        model = 1 + (splits > 1) + float(xla_kernels(family, float(splits)))
+        off.append(model - r.point.kernels_per_call)
+    assert max(abs(x) for x in off) <= 1
+    assert sum(x == 0 for x in off) >= math.ceil(0.85 * len(off))
