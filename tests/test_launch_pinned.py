@@ -299,19 +299,20 @@ def test_prologue_by_hand():
     assert load == 4 * 128 * 128 * 2.0 * hw.sm_count / 4.8e12
     # 528 blocks fill 264 slots exactly twice: 2 waves, not 3
     latency, _ = _prologue(528.0, hw, onchip, {"hbm": 4.8e12})
-    assert latency == 2 * hw.memory_latency_s
+    assert latency == 2 * hw.idle_memory_latency_s
 
 
 def test_pad_copies_effect_by_hand():
     # the copies around the kernel: 0.25 s of bytes at the datasheet bandwidth over the
-    # HBM fraction 0.5, and a launch gap (0.125 s) for each of the 3 copy kernels:
-    # 0.25 / 0.5 + 3 x 0.125 = 0.875 s in series with the kernel
+    # HBM fraction 0.5, and for each of the 3 copy kernels a launch gap (0.125 s) and the
+    # memory latency of its first operands (0.0625 s):
+    # 0.25 / 0.5 + 3 x (0.125 + 0.0625) = 1.0625 s in series with the kernel
     cal = Calibration(name="t", matmul_efficiency=0.5, exp_efficiency=0.5, hbm_efficiency=0.5,
                       compute_overlap=0.0, block_overhead_tiles=2.0)  # fmt: skip
-    kernel = replace(_kernel(), pad_s=0.25, pad_copies=3.0)
+    kernel = replace(_kernel(), pad_s=0.25, pad_copies=3.0, first_load_s=0.0625)
     steps = estimate_steps([kernel], cal, launch=0.125)
-    assert EFFECTS[-1].__name__ == "pad_copies"
-    assert steps[-1] - steps[-2] == 0.25 / 0.5 + 3 * 0.125 == 0.875
+    i = [e.__name__ for e in EFFECTS].index("pad_copies")
+    assert steps[i + 1] - steps[i] == 0.25 / 0.5 + 3 * (0.125 + 0.0625) == 1.0625
 
 
 def test_an_effect_is_one_local_function():
