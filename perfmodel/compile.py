@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from perfmodel import roofline
 from perfmodel.roofline import NUMBERS
 
 if TYPE_CHECKING:
@@ -67,7 +68,9 @@ class Compiled:
         # The modules as objects, not names: lambdify reads a module object's namespace
         # as it is, where for the name "numpy" it runs ``from numpy import *``, which
         # loads numpy's lazy submodules (f2py, testing...: a third of a second).
-        self._fn: Callable[..., Any] = sp.lambdify(symbols, body, modules=np, cse=True)
+        self._fn: Callable[..., Any] = sp.lambdify(
+            symbols, body, modules=[NUMPY_OVERRIDES, np], cse=True
+        )
         # Plain-float twin for one point: numpy's per-call overhead dominates there.
         self._scalar_fn: Callable[..., Any] = sp.lambdify(symbols, body, modules=math, cse=True)
 
@@ -168,18 +171,30 @@ def _entry(fn: Compiled, extra: Any) -> dict[str, Any] | None:
 
     out: dict[str, Any] = {"names": list(fn.names), "tuple": fn.is_tuple, "extra": extra}
     for key, code, module in (("numpy", fn._fn, np), ("math", fn._scalar_fn, math)):
+        names = _namespace(module)
         for used in code.__code__.co_names:
-            if used in code.__globals__ and code.__globals__[used] is not getattr(
-                module, used, None
-            ):
+            if used in code.__globals__ and code.__globals__[used] is not names.get(used):
                 return None
         out[key] = inspect.getsource(code)
     return out
 
 
+#: What the printed numpy code calls instead of numpy's own function of that name: the
+#: same numbers, faster on the whole numbers the models hold (``roofline.mod``).
+NUMPY_OVERRIDES: dict[str, Any] = {"mod": roofline.mod}
+
+
+def _namespace(module: Any) -> dict[str, Any]:
+    """The names printed code of ``module`` (numpy or math) runs with."""
+    names: dict[str, Any] = dict(vars(module))
+    if module is np:
+        names.update(NUMPY_OVERRIDES)
+    return names
+
+
 def _run(source: str, module: Any) -> Callable[..., Any]:
     """The function ``source`` defines, its free names from ``module``."""
-    namespace: dict[str, Any] = dict(vars(module))
+    namespace = _namespace(module)
     exec(compile(source, "<perfmodel.compile cache>", "exec"), namespace)  # noqa: S102
     fn: Callable[..., Any] = namespace["_lambdifygenerated"]
     return fn

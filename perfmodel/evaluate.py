@@ -669,11 +669,13 @@ EFFECT_COLUMNS = tuple(f"effect_{name}_s" for name in EFFECT_NAMES)
 def _changed(old: KernelTime, new: KernelTime) -> bool:
     """Whether an effect changed what :meth:`KernelTime.seconds` reads (its roofs,
     overlap, stretch or serial time; not the fixed cost): its seconds are computed again."""
+    times, overlap, stretch, serial, _ = old  # unpacked: a field read is a call
+    times_new, overlap_new, stretch_new, serial_new, _ = new
     return not (
-        old.times is new.times
-        and _same(old.overlap, new.overlap)
-        and _same(old.stretch, new.stretch)
-        and _same(old.serial, new.serial)
+        times is times_new
+        and _same(overlap, overlap_new)
+        and _same(stretch, stretch_new)
+        and _same(serial, serial_new)
     )
 
 
@@ -1047,20 +1049,25 @@ Columns = dict[str, Num]
 
 def _per_split(split: Num, run: Callable[[Any, bool], Columns]) -> Columns:
     """``run(rows, split)`` on the rows that split K/V (flash-decoding's two kernels) and
-    on those that do not (one kernel), merged row by row; ``rows`` None: every row."""
+    on those that do not (one kernel), merged row by row; ``rows`` None: every row.
+
+    Where both occur, the more common form runs on every row (its inputs need no
+    gathering: a row's columns depend on that row alone) and the other on its own rows,
+    which then overwrite those rows."""
     if not roofline.any_nonzero(split):
         return run(None, False)
     if roofline.all_nonzero(split):
         return run(None, True)
     mask = cast(npt.NDArray[Any], split)  # some rows split, others not: a column
-    parts = [(np.flatnonzero(mask), True), (np.flatnonzero(~mask), False)]
-    done = [(rows, run(rows, flag)) for rows, flag in parts]
     size = len(mask)
+    few = int(np.count_nonzero(mask)) * 2 <= size  # True: the split rows are the fewer
+    rows = np.flatnonzero(mask if few else ~mask)
+    every, part = run(None, not few), run(rows, few)
     out: Columns = {}
-    for key, sample in done[0][1].items():
+    for key, sample in part.items():
         column = np.empty(size, dtype=np.asarray(sample).dtype)
-        for rows, part in done:
-            column[rows] = part[key]
+        column[...] = every[key]
+        column[rows] = sample
         out[key] = column
     return out
 

@@ -191,7 +191,11 @@ def distinct(*keys: Column) -> tuple[Column, npt.NDArray[np.intp]]:
     code, values = _codes(np.asarray(keys[0], dtype=np.float64))
     table = values[:, None]
     for key in keys[1:]:
-        more, more_values = _codes(np.asarray(key, dtype=np.float64))
+        column = np.asarray(key, dtype=np.float64)
+        if column.strides == (0,) and column.size:  # one value: the same rows, one more column
+            table = np.concatenate([table, np.full((len(table), 1), column[0])], axis=1)
+            continue
+        more, more_values = _codes(column)
         joint, rows = _codes((code * len(more_values) + more).astype(np.float64))
         first = np.zeros(len(rows), dtype=np.intp)
         first[joint[::-1]] = np.arange(len(joint))[::-1]  # a point of each joint row

@@ -86,6 +86,8 @@ def _check_shape(h: Any, h_kv: Any, n: Any, m: Any, causal: Any) -> None:
     if isinstance(h, int) and isinstance(n, int):  # one point, without numpy
         bad_heads, bad_causal = h % h_kv != 0, causal and n != m
         i = 0
+    elif h_kv is h and m is n:  # the defaults of a sweep (h_kv = h, kv_len = n): both hold
+        return
     else:
         h, h_kv, n, m, causal = np.broadcast_arrays(h, h_kv, n, m, causal)
         heads, masks = np.flatnonzero(h % h_kv), np.flatnonzero(causal & (n != m))
@@ -182,14 +184,23 @@ def unshared(p: Prediction) -> Prediction:
     shared."""
 
     def side(a: AlgorithmPrediction) -> AlgorithmPrediction:
-        fields = {**a.__dict__, "roof_times_s": dict(a.roof_times_s)}
-        return construct(AlgorithmPrediction, {**fields, "effects_s": dict(a.effects_s)})
+        return _copied(a, roof_times_s=dict(a.roof_times_s), effects_s=dict(a.effects_s))
 
     split = p.parallel
     if split is not None:
         split = replace(split, chunk_times_s=dict(split.chunk_times_s))
-    fields = {**p.__dict__, "naive": side(p.naive), "flash": side(p.flash)}
-    return construct(Prediction, {**fields, "parallel": split})
+    return _copied(p, naive=side(p.naive), flash=side(p.flash), parallel=split)
+
+
+_Model = TypeVar("_Model", AlgorithmPrediction, Prediction)
+
+
+def _copied(model: _Model, **changed: Any) -> _Model:
+    """``model`` with some fields replaced, built as :func:`perfmodel.results.construct`
+    builds it (its fields are ours, already checked), from its own ``__dict__``."""
+    fields = model.__dict__.copy()
+    fields.update(changed)
+    return construct(type(model), fields)
 
 
 def _remembered(fn: _Fn) -> _Fn:
@@ -451,17 +462,24 @@ def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> 
     """One side's :class:`AlgorithmPrediction` from one point's engine columns
     (``"flash.time_s"``...): its declared fields, each roof's time, each effect's."""
     get = columns.get
-    item = {f: _plain(get(key)) for f, key in _SIDE_KEYS[side]}
+    python = _PYTHON
+    item: dict[str, Any] = {
+        f: value if type(value := get(key)) in python else _plain(value)
+        for f, key in _SIDE_KEYS[side]
+    }
     latency = item["call_latency_s"]
     item["call_latency_s"] = None if latency is None or latency != latency else latency
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = None
     item["floor_pack"], item["floor_splits"] = int(item["floor_pack"]), int(item["floor_splits"])
+    absent = _ABSENT
     item["roof_times_s"] = {
-        r: _plain(columns[key]) for r, key in _ROOF_KEYS[side] if key in columns
+        r: _plain(value) for r, key in _ROOF_KEYS[side] if (value := get(key, absent)) is not absent
     }
     item["effects_s"] = {
-        name: _plain(columns[key]) for name, key in _EFFECT_KEYS[side] if key in columns
+        name: _plain(value)
+        for name, key in _EFFECT_KEYS[side]
+        if (value := get(key, absent)) is not absent
     }
     item["calibration"] = calibration
     return construct(AlgorithmPrediction, item)
@@ -475,6 +493,8 @@ def _plain(value: Any) -> Any:
 
 
 _PYTHON = frozenset((float, int, bool, str, type(None)))
+#: A column not in the engine's output (a roof the device has not, an effect not asked for).
+_ABSENT: Any = object()
 _SIDES = ("naive", "flash")
 #: Each side's engine column of each declared field, each roof and each effect.
 _SIDE_KEYS = {side: tuple((f, f"{side}.{f}") for f in SIDE_FIELDS) for side in _SIDES}
@@ -853,6 +873,8 @@ _COLUMN_OPTIONS = (*_SWEPT[1:], "warps", "splits", "page_tokens")
 #: Options only the forward kernel takes: refused with mode="backward" (its tiles and warps
 #: are the family's [backward] launch), applied to the forward half of mode="train".
 _FORWARD_ONLY = ("splits", "page_tokens", "block_q", "block_k", "warps")
+#: The result columns that are integers: the launch's tiles and warps.
+_INTEGERS = ("block_q", "block_k", "warps")
 #: Points evaluated at once: one chunk's temporaries stay small (and in cache).
 CHUNK_POINTS = 1 << 16
 #: Largest result ``sweep`` builds unless given a larger ``max_bytes`` (2 GiB).
@@ -940,8 +962,9 @@ def sweep(
     engine.forward_only(**{k: _named(np.asarray(cols[k])) for k in _FORWARD_ONLY})
     results = _evaluate_chunks(engine, cols, wanted, size)
     out = SweepResult({k: cols[k] for k in _SWEPT})
-    for k in ("block_q", "block_k", "warps"):  # the launch's tiles and warps, as integers
-        out[k] = results.pop(k).astype(np.int64)
+    for k in _INTEGERS:  # the launch's tiles and warps, as integers (filled as int64)
+        column = results.pop(k)
+        out[k] = column if column.flags.writeable else column.astype(np.int64)
     out.update((k, v) for k, v in results.items() if k in wanted)
     if (split["cp"], split["tp"], split["cp_scheme"]) != (1, 1, "ring"):
         out.update(_parallel_columns(engine, out, split, given["splits"], wanted))
@@ -1055,10 +1078,11 @@ def _per_point_dtype(spec: HardwareSpec, dtypes: np.ndarray) -> tuple[Any, Any]:
 class _Column:
     """One result column filled chunk by chunk; one broadcast value while it is one."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, dtype: Any = None):
         self.size = size
         self.value: Any = None
         self.array: np.ndarray | None = None
+        self.dtype = dtype  #: the array's (None: the first value's)
 
     def put(self, where: Any, value: Any) -> None:
         constant = self.array is None and np.ndim(value) == 0
@@ -1068,7 +1092,7 @@ class _Column:
         if self.array is None:
             sample = np.asarray(value)
             dtype = object if sample.dtype.kind in "OU" else sample.dtype
-            self.array = np.empty(self.size, dtype=dtype)
+            self.array = np.empty(self.size, dtype=self.dtype or dtype)
             if self.value is not None:
                 self.array[...] = self.value
         self.array[where] = value
@@ -1108,7 +1132,7 @@ def _evaluate_chunks(
     causal = cols["causal"]
     for start in range(0, size, CHUNK_POINTS):
         stop = min(size, start + CHUNK_POINTS)
-        part = {k: (v[start:stop] if np.ndim(v) else v) for k, v in shape.items()}
+        part = {k: _floats(v[start:stop]) if np.ndim(v) else v for k, v in shape.items()}
         tiles = {k: None if v is None else v[start:stop] for k, v in named_cols.items()}
         cases: list[tuple[bool, Any, dict[str, Any], dict[str, Any]]]
         if is_repeated(causal):
@@ -1128,11 +1152,24 @@ def _evaluate_chunks(
             res = engine.evaluate(sub, c, named, paged=paged, wanted=want)
             for key, value in res.items():
                 if key in need:
-                    out.setdefault(key, _Column(size)).put(where, value)
+                    if key not in out:  # the launch's tiles and warps: integers
+                        out[key] = _Column(size, np.int64 if key in _INTEGERS else None)
+                    out[key].put(where, value)
     result = {k: col.column() for k, col in out.items()}
     result["flash.fits_sram"] = np.broadcast_to(True, (size,))  # a tile that does not fit: error
     result["speedup"] = result["naive.time_s"] / result["flash.time_s"]
     return result
+
+
+def _floats(col: np.ndarray) -> np.ndarray:
+    """A chunk of an integer column as float64, once (every launch rule and cost model
+    computes in float64 and would convert it on each call); one value broadcast stays
+    one value."""
+    if col.dtype.kind not in "iu":
+        return col
+    if is_repeated(col):
+        return np.broadcast_to(np.float64(col[0]), col.shape)
+    return col.astype(np.float64)
 
 
 def _named(col: Any) -> Any:

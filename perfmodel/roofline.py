@@ -92,7 +92,53 @@ class _FloatMath:
 
 #: The float namespace.
 FLOATS: ArrayNamespace = _FloatMath()
-_NUMPY = cast(ArrayNamespace, np)
+
+#: Below this, every whole number is a float64 and so is every product that stays below.
+_WHOLE = 2.0**53
+
+
+def _whole_over_positive(a: Any, b: Any) -> bool:
+    """Whether ``a`` and ``b`` are whole numbers below 2**53 in size, ``b`` positive."""
+    return bool(
+        np.all(b > 0)
+        and np.all(b < _WHOLE)
+        and np.all(np.abs(a) < _WHOLE)
+        and np.all(np.floor(a) == a)
+        and np.all(np.floor(b) == b)
+    )
+
+
+def floor_divide(a: Any, b: Any) -> Any:
+    """``np.floor_divide`` (a tile count, heads per group), by one division where both
+    are whole numbers below 2**53 and ``b`` is positive: the quotient of two such rounds
+    to no whole number it does not reach, so ``floor(a / b)`` is the exact answer, at a
+    fifth of the cost of numpy's float floor division."""
+    if _whole_over_positive(a, b):
+        return np.floor(np.divide(a, b))
+    return np.floor_divide(a, b)
+
+
+def mod(a: Any, b: Any) -> Any:
+    """``np.mod`` (the remainder the printed cost models test against 0), as
+    ``a - b * floor(a / b)`` where both are whole numbers below 2**53 and ``b`` positive:
+    each step is exact there (the remainder and the product are whole numbers below
+    2**53), so the answer is numpy's, at a third of the cost of its ``fmod``."""
+    if _whole_over_positive(a, b):
+        return np.subtract(a, np.multiply(b, np.floor(np.divide(a, b))))
+    return np.mod(a, b)
+
+
+class _NumpyMath:
+    """:class:`ArrayNamespace` for columns: numpy's functions, and its floor division by
+    :func:`floor_divide`."""
+
+    floor_divide = staticmethod(floor_divide)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(np, name)
+
+
+_NUMPY = cast(ArrayNamespace, _NumpyMath())
 
 
 def xp_of(*values: Any) -> ArrayNamespace:

@@ -62,6 +62,13 @@ def test_capacity_by_hand():
     blocks, _ = capacity(H200, col(1024), col(16.0), col(512), col(128))
     assert H200.max_threads_per_sm == 2048 and H200.registers_per_sm // (16 * 512 + 32 * 128) == 5
     assert blocks[0] == 2048 // (512 + 128) == 3
+    # registers decide: 128 compute threads of 104 registers and 128 producer threads of
+    # 32 (PRODUCER_REGISTERS) are 13,312 + 4,096 = 17,408 a block; 65,536 // 17,408 = 3
+    # (at 24 a producer thread: 16,384, 4 blocks); 2048 // 256 = 8 threads-wise, 1 KB of
+    # SRAM 228 blocks
+    blocks, _ = capacity(H200, col(1024), col(104.0), col(128), col(128))
+    assert H200.registers_per_sm == 65536 and 2048 // (128 + 128) == 8
+    assert blocks[0] == 65536 // (104 * 128 + 32 * 128) == 3
 
 
 def test_gqa_packing_rules():
@@ -190,7 +197,10 @@ def test_floor_is_at_least_each_roof_of_its_launch(n, d, heads, batch, causal, k
         dict(kernel="fa3", causal=[False, True]),
         dict(mode="train"),
         dict(mode="backward", kernel="fa3"),
+        # 4 of 6 rows split K/V: the split model on every row, the others on theirs
         dict(kv_len=[8192], h=[32], h_kv=[8], n=[1, 16, 3000], kernel="flash-decoding"),
+        # 8 of 20 rows split: the one-kernel model on every row (``evaluate._per_split``)
+        dict(kv_len=[16384], h=[8], n=[1, 16, 3000, 5000, 8000], batch=[1, 2]),
         dict(warps=[8], block_q=[64], block_k=[64]),
         dict(splits=[3], n=[1, 64], kv_len=[16384]),
         dict(page_tokens=[16], n=[1], kv_len=[4096, 65536], kernel="pallas-paged"),

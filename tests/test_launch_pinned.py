@@ -107,6 +107,15 @@ def test_memory_reach_by_hand():
     assert little["hbm"] == pytest.approx(
         max(1.0, H200.hbm_bandwidth_bytes_per_s / (10 * per_sm)), rel=1e-12
     )
+    # 16 KiB in flight: 10 SMs ask for 0.077 of the HBM bandwidth, the latency is
+    # 0.441 + 0.077 · (1.27 - 0.441) = 0.505 us, an SM pulls 16 KiB per 0.505 us = 32.4
+    # GB/s (below its 84.8 GB/s share of the L2 port), and 10 of them 324 GB/s: the HBM
+    # roof stretches 4.8 TB/s / 324 GB/s = 14.8 times
+    few = memory_reach(10 / 132, 10.0, H200, OnChip(2, 0.0, 16384.0))
+    latency = idle + 10 * 16384.0 / idle / H200.hbm_bandwidth_bytes_per_s * (loaded - idle)
+    assert latency == pytest.approx(0.505e-6, abs=0.001e-6) and 16384.0 / latency < share
+    assert few["hbm"] == pytest.approx(H200.hbm_bandwidth_bytes_per_s * latency / (10 * 16384.0))
+    assert few["hbm"] == pytest.approx(14.8, abs=0.05)
 
 
 # --- the launch ------------------------------------------------------------------------
@@ -297,6 +306,22 @@ def test_prologue_by_hand():
     latency, load = _prologue(1000.0, hw, onchip, {"hbm": 4.8e12})
     assert latency == 4 * hw.idle_memory_latency_s
     assert load == 4 * 128 * 128 * 2.0 * hw.sm_count / 4.8e12
+    # 528 blocks fill 264 slots exactly twice: 2 waves, not 3
+    latency, _ = _prologue(528.0, hw, onchip, {"hbm": 4.8e12})
+    assert latency == 2 * hw.idle_memory_latency_s
+
+
+def test_pad_copies_effect_by_hand():
+    # the copies around the kernel: 0.25 s of bytes at the datasheet bandwidth over the
+    # HBM fraction 0.5, and for each of the 3 copy kernels a launch gap (0.125 s) and the
+    # memory latency of its first operands (0.0625 s):
+    # 0.25 / 0.5 + 3 x (0.125 + 0.0625) = 1.0625 s in series with the kernel
+    cal = Calibration(name="t", matmul_efficiency=0.5, exp_efficiency=0.5, hbm_efficiency=0.5,
+                      compute_overlap=0.0, block_overhead_tiles=2.0)  # fmt: skip
+    kernel = replace(_kernel(), pad_s=0.25, pad_copies=3.0, first_load_s=0.0625)
+    steps = estimate_steps([kernel], cal, launch=0.125)
+    i = [e.__name__ for e in EFFECTS].index("pad_copies")
+    assert steps[i + 1] - steps[i] == 0.25 / 0.5 + 3 * (0.125 + 0.0625) == 1.0625
 
 
 def test_an_effect_is_one_local_function():
@@ -348,3 +373,19 @@ def test_pad_copies_by_hand():
         load_kernel("cudnn"), n=one * 1000, m=one * 999, d=one * 96, d_run=one * 96, **kw
     )
     assert none[0][0] == none[1][0] == 0
+
+
+def test_an_untiled_kernel_waits_one_idle_latency():
+    # an untiled kernel (the naive side's QK^T, softmax and PV) has nothing in flight when
+    # it starts: it waits one memory latency for its first operands, the idle one (a
+    # pointer chase: 0.441 us on the H200), and so does each copy and glue kernel around
+    # the fused one (``first_load_s``); no Q tile is loaded ahead of it
+    from perfmodel.evaluate import kernel_roofs, shape_values
+
+    hw = load_hardware("h200")
+    values = shape_values(hw, n=4096, m=4096, d=128, h=16, h_kv=16, b=1, s=2)
+    roofs = kernel_roofs("naive", causal=False, hw=hw, peak=hw.peak("bf16"), values=values)
+    assert hw.idle_memory_latency_s == 4.41e-07 and len(roofs) == 3
+    for k in roofs:
+        assert (k.prologue_latency_s, k.prologue_bytes_s) == (4.41e-07, 0.0)
+        assert k.first_load_s == 4.41e-07

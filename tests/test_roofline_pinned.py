@@ -9,6 +9,7 @@ to any one of them fails a test here.
 
 import math
 
+import numpy as np
 import pytest
 
 from perfmodel import roofline
@@ -168,3 +169,24 @@ def test_reported_matmul_rate_is_the_matmul_work_over_the_floor():
     for side in ("naive", "flash"):
         a = getattr(predict(n=4096, hw="h200", h=16, dtype="bf16"), side)
         assert a.attainable_flops_per_s * a.t_lower_s == pytest.approx(a.matmul_flops, rel=1e-12)
+
+
+def test_whole_number_floor_divide_and_mod_are_numpys():
+    # roofline.floor_divide and roofline.mod take a division in place of numpy's float
+    # floor division and fmod where both sides are whole numbers below 2**53 (the divisor
+    # positive); anywhere else they are numpy's: the same numbers, sign of zero included
+    from perfmodel.roofline import floor_divide, mod
+
+    rng = np.random.default_rng(0)
+    whole = rng.integers(0, 2**40, 10_000).astype(np.float64)
+    small = rng.integers(1, 300, 10_000).astype(np.float64)
+    cases = [
+        (whole, small),
+        (small, whole + 1),
+        (np.array([0.0, 128.0, 64.0, 2.0**52]), np.array([64.0, 64.0, 128.0, 3.0])),
+        (np.array([128.0 / 3, -7.0, 7.0, 5.0]), np.array([64.0, 2.0, -2.0, 0.5])),  # numpy's
+    ]
+    for a, b in cases:
+        for ours, theirs in ((floor_divide, np.floor_divide), (mod, np.mod)):
+            got, want = ours(a, b), theirs(a, b)
+            assert np.array_equal(got, want) and np.array_equal(np.signbit(got), np.signbit(want))

@@ -61,6 +61,9 @@ M, KV = "perfmodel/costs/masks.py", "perfmodel/analysis/kvcache.py"
 #: masks in every mode, and the models' sliding-window layers.
 MASK_TESTS = ("tests/test_masks.py", "tests/test_mask_modes.py")
 WINDOW_TESTS = ("tests/test_model_attention.py", "tests/test_kvcache.py")
+#: Decode as it runs: the latency between idle and loaded, the imbalance of causal
+#: programs, the XLA kernels around a paged decode.
+TRUTH_TESTS = ("tests/test_truth_structure.py", *LAUNCH_TESTS)
 
 # fmt: off
 MUTANTS = (
@@ -145,6 +148,18 @@ MUTANTS = (
     # --- the estimate's effects -------------------------------------------------------
     Mutant("spills effect", E, "return t._replace(serial=k.spill_s)", "return t._replace(serial=0.0)", "dropped", LAUNCH_TESTS),
     Mutant("waves effect", E, "return t._replace(times=k.estimate)", "return t._replace(times=k.floor)", "dropped", LAUNCH_TESTS),
+    Mutant("exposed latency effect", E, "wait = unpipelined * k.latency_s", "wait = 0.0 * k.latency_s", "no wait per step", LAUNCH_TESTS),
+    Mutant("prologue effect (memory latency)", E, "return t._replace(fixed=t.fixed + k.prologue_latency_s + load)", "return t._replace(fixed=t.fixed + load)", "latency dropped", LAUNCH_TESTS),
+    Mutant("prologue waves", E, "waves = xp.ceil(work_items / resident)", "waves = xp.floor(work_items / resident) + 1", "ceil -> floor+1", LAUNCH_TESTS),
+    Mutant("pad copies effect (launch gaps)", E, "return t._replace(fixed=t.fixed + load + k.pad_copies * (c.launch_s + k.first_load_s))", "return t._replace(fixed=t.fixed + load)", "gaps dropped", LAUNCH_TESTS),
+    Mutant("XLA glue effect", E, "return t._replace(fixed=t.fixed + k.xla_kernels * (c.launch_s + k.first_load_s))", "return t._replace(fixed=t.fixed + k.xla_kernels * c.launch_s)", "first load dropped", TRUTH_TESTS),
+    Mutant("imbalance effect", E, "scaled = {r: v * k.imbalance if r in _COMPUTE else v for r, v in t.times.items()}", "scaled = {r: v for r, v in t.times.items()}", "dropped", TRUTH_TESTS),
+    Mutant("latency from idle to loaded", E, "return idle + (loaded - idle) * share", "return loaded", "always loaded", TRUTH_TESTS),
+    Mutant("first load of an untiled kernel", E, "return (latency_at(hw, 0.0), 0.0)", "return (0.0, 0.0)", "no wait", TRUTH_TESTS),
+    Mutant("schedule imbalance (balanced waves)", L, "balanced = math.ceil(programs / slots) * total / programs", "balanced = (programs / slots) * total / programs", "ceil dropped", TRUTH_TESTS),
+    Mutant("XLA kernels of a split", L, "out = xp.where(splits >= fewest, float(kernels), out)", "out = xp.where(splits > fewest, float(kernels), out)", ">= -> >", TRUTH_TESTS),
+    Mutant("kernel launch effect", E, "return t._replace(fixed=c.launch_s)", "return t._replace(fixed=0.0)", "dropped", ROOF_TESTS),
+    Mutant("memory reach (bytes in flight per latency)", E, "per_sm = low(per_sm, resident * onchip.bytes_in_flight / latency)", "per_sm = low(per_sm, 2 * resident * onchip.bytes_in_flight / latency)", "x2", LAUNCH_TESTS),
     Mutant("per-SM L2 port share", E, "per_sm: Num = hw.l2_bandwidth_bytes_per_s / hw.sm_count", "per_sm: Num = 2 * hw.l2_bandwidth_bytes_per_s / hw.sm_count", "x2", LAUNCH_TESTS),
     # --- roofline factors -------------------------------------------------------------
     Mutant("roof time (work / rate)", R, "out[roof] = w / rate", "out[roof] = w * 1.1 / rate", "x1.1", ROOF_TESTS),
