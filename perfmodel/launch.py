@@ -146,6 +146,9 @@ class Launch:
         return self if isinstance(self.block_q, float) else self.take(index)
 
 
+IntArray = npt.NDArray[np.int64]
+
+
 def _column(value: Any) -> Column:
     return np.atleast_1d(np.asarray(value, dtype=np.float64))
 
@@ -329,19 +332,127 @@ def schedule_imbalance(
     if xp is FLOATS:
         if mask is None and not causal:
             return 1.0
-        args = (float(v) for v in (n, m, h, b, pack, block_q, block_k, splits))
-        return _imbalance(mask, bool(causal), *(int(v) for v in args), int(slots))
+        point = [int(float(v)) for v in (n, m, h, b, pack, block_q, block_k, splits)]
+        if mask is None:
+            return float(_causal(np.asarray([point], dtype=np.int64).T, int(slots))[0])
+        return _imbalance(mask, bool(causal), *point, int(slots))
     cols = np.broadcast_arrays(*(_column(v) for v in (causal, n, m, h, b, pack, block_q, block_k, splits)))
     out = np.ones(len(cols[0]))
     if mask is None and not np.any(cols[0]):
         return out
+    if mask is None:  # causal rows, all at once
+        rows = np.flatnonzero(cols[0])
+        out[rows] = _causal(np.stack([c[rows] for c in cols[1:]]).astype(np.int64), int(slots))
+        return out
     keys, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
-    found = [
-        _imbalance(mask, bool(k[0]), *(int(v) for v in k[1:]), int(slots))
-        if (mask is not None or k[0]) else 1.0
-        for k in keys
-    ]
+    found = [_imbalance(mask, bool(k[0]), *(int(v) for v in k[1:]), int(slots)) for k in keys]
     return np.asarray(found, dtype=np.float64)[inverse.reshape(-1)]
+
+
+def _causal(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
+    """:func:`_imbalance` of a causal mask at many points (``point``: one row per
+    argument ``n, m, h, b, pack, block_q, block_k, splits``, one column per point): in
+    closed form where the steps are linear (:func:`_causal_triangle`), else summed over
+    every Q block of every point at once (:func:`_causal_blocks`). Both do the float
+    operations of :func:`_imbalance` in its order, so all three agree bit for bit
+    (``tests/test_launch_imbalance.py``)."""
+    value, done = _causal_triangle(point, slots)
+    rest = np.flatnonzero(~done)
+    if len(rest):
+        value[rest] = _causal_blocks(point[:, rest], slots)
+    return value
+
+
+def _causal_blocks(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
+    """:func:`_imbalance` of a causal mask, its Q blocks of all points in one column:
+    a causal Q block walks no fewer blocks than the one before, so longest first is
+    last first, and entry ``r`` of that order takes ``G(r + 1) - G(r)`` of the SMs'
+    turns, ``G(x) = ceil(x copies / slots)`` (every ``slots``-th entry of the list of
+    ``copies`` equal programs per Q block)."""
+    n, m, h, b, pack, block_q, block_k, splits = point
+    q = np.maximum(1, block_q // pack)
+    blocks = -(-n // q)
+    owner = np.repeat(np.arange(len(n)), blocks)
+    start = np.cumsum(blocks) - blocks
+    i = np.arange(len(owner)) - start[owner]
+    first = i * q[owner]
+    last = np.minimum(first + q[owner], n[owner]) - 1
+    shape = masks.Mask(causal=True)
+    lo, _ = masks._key_range(shape, first, n[owner], m[owner])
+    _, hi = masks._key_range(shape, last, n[owner], m[owner])
+    k = block_k[owner]
+    steps = np.ceil(np.where(hi >= lo, hi // k - lo // k + 1, 0) / splits[owner])
+    copies = b * (h // pack) * splits
+    rank = blocks[owner] - 1 - i  # r: 0 for the last Q block, the longest
+
+    def turns(x: IntArray) -> IntArray:  # G(x)
+        dealt: IntArray = -(-(x * copies[owner]) // slots)
+        return dealt
+
+    busiest = np.bincount(owner, weights=steps * (turns(rank + 1) - turns(rank)), minlength=len(n))
+    total = np.bincount(owner, weights=steps, minlength=len(n)) * copies
+    programs = blocks * copies
+    balanced = np.ceil(programs / slots) * total / np.maximum(programs, 1)
+    ok = total > 0
+    return np.where(ok, np.maximum(1.0, busiest / np.where(ok, balanced, 1.0)), 1.0)
+
+
+def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntArray:
+    """``sum(floor((a*i + c) / div) for i in range(count))`` per row, exactly, for
+    ``a, c >= 0``, ``div > 0`` (Euclid-like reduction: a few passes over the rows still
+    open, not ``count``)."""
+    total = np.zeros(len(count), dtype=np.int64)
+    at = np.flatnonzero(count > 0)
+    count, div, a, c = (np.asarray(v, dtype=np.int64)[at] for v in (count, div, a, c))
+    while len(at):
+        whole, a = np.divmod(a, div)
+        more, c = np.divmod(c, div)
+        total[at] += (count - 1) * count // 2 * whole + count * more
+        top = a * count + c
+        live = top >= div
+        at, top, a, div = at[live], top[live], a[live], div[live]
+        count, c = np.divmod(top, div)
+        div, a = a, div
+    return total
+
+
+def _causal_triangle(
+    point: IntArray, slots: int
+) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+    """:func:`_imbalance` of causal self-attention (``n == m``) where a Q block's rows
+    span whole split K/V chunks (``block_k * splits`` divides ``q = block_q // pack``),
+    in closed form, and on which rows it applies. Q block ``i < T - 1`` then walks
+    ``(i + 1) R`` chunk steps (``R = q / (block_k splits)``), the last one ``ceil(ceil(n /
+    block_k) / splits)``; longest first, entry ``r`` of the sorted list is dealt to
+    ``G(r + 1) - G(r)`` of the SMs' turns, ``G(x) = ceil(x copies / slots)``; summed by
+    parts, the busiest SM's steps are ``d_0 G(1) + R (G(T) + sum_{u<T} G(u) - T G(1))``
+    (the sum by :func:`_floor_sum`). The same float operations as :func:`_imbalance`
+    follow, so the two agree bit for bit (``tests/test_launch_imbalance.py``)."""
+    n, m, h, b, pack, block_q, block_k, splits = point  # rows of :func:`_imbalance`'s ints
+    q = np.maximum(1, block_q // np.maximum(pack, 1))
+    chunk = block_k * splits
+    ok = (n == m) & (n > 0) & (chunk > 0) & (q % np.maximum(chunk, 1) == 0) & (pack > 0)
+    q, chunk = np.where(ok, q, 1), np.where(ok, chunk, 1)
+    blocks = -(-n // q)  # T
+    ratio = q // chunk  # R
+    last = -(-(-(-n // np.maximum(block_k, 1))) // np.maximum(splits, 1))  # d_0
+    copies = b * (h // np.maximum(pack, 1)) * splits
+    ok &= copies > 0
+    copies = np.where(ok, copies, 1)
+
+    def turns(x: IntArray) -> IntArray:  # G(x)
+        return -(-(x * copies) // slots)
+
+    one = turns(np.ones_like(blocks))  # G(1)
+    dealt = _floor_sum(blocks, np.full_like(blocks, slots), copies, np.full_like(blocks, slots - 1))
+    busiest = last * one + ratio * (turns(blocks) + dealt - blocks * one)
+    steps = ratio * blocks * (blocks - 1) // 2 + last
+    total = steps.astype(np.float64) * copies
+    programs = blocks * copies
+    balanced = np.ceil(programs / slots) * total / programs
+    some = ok & (total > 0)  # none: every program empty, 1 as in _imbalance
+    value = np.where(some, np.maximum(1.0, busiest / np.where(some, balanced, 1.0)), 1.0)
+    return value, ok
 
 
 @functools.lru_cache(maxsize=4096)

@@ -63,7 +63,7 @@ MASK_TESTS = ("tests/test_masks.py", "tests/test_mask_modes.py")
 WINDOW_TESTS = ("tests/test_model_attention.py", "tests/test_kvcache.py")
 #: Decode as it runs: the latency between idle and loaded, the imbalance of causal
 #: programs, the XLA kernels around a paged decode.
-TRUTH_TESTS = ("tests/test_truth_structure.py", *LAUNCH_TESTS)
+TRUTH_TESTS = ("tests/test_truth_structure.py", "tests/test_launch_imbalance.py", *LAUNCH_TESTS)
 
 # fmt: off
 MUTANTS = (
@@ -157,6 +157,9 @@ MUTANTS = (
     Mutant("latency from idle to loaded", E, "return idle + (loaded - idle) * share", "return loaded", "always loaded", TRUTH_TESTS),
     Mutant("first load of an untiled kernel", E, "return (latency_at(hw, 0.0), 0.0)", "return (0.0, 0.0)", "no wait", TRUTH_TESTS),
     Mutant("schedule imbalance (balanced waves)", L, "balanced = math.ceil(programs / slots) * total / programs", "balanced = (programs / slots) * total / programs", "ceil dropped", TRUTH_TESTS),
+    Mutant("causal imbalance, closed form (busiest SM)", L, "busiest = last * one + ratio * (turns(blocks) + dealt - blocks * one)", "busiest = last * one + ratio * (turns(blocks) + dealt - (blocks - 1) * one)", "T -> T-1", TRUTH_TESTS),
+    Mutant("causal imbalance, all blocks (turns per entry)", L, "weights=steps * (turns(rank + 1) - turns(rank))", "weights=steps * (turns(rank + 2) - turns(rank + 1))", "entry shifted", TRUTH_TESTS),
+    Mutant("causal imbalance, floor sum", L, "total[at] += (count - 1) * count // 2 * whole + count * more", "total[at] += count * count // 2 * whole + count * more", "(n-1)n -> n^2", TRUTH_TESTS),
     Mutant("XLA kernels of a split", L, "out = xp.where(splits >= fewest, float(kernels), out)", "out = xp.where(splits > fewest, float(kernels), out)", ">= -> >", TRUTH_TESTS),
     Mutant("kernel launch effect", E, "return t._replace(fixed=c.launch_s)", "return t._replace(fixed=0.0)", "dropped", ROOF_TESTS),
     Mutant("memory reach (bytes in flight per latency)", E, "per_sm = low(per_sm, resident * onchip.bytes_in_flight / latency)", "per_sm = low(per_sm, 2 * resident * onchip.bytes_in_flight / latency)", "x2", LAUNCH_TESTS),
