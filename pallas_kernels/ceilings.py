@@ -944,7 +944,8 @@ def measure_latency(s: Session) -> None:
             for k in steps:
                 t = s.time(chase_fn(x.size, k, s.interpret), sets, seconds=0.3, sustain=0.02)
                 times.append(t["device_s"])
-                s.log(f"chase {name}, {ws / 2**20:7.1f} MiB, {k:7d} steps: {t['device_s'] * 1e6:10.1f} us")
+                us = t["device_s"] * 1e6
+                s.log(f"chase {name}, {ws / 2**20:7.1f} MiB, {k:7d} steps: {us:10.1f} us")
         except Exception as err:  # noqa: BLE001
             s.failed.append(f"latency {name}: {type(err).__name__}: {err}")
             s.log(f"FAILED {s.failed[-1][:300]}")

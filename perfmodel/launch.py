@@ -336,7 +336,8 @@ def schedule_imbalance(
         if mask is None:
             return float(_causal(np.asarray([point], dtype=np.int64).T, int(slots))[0])
         return _imbalance(mask, bool(causal), *point, int(slots))
-    cols = np.broadcast_arrays(*(_column(v) for v in (causal, n, m, h, b, pack, block_q, block_k, splits)))
+    given = (causal, n, m, h, b, pack, block_q, block_k, splits)
+    cols = np.broadcast_arrays(*(_column(v) for v in given))
     out = np.ones(len(cols[0]))
     if mask is None and not np.any(cols[0]):
         return out

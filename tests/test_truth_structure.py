@@ -68,7 +68,9 @@ def test_paged_kernels_match_what_cupti_counted():
     kernels around them) against every committed CUPTI count (``kernels_per_call``)."""
     from perfmodel.catalog.data import data_dir
 
-    paths = sorted(data_dir("measurements").glob("*.json"))
+    # the files the table was counted from: every committed one but draw 5 (held out)
+    every = sorted(data_dir("measurements").glob("*.json"))
+    paths = [p for p in every if "heldout5" not in p.name]
     pairs = []
     for path in paths:
         try:
@@ -89,3 +91,26 @@ def test_paged_kernels_match_what_cupti_counted():
         off.append(model - r.point.kernels_per_call)
     assert max(abs(x) for x in off) <= 1
     assert sum(x == 0 for x in off) >= math.ceil(0.85 * len(off))
+
+
+def test_paged_kernels_on_draw_5():
+    """Held out (the table was made before draw 5): 6 of its 8 paged points exact, one 2
+    kernels short (60 splits: 7 a call, the table 5), one 1 over (76 splits: 5, the table 6)."""
+    import json
+
+    from perfmodel.catalog.data import data_dir
+
+    path = data_dir("measurements") / "details" / "h200-heldout5-2026-12-02.details.json"
+    if not path.exists():
+        pytest.skip("no draw 5")
+    family = load_kernel("pallas-paged")
+    off = [
+        1
+        + (p["splits"] > 1)
+        + float(xla_kernels(family, float(p["splits"])))
+        - p["kernels_per_call"]
+        for p in json.loads(path.read_text())["points"]
+        if p["implementation"] == "paged_decode" and p["status"] == "ok"
+    ]
+    assert len(off) == 8
+    assert sorted(off) == [-2, 0, 0, 0, 0, 0, 0, 1]
