@@ -493,16 +493,14 @@ def scored(pred_path: Path, measured: Path) -> dict[str, list[tuple[float, float
 def score(pred_path: Path, measured: Path) -> str:
     """The table of :func:`scored`: points, signed median, median and max |error|, and
     points whose fastest run is below the committed ``t_lower_s``."""
-    import statistics
+    from perfmodel.validation.compare import error_figures
 
     lines = [f"{'group':42s} {'points':>6s} {'signed':>7s} {'median':>7s} {'max':>7s} below"]
     for group, rows in sorted(scored(pred_path, measured).items()):
-        errors = [e for e, _, _ in rows]
+        points, signed, absolute, top = error_figures(e for e, _, _ in rows)
         below = sum(fastest < floor for _, fastest, floor in rows)
         lines.append(
-            f"{group:42s} {len(rows):6d} {statistics.median(errors):+7.1%} "
-            f"{statistics.median(abs(e) for e in errors):7.1%} "
-            f"{max(abs(e) for e in errors):7.1%} {below:5d}"
+            f"{group:42s} {points:6d} {signed:+7.1%} {absolute:7.1%} {top:7.1%} {below:5d}"
         )
     return "\n".join(lines)
 

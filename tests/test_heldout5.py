@@ -20,7 +20,13 @@ import pytest
 
 from kernel_bench.heldout_draw import scored
 from perfmodel.catalog.data import data_dir
-from perfmodel.validation.compare import compare, errors_by_group, every_point, select
+from perfmodel.validation.compare import (
+    compare,
+    error_figures,
+    errors_by_group,
+    every_point,
+    select,
+)
 from perfmodel.validation.measured import load_measurements
 
 HELDOUT = Path(data_dir("measurements")) / "h200-heldout5-2026-12-02.json"
@@ -54,14 +60,9 @@ HELD = (
 pytestmark = pytest.mark.skipif(not HELDOUT.exists(), reason="no held-out draw 5")
 
 
-def _stats(errors) -> tuple[int, float, float, float]:
-    e = np.asarray(errors)
-    return len(e), float(np.median(e)), float(np.median(np.abs(e))), float(np.max(np.abs(e)))
-
-
 @pytest.mark.parametrize("key", sorted(RECORDED))
 def test_the_recorded_figures_are_those_of_the_committed_predictions(key):
-    points, signed, absolute, top = _stats([e for e, _, _ in scored(PREDICTIONS, HELDOUT)[key]])
+    points, signed, absolute, top = error_figures([e for e, _, _ in scored(PREDICTIONS, HELDOUT)[key]])
     assert (points, signed, absolute, top) == pytest.approx(RECORDED[key], abs=0.0006)
 
 
@@ -73,7 +74,7 @@ def _today() -> dict[str, np.ndarray]:
 @pytest.mark.parametrize("key", sorted(RECORDED))
 def test_todays_model_is_no_worse_on_the_draw(key):
     points, signed, absolute, top = RECORDED[key]
-    n, t_signed, t_absolute, t_top = _stats(_today()[key])
+    n, t_signed, t_absolute, t_top = error_figures(_today()[key])
     assert n == points
     assert abs(t_signed) <= abs(signed) + MARGIN
     assert t_absolute <= absolute + MARGIN
@@ -82,7 +83,7 @@ def test_todays_model_is_no_worse_on_the_draw(key):
 
 @pytest.mark.parametrize(("key", "statistic", "bound"), HELD)
 def test_the_targets_that_held(key, statistic, bound):
-    _, signed, absolute, top = _stats([e for e, _, _ in scored(PREDICTIONS, HELDOUT)[key]])
+    _, signed, absolute, top = error_figures([e for e, _, _ in scored(PREDICTIONS, HELDOUT)[key]])
     value = {"signed": abs(signed), "median": absolute, "max": top}[statistic]
     assert value <= bound
 

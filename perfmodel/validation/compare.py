@@ -541,19 +541,26 @@ def errors_by_group(rows: Sequence[Row]) -> dict[str, list[float]]:
     return out
 
 
+def error_figures(errors: Iterable[float]) -> tuple[int, float, float, float]:
+    """The figures every accuracy claim reports of a group's signed errors (predicted /
+    measured - 1): points, signed median, median |error|, max |error|."""
+    e = list(errors)
+    return len(e), statistics.median(e), statistics.median(abs(x) for x in e), max(map(abs, e))
+
+
 def summarise(rows: Sequence[Row], worst: int = 3) -> dict[str, ImplementationSummary]:
     out: dict[str, ImplementationSummary] = {}
     for label in sorted({group_of(r.point) for r in rows}):
         mine = [r for r in rows if group_of(r.point) == label]
-        errors = [abs(r.error) for r in mine]
+        count, signed, absolute, top = error_figures(r.error for r in mine)
         out[label] = ImplementationSummary(
             implementation=label,
-            count=len(mine),
-            median_abs_error=statistics.median(errors),
-            max_abs_error=max(errors),
+            count=count,
+            median_abs_error=absolute,
+            max_abs_error=top,
             violations=[r for r in mine if r.violates_lower_bound],
             worst=sorted(mine, key=lambda r: -abs(r.error))[:worst],
-            median_error=statistics.median(r.error for r in mine),
+            median_error=signed,
         )
     return out
 
