@@ -15,19 +15,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
+import heldout_checks as checks
 import pytest
 
-from kernel_bench.heldout_draw import scored
 from perfmodel.catalog.data import data_dir
-from perfmodel.validation.compare import (
-    compare,
-    error_figures,
-    errors_by_group,
-    every_point,
-    select,
-)
-from perfmodel.validation.measured import load_measurements
 
 HELDOUT = Path(data_dir("measurements")) / "h200-heldout5-2026-12-02.json"
 PREDICTIONS = (
@@ -62,19 +53,13 @@ pytestmark = pytest.mark.skipif(not HELDOUT.exists(), reason="no held-out draw 5
 
 @pytest.mark.parametrize("key", sorted(RECORDED))
 def test_the_recorded_figures_are_those_of_the_committed_predictions(key):
-    points, signed, absolute, top = error_figures([e for e, _, _ in scored(PREDICTIONS, HELDOUT)[key]])
-    assert (points, signed, absolute, top) == pytest.approx(RECORDED[key], abs=0.0006)
-
-
-def _today() -> dict[str, np.ndarray]:
-    rows = compare(select(load_measurements([HELDOUT])))
-    return {k: np.asarray(v) for k, v in errors_by_group(rows).items()}
+    assert checks.committed(PREDICTIONS, HELDOUT, key) == pytest.approx(RECORDED[key], abs=0.0006)
 
 
 @pytest.mark.parametrize("key", sorted(RECORDED))
 def test_todays_model_is_no_worse_on_the_draw(key):
     points, signed, absolute, top = RECORDED[key]
-    n, t_signed, t_absolute, t_top = error_figures(_today()[key])
+    n, t_signed, t_absolute, t_top = checks.today(HELDOUT, key)
     assert n == points
     assert abs(t_signed) <= abs(signed) + MARGIN
     assert t_absolute <= absolute + MARGIN
@@ -83,13 +68,10 @@ def test_todays_model_is_no_worse_on_the_draw(key):
 
 @pytest.mark.parametrize(("key", "statistic", "bound"), HELD)
 def test_the_targets_that_held(key, statistic, bound):
-    _, signed, absolute, top = error_figures([e for e, _, _ in scored(PREDICTIONS, HELDOUT)[key]])
-    value = {"signed": abs(signed), "median": absolute, "max": top}[statistic]
-    assert value <= bound
+    assert checks.statistic(checks.committed(PREDICTIONS, HELDOUT, key), statistic) <= bound
 
 
 def test_no_held_out_point_is_below_the_floor():
-    rows = compare(every_point(load_measurements([HELDOUT])))
-    assert rows and not [r.label() for r in rows if r.violates_lower_bound]
-    committed = scored(PREDICTIONS, HELDOUT)
-    assert not [g for g, rs in committed.items() if any(f < lo for _, f, lo in rs)]
+    rows, below_today, below_committed = checks.below_floor(PREDICTIONS, HELDOUT)
+    assert rows and not below_today
+    assert not below_committed

@@ -55,12 +55,12 @@ def test_columns_are_the_one_point_definition(rows, slots):
     assert launch._causal(point, slots).tolist() == want
     assert launch._causal_blocks(point, slots).tolist() == want
     value, closed = launch._causal_triangle(point, slots)
-    assert value[closed].tolist() == [w for w, c in zip(want, closed) if c]
+    assert value[closed].tolist() == [w for w, c in zip(want, closed, strict=True) if c]
     # predict's one point and sweep's columns go through schedule_imbalance alike
     names = ("n", "m", "h", "b", "pack", "block_q", "block_k", "splits")
     one = [
         launch.schedule_imbalance(
-            None, 1.0, **{k: float(v) for k, v in zip(names, c)}, slots=float(slots)
+            None, 1.0, **{k: float(v) for k, v in zip(names, c, strict=True)}, slots=float(slots)
         )
         for c in cols
     ]

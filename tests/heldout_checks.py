@@ -1,0 +1,45 @@
+"""What each held-out draw's tests read (tests/test_heldout4.py, test_heldout5.py, ...):
+a draw's figures from its committed predictions and from today's model, and the points
+below a floor. The tests keep their assertions and their recorded figures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernel_bench.heldout_draw import scored
+from perfmodel.validation.compare import (
+    compare,
+    error_figures,
+    errors_by_group,
+    every_point,
+    select,
+)
+from perfmodel.validation.measured import load_measurements
+
+Figures = tuple[int, float, float, float]  # points, signed median, median |err|, max |err|
+
+
+def committed(predictions: Path, measured: Path, key: str) -> Figures:
+    """A group's figures as the predictions committed before the run give them."""
+    return error_figures(e for e, _, _ in scored(predictions, measured)[key])
+
+
+def today(measured: Path, key: str) -> Figures:
+    """A group's figures as today's model gives them on the draw's measurements."""
+    rows = compare(select(load_measurements([measured])))
+    return error_figures(errors_by_group(rows)[key])
+
+
+def statistic(figures: Figures, name: str) -> float:
+    """A target's statistic: ``signed`` (|signed median|), ``median`` or ``max``."""
+    _, signed, absolute, top = figures
+    return {"signed": abs(signed), "median": absolute, "max": top}[name]
+
+
+def below_floor(predictions: Path, measured: Path) -> tuple[int, list[str], list[str]]:
+    """Points compared, those faster than today's floor, groups with a point faster than
+    the committed one."""
+    rows = compare(every_point(load_measurements([measured])))
+    committed_rows = scored(predictions, measured)
+    below = [g for g, rs in committed_rows.items() if any(f < lo for _, f, lo in rs)]
+    return len(rows), [r.label() for r in rows if r.violates_lower_bound], below
