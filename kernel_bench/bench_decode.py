@@ -262,6 +262,8 @@ def time_variant(impl, splits, sets, *, interpret=False) -> dict:
         "call_latency_s": latency["call_latency_s"],
         "call_latency_p10_s": latency["call_latency_p10_s"],
         "copies": c,
+        # the kernels of one copy (the first len/c of the program's list)
+        "kernel_list": (fields["kernel_list"] or [])[: len(fields["kernel_list"] or []) // c],
     }
 
 
@@ -334,7 +336,7 @@ def bench_shape(rng, batch, m, h, h_kv, spec, *, interpret=False):
             paged=impl == "paged_decode",
         )
         med = st["median_s"]
-        timed = {k: v for k, v in st.items() if k != "copies"}
+        timed = {k: v for k, v in st.items() if k not in ("copies", "kernel_list")}
         flops = nominal_flops(batch=batch, h=h, n=1, kv_len=m, d=D)
         point = {
             **base,

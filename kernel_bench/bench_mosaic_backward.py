@@ -185,6 +185,8 @@ def time_shape(
         for phase, (fn, args) in runs.items():
             family = "cudnn" if impl == "cudnn" else forward
             point = {**empty_point(impl, shape), "family": family, "phase": phase}
+            if impl == "pallas_flash" and phase != "forward":  # the backward that ran
+                point["backward_family"] = "pallas-triton" if config is None else "pallas-mosaic"
             if config is not None and phase != "forward":
                 point["backward_config"] = _launch_of(config)
                 if variant:  # the default's points are the family's

@@ -103,7 +103,18 @@ def kernel_time(fn, args, *, iterations: int = 5) -> dict | None:
     if calls is None:
         return None
     times = [sum(s for _, s in call) for call in calls]
-    return {**_quantiles(times), "kernels": len(calls[0])}
+    return {**_quantiles(times), "kernels": len(calls[0]), "kernel_list": kernel_list(calls)}
+
+
+def kernel_list(calls: list[list[tuple[str, float]]]) -> list[list]:
+    """``[name, median seconds]`` of each kernel of a call, in launch order (names cut to
+    120 characters): what a structure term counts, kept in a run's details."""
+    import numpy as np
+
+    return [
+        [name[:120], float(np.median([call[i][1] for call in calls]))]
+        for i, (name, _) in enumerate(calls[0])
+    ]
 
 
 def kernel_timings(fn, args, *, iterations: int = 5) -> list[list[tuple[str, float]]] | None:
@@ -172,6 +183,7 @@ def measure_all(fn, sets, *, device_fn=None, budget_s: float = 0.15) -> dict:
         "device_p90_s": dev["p90"],
         "device_samples": dev["n"],
         "kernels_per_call": kern["kernels"] if kern else None,
+        "kernel_list": kern["kernel_list"] if kern else None,
         "queued_time_s": queued["median"],
         "queued_calls_per_sample": queued["calls"],
         "queued_host_share": queued["host_share"],

@@ -105,7 +105,7 @@ SPLIT_MAX_HEAD_DIM = 256
 #: SPLIT_MAX_HEAD_DIM] with the split kernels (``heuristic_config``); False:
 #: ``supported`` refuses them unless a ``Config(split=True)`` is passed, and the Triton
 #: backward runs them.
-SPLIT_DEFAULT = False
+SPLIT_DEFAULT = True
 #: Head dims the default launch runs (``flash_attention.choose_backward`` picks this
 #: backward up to it on Hopper).
 MAX_HEAD_DIM = SPLIT_MAX_HEAD_DIM if SPLIT_DEFAULT else PAIRED_MAX_HEAD_DIM

@@ -298,7 +298,7 @@ def test_mask_from_the_keys_side_swaps_the_sides():
     [
         (jnp.bfloat16, 64, True, "interpret"),
         (jnp.float32, 64, False, "float32"),
-        (jnp.float16, 192, False, "d=192"),
+        (jnp.float16, 272, False, "d=272"),
     ],
 )
 def test_supported_names_the_limit(dtype, d, interpret, match):

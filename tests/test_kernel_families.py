@@ -31,11 +31,12 @@ def test_every_stated_fact_has_a_source(name):
 
 
 def test_each_backward_is_the_family_that_runs():
-    # on Hopper our forwards are differentiated by the Mosaic backward to d = 128, by the
-    # Triton backward above (flash_attention.choose_backward)
+    # on Hopper our forwards are differentiated by the Mosaic backward to d = 256 (the
+    # split kernels above 128), by the Triton backward elsewhere (choose_backward)
     for forward in ("pallas-mosaic", "pallas-triton"):
-        assert load_kernel(forward).backward_as_run(128).name == "pallas-mosaic"
-        assert load_kernel(forward).backward_as_run(256).name == "pallas-triton"
+        for d in (64, 128, 192, 256):
+            assert load_kernel(forward).backward_as_run(d).name == "pallas-mosaic"
+            assert load_kernel(forward).backward_as_run(d, arch="sm80").name == "pallas-triton"
     dq = {f: load_kernel(f).backward_view()[1] for f in ("fa2", "fa3", "cudnn", "pallas-triton")}
     assert dq == {"fa2": "atomic", "fa3": "atomic", "cudnn": "atomic", "pallas-triton": "two_pass"}
     # FA-3's backward tiles (hopper/flash_bwd_launch_template.h): 80 x 128 at d = 128
