@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# A held-out draw (issue 21): one device call that times every job of the predictions
+# committed before it (python -m kernel_bench.heldout_draw predict --seed SEED --out
+# specs/measurements/details/h200-heldoutDRAW-DATE.predictions.json), with the sha256 of
+# the kernels measured. DRAW, DATE: the file's; BUDGET: seconds after which no job starts.
+set -uo pipefail
+OUT=${OUT:-/tmp/out}
+BUDGET=${BUDGET:-190}
+NAME=h200-heldout${DRAW:?DRAW}-${DATE:?DATE}
+mkdir -p "$OUT"
+sha256sum pallas_kernels/*.py > "$OUT/$NAME.tree.txt"
+nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
+PYTHONPATH=. timeout $((BUDGET + 60)) python3 -m kernel_bench.heldout_draw measure \
+    --predictions "specs/measurements/details/$NAME.predictions.json" \
+    --out "$OUT/$NAME.json" --details "$OUT/$NAME.details.json" \
+    --budget-s "$BUDGET" --run-name "heldout$DRAW" 2>&1 | tee "$OUT/$NAME.log"
+date -u | tee -a "$OUT/$NAME.log"
