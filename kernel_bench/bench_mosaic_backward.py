@@ -73,6 +73,8 @@ VARIANTS = {
     "pipeline_2": lambda c: dataclasses.replace(c, pipeline=True, num_stages=2, dq_num_stages=2),
     "fold": lambda c: dataclasses.replace(c, dq="atomic", pipeline=False, num_stages=2),
     "split": lambda c: _split_config(),
+    # the split kernels with the dQ kernel's K/V tiles 64 keys wide (d <= 128 only)
+    "split_dq64": lambda c: dataclasses.replace(_split_config(), dq_block_k=64),
 }
 
 
@@ -87,7 +89,7 @@ def _variant_name(config) -> str:
     if config.dq == "atomic":
         return "fold"
     if config.split:
-        return "split"
+        return "split" if config.dq_block_k == 32 else f"split_dq{config.dq_block_k}"
     if config.pipeline:
         return f"pipeline_{config.num_stages}"
     return f"no_pipeline_{config.num_stages}"
