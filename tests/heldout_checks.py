@@ -1,4 +1,4 @@
-"""What each held-out draw's tests read (tests/test_heldout4.py, test_heldout5.py, ...):
+"""What each held-out draw's tests read (tests/test_heldout_draws.py):
 a draw's figures from its committed predictions and from today's model, and the points
 below a floor. The tests keep their assertions and their recorded figures."""
 

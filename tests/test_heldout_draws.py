@@ -1,0 +1,137 @@
+"""Held-out draws 4, 5 and 6 (issue 21, items 4 and 5): committed data, no timing.
+
+Each draw's shapes were drawn by ``kernel_bench/heldout_draw.py`` with its seed (none
+equal to a point committed before), the model's predictions committed before its GPU run
+and before anyone looked at the shapes, and measured once (docs/validation/heldoutN.md
+says from which commit). Nothing was fitted or chosen on a draw before it was scored
+(afterwards it is development data). The recorded figures are those of the committed
+predictions (``heldout_draw score``); today's model is held to them with a margin, so a
+change that makes it worse on these shapes fails here. The issue's targets that held on a
+draw are asserted as such; the ones that missed are not claimed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import heldout_checks as checks
+import pytest
+
+from perfmodel.catalog.data import data_dir
+
+MARGIN = 0.03
+#: group -> (points, signed median, median |error|, max |error|), committed predictions
+RECORDED = {
+    # seed 20261203, predictions 1448e8d (the model at d7a45b7)
+    "h200-heldout4-2026-12-02": {
+        "cudnn": (12, -0.0395, 0.0568, 0.2568),  # 2 jobs past the run's budget
+        "cudnn (decode)": (8, 0.3558, 0.3560, 0.7241),
+        "cudnn (train)": (2, -0.2172, 0.2172, 0.3252),  # cuDNN refused 4 of the 6 shapes
+        "paged_decode": (8, 0.4934, 0.4934, 1.2008),
+        "pallas_flash": (13, -0.0107, 0.1093, 0.2628),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (13, -0.0549, 0.0549, 0.2466),
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.0512, 0.0628, 0.2107),
+    },
+    # seed 20261205, predictions 893c324 (the model of main at cb9693e)
+    "h200-heldout5-2026-12-02": {
+        "cudnn": (9, 0.0004, 0.0410, 0.1292),  # 5 jobs past the run's 150 s budget
+        "cudnn (decode)": (8, -0.3405, 0.3405, 0.4092),
+        "cudnn (train)": (5, -0.1036, 0.1036, 0.1423),  # cuDNN refused n = 15837
+        "paged_decode": (8, -0.1503, 0.1503, 0.2129),
+        "pallas_flash": (10, -0.0271, 0.0590, 0.2526),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (9, -0.0613, 0.0613, 0.2271),
+        "pallas_flash [pallas-mosaic] (train)": (6, 0.0182, 0.0784, 0.2884),
+    },
+    # seed 20261206, predictions af8eedc (the model of main at fa692fb)
+    "h200-heldout6-2026-12-03": {
+        "cudnn": (14, -0.0014, 0.0475, 0.0962),
+        "cudnn (decode)": (8, -0.1764, 0.1764, 0.5420),
+        "cudnn (train)": (2, -0.1748, 0.1748, 0.1826),  # cuDNN refused 4 of the 6 shapes
+        "paged_decode": (8, -0.1188, 0.1188, 0.1927),
+        "pallas_flash": (14, 0.0297, 0.0823, 0.4067),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (14, -0.0517, 0.0703, 0.2153),
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.0364, 0.0569, 0.3026),
+    },
+}
+#: Groups where today's model is held to its own figures instead, and why they moved
+#: (tests/test_heldout3.py's MOVED says why: the 4 µs gap is no longer device time)
+MOVED = {
+    "h200-heldout4-2026-12-02": {
+        "pallas_flash": (13, -0.049, 0.092, 0.236),  # ours on Triton: median 10.9 -> 9.2 %
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.088, 0.096, 0.272),  # XLA's kernels
+        "paged_decode": (8, -0.032, 0.094, 0.516),  # was +49 %: the decode structure
+        "cudnn (decode)": (8, -0.295, 0.295, 0.420),  # was +36 %: now too fast
+    },
+}
+#: issue 21's targets that held on each draw: (group, statistic, bound); the rest missed
+#: (each draw's docs/validation/heldoutN.md lists them)
+HELD = {
+    "h200-heldout4-2026-12-02": (
+        ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 6.3 %
+        ("pallas_flash", "signed", 0.03),  # -1.1 %
+    ),
+    "h200-heldout5-2026-12-02": (
+        ("cudnn", "median", 0.05),  # 4.1 %
+        ("cudnn", "max", 0.15),  # 12.9 %
+        ("cudnn", "signed", 0.03),  # +0.0 %
+        ("pallas_flash", "signed", 0.03),  # -2.7 %
+        ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 7.8 %
+        ("pallas_flash [pallas-mosaic] (train)", "signed", 0.03),  # +1.8 %
+        ("cudnn (train)", "max", 0.20),  # 14.2 %
+    ),
+    "h200-heldout6-2026-12-03": (
+        ("cudnn", "median", 0.05),  # 4.7 %
+        ("cudnn", "max", 0.15),  # 9.6 %
+        ("cudnn", "signed", 0.03),  # -0.1 %
+        ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 5.7 %
+        ("cudnn (train)", "max", 0.20),  # 18.3 %
+    ),
+}
+
+
+def _files(draw: str) -> tuple[Path, Path]:
+    folder = Path(data_dir("measurements"))
+    return folder / "details" / f"{draw}.predictions.json", folder / f"{draw}.json"
+
+
+def _present(draw: str) -> bool:
+    return all(p.exists() for p in _files(draw))
+
+
+def _cases(table: dict) -> list:
+    return [
+        pytest.param(draw, *([item] if isinstance(item, str) else item), id=f"{draw}-{item}")
+        for draw, items in table.items()
+        for item in (sorted(items) if isinstance(items, dict) else items)
+        if _present(draw)
+    ]
+
+
+@pytest.mark.parametrize(("draw", "key"), _cases(RECORDED))
+def test_the_recorded_figures_are_those_of_the_committed_predictions(draw, key):
+    predictions, measured = _files(draw)
+    figures = checks.committed(predictions, measured, key)
+    assert figures == pytest.approx(RECORDED[draw][key], abs=0.0006)
+
+
+@pytest.mark.parametrize(("draw", "key"), _cases(RECORDED))
+def test_todays_model_is_no_worse_on_the_draw(draw, key):
+    points, signed, absolute, top = MOVED.get(draw, {}).get(key, RECORDED[draw][key])
+    n, t_signed, t_absolute, t_top = checks.today(_files(draw)[1], key)
+    assert n == points
+    assert abs(t_signed) <= abs(signed) + MARGIN
+    assert t_absolute <= absolute + MARGIN
+    assert t_top <= top + MARGIN
+
+
+@pytest.mark.parametrize(("draw", "key", "statistic", "bound"), _cases(HELD))
+def test_the_targets_that_held(draw, key, statistic, bound):
+    predictions, measured = _files(draw)
+    assert checks.statistic(checks.committed(predictions, measured, key), statistic) <= bound
+
+
+@pytest.mark.parametrize("draw", [d for d in RECORDED if _present(d)])
+def test_no_held_out_point_is_below_the_floor(draw):
+    rows, below_today, below_committed = checks.below_floor(*_files(draw))
+    assert rows and not below_today
+    assert not below_committed
