@@ -75,6 +75,10 @@ VARIANTS = {
     "split": lambda c: _split_config(),
     # the split kernels with the dQ kernel's K/V tiles 64 keys wide (d <= 128 only)
     "split_dq64": lambda c: dataclasses.replace(_split_config(), dq_block_k=64),
+    # the paired default with deeper rings, or the dQ kernel's key tile doubled
+    "stages_3": lambda c: dataclasses.replace(c, num_stages=3, dq_num_stages=3),
+    "dq_128": lambda c: dataclasses.replace(c, dq_block_k=128),
+    "dq_stages_3": lambda c: dataclasses.replace(c, dq_num_stages=3),
 }
 
 
@@ -92,7 +96,9 @@ def _variant_name(config) -> str:
         return "split" if config.dq_block_k == 32 else f"split_dq{config.dq_block_k}"
     if config.pipeline:
         return f"pipeline_{config.num_stages}"
-    return f"no_pipeline_{config.num_stages}"
+    dq = "" if config.dq_block_k == 64 else f"_dq{config.dq_block_k}"
+    dq += "" if config.dq_num_stages == config.num_stages else f"_dqs{config.dq_num_stages}"
+    return f"no_pipeline_{config.num_stages}{dq}"
 
 
 def _attn(impl: str, causal: bool, backward=None):

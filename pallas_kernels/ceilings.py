@@ -88,6 +88,15 @@ WGMMA_TILES = (
     (1, 128, 128),
 )
 WGMMA_FP16_TILES = ((2, 128, 64), (2, 128, 128), (2, 64, 256))
+#: Mosaic wgmma shaped as the forward's O += P V: (warpgroups, N, K) with K = the key
+#: tile (128 to d = 128, 64 above) and N = a head dim the tiled layout runs whole or one
+#: column block of the blocked layout (``flash_mosaic._Buffers``: 16 at d = 80, 32 at
+#: d = 96 and 160, 64 at 128, 192 and 256). B is K-major here, as in the tiles above (an
+#: MN-major B narrower than 64 columns did not lower in this harness on jax 0.11.2).
+WGMMA_PV_TILES = (
+    (2, 16, 128), (2, 32, 128), (2, 80, 128), (2, 96, 128),
+    (2, 32, 64), (2, 160, 64), (2, 192, 64),
+)  # fmt: skip
 HBM_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)
 L2_WORKING_SETS = tuple(m << 20 for m in (2, 8, 16, 24, 32, 40, 48, 64, 96, 192))
 #: Each timed call of the HBM kernels touches a new buffer until this many bytes
@@ -477,7 +486,9 @@ def mosaic_wgmma(wgs, n, k, dtype, *, iters, ctas, n_tiles=8):
     return jax.jit(fn), [(a, b)], 2.0 * 64 * n * k * wgs * iters * ctas
 
 
-def measure_wgmma(s: Session, dtype, tiles) -> None:
+def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
+    """The Mosaic wgmma tiles ``(warpgroups, N, K)``; ``form``: the product they stand
+    for where not S = Q K^T (``"pv"``: ``WGMMA_PV_TILES``), kept in each row."""
     if s.interpret:
         s.failed.append("tensor wgmma mosaic: no interpret mode for Mosaic GPU")
         return
@@ -497,7 +508,8 @@ def measure_wgmma(s: Session, dtype, tiles) -> None:
                 return
             continue
         _tensor_row(s, "wgmma", "mosaic", dtype, 64 * wgs, n, k, 4 * wgs, False, flops, t,
-                    warpgroups=wgs, ctas=ctas, iters=iters)  # fmt: skip
+                    warpgroups=wgs, ctas=ctas, iters=iters,
+                    **({"form": form} if form else {}))  # fmt: skip
 
 
 def measure_gemm(s: Session) -> None:
@@ -1055,7 +1067,8 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
                                   ("triton_default", "triton")):  # fmt: skip
         for dtype in ("bf16", "fp16"):
             rows = [r for r in valid if (r["instruction"], r["lowering"], r["dtype"]) ==
-                    (instruction, lowering, dtype) and r["operands"] == "smem"]  # fmt: skip
+                    (instruction, lowering, dtype) and r["operands"] == "smem"
+                    and r.get("form") is None]  # fmt: skip
             if rows:
                 best = max(rows, key=lambda r: r["flops_per_s"])
                 name = f"{instruction.replace('.', '_')}_{dtype}_flops_per_s"
@@ -1085,7 +1098,8 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
 
 
 SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", "launch",
-            "latency", "wgmma bf16", "wgmma fp16", "triton fp16", "mma.sync fp16")  # fmt: skip
+            "latency", "wgmma bf16", "wgmma pv bf16", "wgmma fp16", "triton fp16",
+            "mma.sync fp16")  # fmt: skip
 _LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
 
 
@@ -1093,6 +1107,8 @@ def section_of(table: str, entry: dict | str) -> str | None:
     """The section that measures a headline (by name) or a table row; None for the
     tensor headlines, which ``document`` derives from the rows."""
     if table == "tensor_core":
+        if entry.get("form") == "pv":
+            return f"wgmma pv {entry['dtype']}"
         kind = {"mosaic": "wgmma"}.get(entry["lowering"]) or (
             "mma.sync" if entry["instruction"] == "mma.sync" else "triton"
         )
@@ -1145,6 +1161,7 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("gemm", measure_gemm),
         ("wgmma bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_TILES)),
         ("wgmma fp16", lambda s: measure_wgmma(s, jnp.float16, WGMMA_FP16_TILES)),
+        ("wgmma pv bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_PV_TILES, "pv")),
         ("triton bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=False)),
         ("mma.sync bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=True)),
         ("triton fp16", lambda s: measure_triton_tensor(s, jnp.float16, mma_sync=False)),

@@ -692,13 +692,14 @@ def estimate_steps(
     every: bool = True,
     d: Num | None = None,
     fp16: Num | None = None,
+    blocked: Num | None = None,
 ) -> list[Num]:
     """The model's device time after the floor of ``kernels`` and after each effect of
     :data:`EFFECTS` (only the last with ``every=False``): each kernel's largest roof,
     then each effect applied to every kernel, summed over the kernels. ``d``: the head
     dim, where the profile's matmul fraction was measured by head dim; ``fp16``: 1 where
     the point is fp16 (the profile's ``matmul_fp16_ratio`` applies), else 0."""
-    fractions = roof_fractions(calibration, d, fp16)
+    fractions = roof_fractions(calibration, d, fp16, blocked)
     context = Context(calibration, fractions, launch, compute_overlap_at(calibration, d))
     states = [KernelTime(k.floor) for k in kernels]
     if not every:
@@ -732,11 +733,16 @@ def estimate_time(kernels: list[KernelRoofs], calibration: Calibration, launch: 
 
 
 def roof_fractions(
-    calibration: Calibration, d: Num | None, fp16: Num | None = None
+    calibration: Calibration,
+    d: Num | None,
+    fp16: Num | None = None,
+    blocked: Num | None = None,
 ) -> dict[str, Num]:
     """Each roof's fraction; the matmul's at each point's head dim where the profile
     measured it by head dim (``Calibration.matmul_efficiency_by_d``), times the measured
-    fp16/bf16 rate ratio where the point is fp16 (``fp16``: 1 there, else 0)."""
+    fp16/bf16 rate ratio where the point is fp16 (``fp16``: 1 there, else 0), and where
+    the point runs the family's blocked layout (``blocked``: 1 there, else 0) with O += P V
+    (half the matmul FLOPs) at its column blocks' rate (:func:`blocked_matmul`)."""
     fractions = _efficiency(ByIdentity(calibration))
     table = calibration.matmul_efficiency_by_d
     ratio = calibration.matmul_fp16_ratio
@@ -748,9 +754,24 @@ def roof_fractions(
         matmul = interpolate(table, d)
     if fp16 is not None and ratio != 1.0:
         matmul = matmul * (1.0 - fp16 * (1.0 - ratio))
+    if blocked is not None and d is not None and calibration.matmul_blocked_ratio_by_d:
+        matmul = blocked_matmul(matmul, calibration.matmul_blocked_ratio_by_d, d, blocked)
     if matmul is fractions[Roof.MATMUL]:
         return fractions
     return {**fractions, Roof.MATMUL: matmul}
+
+
+def blocked_matmul(matmul: Num, table: tuple[tuple[int, float], ...], d: Num, blocked: Num) -> Num:
+    """The matmul fraction where the blocked layout runs (``blocked`` 1): S = Q K^T at
+    ``matmul`` and O += P V, the other half of the FLOPs, at ``matmul · r`` (``r`` of the
+    head dim in ``table``, 1 where it has none), so ``matmul / (1/2 + 1/(2r))``."""
+    ratio = dict(table)
+    if isinstance(d, roofline.NUMBERS):
+        r: Num = ratio.get(int(d), 1.0)
+    else:
+        r = np.select([np.asarray(d) == k for k in ratio], list(ratio.values()), 1.0)
+    slowed = matmul / (0.5 + 0.5 / r)
+    return matmul + blocked * (slowed - matmul)
 
 
 @functools.lru_cache(maxsize=1024)
@@ -941,17 +962,35 @@ def _estimate(
     effects: bool,
     d: Num | None = None,
     fp16: Num | None = None,
+    blocked: Num | None = None,
 ) -> dict[str, Num]:
     """``time_s`` and, with ``effects``, what each effect of :data:`EFFECTS` adds to the
-    floor of the launch evaluated (``effect_<name>_s``)."""
+    floor of the launch evaluated (``effect_<name>_s``); ``blocked``: 1 where the fused
+    kernel runs its family's blocked layout (:func:`blocked_of`)."""
     launch = calibration.launch_overhead_s
     launch = hw.launch_overhead_s if launch is None else launch
-    steps = estimate_steps(roofs, calibration, launch, every=effects, d=d, fp16=fp16)
+    steps = estimate_steps(
+        roofs, calibration, launch, every=effects, d=d, fp16=fp16, blocked=blocked
+    )
     out: dict[str, Num] = {"time_s": steps[-1]}
     if effects:
         for i, column in enumerate(EFFECT_COLUMNS[1:]):
             out[column] = steps[i + 1] - steps[i]
     return out
+
+
+def blocked_of(calibration: Calibration, shape: dict[str, Num]) -> Num | None:
+    """1 where the point's n or kv_len (``shape``'s n, m) is not a multiple of the
+    family's ``blocked_multiple`` (its fused forward then runs the blocked layout), else
+    0; None where the profile has no such rule."""
+    multiple = calibration.blocked_multiple
+    if not multiple or not calibration.matmul_blocked_ratio_by_d:
+        return None
+    n, m = shape["n"], shape["m"]
+    if isinstance(n, roofline.NUMBERS) and isinstance(m, roofline.NUMBERS):
+        return float(n % multiple != 0 or m % multiple != 0)
+    off: np.ndarray = (np.asarray(n) % multiple != 0) | (np.asarray(m) % multiple != 0)
+    return off.astype(float)
 
 
 def _with_parallelism(
@@ -1126,7 +1165,10 @@ def evaluate_flash(
         matmul = out["matmul_flops"] if with_counts else 0.0
         if with_floor:
             out.update(floor_of(roofs, matmul, at.pack, at.splits).flat())
-        out.update(_estimate(roofs, calibration, hw, effects, sub.get("d"), sub.get("fp16")))
+        blocked = blocked_of(calibration, sub)
+        out.update(
+            _estimate(roofs, calibration, hw, effects, sub.get("d"), sub.get("fp16"), blocked)
+        )
         return out
 
     def floor_at(rows: Any, pack: Num, splits: Num) -> Floor:

@@ -163,3 +163,17 @@ def test_mosaic_family_pads_the_sequences_as_the_kernel():
 
     assert MOSAIC_CONSUMER_ROWS == flash_mosaic.ROWS_PER_CONSUMER
     assert 2 * MOSAIC_CONSUMER_ROWS == flash_mosaic_backward.CTA_ROWS
+
+
+def test_mosaic_family_states_the_blocked_layout_as_the_kernel_runs_it():
+    """pallas-mosaic's blocked_multiple and blocked_cols are flash_mosaic's rule: the
+    blocked layout where a length is not a multiple of 8, d in column blocks of one
+    swizzle row (the cost model's blocked O += P V term reads them)."""
+    fam = load_kernel("pallas-mosaic")
+    cfg = flash_mosaic.Config()
+    for n, blocked in ((4096, False), (4097, True), (4100, True), (4104, False)):
+        assert flash_mosaic._blocked(cfg, n, 4096) is blocked
+        assert (n % fam.blocked_multiple != 0) is blocked
+    for d in range(16, 257, 16):
+        cols = flash_mosaic._swizzle_bytes(d, 2) // 2
+        assert fam.blocked_cols.get(d, d) == cols, d

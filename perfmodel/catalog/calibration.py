@@ -63,6 +63,13 @@ class Calibration(BaseModel):
     #: The tensor cores' fp16 rate over their bf16 rate on the family's instruction and
     #: tiles, where the device's ceilings measured both (1: the datasheet's, equal).
     matmul_fp16_ratio: Ratio = 1.0
+    #: (head dim, rate of O += P V at one column block over its rate at all of d), where
+    #: the family's blocked layout splits d and the device's ceilings measured both tile
+    #: shapes (``perfmodel.catalog.ceilings.blocked_pv_ratios``); empty: no such term.
+    matmul_blocked_ratio_by_d: tuple[tuple[int, Ratio], ...] = ()
+    #: The family's ``blocked_multiple``: a point whose n or kv_len is not a multiple of
+    #: it runs the blocked layout (None: never).
+    blocked_multiple: int | None = None
     #: Fit statistics, shown and never computed with (NaN: a stderr the fit cannot give).
     fit: dict[str, int | float | str] = {}
     sources: dict[str, str] = {}

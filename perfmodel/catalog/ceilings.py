@@ -148,6 +148,9 @@ class TensorCoreRate(_Frozen):
     iters: Count | None = None
     clock_sm_hz: Positive | None = None
     power_w: Positive | None = None
+    #: the product a row stands for where it is not S = Q K^T: ``"pv"``, O += P V with
+    #: N a head dim or one column block of it (``pallas_kernels.ceilings.WGMMA_PV_TILES``)
+    form: Literal["pv"] | None = None
 
 
 class HbmRate(_Frozen):
@@ -234,7 +237,9 @@ class Ceilings(_Frozen):
         rows = [
             r
             for r in self.tensor_core
-            if (r.instruction, r.dtype, r.operands) == (instruction, dtype, operands) and r.valid
+            if (r.instruction, r.dtype, r.operands) == (instruction, dtype, operands)
+            and r.valid
+            and r.form is None  # the S = Q K^T tiles; pv_rows has the others
         ]
         return sorted(rows, key=lambda r: -r.flops_per_s)
 
@@ -349,6 +354,30 @@ def matmul_by_head_dim(rows: list[TensorCoreRate], peak: float) -> tuple[tuple[i
     return tuple((k, min(1.0, best[k] / peak)) for k in sorted(best))
 
 
+def blocked_pv_ratios(
+    c: Ceilings, family: KernelFamily, spec: HardwareSpec
+) -> tuple[tuple[int, float], ...]:
+    """(d, r) for each head dim the family's blocked layout splits (``blocked_cols``):
+    ``r`` = the rate of the family's instruction at N = one block's columns over its rate
+    at N = d, both at K = the family's key tile at d (O += P V: M = rows, N = columns of
+    V, K = keys), bf16, from the [[tensor_core]] rows of any form; a head dim lacking
+    either shape is left out (no term there). M = the family's query tile at d."""
+    if not family.blocked_cols or family.matmul != "wgmma":
+        return ()
+    rate = {
+        (r.m, r.n, r.k): r.flops_per_s
+        for r in c.tensor_core
+        if (r.instruction, r.dtype, r.operands, r.valid) == ("wgmma", "bf16", "smem", True)
+    }
+    out = []
+    for d, cols in sorted(family.blocked_cols.items()):
+        tile = family.tile_for(d, causal=False, arch=spec.arch)
+        narrow, whole = (tile.block_q, cols, tile.block_k), (tile.block_q, d, tile.block_k)
+        if cols < d and narrow in rate and whole in rate:
+            out.append((d, min(1.0, rate[narrow] / rate[whole])))
+    return tuple(out)
+
+
 def l2_plateau(c: Ceilings, spec: HardwareSpec) -> float | None:
     """The L2 re-read rate attention sees: the median of the working sets from 8 MiB up
     to the L2's size (a few MiB run faster: they fit one partition of the L2)."""
@@ -382,6 +411,14 @@ def measured_fractions(
             out["matmul_efficiency"] = interpolate(table, 128.0)
             sources["matmul_efficiency"] = (
                 f"ceilings: {family.matmul} tile kernels of [[tensor_core]] by K = head dim"
+            )
+        blocked = blocked_pv_ratios(c, family, spec)
+        if blocked:
+            out["matmul_blocked_ratio_by_d"] = blocked
+            out["blocked_multiple"] = family.blocked_multiple
+            sources["matmul_blocked_ratio_by_d"] = (
+                f"ceilings: {family.matmul} tiles of [[tensor_core]] at N = one column block "
+                "over N = d, K = the key tile (blocked_pv_ratios)"
             )
         ratio = fp16_ratio(c, family)
         if ratio:

@@ -261,6 +261,11 @@ class KernelFamily(BaseModel):
     xla_kernels: tuple[tuple[Count, NonNegative], ...] = ()
     head_dim_padding: HeadDimPadding = "none"
     sequence_padding: SequencePadding = "none"
+    #: The fused forward holds d in column blocks of shared memory (one wgmma of O += P V
+    #: per block) where n or kv_len is not a multiple of this (None: never): ours on Mosaic
+    blocked_multiple: Count | None = None
+    #: The columns of one block by head dim, where a block is narrower than d
+    blocked_cols: dict[int, Count] = {}
     #: Of the softmax's exp and vector time, how much hides under the matmuls, as a
     #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
     #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
