@@ -286,14 +286,19 @@ class OnChip:
     xla_kernels: Num = 0.0
     #: The busiest SM's steps over equal work's (``Launch.imbalance``): the compute stretch.
     imbalance: Num = 1.0
+    #: Dependent loads before a block's first step (:func:`prologue`): 1, its first K/V
+    #: tile; 2 behind a block table (paged K/V: the table's entries, then the page they
+    #: name).
+    prologue_loads: Num = 1.0
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
 _NO_ONCHIP = OnChip()
 
 
-def onchip_of(launch: Launch) -> OnChip:
-    """The on-chip facts of a resolved launch (``perfmodel.launch.resolve``)."""
+def onchip_of(launch: Launch, paged: bool = False) -> OnChip:
+    """The on-chip facts of a resolved launch (``perfmodel.launch.resolve``); ``paged``:
+    its K/V pages are found through a block table."""
     return OnChip(
         launch.blocks_per_sm,
         launch.spill_bytes_per_tile,
@@ -304,6 +309,7 @@ def onchip_of(launch: Launch) -> OnChip:
         launch.pad_copies,
         launch.xla_kernels,
         launch.imbalance,
+        2.0 if paged else 1.0,
     )
 
 
@@ -441,13 +447,15 @@ def _prologue(
     work_items: Num, hw: HardwareSpec, onchip: OnChip, rates: Mapping[str, Num | None]
 ) -> tuple[Num, Num]:
     """Per wave of the fused kernel's blocks (``work_items`` over the SMs' resident
-    blocks): one memory latency, and one Q tile at an SM's share of the HBM bandwidth,
-    before the first inner-loop step can run (the pipeline is empty then)."""
+    blocks): one memory latency per dependent load before the first inner-loop step can
+    run (``OnChip.prologue_loads``: the pipeline is empty then), and one Q tile at an
+    SM's share of the HBM bandwidth."""
     resident = hw.sm_count * onchip.blocks_per_sm
     xp = roofline.xp_of(work_items, resident)
     waves = xp.ceil(work_items / resident)
     busy = roofline.busy_fraction(work_items, hw.sm_count)
-    latency = waves * _stream_latency(busy, work_items, hw, onchip)
+    chain = onchip.prologue_loads * _stream_latency(busy, work_items, hw, onchip)
+    latency = waves * chain
     load = waves * onchip.q_tile_bytes * hw.sm_count / cast(Num, rates["hbm"])  # every device
     return latency, load
 
@@ -1160,7 +1168,8 @@ def evaluate_flash(
 
     def own(rows: Any, split: bool) -> Columns:
         at, sub = _at(launch, shape, rows)
-        raw, kernels, roofs = roofs_at(rows, split, at.pack, at.splits, onchip_of(at), at, sub)
+        onchip = onchip_of(at, paged)
+        raw, kernels, roofs = roofs_at(rows, split, at.pack, at.splits, onchip, at, sub)
         out = _counts(raw, kernels, hw) if with_counts else {}
         matmul = out["matmul_flops"] if with_counts else 0.0
         if with_floor:
