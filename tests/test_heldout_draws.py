@@ -1,4 +1,4 @@
-"""Held-out draws 4, 5 and 6 (issue 21, items 4 and 5): committed data, no timing.
+"""Held-out draws 4 to 7 (issue 21, items 4 and 5): committed data, no timing.
 
 Each draw's shapes were drawn by ``kernel_bench/heldout_draw.py`` with its seed (none
 equal to a point committed before), the model's predictions committed before its GPU run
@@ -52,6 +52,16 @@ RECORDED = {
         "pallas_flash [pallas-mosaic]": (14, -0.0517, 0.0703, 0.2153),
         "pallas_flash [pallas-mosaic] (train)": (6, -0.0364, 0.0569, 0.3026),
     },
+    # seed 20261207, predictions 24d1e34 (the model of main at 378eaef)
+    "h200-heldout7-2026-12-03": {
+        "cudnn": (12, -0.0235, 0.0542, 0.2886),  # 4 forward jobs past the budget
+        "cudnn (decode)": (8, -0.3719, 0.3719, 0.5505),
+        "cudnn (train)": (3, -0.1078, 0.1078, 0.1397),  # cuDNN refused 3 of the 6 shapes
+        "paged_decode": (8, -0.1039, 0.1039, 0.1539),
+        "pallas_flash": (13, -0.0413, 0.0644, 0.2073),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (13, -0.0456, 0.0478, 0.1698),
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.0509, 0.0509, 0.2273),
+    },
 }
 #: Groups where today's model is held to its own figures instead, and why they moved
 #: (tests/test_heldout3.py's MOVED says why: the 4 µs gap is no longer device time)
@@ -87,6 +97,12 @@ HELD = {
         ("cudnn", "signed", 0.03),  # -0.1 %
         ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 5.7 %
         ("cudnn (train)", "max", 0.20),  # 18.3 %
+    ),
+    "h200-heldout7-2026-12-03": (
+        ("pallas_flash [pallas-mosaic]", "median", 0.05),  # 4.8 %
+        ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 5.1 %
+        ("cudnn (train)", "max", 0.20),  # 14.0 %
+        ("cudnn", "signed", 0.03),  # -2.4 %
     ),
 }
 
