@@ -56,11 +56,16 @@ def test_the_device_figures_are_the_ceilings_files():
     assert found is not None
     chased = found.value("hbm_idle_latency_s")
     assert chased is not None and H200.idle_memory_latency_s == pytest.approx(chased, rel=2e-3)
-    # the per-kernel device charge of a family on a device with ceilings: kernel_min_s
-    assert family_default(load_kernel("cudnn"), H200).launch_overhead_s == found.value(
-        "kernel_min_s"
+    # the per-kernel device charge of a family on a device with ceilings: kernel_min_s,
+    # plus the family's own fixed cost where it states one (cuDNN's, chosen)
+    kernel_min = found.value("kernel_min_s")
+    assert family_default(load_kernel("fa3"), H200).launch_overhead_s == kernel_min
+    cudnn = load_kernel("cudnn")
+    assert cudnn.kernel_fixed_s > 0 and "kernel_fixed_s" in cudnn.assumed
+    assert family_default(cudnn, H200).launch_overhead_s == pytest.approx(
+        kernel_min + cudnn.kernel_fixed_s
     )
-    assert family_default(load_kernel("cudnn"), H200, "datasheet").launch_overhead_s is None
+    assert family_default(cudnn, H200, "datasheet").launch_overhead_s is None
 
 
 #: measurement files made after the paged decode's XLA kernel table (launch.xla_kernels)

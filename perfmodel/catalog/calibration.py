@@ -174,6 +174,8 @@ def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Ca
     if family.matmul == "mma" and hw.warp_mma_fraction is not None:
         matmul = min(matmul, hw.warp_mma_fraction)
     update = {"matmul_efficiency": matmul, **_measured(hw, family, ceilings)}
+    if family.kernel_fixed_s and update.get("launch_overhead_s") is not None:
+        update["launch_overhead_s"] = update["launch_overhead_s"] + family.kernel_fixed_s
     where = "measured ceilings" if "matmul_efficiency_by_d" in update else "datasheet deratings"
     return base.model_copy(
         update={

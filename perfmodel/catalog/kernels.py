@@ -30,6 +30,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from perfmodel.catalog import registry as _registry
 from perfmodel.catalog.fields import INTEGER, Count, Flag, within
 from perfmodel.catalog.fields import NonNegativeCount as NonNegative
+from perfmodel.catalog.fields import Overhead
 from perfmodel.errors import PerfmodelError
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
@@ -266,6 +267,10 @@ class KernelFamily(BaseModel):
     blocked_multiple: Count | None = None
     #: The columns of one block by head dim, where a block is narrower than d
     blocked_cols: dict[int, Count] = {}
+    #: Device time each of the family's kernels costs beyond the device's measured kernel
+    #: minimum (``ceilings.kernel_min_s``), where its kernels do setup a minimal one does not
+    #: (a closed-source kernel's fixed cost); 0: none. Not added to datasheet launch gaps.
+    kernel_fixed_s: Overhead = 0.0
     #: Of the softmax's exp and vector time, how much hides under the matmuls, as a
     #: fraction of the matmul time (0: none, the softmax between the matmuls of the same
     #: warps; 1: up to the whole matmul time). None: 0 for "between", 1 for "overlapped".
