@@ -212,7 +212,7 @@ def timed_fields(timed: dict, *, flops: float, tokens: int) -> dict:
     """A point's timing fields from ``kernel_bench.timing.measure_all``: ``median_s`` and
     its quantiles are device time; TFLOP/s and tokens/s are over it."""
     dev = timed["device_time_s"]
-    quantiles = ("device_p10_s", "device_p90_s", "device_samples", "kernel_list")
+    quantiles = ("device_p10_s", "device_p90_s", "device_samples")
     return {
         **{k: v for k, v in timed.items() if k not in quantiles},
         "median_s": dev,

@@ -183,7 +183,6 @@ def time_point(
         bwd = jax.jit(lambda vjp_fn, do: vjp_fn(do))
         bwd_sets = [(vjp_fn, s[3]) for s in sets]
         t_bwd = measure_all(bwd, bwd_sets, budget_s=budget_s)
-        t_bwd.pop("kernel_list")
         if tuning:
             flops = phase_flops(shape, "backward")
             return [
@@ -196,7 +195,6 @@ def time_point(
                 }
             ]
         t_fwd = measure_all(fwd, fwd_sets, budget_s=budget_s)
-        t_fwd.pop("kernel_list")
         memory = {
             "peak_memory_bytes": max(
                 _memory(fwd.lower(*fwd_sets[0]).compile()),

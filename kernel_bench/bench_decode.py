@@ -240,15 +240,16 @@ def one_call(impl: str, splits: int | None, num_warps=4, num_stages=2, interpret
     return lambda s: jax.nn.dot_product_attention(s["q"], s["k"], s["v"], implementation=impl)
 
 
-def time_variant(impl, splits, sets, *, interpret=False) -> dict:
-    """Device time per call over ``len(sets)`` copies in one program; latency on one set."""
+def time_variant(impl, splits, sets, *, interpret=False, with_kernels=False) -> dict:
+    """Device time per call over ``len(sets)`` copies in one program; latency on one set;
+    ``with_kernels``: also one copy's kernels (``timing.kernel_list``), for details."""
     call = one_call(impl, splits, interpret=interpret)
     many = jax.jit(lambda ss: [call(s) for s in ss])
     single = jax.jit(call)
-    fields = measure_all(many, [(sets,)], budget_s=0.15)
+    fields = measure_all(many, [(sets,)], budget_s=0.15, with_kernels=with_kernels)
     latency = measure_all(single, [(sets[0],)], budget_s=0.05)
     c = len(sets)
-    return {
+    out = {
         "median_s": fields["device_time_s"] / c,
         "device_time_s": fields["device_time_s"] / c,
         "device_time_method": fields["device_time_method"],
@@ -262,9 +263,11 @@ def time_variant(impl, splits, sets, *, interpret=False) -> dict:
         "call_latency_s": latency["call_latency_s"],
         "call_latency_p10_s": latency["call_latency_p10_s"],
         "copies": c,
-        # the kernels of one copy (the first len/c of the program's list)
-        "kernel_list": (fields["kernel_list"] or [])[: len(fields["kernel_list"] or []) // c],
     }
+    if with_kernels:  # the kernels of one copy: the first len/c of the program's list
+        every = fields["kernel_list"] or []
+        out["kernel_list"] = every[: len(every) // c]
+    return out
 
 
 def variants(batch, m, h, h_kv, spec) -> list[tuple[str, int | None, str]]:
@@ -336,7 +339,7 @@ def bench_shape(rng, batch, m, h, h_kv, spec, *, interpret=False):
             paged=impl == "paged_decode",
         )
         med = st["median_s"]
-        timed = {k: v for k, v in st.items() if k not in ("copies", "kernel_list")}
+        timed = {k: v for k, v in st.items() if k != "copies"}
         flops = nominal_flops(batch=batch, h=h, n=1, kv_len=m, d=D)
         point = {
             **base,

@@ -325,7 +325,7 @@ def _time_decode(job: dict, point: dict) -> dict:
     copies = max(1, min(8, math.ceil(3 * 62914560 / set_bytes)))
     sets = _decode_sets(s, copies, seed=len(point["implementation"]) + s["kv_len"])
     impl = job["implementation"]
-    timed = time_variant(impl, None, sets)
+    timed = time_variant(impl, None, sets, with_kernels=True)
     detail = {"copies": timed.pop("copies"), "kernel_list": timed.pop("kernel_list")}
     if impl == "paged_decode":  # splits: the kernel's default (details only: the
         # point leaves them to the model's rule, as the committed predictions did)
@@ -372,7 +372,7 @@ def _time_prefill(job: dict, point: dict) -> dict:
         ]
     fn = _prefill_fn(job["implementation"], job["backend"], s["causal"], train)
     jax.block_until_ready(fn(*sets[0]))  # compiles, untimed
-    timed = measure_all(fn, sets, budget_s=0.12)
+    timed = measure_all(fn, sets, budget_s=0.12, with_kernels=True)
     detail["kernel_list"] = timed.pop("kernel_list")
     flops = nominal_flops(batch=b, h=h, n=n, kv_len=m, d=d, causal=s["causal"],
                           mode="train" if train else "forward")  # fmt: skip

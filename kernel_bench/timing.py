@@ -159,11 +159,15 @@ def plan(t_call: float, *, budget_s: float = 0.15) -> dict:
     return {"iterations": iters, "calls": calls, "samples": samples, "latency": min(iters, 10)}
 
 
-def measure_all(fn, sets, *, device_fn=None, budget_s: float = 0.15) -> dict:
+def measure_all(
+    fn, sets, *, device_fn=None, budget_s: float = 0.15, with_kernels: bool = False
+) -> dict:
     """Point fields: device time (CUPTI, else queued), queued time, call latency.
 
     ``fn`` is the user-level call, timed all three ways; ``device_fn``, when given,
-    replaces it for the kernel timer only. Keys follow ``perfmodel.validation.measured.Point``.
+    replaces it for the kernel timer only. Keys follow ``perfmodel.validation.measured.Point``;
+    ``with_kernels``: also ``"kernel_list"`` (:func:`kernel_list`, None without CUPTI), for a
+    run's details, not a point field.
     """
     lat = call_latency(fn, sets[0], samples=3)
     spin_up(fn, sets[0])
@@ -183,11 +187,11 @@ def measure_all(fn, sets, *, device_fn=None, budget_s: float = 0.15) -> dict:
         "device_p90_s": dev["p90"],
         "device_samples": dev["n"],
         "kernels_per_call": kern["kernels"] if kern else None,
-        "kernel_list": kern["kernel_list"] if kern else None,
         "queued_time_s": queued["median"],
         "queued_calls_per_sample": queued["calls"],
         "queued_host_share": queued["host_share"],
         "call_latency_s": lat["median"],
         "call_latency_p10_s": lat["p10"],
         "call_latency_samples": lat["n"],
+        **({"kernel_list": kern["kernel_list"] if kern else None} if with_kernels else {}),
     }

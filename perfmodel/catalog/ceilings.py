@@ -239,7 +239,7 @@ class Ceilings(_Frozen):
             for r in self.tensor_core
             if (r.instruction, r.dtype, r.operands) == (instruction, dtype, operands)
             and r.valid
-            and r.form is None  # the S = Q K^T tiles; pv_rows has the others
+            and r.form is None  # the S = Q K^T tiles; blocked_pv_ratios reads the others
         ]
         return sorted(rows, key=lambda r: -r.flops_per_s)
 
