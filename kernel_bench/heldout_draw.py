@@ -470,9 +470,9 @@ def prediction_key(row: dict) -> tuple:
     return (*(row[k] for k in fields), row.get("phase") or "decode", row["family"])
 
 
-def scored(pred_path: Path, measured: Path) -> dict[str, list[tuple[float, float, float]]]:
-    """Per ``perfmodel validate`` group, (committed prediction / measured - 1, measured,
-    committed t_lower_s) of every ok point: the held-out figures, from the predictions
+def scored(pred_path: Path, measured: Path) -> dict[str, list[tuple]]:
+    """Per ``perfmodel validate`` group, (committed prediction / measured - 1, fastest run,
+    committed t_lower_s, the point) of every ok point: the held-out figures, from the predictions
     committed before the run (no model is run)."""
     from perfmodel.validation.compare import group_of, modelled
     from perfmodel.validation.measured import load_measurements
@@ -486,7 +486,7 @@ def scored(pred_path: Path, measured: Path) -> dict[str, list[tuple[float, float
         m = float(point.median_s)
         fastest = float(point.min_s or m)
         out.setdefault(group_of(point), []).append(
-            (row["predicted_time_s"] / m - 1, fastest, row["predicted_t_lower_s"])
+            (row["predicted_time_s"] / m - 1, fastest, row["predicted_t_lower_s"], point)
         )
     return out
 
@@ -498,11 +498,28 @@ def score(pred_path: Path, measured: Path) -> str:
 
     lines = [f"{'group':42s} {'points':>6s} {'signed':>7s} {'median':>7s} {'max':>7s} below"]
     for group, rows in sorted(scored(pred_path, measured).items()):
-        points, signed, absolute, top = error_figures(e for e, _, _ in rows)
-        below = sum(fastest < floor for _, fastest, floor in rows)
+        points, signed, absolute, top = error_figures(r[0] for r in rows)
+        below = sum(fastest < floor for _, fastest, floor, _ in rows)
         lines.append(
             f"{group:42s} {points:6d} {signed:+7.1%} {absolute:7.1%} {top:7.1%} {below:5d}"
         )
+    return "\n".join(lines)
+
+
+def point_errors(pred_path: Path, measured: Path) -> str:
+    """Every scored point, one line each, by group and error: where a group's misses are."""
+    lines = []
+    for group, rows in sorted(scored(pred_path, measured).items()):
+        for error, _, _, p in sorted(rows, key=lambda r: r[0]):
+            shape = (
+                f"b={p.batch} n={p.n} m={p.kv_len} h={p.h}/{p.h_kv} d={p.d} "
+                f"c={int(p.causal)} {p.dtype}"
+            )
+            kernels = p.kernels_per_call if p.kernels_per_call is not None else "-"
+            lines.append(
+                f"{group:38s} {error:+7.1%}  {shape:48s} {float(p.median_s) * 1e6:9.1f} us"
+                f"  kernels {kernels}"
+            )
     return "\n".join(lines)
 
 
@@ -528,9 +545,13 @@ def main(argv=None) -> int:
     sc = sub.add_parser("score", help="CPU: the committed predictions against a measurement")
     sc.add_argument("--predictions", type=Path, required=True)
     sc.add_argument("--measured", type=Path, required=True)
+    sc.add_argument("--points", action="store_true", help="also every point's error")
     args = ap.parse_args(argv)
     if args.verb == "score":
         print(score(args.predictions, args.measured))
+        if args.points:
+            print()
+            print(point_errors(args.predictions, args.measured))
         return 0
     if args.verb == "predict":
         _write_json(args.out, predictions(args.seed))

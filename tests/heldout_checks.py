@@ -21,7 +21,7 @@ Figures = tuple[int, float, float, float]  # points, signed median, median |err|
 
 def committed(predictions: Path, measured: Path, key: str) -> Figures:
     """A group's figures as the predictions committed before the run give them."""
-    return error_figures(e for e, _, _ in scored(predictions, measured)[key])
+    return error_figures(r[0] for r in scored(predictions, measured)[key])
 
 
 def today(measured: Path, key: str) -> Figures:
@@ -41,5 +41,5 @@ def below_floor(predictions: Path, measured: Path) -> tuple[int, list[str], list
     the committed one."""
     rows = compare(every_point(load_measurements([measured])))
     committed_rows = scored(predictions, measured)
-    below = [g for g, rs in committed_rows.items() if any(f < lo for _, f, lo in rs)]
+    below = [g for g, rs in committed_rows.items() if any(f < lo for _, f, lo, _ in rs)]
     return len(rows), [r.label() for r in rows if r.violates_lower_bound], below

@@ -1,4 +1,4 @@
-"""Held-out draws 4 to 7 (issue 21, items 4 and 5): committed data, no timing.
+"""Held-out draws 4 to 8 (issue 21, items 4 and 5): committed data, no timing.
 
 Each draw's shapes were drawn by ``kernel_bench/heldout_draw.py`` with its seed (none
 equal to a point committed before), the model's predictions committed before its GPU run
@@ -62,6 +62,16 @@ RECORDED = {
         "pallas_flash [pallas-mosaic]": (13, -0.0456, 0.0478, 0.1698),
         "pallas_flash [pallas-mosaic] (train)": (6, -0.0509, 0.0509, 0.2273),
     },
+    # seed 20261208, predictions c1115f7 (the model of main at e52ff70)
+    "h200-heldout8-2026-12-03": {
+        "cudnn": (14, -0.0455, 0.0612, 0.1925),
+        "cudnn (decode)": (8, -0.1568, 0.1568, 0.3782),
+        "cudnn (train)": (5, -0.1889, 0.1889, 0.2323),  # cuDNN refused n = 26727
+        "paged_decode": (8, -0.0971, 0.1328, 0.2845),
+        "pallas_flash": (14, 0.0368, 0.1029, 0.4408),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (14, -0.0817, 0.0817, 0.3884),
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.0494, 0.0494, 0.3610),
+    },
 }
 #: Groups where today's model is held to its own figures instead, and why they moved
 #: (tests/test_heldout3.py's MOVED says why: the 4 µs gap is no longer device time)
@@ -103,6 +113,9 @@ HELD = {
         ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 5.1 %
         ("cudnn (train)", "max", 0.20),  # 14.0 %
         ("cudnn", "signed", 0.03),  # -2.4 %
+    ),
+    "h200-heldout8-2026-12-03": (
+        ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 4.9 %
     ),
 }
 
