@@ -59,6 +59,24 @@ def anchor_shapes(ns=NS, ds=(128, 64), causals=(False, True), heads=None) -> lis
     ]
 
 
+def parse_shapes(text: str) -> list[dict]:
+    """``--shapes``: comma-separated ``BxNxHxHKVxD[xc]`` (c: causal), bfloat16, n = kv_len."""
+    shapes = []
+    for item in text.split(","):
+        fields = item.strip().split("x")
+        causal = fields[-1] == "c"
+        try:
+            b, n, h, h_kv, d = (int(x) for x in fields[:5])
+        except ValueError:
+            raise SystemExit(f"--shapes: {item!r} is not BxNxHxHKVxD[xc]") from None
+        if len(fields) != 5 + causal:
+            raise SystemExit(f"--shapes: {item!r} is not BxNxHxHKVxD[xc]")
+        shapes.append(
+            dict(n=n, kv_len=n, d=d, h=h, h_kv=h_kv, batch=b, dtype="bfloat16", causal=causal)
+        )
+    return shapes
+
+
 def _flip_pipeline(config):
     stages = 2 if config.pipeline else 3  # as heuristic_config sets them with the flag
     return dataclasses.replace(
@@ -79,6 +97,8 @@ VARIANTS = {
     "stages_3": lambda c: dataclasses.replace(c, num_stages=3, dq_num_stages=3),
     "dq_128": lambda c: dataclasses.replace(c, dq_block_k=128),
     "dq_stages_3": lambda c: dataclasses.replace(c, dq_num_stages=3),
+    # a GQA group summed by one CTA of the dK/dV kernel, whatever the grid
+    "group_1": lambda c: dataclasses.replace(c, group_split=1),
 }
 
 
@@ -98,6 +118,7 @@ def _variant_name(config) -> str:
         return f"pipeline_{config.num_stages}"
     dq = "" if config.dq_block_k == 64 else f"_dq{config.dq_block_k}"
     dq += "" if config.dq_num_stages == config.num_stages else f"_dqs{config.dq_num_stages}"
+    dq += "" if config.group_split is None else f"_g{config.group_split}"
     return f"no_pipeline_{config.num_stages}{dq}"
 
 
@@ -353,6 +374,7 @@ def main(argv=None) -> int:
     ap.add_argument("--d", default="128,64", help="comma-separated head dims")
     ap.add_argument("--h", type=int, help="query (= K/V) heads at every d (default 2048 / d)")
     ap.add_argument("--causal", choices=("no", "yes", "both"), default="both")
+    ap.add_argument("--shapes", help="BxNxHxHKVxD[xc],... instead of the anchor shapes")
     ap.add_argument("--variants", default="", help=f"comma-separated, of {sorted(VARIANTS)}")
     ap.add_argument("--first-variants", default="", help="more variants, on the first shape only")
     ap.add_argument("--phases", default="forward,backward,train")
@@ -377,11 +399,15 @@ def main(argv=None) -> int:
 
     deadline = time.monotonic() + args.budget_s
     causals = {"no": (False,), "yes": (True,), "both": (False, True)}[args.causal]
-    shapes = anchor_shapes(
-        tuple(int(x) for x in args.ns.split(",")),
-        tuple(int(x) for x in args.d.split(",")),
-        causals,
-        args.h,
+    shapes = (
+        parse_shapes(args.shapes)
+        if args.shapes
+        else anchor_shapes(
+            tuple(int(x) for x in args.ns.split(",")),
+            tuple(int(x) for x in args.d.split(",")),
+            causals,
+            args.h,
+        )
     )
     variants = [v for v in args.variants.split(",") if v]
     first = [v for v in args.first_variants.split(",") if v]

@@ -146,6 +146,12 @@ class Config:
     #: (``_dkdv_split``: one holds dV, the other dK, Pᵀ passed between them through
     #: shared memory): what lets d > 128 run. Needs block_q = 64 and the separate dQ pass.
     split: bool = False
+    #: How many CTAs of the paired dK/dV kernel share one GQA group's query heads, each
+    #: summing its share of the heads in float32 partials that XLA adds after (1: one CTA
+    #: sums the whole group on chip). None: ``group_split_for`` picks it per call, so
+    #: that a grid smaller than the GPU (MQA, few keys, small batch) fills its waves.
+    #: Only the plain two-pass paired kernel splits (``splits_group``); the others run 1.
+    group_split: int | None = None
 
     def __post_init__(self) -> None:
         if self.dq not in DQ_RULES:
@@ -161,9 +167,22 @@ class Config:
                 f"split=True needs dq='two_pass', pipeline=False and block_q={ROWS} (got "
                 f"dq={self.dq!r}, pipeline={self.pipeline}, block_q={self.block_q})"
             )
+        if self.group_split is not None and self.group_split < 1:
+            raise ValueError(f"group_split={self.group_split} must be None or >= 1")
+        if self.group_split not in (None, 1) and not self.splits_group:
+            raise ValueError(
+                f"group_split={self.group_split} needs the plain paired kernel "
+                f"(split=False, dq='two_pass', pipeline=False)"
+            )
         for name in ("num_stages", "dq_num_stages"):
             if getattr(self, name) < 2:
                 raise ValueError(f"{name}={getattr(self, name)} must be >= 2")
+
+    @property
+    def splits_group(self) -> bool:
+        """Whether the dK/dV kernel may spread a GQA group over CTAs (``group_split``)."""
+        plain = not self.split and self.dq == "two_pass" and not self.pipeline
+        return plain and self.group_split != 1
 
     def smem_bytes(self, d: int, itemsize: int) -> tuple[int, int]:
         """Shared memory of (the dK/dV kernel, the dQ kernel; 0 when dQ is summed in the
@@ -173,6 +192,8 @@ class Config:
         dkdv = own + stream
         if self.split:  # K, V of 64 keys; two Pᵀ buffers (64 × block_q)
             dkdv = 2 * ROWS * d * itemsize + stream + 2 * ROWS * self.block_q * itemsize
+        if self.splits_group:  # float32 dK, dV partials, staged one after the other
+            dkdv += CONSUMERS * ROWS * d * 4
         if self.dq == "atomic":  # two dSᵀ buffers, each consumer's float32 dQ part
             _, rows, cols = dq_split(self.block_q, d) or (None, 0, 0)
             return dkdv + 2 * CTA_ROWS * self.block_q * itemsize + CONSUMERS * rows * cols * 4, 0
@@ -368,6 +389,8 @@ class _Plan:
     mask: Mask
     scale: float
     config: Config
+    #: CTAs per GQA group in the dK/dV kernel (``Config.group_split``, resolved)
+    group_split: int = 1
 
     @property
     def group(self) -> int:
@@ -446,6 +469,26 @@ def _launch(plan: _Plan, body, out_types, grid, names, *args):
 # ---------------------------------------------------------------- dK, dV
 
 
+def group_split_for(batch: int, kv_blocks: int, kv_heads: int, group: int, sm_count: int) -> int:
+    """CTAs per GQA group of the dK/dV kernel: the divisor ``s`` of the group whose grid
+    of ``batch * kv_heads * kv_blocks * s`` CTAs fills the waves best (CTAs over wave
+    slots), the smallest of the best: each CTA beyond one per group costs a float32
+    partial of dK and dV and their sum. 1 where the grid already fills its waves as well."""
+    ctas = batch * kv_blocks * kv_heads
+
+    def filled(share: int) -> float:
+        grid = ctas * share
+        return grid / (sm_count * -(-grid // sm_count))
+
+    shares = [s for s in range(1, group + 1) if group % s == 0]
+    best = max(filled(s) for s in shares)
+    return min(s for s in shares if filled(s) >= best - 1e-9)
+
+
+def _sm_count() -> int:
+    return int(getattr(jax.devices()[0], "core_count", 0) or 132)
+
+
 def dq_split(block_q: int, d: int) -> tuple[str, int, int] | None:
     """How the two consumers of the dK/dV kernel share a ``block_q`` × d tile of dQ when
     it is summed there (``Config.dq = "atomic"``), each a 64-row part that one wgmma of
@@ -504,6 +547,8 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
     bq, stages, d, group = cfg.block_q, cfg.num_stages, plan.d, plan.group
     fold = dq_acc is not None
     split, part_rows, part_cols = dq_split(bq, d) if fold else (None, 0, 0)
+    share = plan.group_split  # CTAs per GQA group; each runs heads_here query heads
+    heads_here = group // share
     # the keys past kv_len (zero rows) are masked in every tile of the last block: their
     # dS multiplies zero K rows in dQ += dS K, but P there is exp2(-LSE), unbounded
     key_tail = plan.kv_len if fold and plan.kv_len % CTA_ROWS else None
@@ -516,19 +561,22 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
 
     def body(q_ref, k_ref, v_ref, do_ref, lse_ref, delta_ref, *refs):
         dq_ref, dk_ref, dv_ref = refs if fold else (None, *refs)
-        block, kv_head, batch = (lax.axis_index(x) for x in ("kv", "head", "batch"))
+        block, cta_head, batch = (lax.axis_index(x) for x in ("kv", "head", "batch"))
+        kv_head = lax.div(cta_head, jnp.int32(share))
+        first_head = kv_head * group + lax.rem(cta_head, jnp.int32(share)) * heads_here
         first_key = block * CTA_ROWS
         lo, _, _, hi = q_tiles(first_key, CTA_ROWS)  # the tiles either consumer needs
         span = hi - lo
-        steps = span * group
+        steps = span * heads_here
 
         def tile_of(t):
             """(query head, query tile) of pipeline step t: heads outer, tiles inner."""
             safe = jnp.maximum(span, 1)
-            return kv_head * group + lax.div(t, safe), lo + lax.rem(t, safe)
+            return first_head + lax.div(t, safe), lo + lax.rem(t, safe)
 
         def consumer(smem, barriers, wg):
-            k_all, v_own, q_smem, do_smem, lse_smem, delta_smem, *fold_smem = smem
+            k_all, v_own, q_smem, do_smem, lse_smem, delta_smem, *extra = smem
+            fold_smem = extra if fold else ()
             kv_ready, q_ready, do_ready, lse_ready, delta_ready, free, *fold_barriers = barriers
             my_k, my_v = k_all.at[pl.ds(wg * ROWS, ROWS)], v_own.at[wg]
             my_first = first_key + wg * ROWS
@@ -682,7 +730,7 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                 body = functools.partial(pipelined_step, dk_ref=dk_ref, dv_ref=dv_ref)
                 first = (_zeros((ROWS, bq)).astype(dtype), jnp.int32(0))
                 ds_last, last_slot = lax.fori_loop(
-                    0, group, functools.partial(head_loop, body=body), first
+                    0, heads_here, functools.partial(head_loop, body=body), first
                 )
 
                 @pl.when(steps > 0)  # the last step's dK product
@@ -700,12 +748,22 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                 last_dq = ()
             else:
                 carry = (zeros, zeros) + ((_zeros((part_rows, part_cols)),) if fold else ())
-                dk, dv, *last_dq = lax.fori_loop(0, group, head_loop, carry)
+                dk, dv, *last_dq = lax.fori_loop(0, heads_here, head_loop, carry)
             if fold:  # my K is read by the other consumer's dQ products until it is done
                 pl.when(steps > 0)(lambda: flush(steps - 1, last_dq[0]))
                 done = fold_barriers[1]
                 plgpu.barrier_arrive(done.at[0])
                 plgpu.barrier_wait(done.at[0])
+            if share > 1:  # my float32 partials of dK, dV, through one staging buffer
+                stage = extra[0].at[wg]
+                out_rows = (batch, pl.ds(my_first, ROWS), cta_head)
+                for acc, dst in ((dk * plan.scale, dk_ref), (dv, dv_ref)):
+                    plgpu.wait_smem_to_gmem(0, wait_read_only=True)
+                    stage[...] = acc
+                    plgpu.commit_smem()
+                    plgpu.copy_smem_to_gmem(stage, dst.at[out_rows])
+                plgpu.wait_smem_to_gmem(0)
+                return
             my_k[...] = (dk * plan.scale).astype(dtype)
             my_v[...] = dv.astype(dtype)
             plgpu.commit_smem()
@@ -745,10 +803,18 @@ def _dkdv(plan: _Plan, q, k, v, do, lse2, delta, dq_acc=None):
                 plgpu.Barrier(num_arrivals=CONSUMERS, num_barriers=2),  # ds_ready[buffer]
                 plgpu.Barrier(num_arrivals=CONSUMERS, num_barriers=1),  # done
             )
+        if share > 1:  # each consumer's float32 dK, then dV, on its way to HBM
+            smem_types += (
+                plgpu.SMEM(
+                    (CONSUMERS, ROWS, d), jnp.float32, transforms=_smem_transforms(d, jnp.float32)
+                ),
+            )
         _roles(consumer, producer, smem_types, barrier_types)
 
-    out = jax.ShapeDtypeStruct((plan.batch, plan.kv_pad, plan.kv_heads, d), dtype)
-    grid = (plan.kv_pad // CTA_ROWS, plan.kv_heads, plan.batch)
+    parts = plan.kv_heads * share
+    out_dtype = jnp.float32 if share > 1 else dtype
+    out = jax.ShapeDtypeStruct((plan.batch, plan.kv_pad, parts, d), out_dtype)
+    grid = (plan.kv_pad // CTA_ROWS, parts, plan.batch)
     args = (q, k, v, do, lse2, delta) + ((dq_acc,) if fold else ())
     return _launch(plan, body, [out, out], grid, ("kv", "head", "batch"), *args)
 
@@ -1080,8 +1146,25 @@ def _backward(q, k, v, o, lse, do, dlse, plan: _Plan):
     else:  # 2. dK, dV
         dkdv = _dkdv_split if plan.config.split else _dkdv
         dk, dv = dkdv(plan, q, k, v, do, lse2, delta)
+        if plan.group_split > 1:  # the CTAs' float32 partials of each group
+            shape = (plan.batch, plan.kv_pad, plan.kv_heads, plan.group_split, d)
+            dk, dv = (x.reshape(shape).sum(3).astype(q.dtype) for x in (dk, dv))
         dq = _dq(plan, q, k, v, do, lse2, delta)  # 3. dQ
     return dq[:, :n], dk[:, :kv_len], dv[:, :kv_len]
+
+
+def _group_split(config: Config, batch: int, kv_len: int, kv_heads: int, group: int) -> int:
+    """``Config.group_split`` resolved for a call (``group_split_for`` when None)."""
+    if not config.splits_group:
+        return 1
+    if config.group_split is not None:
+        if group % config.group_split:
+            raise ValueError(
+                f"group_split={config.group_split} must divide the GQA group ({group})"
+            )
+        return config.group_split
+    kv_blocks = -(-kv_len // CTA_ROWS)
+    return group_split_for(batch, kv_blocks, kv_heads, group, _sm_count())
 
 
 def mosaic_attention_backward(
@@ -1125,6 +1208,7 @@ def mosaic_attention_backward(
         mask=Mask.of(causal, window, diagonal_offset),
         scale=float(sm_scale),
         config=config,
+        group_split=_group_split(config, b, kv_len, h_kv, h // h_kv),
     )
     grads = _backward(q, k, v, o, lse, do.astype(q.dtype), dlse, plan)
     return tuple(g[..., :d] for g in grads)
@@ -1134,6 +1218,7 @@ __all__ = [
     "Config",
     "Mask",
     "dq_split",
+    "group_split_for",
     "heuristic_config",
     "mosaic_attention_backward",
     "supported",

@@ -179,6 +179,29 @@ def test_folded_dq_with_large_logits(case):
     _check_grads(case, _folded(case[5]), scale=3.0)
 
 
+#: GQA cases, each with a share of its group per CTA that divides it
+GROUP_SPLITS = [(CASES[0], 2), (CASES[1], 3), (CASES[5], 4), (CASES[7], 3), (CASES[10], 3)]
+
+
+@needs_hopper
+@pytest.mark.parametrize(
+    ("case", "share"),
+    GROUP_SPLITS,
+    ids=lambda c: "-".join(map(str, c)) if isinstance(c, tuple) else str(c),
+)
+def test_group_split_matches_float64(case, share):
+    """``Config.group_split``: a GQA group's query heads spread over CTAs of the dK/dV
+    kernel, their float32 partials summed after; and 1, the group summed on chip (the
+    small test grids choose the split by default: ``group_split_for``)."""
+    _check_grads(
+        case,
+        dataclasses.replace(flash_mosaic_backward.heuristic_config(case[5]), group_split=share),
+    )
+    _check_grads(
+        case, dataclasses.replace(flash_mosaic_backward.heuristic_config(case[5]), group_split=1)
+    )
+
+
 @needs_hopper
 def test_rows_that_see_no_key_give_no_nan():
     # the diagonal shifted down by 37: rows 0..36 see no key (lse = -inf)
@@ -261,7 +284,7 @@ def test_split_kernels_trace_and_lower(shape, kv_shape, causal, window):
     assert jaxpr.count("wgmma") >= 7 and jaxpr.count("barrier_wait") >= 8
 
 
-def _lowered(shape, kv_shape, causal, window, config):
+def _lowered(shape, kv_shape, causal, window, config, group_split=1):
     """The traced backward of zeros at these shapes, after checking that the Mosaic GPU
     lowering runs without a GPU (it catches what tracing cannot)."""
     q, k = jnp.zeros(shape, jnp.bfloat16), jnp.zeros(kv_shape, jnp.bfloat16)
@@ -279,10 +302,46 @@ def _lowered(shape, kv_shape, causal, window, config):
         mask=flash_mosaic_backward.Mask.of(causal, window),
         scale=0.1,
         config=config,
+        group_split=group_split,
     )
     traced = flash_mosaic_backward._backward.trace(q, k, k, q, lse, q, lse, plan)
     assert "mosaic_gpu" in traced.lower(lowering_platforms=("cuda",)).as_text()
     return traced
+
+
+@needs_mosaic_import
+@pytest.mark.parametrize("share", [2, 4])
+def test_group_split_traces_and_lowers(share):
+    """The dK/dV kernel with a GQA group of 4 over ``share`` CTAs: float32 partials."""
+    config = flash_mosaic_backward.heuristic_config(128)
+    traced = _lowered((1, 300, 4, 128), (1, 300, 1, 128), True, None, config, share)
+    assert "reduce_sum" in str(traced.jaxpr) and str(traced.jaxpr).count("wgmma") >= 7
+
+
+def test_group_split_rule():
+    """The fewest CTAs per group that fill the grid's waves best."""
+    rule = flash_mosaic_backward.group_split_for
+    assert rule(batch=3, kv_blocks=8, kv_heads=1, group=6, sm_count=132) == 3  # 24 -> 72 CTAs
+    assert rule(batch=1, kv_blocks=16, kv_heads=1, group=16, sm_count=132) == 8  # 128
+    assert rule(batch=2, kv_blocks=32, kv_heads=1, group=8, sm_count=132) == 2  # 128
+    assert rule(batch=1, kv_blocks=64, kv_heads=8, group=8, sm_count=132) == 1  # 512, 0.97
+    assert rule(batch=4, kv_blocks=8, kv_heads=4, group=8, sm_count=132) == 1  # 128 fills
+    assert rule(batch=1, kv_blocks=2, kv_heads=1, group=4, sm_count=132) == 4  # 8 CTAs
+    m = flash_mosaic_backward
+    with pytest.raises(ValueError, match="group_split=0"):
+        m.Config(group_split=0)
+    with pytest.raises(ValueError, match="group_split=2 needs the plain"):
+        m.Config(dq="atomic", group_split=2)
+    assert not m.SPLIT_CONFIG.splits_group and m.heuristic_config(128).splits_group
+    # the float32 staging buffer of the partials is counted
+    d = 128
+    assert (
+        m.heuristic_config(d).smem_bytes(d, 2)[0]
+        == dataclasses.replace(m.heuristic_config(d), group_split=1).smem_bytes(d, 2)[0]
+        + 2 * 64 * d * 4
+    )
+    with pytest.raises(ValueError, match="group_split=4 must divide the GQA group"):
+        m._group_split(m.Config(group_split=4), 1, 8, 1, 6)
 
 
 def test_mask_from_the_keys_side_swaps_the_sides():
