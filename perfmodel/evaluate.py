@@ -225,7 +225,7 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     stages (the paper model's ``costs.flash.KV_STAGES`` unless given: a kernel family's
     launch gives its own, :func:`flash_values`); with a ``mask`` (``costs.masks.Mask``),
     its visited-tile counts at this launch."""
-    values = {"pack": 1, "splits": 1, "page": 1, **shape}
+    values = {"pack": 1, "splits": 1, "page": 1, "group_split": 1, **shape}
     if "kv_stages" not in values:
         from perfmodel.costs.flash import KV_STAGES
 
@@ -290,6 +290,9 @@ class OnChip:
     #: tile; 2 behind a block table (paged K/V: the table's entries, then the page they
     #: name).
     prologue_loads: Num = 1.0
+    #: The same stretch of the other tiled kernels, by kernel name (the backward's dK/dV
+    #: and dQ kernels: ``launch.backward_imbalance``); a kernel not named has none.
+    kernel_imbalance: tuple[tuple[str, Num], ...] = ()
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -403,7 +406,7 @@ def _roofs_from_raw(
                 pad_copies=onchip.pad_copies if i == 0 else 0.0,
                 xla_kernels=onchip.xla_kernels if i == 0 else 0.0,
                 first_load_s=_first_load(hw)[0],
-                imbalance=onchip.imbalance if fused else 1.0,
+                imbalance=onchip.imbalance if fused else dict(onchip.kernel_imbalance).get(k, 1.0),
             )
         )
     return out

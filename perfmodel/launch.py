@@ -259,6 +259,102 @@ class BackwardLaunch:
     head_dim: Any
     pad_bytes: Any
     pad_copies: Any
+    #: query-head shares a GQA group's dK/dV programs split into (1: summed on chip)
+    group_split: Any = 1
+
+
+def group_split_fill_waves(programs: Column, group: Column, sm_count: int) -> Column:
+    """``GroupSplit`` "fill_waves" per point: of the divisors ``s`` of the GQA group, the
+    smallest whose grid of ``programs · s`` fills its waves best (programs over
+    ``sm_count`` · waves). The rule ours runs (``flash_mosaic_backward.group_split_for``,
+    held equal by tests/test_kernel_specs.py)."""
+    programs = np.asarray(programs, dtype=np.float64)
+    group = np.asarray(group, dtype=np.float64)
+    best_fill = np.zeros(np.shape(group))
+    best = np.ones(np.shape(group))
+    for share in range(1, int(np.max(group, initial=1)) + 1):
+        grid = programs * share
+        fill = grid / (sm_count * np.ceil(grid / sm_count))
+        better = (np.mod(group, share) == 0) & (fill > best_fill + 1e-9)
+        best = np.where(better, share, best)
+        best_fill = np.where(better, fill, best_fill)
+    return best
+
+
+def backward_imbalance(
+    causal: bool,
+    *,
+    n: Any,
+    m: Any,
+    h: Any,
+    h_kv: Any,
+    b: Any,
+    launch: BackwardLaunch,
+    slots: float,
+) -> tuple[tuple[str, Any], ...]:
+    """A causal backward's compute stretch per kernel, by name: the busiest SM's time
+    over the wave terms' (``ceil(programs / slots)`` programs of the mean). The dK/dV
+    kernel's programs are K/V blocks walking the query tiles that see them
+    (b·h_kv·group_split of each; FlashAttention's atomic kernel one per query head),
+    the dQ kernel's are Q blocks walking K/V blocks. Neither grid is persistent: a CTA
+    starts where an SM frees up (:func:`dispatched_stretch`). Empty without a causal
+    mask (every program then walks the same tiles)."""
+    if not causal:
+        return ()
+    one = all(np.ndim(v) == 0 for v in (n, m, h, h_kv, b, launch.block_q, launch.group_split))
+    cols = np.broadcast_arrays(
+        *(np.atleast_1d(np.asarray(v, dtype=np.float64)) for v in (n, m, h, h_kv, b))
+    )
+    n, m, h, h_kv, b = cols
+    bq = np.broadcast_to(np.asarray(launch.block_q, dtype=np.float64), n.shape)
+    bk = np.broadcast_to(np.asarray(launch.block_k, dtype=np.float64), n.shape)
+    keys, inverse = np.unique(np.stack([n, m, bq, bk], axis=1), axis=0, return_inverse=True)
+    stats = np.array([_causal_programs(*(int(v) for v in row)) for row in keys])
+    rows = stats[inverse.reshape(-1)]
+    kv_side, q_side = (rows[:, 0], rows[:, 1], rows[:, 2]), (rows[:, 3], rows[:, 4], rows[:, 5])
+    split = np.broadcast_to(np.asarray(launch.group_split, dtype=np.float64), n.shape)
+    out = (
+        ("bwd_dkdv", dispatched_stretch(*kv_side, copies=b * h_kv * split, slots=slots)),
+        ("bwd_dkdvdq", dispatched_stretch(*kv_side, copies=b * h, slots=slots)),
+        ("bwd_dq", dispatched_stretch(*q_side, copies=b * h, slots=slots)),
+    )
+    return tuple((name, float(v[0]) if one else v) for name, v in out)
+
+
+def _causal_programs(n: int, m: int, block_q: int, block_k: int) -> tuple[float, ...]:
+    """(programs, longest, mean steps) of a causal backward's two grids for one head,
+    queries aligned bottom-right (row i sees keys up to i + m - n): K/V blocks of
+    ``block_k`` keys walking Q tiles of ``block_q`` rows (the dK/dV kernel), then Q blocks
+    of ``block_k`` rows walking K/V tiles of ``block_q`` keys (the dQ kernel; the model
+    costs both kernels at one tile)."""
+    shift = m - n
+    first_row = np.maximum(0, np.arange(0, m, block_k) - shift)  # the first row seeing it
+    kv_steps = np.maximum(0, -(-n // block_q) - first_row // block_q)
+    last_row = np.minimum(np.arange(block_k, n + block_k, block_k), n) - 1
+    q_steps = np.clip((last_row + shift) // block_q + 1, 0, -(-m // block_q))
+    return tuple(
+        float(v)
+        for steps in (kv_steps, q_steps)
+        for v in (len(steps), steps.max(initial=0), steps.mean() if len(steps) else 0.0)
+    )
+
+
+def dispatched_stretch(
+    blocks: Column, longest: Column, mean: Column, copies: Column, slots: float
+) -> Column:
+    """The busiest SM's time over the wave terms' for a grid of ``copies`` × ``blocks``
+    programs of unequal steps, dispatched longest first as SMs free up (a
+    non-persistent grid, the longest blocks first in its order): the longest program or
+    the mean share of the SMs, whichever is more, against ``ceil(programs / slots)``
+    programs of the mean; never below 1 (the wave terms stand where the short programs
+    would fill the last wave). Above 1 where one long program outlasts the rest: a grid
+    of few programs (a small batch, an MQA group)."""
+    programs = copies * blocks
+    waves = np.ceil(programs / slots)
+    busiest = np.maximum(longest, programs * mean / slots)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        stretch = busiest / (waves * mean)
+    return np.where(mean > 0, np.maximum(stretch, 1.0), 1.0)
 
 
 def pad_copies(
@@ -519,7 +615,11 @@ def backward_launch(
         view, n=n, m=m, d=d, d_run=d_run, h=h, h_kv=h_kv, b=b, s=s, block_q=bq, block_k=bk,
         per_side=4,
     )  # fmt: skip
-    return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies)
+    share = np.ones(size)
+    if view.group_split == "fill_waves":  # the dK/dV grid b·h_kv·T_c, before the split
+        programs = b * h_kv * np.ceil(m / bk)
+        share = group_split_fill_waves(programs, h / h_kv, hw.sm_count)
+    return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies, share)
 
 
 def footprint(

@@ -50,6 +50,7 @@ from perfmodel.evaluate import (
 from perfmodel.launch import (
     BackwardLaunch,
     ByIdentity,
+    backward_imbalance,
     backward_launch,
     resolve,
     resolve_point,
@@ -788,6 +789,7 @@ class _Engine:
             **{**sizes, "d": bwd.head_dim},
             block_q=bwd.block_q,
             block_k=bwd.block_k,
+            group_split=bwd.group_split,
             kv_stages=view.kv_stages,  # read by the forward model only (no sympy import)
             fp16=fp16,
         )
@@ -803,6 +805,12 @@ class _Engine:
                 loads_ahead=bwd.loads_ahead,
                 pad_bytes=bwd.pad_bytes,
                 pad_copies=bwd.pad_copies,
+                kernel_imbalance=backward_imbalance(
+                    causal and mask is None,
+                    **{k: sizes[k] for k in ("n", "m", "h", "h_kv", "b")},
+                    launch=bwd,
+                    slots=float(spec.sm_count),
+                ),
             ),
             effects=effects,
             causal=causal,

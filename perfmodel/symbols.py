@@ -19,6 +19,9 @@ s = sp.Symbol("s", positive=True)
 q_len, layers, page, splits = sp.symbols("q_len layers page splits", **_pos_int)
 #: Query heads of one GQA group sharing a tile (1: one program per query head).
 pack = sp.Symbol("pack", positive=True)
+#: Programs of a backward dK/dV kernel sharing one GQA group's query heads, each summing
+#: its share into float32 partials (``launch.group_split_fill_waves``; 1: on chip).
+group_split = sp.Symbol("group_split", positive=True)
 #: gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size.
 tile_gcd = sp.Symbol("tile_gcd", positive=True)
 #: K/V tile stages a thread block keeps in shared memory (a kernel family's ``kv_stages``).

@@ -31,6 +31,7 @@ def value(expr, **kw):
         s=2,
         l2_capacity=H200_L2,
         resident_ctas=132,
+        group_split=1,  # one program sums a GQA group on chip
     )
     base.update(kw)
     base.setdefault("m", base["n"])
@@ -151,6 +152,16 @@ def test_gqa_sums_dk_dv_over_the_group_on_chip():
     full = value(dkdv.hbm_bytes, n=4096, h=16, h_kv=16)
     grouped = value(dkdv.hbm_bytes, n=4096, h=16, h_kv=2)
     assert full - grouped == 4 * (16 - 2) * 4096 * 128 * 2
+
+
+def test_a_group_split_over_programs_adds_its_float32_partials():
+    """``group_split``: the group's heads over that many programs of each K/V block,
+    each writing float32 dK, dV partials that are read back once to be summed."""
+    dkdv = kernel(two_pass, "bwd_dkdv")
+    shape = dict(n=4096, h=16, h_kv=2)
+    assert value(dkdv.work_items, group_split=4, **shape) == 4 * value(dkdv.work_items, **shape)
+    extra = value(dkdv.hbm_bytes, group_split=4, **shape) - value(dkdv.hbm_bytes, **shape)
+    assert extra == 2 * 2 * 4096 * 128 * (4 + 4) * 4  # dK, dV; 4 partials written, read
 
 
 def test_streamed_q_spills_l2_in_waves():

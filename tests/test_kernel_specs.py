@@ -131,6 +131,28 @@ def test_mosaic_backward_is_its_heuristic_config(d, causal):
     assert max(t.d_max for t in fam.backward.tiles) == m.MAX_HEAD_DIM
 
 
+def test_mosaic_backward_splits_gqa_groups_as_the_kernel():
+    """pallas-mosaic's [backward] group_split: the kernel's rule (group_split_for) at
+    every grid and group, up to the head dim where its paired kernel runs."""
+    import numpy as np
+
+    from perfmodel.launch import group_split_fill_waves
+
+    m = flash_mosaic_backward
+    bwd = load_kernel("pallas-mosaic").backward
+    assert bwd is not None and bwd.group_split == "fill_waves"
+    assert bwd.group_split_d_max == m.PAIRED_MAX_HEAD_DIM
+    assert m.heuristic_config(bwd.group_split_d_max).splits_group
+    assert not m.heuristic_config(bwd.group_split_d_max + 16).splits_group
+    programs, groups = np.meshgrid(np.arange(1, 300), [1, 2, 3, 4, 6, 8, 12, 16, 32])
+    ours = group_split_fill_waves(programs.ravel(), groups.ravel(), 132)
+    kernel = [
+        m.group_split_for(1, int(p), 1, int(g), 132)
+        for p, g in zip(programs.ravel(), groups.ravel())
+    ]
+    assert ours.tolist() == kernel
+
+
 @pytest.mark.parametrize("d", HEAD_DIMS)
 @pytest.mark.parametrize("forward", ["pallas-triton", "pallas-mosaic"])
 def test_the_backward_jax_grad_runs(forward, d):

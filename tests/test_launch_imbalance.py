@@ -71,3 +71,45 @@ def test_columns_are_the_one_point_definition(rows, slots):
         slots=float(slots),
     )
     assert one == want and many.tolist() == want
+
+
+# ---------------------------------------------------------------- the backward's grids
+
+
+def test_a_dispatched_grid_waits_for_its_longest_program():
+    """``launch.dispatched_stretch``: few programs, the longest sets the time; many, the
+    wave terms stand (never below 1)."""
+    from perfmodel.launch import dispatched_stretch
+
+    one = np.ones(1)
+    # 24 key blocks of 8..1 steps (mean 4.5) on 132 SMs: the 8-step one sets the time
+    assert dispatched_stretch(one * 8, one * 8, one * 4.5, one * 3, 132.0)[0] == 8 / 4.5
+    # 10 000 programs: the mean share, within the wave terms
+    assert dispatched_stretch(one * 100, one * 8, one * 4.5, one * 100, 132.0)[0] == 1.0
+
+
+def test_a_causal_backward_with_few_programs_pays_the_longest():
+    """A causal MQA backward at batch 1: the dK/dV grid's first key blocks walk every
+    query tile, the last ones one; the estimate carries the stretch, a full mask none."""
+    from perfmodel import predict
+
+    shape = dict(n=4096, hw="h200", h=8, h_kv=1, d=128, dtype="bf16", kernel="pallas-mosaic")
+    causal = predict(causal=True, mode="backward", **shape).flash.effects_s
+    full = predict(causal=False, mode="backward", **shape).flash.effects_s
+    assert causal["imbalance"] > 0 and full["imbalance"] == 0
+
+
+def test_runs_before_the_group_split_are_compared_as_they_ran():
+    """``compare.as_run``: held-out draw 8 (before pallas-mosaic's group_split_since)
+    summed each GQA group in one program; the group-split run after it did not."""
+    from perfmodel.catalog.data import data_dir
+    from perfmodel.validation.compare import as_run
+    from perfmodel.validation.measured import load_measurements
+
+    folder = data_dir("measurements")
+    for name, ran in (("h200-heldout8-2026-12-03", "none"), ("h200-group-split-2026-12-03", None)):
+        pairs = load_measurements([f"{folder}/{name}.json"])
+        ours = [
+            as_run(run, p) for run, p in pairs if p.family == "pallas-mosaic" and p.phase == "train"
+        ]
+        assert ours and {p.group_split for p in ours} == {ran}, name

@@ -150,6 +150,12 @@ SequencePadding = Literal["none", "tile", "per_consumer", "cta_rows"]
 #: separate dQ pass in the forward's loop order (7 products), or float32 atomics from the
 #: dK/dV loop into a buffer a small kernel converts (5 products).
 DqRule = Literal["two_pass", "atomic"]
+#: How a backward's dK/dV kernel sums a GQA group: ``"none"``, one program sums the whole
+#: group on chip (grid b·h_kv·T_c); ``"fill_waves"``, the group's query heads are split
+#: into the shares (a divisor of the group) whose grid fills its waves best, the smallest
+#: of the best, each share's float32 dK, dV partials summed after
+#: (``launch.group_split_fill_waves``; ours: ``flash_mosaic_backward.group_split_for``).
+GroupSplit = Literal["none", "fill_waves"]
 
 
 class BackwardTile(BaseModel):
@@ -205,6 +211,13 @@ class Backward(BaseModel):
     sequence_padding: SequencePadding | None = None
     #: The head dim it runs at, where it differs from the family's forward.
     head_dim_padding: HeadDimPadding | None = None
+    #: How the dK/dV kernel spreads a GQA group over programs (``GroupSplit``), at head
+    #: dims up to ``group_split_d_max`` (the kernels above it sum the group on chip).
+    group_split: GroupSplit = "none"
+    group_split_d_max: Annotated[int, INTEGER, within(0, 4096)] = 0
+    #: When (ISO 8601, UTC) the kernels began to split the group: measurements made
+    #: before it ran ``"none"`` (``validation.compare.as_run``).
+    group_split_since: str | None = None
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
@@ -262,6 +275,9 @@ class KernelFamily(BaseModel):
     xla_kernels: tuple[tuple[Count, NonNegative], ...] = ()
     head_dim_padding: HeadDimPadding = "none"
     sequence_padding: SequencePadding = "none"
+    #: A backward view's dK/dV grid rule (``KernelFamily.backward_view`` sets it from
+    #: ``Backward.group_split`` at the view's head dim); ``"none"`` for a forward.
+    group_split: GroupSplit = "none"
     #: The fused forward holds d in column blocks of shared memory (one wgmma of O += P V
     #: per block) where n or kv_len is not a multiple of this (None: never): ours on Mosaic
     blocked_multiple: Count | None = None
@@ -375,6 +391,9 @@ class KernelFamily(BaseModel):
                 wide_softmax_overlap=None,
                 sequence_padding=bwd.sequence_padding or owner.sequence_padding,
                 head_dim_padding=bwd.head_dim_padding or owner.head_dim_padding,
+                group_split=(
+                    bwd.group_split if d is not None and d <= bwd.group_split_d_max else "none"
+                ),
                 tiles=tiles,
                 backward=None,
                 backward_family=None,

@@ -51,6 +51,7 @@ from perfmodel.symbols import (
     block_k,
     block_q,
     d,
+    group_split,
     h,
     h_kv,
     m,
@@ -235,7 +236,17 @@ def build_flash(
     if dq not in DQ_FAMILIES:
         raise ValueError(f"dq={dq!r} unknown; known: {DQ_FAMILIES}")
     if dq == "two_pass":
-        dkdv = _dkdv_kernel(causal, l2, 4, "bwd_dkdv", 0 * t.q_bytes, masked=masked)
+        # a GQA group's heads over group_split programs of b·h_kv·T_c each, their
+        # float32 dK, dV partials written and read once more where it is above 1
+        partials = sp.Piecewise(
+            (0, group_split <= 1), (t.kv_bytes * 2 * F32 * group_split / s, True)
+        )
+        dkdv = _dkdv_kernel(
+            causal, l2, 4, "bwd_dkdv", 0 * t.q_bytes, heads=h_kv * group_split, masked=masked
+        )
+        dkdv = dataclasses.replace(
+            dkdv, hbm_bytes=dkdv.hbm_bytes + partials, l2_bytes=dkdv.l2_bytes + partials
+        )
         kernels = (_delta_kernel(), dkdv, _dq_kernel(causal, l2, masked))
         dq_buffer = 0 * t.q_bytes
     else:

@@ -20,6 +20,7 @@ and each point's leave-one-out error.
 from __future__ import annotations
 
 import functools
+from datetime import datetime
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -164,18 +165,40 @@ def _shape(p: Point, tiles: tuple[int | None, int | None] | None = None) -> dict
 
 def _family_as_run(p: Point) -> Any:
     """The point's kernel family as the point ran it (:func:`family_as_run`)."""
-    return family_as_run(family_of(p), p.backward_family, p.sequence_padding)
+    return family_as_run(family_of(p), p.backward_family, p.sequence_padding, p.group_split)
+
+
+def as_run(run: Run, p: Point) -> Point:
+    """The point with what its run's time says it ran: ``Point.group_split`` "none" for a
+    run before its family's backward began to split GQA groups (``group_split_since``)."""
+    name = family_of(p)
+    if p.group_split is not None or name is None or p.phase not in ("backward", "train"):
+        return p
+    bwd = load_kernel(p.backward_family or name).backward
+    since = bwd.group_split_since if bwd is not None else None
+    if since is None or datetime.fromisoformat(run.timestamp) >= datetime.fromisoformat(since):
+        return p
+    return p.model_copy(update={"group_split": "none"})
 
 
 def family_as_run(
-    name: str | None, backward_family: str | None = None, sequence_padding: str | None = None
+    name: str | None,
+    backward_family: str | None = None,
+    sequence_padding: str | None = None,
+    group_split: str | None = None,
 ) -> Any:
     """Kernel family ``name`` with the backward a point ran (``Point.backward_family``:
-    runs made before today's backward existed) and the forward's sequence padding
-    (``Point.sequence_padding``: runs made before today's padding) where it records them."""
-    if name is None or (backward_family is None and sequence_padding is None):
+    runs made before today's backward existed), the forward's sequence padding
+    (``Point.sequence_padding``: runs made before today's padding) and the backward's GQA
+    group rule (``Point.group_split``: runs before today's split) where it records them."""
+    if name is None or (backward_family is None and sequence_padding is None and not group_split):
         return name
     family = with_backward(name, backward_family) if backward_family else load_kernel(name)
+    if group_split is not None and family.backward is not None:
+        bwd = family.backward.model_copy(update={"group_split": group_split})
+        family = family.model_copy(
+            update={"name": f"{family.name}+group-{group_split}", "backward": bwd}
+        )
     if sequence_padding is None:
         return family
     return family.model_copy(
@@ -239,6 +262,7 @@ def _config_key(p: Point) -> tuple[Any, ...]:
         p.page_size,
         p.splits,
         p.window,
+        p.variant,  # a tuning variant does not supersede the default launch beside it
         timing_of(p),
     )
 
@@ -289,6 +313,7 @@ def compare(
     for run, p in pairs:
         if not modelled(p):
             continue
+        p = as_run(run, p)
         spec = resolve_hardware(run, hw)
         algorithm = cast(str, algorithm_of(p))  # modelled: naive or flash
         profile = (calibration or {}).get(p.implementation)

@@ -37,7 +37,7 @@ from perfmodel.catalog.fields import (
     Seconds,
     within,
 )
-from perfmodel.catalog.kernels import SequencePadding
+from perfmodel.catalog.kernels import GroupSplit, SequencePadding
 from perfmodel.catalog.registry import parse, parse_model, read_text
 from perfmodel.costs import masks, nominal
 from perfmodel.errors import PerfmodelError
@@ -160,6 +160,10 @@ class Point(_Frozen):
     #: what the point's family does today: our Mosaic runs before 2026-12-02's blocked
     #: layout (``flash_mosaic.Config.pad_seq`` True then) padded per consumer.
     sequence_padding: SequencePadding | None = None
+    #: How the backward's dK/dV kernel summed a GQA group (``Backward.group_split``)
+    #: where it is not what the family does today; the comparison sets it from the run's
+    #: time for runs before the family's ``group_split_since`` (``compare.as_run``).
+    group_split: GroupSplit | None = None
     #: A launch variant of a tuning sweep, not the kernel's default (``variant`` names
     #: it): listed, but neither validated nor fitted on.
     tuning: Flag | None = None
