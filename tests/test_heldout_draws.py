@@ -1,4 +1,4 @@
-"""Held-out draws 4 to 8 (issue 21, items 4 and 5): committed data, no timing.
+"""Held-out draws 4 to 9 (issue 21, items 4 and 5): committed data, no timing.
 
 Each draw's shapes were drawn by ``kernel_bench/heldout_draw.py`` with its seed (none
 equal to a point committed before), the model's predictions committed before its GPU run
@@ -72,6 +72,17 @@ RECORDED = {
         "pallas_flash [pallas-mosaic]": (14, -0.0817, 0.0817, 0.3884),
         "pallas_flash [pallas-mosaic] (train)": (6, -0.0494, 0.0494, 0.3610),
     },
+    # seed 20261209, predictions of the model with the group split and the dispatched
+    # causal backward grids (docs/validation/heldout9.md)
+    "h200-heldout9-2026-12-03": {
+        "cudnn": (14, -0.0342, 0.0383, 0.2295),
+        "cudnn (decode)": (8, -0.0507, 0.0507, 0.2226),
+        "cudnn (train)": (6, -0.1718, 0.1718, 0.3620),
+        "paged_decode": (8, -0.0752, 0.0972, 0.2688),
+        "pallas_flash": (14, -0.0923, 0.0923, 0.3040),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (14, -0.1175, 0.1340, 0.2600),
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.1037, 0.1037, 0.3818),
+    },
 }
 #: Groups where today's model is held to its own figures instead, and why they moved
 #: (tests/test_heldout3.py's MOVED says why: the 4 µs gap is no longer device time)
@@ -116,6 +127,10 @@ HELD = {
     ),
     "h200-heldout8-2026-12-03": (
         ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 4.9 %
+    ),
+    "h200-heldout9-2026-12-03": (
+        ("cudnn", "median", 0.05),  # 3.8 %
+        ("cudnn (decode)", "median", 0.08),  # 5.1 %: the fixed cost per kernel
     ),
 }
 
