@@ -618,7 +618,8 @@ def backward_launch(
     share = np.ones(size)
     if view.group_split == "fill_waves":  # the dK/dV grid b·h_kv·T_c, before the split
         programs = b * h_kv * np.ceil(m / bk)
-        share = group_split_fill_waves(programs, h / h_kv, hw.sm_count)
+        fill = group_split_fill_waves(programs, h / h_kv, hw.sm_count)
+        share = np.where(d_run <= view.group_split_d_max, fill, 1.0)
     return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies, share)
 
 

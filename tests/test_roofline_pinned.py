@@ -126,6 +126,7 @@ def test_device_rates_and_symbols_come_from_the_spec():
         "pack": 1,  # one program per query head
         "splits": 1,  # no split-KV
         "page": 1,
+        "group_split": 1,  # a backward's GQA group summed by one program
         "kv_stages": 2,  # the paper model's double buffering (costs.flash.KV_STAGES)
         "l2_capacity": H200.l2_bytes,
         "resident_ctas": H200.sm_count,

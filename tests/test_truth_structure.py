@@ -69,7 +69,7 @@ def test_the_device_figures_are_the_ceilings_files():
 
 
 #: measurement files made after the paged decode's XLA kernel table (launch.xla_kernels)
-AFTER_THE_TABLE = ("heldout5", "heldout6", "kernel-lists")
+AFTER_THE_TABLE = ("heldout5", "heldout6", "heldout7", "heldout8", "heldout9", "kernel-lists")
 
 
 def test_paged_kernels_match_what_cupti_counted():
@@ -78,7 +78,8 @@ def test_paged_kernels_match_what_cupti_counted():
     from perfmodel.catalog.data import data_dir
 
     # the files the table was counted from: every one committed before draw 5 (the
-    # later ones: draw 5, its shapes timed again with kernel lists, draw 6)
+    # later ones: draws 5 to 9 and draw 5's shapes timed again with kernel lists; on
+    # those, held out, 27 of 40 paged calls are exact and none is more than 2 off)
     every = sorted(data_dir("measurements").glob("*.json"))
     paths = [p for p in every if not any(w in p.name for w in AFTER_THE_TABLE)]
     pairs = []

@@ -206,7 +206,9 @@ def test_committed_window_points_are_predicted_with_their_window():
         assert p.nominal_flops() == 4 * p.d * p.batch * p.h * visible_pairs(p.n, left, right)
         kw = dict(d=p.d, h=p.h, h_kv=p.h_kv, batch=p.batch, causal=p.causal, mode=p.phase)
         kw.update(block_q=p.block_q, block_k=p.block_k)  # the tile it ran, where recorded
-        kernel = family_as_run(p.family, p.backward_family, p.sequence_padding)  # as it ran
+        kernel = family_as_run(  # as it ran
+            p.family, p.backward_family, p.sequence_padding, p.group_split
+        )
         kw.update(dtype={"float16": "fp16", "bfloat16": "bf16"}[p.dtype], kernel=kernel)
         assert r.predicted_s == predict(p.n, "h200", window=p.window, **kw).flash.time_s
         assert r.predicted_s < predict(p.n, "h200", **kw).flash.time_s

@@ -275,9 +275,11 @@ class KernelFamily(BaseModel):
     xla_kernels: tuple[tuple[Count, NonNegative], ...] = ()
     head_dim_padding: HeadDimPadding = "none"
     sequence_padding: SequencePadding = "none"
-    #: A backward view's dK/dV grid rule (``KernelFamily.backward_view`` sets it from
-    #: ``Backward.group_split`` at the view's head dim); ``"none"`` for a forward.
+    #: A backward view's dK/dV grid rule and the head dims it applies to
+    #: (``KernelFamily.backward_view`` copies ``Backward``'s; ``launch.backward_launch``
+    #: applies it per point); ``"none"`` for a forward.
     group_split: GroupSplit = "none"
+    group_split_d_max: Annotated[int, INTEGER, within(0, 4096)] = 0
     #: The fused forward holds d in column blocks of shared memory (one wgmma of O += P V
     #: per block) where n or kv_len is not a multiple of this (None: never): ours on Mosaic
     blocked_multiple: Count | None = None
@@ -391,9 +393,8 @@ class KernelFamily(BaseModel):
                 wide_softmax_overlap=None,
                 sequence_padding=bwd.sequence_padding or owner.sequence_padding,
                 head_dim_padding=bwd.head_dim_padding or owner.head_dim_padding,
-                group_split=(
-                    bwd.group_split if d is not None and d <= bwd.group_split_d_max else "none"
-                ),
+                group_split=bwd.group_split,
+                group_split_d_max=bwd.group_split_d_max,
                 tiles=tiles,
                 backward=None,
                 backward_family=None,
