@@ -176,3 +176,9 @@ def is_hopper(device=None) -> bool:
     if cc is not None:
         return str(cc).split(".")[0] == "9"
     return any(name in device.device_kind for name in ("H100", "H200", "H800", "H20"))
+
+
+def sm_count(device=None) -> int:
+    """The GPU's SM count (132 on an H100/H200 SXM where the device does not say)."""
+    device = device or jax.devices()[0]
+    return int(getattr(device, "core_count", 0) or 132)

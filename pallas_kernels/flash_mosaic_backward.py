@@ -92,6 +92,7 @@ from pallas_kernels._common import (
     LOG2_E,
     check_qkv,
     is_hopper,
+    sm_count,
     tile_range,
     visible_bounds,
 )
@@ -483,10 +484,6 @@ def group_split_for(batch: int, kv_blocks: int, kv_heads: int, group: int, sm_co
     shares = [s for s in range(1, group + 1) if group % s == 0]
     best = max(filled(s) for s in shares)
     return min(s for s in shares if filled(s) >= best - 1e-9)
-
-
-def _sm_count() -> int:
-    return int(getattr(jax.devices()[0], "core_count", 0) or 132)
 
 
 def dq_split(block_q: int, d: int) -> tuple[str, int, int] | None:
@@ -1164,7 +1161,7 @@ def _group_split(config: Config, batch: int, kv_len: int, kv_heads: int, group: 
             )
         return config.group_split
     kv_blocks = -(-kv_len // CTA_ROWS)
-    return group_split_for(batch, kv_blocks, kv_heads, group, _sm_count())
+    return group_split_for(batch, kv_blocks, kv_heads, group, sm_count())
 
 
 def mosaic_attention_backward(

@@ -148,7 +148,7 @@ def test_mosaic_backward_splits_gqa_groups_as_the_kernel():
     ours = group_split_fill_waves(programs.ravel(), groups.ravel(), 132)
     kernel = [
         m.group_split_for(1, int(p), 1, int(g), 132)
-        for p, g in zip(programs.ravel(), groups.ravel())
+        for p, g in zip(programs.ravel(), groups.ravel(), strict=True)
     ]
     assert ours.tolist() == kernel
 

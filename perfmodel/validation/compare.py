@@ -20,10 +20,10 @@ and each point's leave-one-out error.
 from __future__ import annotations
 
 import functools
-from datetime import datetime
 import statistics
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, fields, replace
+from datetime import datetime
 from pathlib import Path
 from typing import Any, cast
 
