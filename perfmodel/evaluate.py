@@ -209,6 +209,8 @@ def _expressions(
             value = getattr(kernel, field)
             exprs.append(0 * kernel.hbm_bytes if value is None else value)
             names.append((kernel.name, field))
+        exprs.append(sp.Integer(1) if kernel.launches is None else kernel.launches)
+        names.append((kernel.name, "launches"))
     for field in PER_MODEL:
         exprs.append(getattr(model, field))
         names.append(field)
@@ -225,7 +227,7 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     stages (the paper model's ``costs.flash.KV_STAGES`` unless given: a kernel family's
     launch gives its own, :func:`flash_values`); with a ``mask`` (``costs.masks.Mask``),
     its visited-tile counts at this launch."""
-    values = {"pack": 1, "splits": 1, "page": 1, "group_split": 1, **shape}
+    values = {"pack": 1, "splits": 1, "page": 1, "group_split": 1, "group_reduce": 0, **shape}
     if "kv_stages" not in values:
         from perfmodel.costs.flash import KV_STAGES
 
@@ -349,6 +351,9 @@ class KernelRoofs:
     first_load_s: Num = 0.0
     #: The busiest SM's compute over the wave terms' (:func:`imbalance`; 1: equal work).
     imbalance: Num = 1.0
+    #: Kernels the entry stands for at each point (``Kernel.launches``): each pays the
+    #: launch gap (:func:`kernel_launch`); 0 where the family does not run it there.
+    launches: Num = 1.0
 
 
 def kernel_roofs(
@@ -383,7 +388,10 @@ def _roofs_from_raw(
         blocks = roofline.ratio_or_zero(work_items, tiles)
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1
+        launches = raw[k, "launches"]  # kernels the entry stands for (a tiled one: 1)
         latency, load = _prologue(work_items, hw, onchip, rates) if fused else _first_load(hw)
+        if not fused:  # each kernel it stands for waits for its first operands
+            latency = latency * launches
         steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip)
         hbm = cast(Num, rates["hbm"])  # every device has one
         pad_s: Num = onchip.pad_bytes / hbm if i == 0 else 0.0  # once per model
@@ -407,6 +415,7 @@ def _roofs_from_raw(
                 xla_kernels=onchip.xla_kernels if i == 0 else 0.0,
                 first_load_s=_first_load(hw)[0],
                 imbalance=onchip.imbalance if fused else dict(onchip.kernel_imbalance).get(k, 1.0),
+                launches=1.0 if fused else launches,
             )
         )
     return out
@@ -628,8 +637,10 @@ def block_overhead(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 
 
 def kernel_launch(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
-    """The gap between kernels on the device (``launch_overhead_s``), once per kernel."""
-    return t._replace(fixed=c.launch_s)
+    """The gap between kernels on the device (``launch_overhead_s``), once per kernel
+    the entry stands for (``KernelRoofs.launches``)."""
+    launches = k.launches
+    return t._replace(fixed=c.launch_s if _same(launches, 1.0) else c.launch_s * launches)
 
 
 def prologue(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:

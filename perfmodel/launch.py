@@ -261,6 +261,9 @@ class BackwardLaunch:
     pad_copies: Any
     #: query-head shares a GQA group's dK/dV programs split into (1: summed on chip)
     group_split: Any = 1
+    #: 1 where dK, dV leave per query head and kernels of their own sum the group after
+    #: (``Backward.group_reduce`` "kernels" and a group larger than one), else 0
+    group_reduce: Any = 0
 
 
 def group_split_fill_waves(programs: Column, group: Column, sm_count: int) -> Column:
@@ -620,7 +623,10 @@ def backward_launch(
         programs = b * h_kv * np.ceil(m / bk)
         fill = group_split_fill_waves(programs, h / h_kv, hw.sm_count)
         share = np.where(d_run <= view.group_split_d_max, fill, 1.0)
-    return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies, share)
+    reduce = np.zeros(size)
+    if view.group_reduce == "kernels":
+        reduce = np.where(h > h_kv, 1.0, 0.0)
+    return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies, share, reduce)
 
 
 def footprint(

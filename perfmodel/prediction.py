@@ -790,6 +790,7 @@ class _Engine:
             block_q=bwd.block_q,
             block_k=bwd.block_k,
             group_split=bwd.group_split,
+            group_reduce=bwd.group_reduce,
             kv_stages=view.kv_stages,  # read by the forward model only (no sympy import)
             fp16=fp16,
         )

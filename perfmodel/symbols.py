@@ -22,6 +22,10 @@ pack = sp.Symbol("pack", positive=True)
 #: Programs of a backward dK/dV kernel sharing one GQA group's query heads, each summing
 #: its share into float32 partials (``launch.group_split_fill_waves``; 1: on chip).
 group_split = sp.Symbol("group_split", positive=True)
+#: 1 where a backward writes a GQA group's dK, dV per query head in the input dtype and
+#: sums them over the group in kernels of their own after (cuDNN: ``Backward.group_reduce``
+#: "kernels", ``launch.backward_launch``); 0 where the group is summed in the main kernel.
+group_reduce = sp.Symbol("group_reduce", nonnegative=True)
 #: gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size.
 tile_gcd = sp.Symbol("tile_gcd", positive=True)
 #: K/V tile stages a thread block keeps in shared memory (a kernel family's ``kv_stages``).

@@ -32,6 +32,7 @@ def value(expr, **kw):
         l2_capacity=H200_L2,
         resident_ctas=132,
         group_split=1,  # one program sums a GQA group on chip
+        group_reduce=0,  # ... or the atomic family's main kernel does
     )
     base.update(kw)
     base.setdefault("m", base["n"])
@@ -139,7 +140,8 @@ def test_dq_family_changes_products_and_memory():
     atomics = value(atomic.extra_memory_bytes, **vals) - value(two_pass.extra_memory_bytes, **vals)
     assert atomics == 4 * 4096 * 128 * 4  # the float32 dQ buffer
     assert value(two_pass.extra_memory_bytes, **vals) == 2 * 4 * 4096 * 4  # LSE and D
-    assert [k.name for k in atomic.kernels] == ["bwd_delta", "bwd_dkdvdq", "bwd_dq_convert"]
+    names = ["bwd_delta", "bwd_dkdvdq", "bwd_dq_convert", "bwd_group_reduce"]
+    assert [k.name for k in atomic.kernels] == names
     with pytest.raises(ValueError, match="dq='nope'"):
         backward.build_flash(dq="nope")
 
@@ -278,3 +280,28 @@ def test_report_has_a_training_view(tmp_path):
     assert FIGURES["training"] is training_chart
     out = training_chart("h200", tmp_path / "training.png", shape=Shape(h=16), n_values=[512, 4096])
     assert out.stat().st_size > 10_000
+
+
+def test_the_atomic_family_clears_its_dq_buffer_and_sends_each_tile_once():
+    """By hand at n=4096, h=4, d=128, bf16, one K/V block of 128 keys per program: the
+    preprocess kernel writes D and clears the float32 dQ buffer; each (Q block, K block)
+    tile's dQ reaches L2 once (a reduction without return), 32 K blocks per query row."""
+    delta, main = kernel(atomic, "bwd_delta"), kernel(atomic, "bwd_dkdvdq")
+    o, rows, dq_f32 = 4 * 4096 * 128 * 2, 4 * 4096 * 4, 4 * 4096 * 128 * 4
+    assert value(delta.hbm_bytes, n=4096) == 2 * o + rows + dq_f32
+    no_atomics = value(kernel(two_pass, "bwd_dkdv").l2_bytes, n=4096)
+    assert value(main.l2_bytes, n=4096) - no_atomics == 4 * 4096 * 32 * 128 * 4
+
+
+def test_group_reduce_counts_per_head_copies_and_two_kernels():
+    """``group_reduce`` 1 (cuDNN under GQA): the main kernel writes dK, dV for each of the
+    16 query heads instead of the 2 K/V heads; two kernels read those copies and write
+    the group's sums. At 0 the entry stands for no kernel and moves nothing."""
+    main, reduce = kernel(atomic, "bwd_dkdvdq"), kernel(atomic, "bwd_group_reduce")
+    shape = dict(n=4096, h=16, h_kv=2)
+    kv = 2 * 2 * 4096 * 128 * 2  # K and V of the two K/V heads, bf16
+    extra = value(main.hbm_bytes, group_reduce=1, **shape) - value(main.hbm_bytes, **shape)
+    assert extra == (8 - 1) * kv
+    assert value(reduce.hbm_bytes, group_reduce=1, **shape) == 8 * kv + kv
+    assert value(reduce.launches, group_reduce=1, **shape) == 2
+    assert value(reduce.hbm_bytes, **shape) == 0 == value(reduce.launches, **shape)

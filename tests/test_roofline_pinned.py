@@ -127,6 +127,7 @@ def test_device_rates_and_symbols_come_from_the_spec():
         "splits": 1,  # no split-KV
         "page": 1,
         "group_split": 1,  # a backward's GQA group summed by one program
+        "group_reduce": 0,  # ... and by no kernel of its own after
         "kv_stages": 2,  # the paper model's double buffering (costs.flash.KV_STAGES)
         "l2_capacity": H200.l2_bytes,
         "resident_ctas": H200.sm_count,

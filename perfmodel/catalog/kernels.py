@@ -156,6 +156,11 @@ DqRule = Literal["two_pass", "atomic"]
 #: of the best, each share's float32 dK, dV partials summed after
 #: (``launch.group_split_fill_waves``; ours: ``flash_mosaic_backward.group_split_for``).
 GroupSplit = Literal["none", "fill_waves"]
+#: How an atomic backward (one dK/dV program per query head) sums a GQA group's dK, dV:
+#: "none" where the model leaves that summing out (FlashAttention-2's caller, FA-3's
+#: float32 accumulators); "kernels": written per query head in the input dtype, then
+#: one kernel each for dK and dV sums the group (cuDNN: ``costs.backward``'s group_reduce).
+GroupReduce = Literal["none", "kernels"]
 
 
 class BackwardTile(BaseModel):
@@ -218,6 +223,8 @@ class Backward(BaseModel):
     #: When (ISO 8601, UTC) the kernels began to split the group: measurements made
     #: before it ran ``"none"`` (``validation.compare.as_run``).
     group_split_since: str | None = None
+    #: How the group's dK, dV are summed where each query head has its programs.
+    group_reduce: GroupReduce = "none"
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
@@ -280,6 +287,7 @@ class KernelFamily(BaseModel):
     #: applies it per point); ``"none"`` for a forward.
     group_split: GroupSplit = "none"
     group_split_d_max: Annotated[int, INTEGER, within(0, 4096)] = 0
+    group_reduce: GroupReduce = "none"
     #: The fused forward holds d in column blocks of shared memory (one wgmma of O += P V
     #: per block) where n or kv_len is not a multiple of this (None: never): ours on Mosaic
     blocked_multiple: Count | None = None
@@ -395,6 +403,7 @@ class KernelFamily(BaseModel):
                 head_dim_padding=bwd.head_dim_padding or owner.head_dim_padding,
                 group_split=bwd.group_split,
                 group_split_d_max=bwd.group_split_d_max,
+                group_reduce=bwd.group_reduce,
                 tiles=tiles,
                 backward=None,
                 backward_family=None,

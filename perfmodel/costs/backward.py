@@ -31,10 +31,15 @@ heads in flight fit in L2, else once per wave of the programs that read it.
 GQA: the two-pass family's dK/dV kernel of a kv head loops over the query heads of its
 group and sums their dK, dV on chip, so its grid has b·h_kv·T_c blocks (ours); the
 atomic family's runs one program per query head (b·h·T_c) and sums the group's partials
-after (FlashAttention-2 and -3; the summing traffic is left out).
+after (FlashAttention-2 and -3: that summing traffic is left out; cuDNN's is counted,
+``group_reduce`` below).
 
-Left out: the padding rows of a last partial block (loads are masked); dropout; the
-zeroing of the atomic family's dQ buffer (a memset, b·h·n·d·4 bytes written).
+The atomic family clears its float32 dQ buffer before the main kernel (cuDNN's and
+FlashAttention-3's preprocess kernel, beside D: b·h·n·d·4 bytes written). Where a family
+writes a GQA group's dK, dV per query head and sums them after in kernels of their own
+(``group_reduce``, cuDNN), those copies and the two summing kernels are counted.
+
+Left out: the padding rows of a last partial block (loads are masked); dropout.
 """
 
 from __future__ import annotations
@@ -51,6 +56,7 @@ from perfmodel.symbols import (
     block_k,
     block_q,
     d,
+    group_reduce,
     group_split,
     h,
     h_kv,
@@ -78,15 +84,16 @@ DS_FLOPS_PER_SCORE = 3
 DELTA_FLOPS_PER_ELEMENT = 2
 
 
-def _delta_kernel() -> Kernel:
-    """D = rowsum(dO∘O): reads dO and O, writes one float32 per query row."""
+def _delta_kernel(zeroed: sp.Expr | int = 0) -> Kernel:
+    """D = rowsum(dO∘O): reads dO and O, writes one float32 per query row; ``zeroed``:
+    the bytes of a buffer the same kernel clears for the main kernel's atomics."""
     zero = 0 * t.all_scores
     return Kernel(
         name="bwd_delta",
         matmul_flops=zero,
         vector_flops=DELTA_FLOPS_PER_ELEMENT * b * h * n * d,
         exp_count=zero,
-        hbm_bytes=2 * t.o_bytes + t.delta_bytes,
+        hbm_bytes=2 * t.o_bytes + t.delta_bytes + zeroed,
     )
 
 
@@ -228,6 +235,15 @@ def _dq_convert_kernel() -> Kernel:
     return Kernel("bwd_dq_convert", zero, zero, zero, dq_f32 + t.q_bytes)
 
 
+def _group_reduce_kernels() -> Kernel:
+    """Where ``group_reduce`` is 1: dK and dV written per query head (``h/h_kv`` copies
+    of each K/V head's) are summed over the GQA group by one kernel each, reading the
+    copies and writing dK, dV (cuDNN's two ``fmha_reduce_head`` kernels); none at 0."""
+    zero = 0 * t.all_scores
+    moved = group_reduce * (h / h_kv + 1) * t.kv_bytes
+    return Kernel("bwd_group_reduce", zero, zero, zero, moved, launches=2 * group_reduce)
+
+
 def build_flash(
     causal: bool = False, l2: bool = True, dq: str = "two_pass", masked: bool = False
 ) -> CostModel:
@@ -251,14 +267,22 @@ def build_flash(
         dq_buffer = 0 * t.q_bytes
     else:
         _, q_rows, _, _ = _visited(causal, masked)
-        atomics = b * h * q_rows * d * 2 * F32  # read-modify-write of dQ per tile, in L2
+        # each tile's dQ sent to L2 once: a reduction without return (FA-2's red.global.add,
+        # FA-3's TMA bulk reduce-add) moves its operand one way; the add is done in L2
+        atomics = b * h * q_rows * d * F32
         dq_buffer = b * h * n * d * F32
         # FA-2 and FA-3 run one program per query head and K/V block (GQA's dK, dV are
         # summed after: FA-3 in float32 accumulators, FA-2 by the caller)
         main = _dkdv_kernel(causal, l2, 5, "bwd_dkdvdq", atomics, heads=h, masked=masked)
-        # the float32 dQ buffer also crosses DRAM once, written back from L2
-        main = dataclasses.replace(main, hbm_bytes=main.hbm_bytes + dq_buffer)
-        kernels = (_delta_kernel(), main, _dq_convert_kernel())
+        # the float32 dQ buffer also crosses DRAM once, written back from L2; where the
+        # group is reduced after, dK and dV leave per query head (h/h_kv - 1 more copies)
+        copies = group_reduce * (h / h_kv - 1) * t.kv_bytes
+        main = dataclasses.replace(
+            main, hbm_bytes=main.hbm_bytes + dq_buffer + copies, l2_bytes=main.l2_bytes + copies
+        )
+        # the buffer is cleared before the main kernel's atomics (cuDNN's and FA-3's
+        # preprocess kernel does it beside D: one write of the buffer)
+        kernels = (_delta_kernel(dq_buffer), main, _dq_convert_kernel(), _group_reduce_kernels())
     return CostModel(
         name=f"flash_backward_{dq}" + "_masked" * masked,
         kernels=kernels,

@@ -30,6 +30,9 @@ class Kernel:
     #: The most thread blocks any implementation of this kernel could launch, where more
     #: than ``work_items`` (the floor's idle SMs; None: ``work_items``).
     floor_work_items: sp.Expr | None = None
+    #: Kernels this entry stands for at a point (None: 1): one entry may count a family's
+    #: kernels that run only at some shapes (0 there), or several kernels of one kind.
+    launches: sp.Expr | None = None
 
     def __post_init__(self) -> None:
         if self.l2_bytes is None:  # streaming kernel: every byte passes L2 once
