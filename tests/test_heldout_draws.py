@@ -1,4 +1,4 @@
-"""Held-out draws 4 to 9 (issue 21, items 4 and 5): committed data, no timing.
+"""Held-out draws 4 to 10 (issue 21, items 4 and 5): committed data, no timing.
 
 Each draw's shapes were drawn by ``kernel_bench/heldout_draw.py`` with its seed (none
 equal to a point committed before), the model's predictions committed before its GPU run
@@ -83,6 +83,17 @@ RECORDED = {
         "pallas_flash [pallas-mosaic]": (14, -0.1175, 0.1340, 0.2600),
         "pallas_flash [pallas-mosaic] (train)": (6, -0.1037, 0.1037, 0.3818),
     },
+    # seed 20261210, predictions 5aa98a2 (the model of main at e3168ab: cuDNN's backward
+    # as CUPTI lists it; docs/validation/heldout10.md)
+    "h200-heldout10-2026-12-04": {
+        "cudnn": (14, 0.0183, 0.0377, 0.1291),
+        "cudnn (decode)": (8, -0.0934, 0.0934, 0.3743),
+        "cudnn (train)": (3, -0.1526, 0.1526, 0.2279),  # cuDNN refused 3 odd-n shapes
+        "paged_decode": (8, -0.0872, 0.1000, 0.1918),
+        "pallas_flash": (14, -0.0205, 0.0800, 0.2415),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (14, -0.0061, 0.0385, 0.1231),
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.0455, 0.0564, 0.0885),
+    },
 }
 #: Groups where today's model is held to its own figures instead, and why they moved
 #: (tests/test_heldout3.py's MOVED says why: the 4 µs gap is no longer device time)
@@ -131,6 +142,17 @@ HELD = {
     "h200-heldout9-2026-12-03": (
         ("cudnn", "median", 0.05),  # 3.8 %
         ("cudnn (decode)", "median", 0.08),  # 5.1 %: the fixed cost per kernel
+    ),
+    "h200-heldout10-2026-12-04": (
+        ("cudnn", "median", 0.05),  # 3.8 %
+        ("cudnn", "max", 0.15),  # 12.9 %
+        ("cudnn", "signed", 0.03),  # +1.8 %
+        ("pallas_flash [pallas-mosaic]", "median", 0.05),  # 3.9 %
+        ("pallas_flash [pallas-mosaic]", "max", 0.15),  # 12.3 %
+        ("pallas_flash [pallas-mosaic]", "signed", 0.03),  # -0.6 %
+        ("pallas_flash", "signed", 0.03),  # -2.1 %
+        ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 5.6 %
+        ("pallas_flash [pallas-mosaic] (train)", "max", 0.20),  # 8.9 %
     ),
 }
 
