@@ -149,3 +149,53 @@ def test_paged_kernels_on_draw_6():
         model = 1 + (splits > 1) + float(xla_kernels(family, float(splits)))
         off.append(model - r.point.kernels_per_call)
     assert sorted(off) == [-1, 0, 0, 0, 0, 0, 0, 1]
+
+
+def _cudnn_training_kernel_lists():
+    """(point, kernel names) of every committed cuDNN training step CUPTI listed."""
+    import json
+
+    from perfmodel.catalog.data import data_dir
+
+    for path in sorted((data_dir("measurements") / "details").glob("*.details.json")):
+        for p in json.loads(path.read_text()).get("points", []):
+            if p.get("implementation") == "cudnn" and p.get("phase") == "train":
+                if p.get("status") == "ok" and p.get("kernel_list"):
+                    yield p, [name for name, _ in p["kernel_list"]]
+
+
+def test_cudnn_backward_is_what_cupti_lists():
+    """cuDNN's ``[backward]`` against the kernels CUPTI named in every committed cuDNN
+    training step: one forward, then the model's backward entries, each standing for its
+    ``launches`` at the point (two GQA reduce kernels where the group is larger than one,
+    none elsewhere); the main kernel's tile is the name's ``64x64xD`` with D the head dim
+    the family runs at."""
+    import re
+
+    from perfmodel.costs import backward
+    from perfmodel.launch import backward_launch
+    from perfmodel.symbols import group_reduce
+
+    family = load_kernel("cudnn")
+    cases = list(_cudnn_training_kernel_lists())
+    assert len(cases) >= 15 and {p["h"] > p["h_kv"] for p, _ in cases} == {True, False}
+    for p, names in cases:
+        view, dq = family.backward_view(p["d"], causal=p["causal"])
+        kernels = backward.build_flash(causal=p["causal"], dq=dq).kernels
+        launch = backward_launch(
+            view, H200, n=p["n"], m=p["kv_len"], d=p["d"], h=p["h"], h_kv=p["h_kv"],
+            b=p["batch"], s=2, causal=p["causal"],
+        )  # fmt: skip
+        reduce = float(launch.group_reduce[0])
+        counted = sum(
+            1.0 if k.launches is None else float(k.launches.subs(group_reduce, reduce))
+            for k in kernels
+        )
+        assert 1 + counted == len(names), (p, names)
+        assert sum("fmha_reduce_head" in name for name in names) == 2 * reduce
+        (main,) = [name for name in names if "flash_bprop" in name]
+        tile = re.search(r"_(\d+)x(\d+)x(\d+)_1x4x1", main)
+        assert tile, main
+        block_q, block_k, head_dim = (int(v) for v in tile.groups())
+        assert (block_q, block_k) == (launch.block_q[0], launch.block_k[0])
+        assert head_dim == launch.head_dim[0]
