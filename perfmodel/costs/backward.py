@@ -263,7 +263,7 @@ def build_flash(
         dkdv = dataclasses.replace(
             dkdv, hbm_bytes=dkdv.hbm_bytes + partials, l2_bytes=dkdv.l2_bytes + partials
         )
-        kernels = (_delta_kernel(), dkdv, _dq_kernel(causal, l2, masked))
+        kernels: tuple[Kernel, ...] = (_delta_kernel(), dkdv, _dq_kernel(causal, l2, masked))
         dq_buffer = 0 * t.q_bytes
     else:
         _, q_rows, _, _ = _visited(causal, masked)
