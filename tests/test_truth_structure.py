@@ -159,9 +159,9 @@ def _cudnn_training_kernel_lists():
 
     for path in sorted((data_dir("measurements") / "details").glob("*.details.json")):
         for p in json.loads(path.read_text()).get("points", []):
-            if p.get("implementation") == "cudnn" and p.get("phase") == "train":
-                if p.get("status") == "ok" and p.get("kernel_list"):
-                    yield p, [name for name, _ in p["kernel_list"]]
+            run = p.get("implementation") == "cudnn" and p.get("phase") == "train"
+            if run and p.get("status") == "ok" and p.get("kernel_list"):
+                yield p, [name for name, _ in p["kernel_list"]]
 
 
 def test_cudnn_backward_is_what_cupti_lists():
