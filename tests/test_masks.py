@@ -373,7 +373,7 @@ def _backward_numbers(masked, causal, dq, values, **counts):
 def test_masked_backward_reproduces_the_dense_and_causal_backward(causal, l2, resident, dq):
     n, bq, bk, h, h_kv = 1024, 64, 128, 8, 2
     values = dict(n=n, m=n, d=64, h=h, h_kv=h_kv, b=2, s=2, block_q=bq, block_k=bk)
-    values.update(l2_capacity=l2, resident_ctas=resident, group_split=1)
+    values.update(l2_capacity=l2, resident_ctas=resident, group_split=1, group_reduce=0)
     mask = masks.mask_of(n, n, causal=causal)
     counts = masks.symbol_values(mask, backward=True, **values, pack=1)
     masked = _backward_numbers(True, causal, dq, values, **counts)

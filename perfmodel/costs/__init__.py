@@ -47,7 +47,7 @@ def symbolic(
     ``masked`` the flash backward over a mask's tiles (``perfmodel.costs.masks``).
 
     >>> [k.name for k in symbolic("flash", mode="train").kernels]
-    ['flash', 'bwd_delta', 'bwd_dkdvdq', 'bwd_dq_convert']
+    ['flash', 'bwd_delta', 'bwd_dkdvdq', 'bwd_dq_convert', 'bwd_group_reduce']
     """
     for name, value in (("algorithm", algorithm), ("naive", naive), ("mode", mode), ("dq", dq)):
         if not isinstance(value, str):
