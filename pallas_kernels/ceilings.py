@@ -97,6 +97,10 @@ WGMMA_PV_TILES = (
     (2, 16, 128), (2, 32, 128), (2, 80, 128), (2, 96, 128),
     (2, 32, 64), (2, 160, 64), (2, 192, 64),
 )  # fmt: skip
+#: Mosaic wgmma of one warpgroup shaped as a 64 x 64 backward tile's products (cuDNN's
+#: ``bprop_wgmma_..._64x64xD_1x4x1``): S = Q K^T and dP = dO V^T (N = 64, K = d) and
+#: dV, dK, dQ (N = d, K = 64), two CTAs a SM as elsewhere; kept as form "bwd".
+WGMMA_BWD_TILES = ((1, 64, 64), (1, 64, 128), (1, 64, 256), (1, 128, 64), (1, 256, 64))
 HBM_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)
 L2_WORKING_SETS = tuple(m << 20 for m in (2, 8, 16, 24, 32, 40, 48, 64, 96, 192))
 #: Each timed call of the HBM kernels touches a new buffer until this many bytes
@@ -209,6 +213,7 @@ class Session:
             "l2": [],
             "grid": [],
             "latency": [],
+            "atomics": [],
         }
         self.failed: list[str] = []
         self.previous: dict = {}  # the earlier run a --resume kept results of
@@ -811,6 +816,159 @@ def measure_l2(s: Session) -> None:
                   f"working set {ws / 2**20:.0f} MiB", t)  # fmt: skip
 
 
+# ---------------------------------------------------------------- L2 reductions (atomics)
+
+#: (rows, cols) of one float32 tile a program adds into the buffer: a 64-row dQ tile of
+#: head dim 128 (32 KB), as the atomic backward families send each tile's dQ.
+ATOMIC_TILE = (64, 128)
+#: Buffer sizes (bytes of float32) the adds land in: inside L2, about its size, past it.
+ATOMIC_WORKING_SETS = tuple(m << 20 for m in (8, 32, 128))
+#: How many programs add into the same tiles in the same order: 1, every program its own
+#: tiles; 16, the K/V blocks of one head walking the same Q blocks together, as an
+#: atomic backward's programs do.
+ATOMIC_SHARING = (1, 16)
+
+
+def _atomic_kernel(x_ref, *refs, rows, per_program, n_tiles, sharing, stride):
+    """Each program adds its float32 tile into ``per_program`` tiles of the buffer in
+    turn, starting where its group of ``sharing`` programs starts (Triton's atomic add:
+    red.global.add.f32 per element, the result unused)."""
+    o_ref = refs[-1]  # with a buffer given (``start``), it is the output aliased to it
+    group = pl.program_id(0) // sharing
+    start_tile = lax.rem(group * stride, n_tiles)
+    val = x_ref[...]
+
+    def body(i, carry):
+        start = pl.multiple_of(lax.rem(start_tile + i, n_tiles) * rows, rows)
+        pltriton.atomic_add(o_ref, (pl.ds(start, rows), slice(None)), val)
+        return carry
+
+    lax.fori_loop(0, per_program, body, 0)
+
+
+def atomic_fn(
+    ws_bytes: int, programs: int, per: int, sharing: int, interpret: bool, start: bool = False
+):
+    """(jitted fn, bytes added per call) of the Triton atomic-add kernel over a float32
+    buffer of ``ws_bytes``: its contents are whatever the output buffer held (the
+    additions, not their values, are timed), or with ``start`` a second argument the
+    output is aliased to (the checks; jit then copies it first, so never timed)."""
+    rows, cols = ATOMIC_TILE
+    total_rows = ws_bytes // (4 * cols)
+    n_tiles = total_rows // rows
+    groups = max(1, programs // sharing)
+    stride = max(1, n_tiles // groups)
+    call = pl.pallas_call(
+        functools.partial(_atomic_kernel, rows=rows, per_program=per, n_tiles=n_tiles,
+                          sharing=sharing, stride=stride),
+        grid=(programs,),
+        in_specs=[pl.BlockSpec((rows, cols), lambda p: (0, 0))]
+        + [pl.BlockSpec((total_rows, cols), lambda p: (0, 0))] * start,
+        out_specs=pl.BlockSpec((total_rows, cols), lambda p: (0, 0)),
+        out_shape=jax.ShapeDtypeStruct((total_rows, cols), jnp.float32),
+        input_output_aliases={1: 0} if start else {},
+        compiler_params=None if interpret else triton_compiler_params(4, 1),
+        interpret=interpret,
+        name="ceil_atomic_add",
+    )  # fmt: skip
+    return jax.jit(call), programs * per * rows * cols * 4
+
+
+def _tma_reduce_body(x_ref, o_ref, *, rows, per, n_tiles, sharing, stride, in_flight):
+    """One CTA of one thread: its float32 tile into shared memory once, then ``per``
+    TMA bulk reduce-adds of it into the buffer's tiles in turn (FlashAttention-3's dQ
+    form), at most ``in_flight`` outstanding."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    def scoped(tile_smem, ready):
+        cta = lax.axis_index("cta")
+        plgpu.copy_gmem_to_smem(x_ref, tile_smem, ready.at[0])
+        plgpu.barrier_wait(ready.at[0])
+        start_tile = lax.rem((cta // sharing) * stride, n_tiles)
+
+        @pl.loop(0, per)
+        def _(i):
+            start = pl.multiple_of(lax.rem(start_tile + i, n_tiles) * rows, rows)
+            plgpu.copy_smem_to_gmem(tile_smem, o_ref.at[pl.ds(start, rows)], reduction_op="add")
+            plgpu.wait_smem_to_gmem(in_flight, wait_read_only=True)
+
+        plgpu.wait_smem_to_gmem(0)
+
+    pl.run_scoped(
+        scoped, plgpu.SMEM(ATOMIC_TILE, jnp.float32), plgpu.Barrier(num_barriers=1)
+    )
+
+
+def tma_reduce_fn(ws_bytes: int, ctas: int, per: int, sharing: int, in_flight: int = 4):
+    """(jitted fn, bytes added per call) of the Mosaic TMA reduce-add kernel."""
+    import jax.experimental.pallas.mosaic_gpu as plgpu
+
+    rows, cols = ATOMIC_TILE
+    total_rows = ws_bytes // (4 * cols)
+    n_tiles = total_rows // rows
+    stride = max(1, n_tiles // max(1, ctas // sharing))
+    body = functools.partial(_tma_reduce_body, rows=rows, per=per, n_tiles=n_tiles,
+                             sharing=sharing, stride=stride, in_flight=in_flight)  # fmt: skip
+    fn = plgpu.kernel(
+        body,
+        out_type=jax.ShapeDtypeStruct((total_rows, cols), jnp.float32),
+        grid=(ctas,),
+        grid_names=("cta",),
+    )
+    return jax.jit(fn), ctas * per * rows * cols * 4
+
+
+def measure_atomics(s: Session) -> None:
+    """Float32 adds into an L2 buffer, one way (a reduction whose result no one reads):
+    the dQ of the atomic backward families. Triton's per-element atomics (FA-2's form)
+    and Mosaic's TMA bulk reduce-add (FA-3's), each against working set and sharing."""
+    rows, cols = ATOMIC_TILE
+    tile = rows * cols * 4
+    forms = [("triton_red", "Pallas Triton atomic_add of a 64x128 f32 tile (red.global.add.f32, acq_rel)")]
+    if not s.interpret:
+        forms.append(("tma_reduce", "Pallas Mosaic GPU copy_smem_to_gmem(reduction_op='add') of a 64x128 f32 tile, 4 in flight"))
+    sets_ = (256 << 10,) if s.interpret else ATOMIC_WORKING_SETS
+    programs = 2 if s.interpret else 2 * s.sm_count
+    per = 2 if s.interpret else 256
+    best: dict[tuple[str, int], tuple] = {}
+    for form, what in forms:
+        for ws in sets_:
+            for sharing in (1, 2) if s.interpret else ATOMIC_SHARING:
+                if s.left_s() < 12:
+                    s.failed.append(f"atomics {form} {ws} {sharing}: budget")
+                    continue
+                try:
+                    if form == "triton_red":
+                        fn, moved = atomic_fn(ws, programs, per, sharing, s.interpret)
+                    else:
+                        fn, moved = tma_reduce_fn(ws, programs, per, sharing)
+                    x = _random(80, ATOMIC_TILE, jnp.float32)
+                    t = s.time(fn, [(x,)], seconds=0.15, sustain=0.1)
+                except Exception as err:  # noqa: BLE001
+                    s.failed.append(f"atomics {form} {ws} {sharing}: {type(err).__name__}: {err}")
+                    s.log(f"FAILED {s.failed[-1][:300]}")
+                    break
+                rate = moved / t["device_s"]
+                s.tables["atomics"].append(
+                    {"form": form, "working_set_bytes": ws, "sharing": sharing,
+                     "programs": programs, "tile_bytes": tile, "bytes_added": moved,
+                     "bytes_per_s": rate, "device_s": t["device_s"], "timing": t["method"],
+                     **{k: t[k] for k in ("clock_sm_hz",) if k in t}}
+                )  # fmt: skip
+                s.log(f"atomics {form:10s} ws {ws / 2**20:6.1f} MiB, {sharing:2d} programs a "
+                      f"tile: {rate / 1e12:6.2f} TB/s")  # fmt: skip
+                if ws <= 32 << 20 and (best.get((form, sharing)) is None
+                                        or rate > best[(form, sharing)][0]):  # fmt: skip
+                    best[(form, sharing)] = (rate, ws, t, what)
+    for (form, sharing), (rate, ws, t, what) in best.items():
+        shared = "each program its own tiles" if sharing == 1 else (
+            f"{sharing} programs adding into the same tiles in the same order")
+        _headline(s, f"l2_{form}_{'spread' if sharing == 1 else 'shared'}_bytes_per_s", rate,
+                  "B/s", f"{what}; {programs} programs x {per} tiles, {shared}; bytes added "
+                  f"over {t['method']}; the best working set up to 32 MiB (curve in [[atomics]])",
+                  f"working set {ws / 2**20:.0f} MiB", t)  # fmt: skip
+
+
 # ---------------------------------------------------------------- launch, blocks, waves
 
 
@@ -1099,7 +1257,7 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
 
 SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", "launch",
             "latency", "wgmma bf16", "wgmma pv bf16", "wgmma fp16", "triton fp16",
-            "mma.sync fp16")  # fmt: skip
+            "mma.sync fp16", "atomics", "wgmma bwd bf16")  # fmt: skip
 _LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
 
 
@@ -1107,13 +1265,13 @@ def section_of(table: str, entry: dict | str) -> str | None:
     """The section that measures a headline (by name) or a table row; None for the
     tensor headlines, which ``document`` derives from the rows."""
     if table == "tensor_core":
-        if entry.get("form") == "pv":
-            return f"wgmma pv {entry['dtype']}"
+        if entry.get("form") in ("pv", "bwd"):
+            return f"wgmma {entry['form']} {entry['dtype']}"
         kind = {"mosaic": "wgmma"}.get(entry["lowering"]) or (
             "mma.sync" if entry["instruction"] == "mma.sync" else "triton"
         )
         return f"{kind} {entry['dtype']}"
-    if table in ("hbm", "l2", "latency"):
+    if table in ("hbm", "l2", "latency", "atomics"):
         return table
     if table == "grid":
         return "launch"
@@ -1124,6 +1282,8 @@ def section_of(table: str, entry: dict | str) -> str | None:
         return "exp and fma"
     if name.endswith("_latency_s") and name != "launch_latency_s":
         return "latency"
+    if name.startswith("l2_") and name.endswith(("_spread_bytes_per_s", "_shared_bytes_per_s")):
+        return "atomics"
     if name.startswith(("hbm_", "l2_")):
         return name.split("_")[0]
     return "launch" if name in _LAUNCH else None
@@ -1162,6 +1322,7 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("wgmma bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_TILES)),
         ("wgmma fp16", lambda s: measure_wgmma(s, jnp.float16, WGMMA_FP16_TILES)),
         ("wgmma pv bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_PV_TILES, "pv")),
+        ("wgmma bwd bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_BWD_TILES, "bwd")),
         ("triton bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=False)),
         ("mma.sync bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=True)),
         ("triton fp16", lambda s: measure_triton_tensor(s, jnp.float16, mma_sync=False)),
@@ -1171,6 +1332,7 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("l2", measure_l2),
         ("launch", measure_launch),
         ("latency", measure_latency),
+        ("atomics", measure_atomics),
     ]
     steps = [st for st in steps if st[0] in sections and not (quick and "fp16" in st[0])]
     # Mosaic last but the fp16 repeats: a crash there (a process abort) loses the least.

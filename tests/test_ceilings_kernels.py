@@ -50,3 +50,21 @@ def test_the_file_is_toml_with_finite_numbers_only():
     doc = {"a": 1, "t": {"x": 2.5, "skip": float("nan"), "n": {"v": 1e12}}, "r": [{"k": "s"}]}
     back = tomllib.loads(ceilings.to_toml(doc))
     assert back == {"a": 1, "t": {"x": 2.5, "n": {"v": 1e12}}, "r": [{"k": "s"}]}
+
+
+@pytest.mark.parametrize("sharing", [1, 2])
+def test_the_atomic_kernel_adds_every_tile_it_counts(sharing):
+    rows, cols = ceilings.ATOMIC_TILE
+    ws, programs, per = 8 * rows * cols * 4, 4, 3  # 8 tiles
+    fn, moved = ceilings.atomic_fn(ws, programs, per, sharing, interpret=True, start=True)
+    x = jnp.ones((rows, cols), jnp.float32)
+    out = np.asarray(fn(x, jnp.zeros((8 * rows, cols), jnp.float32)))
+    groups = programs // sharing
+    want = np.zeros(8)
+    for p in range(programs):
+        first = (p // sharing) * (8 // groups)
+        for i in range(per):
+            want[(first + i) % 8] += 1
+    got = out.reshape(8, rows, cols)
+    np.testing.assert_array_equal(got, np.broadcast_to(want[:, None, None], got.shape))
+    assert moved == programs * per * rows * cols * 4

@@ -33,13 +33,17 @@ Fields (``Ceilings``):
 ``hbm_idle_latency_s``             one dependent load from DRAM, nothing else in flight
                                    (pointer chase over 1 GiB, one program)
 ``l2_hit_latency_s``               the same from a working set inside the L2 (4 MiB)
+``l2_{triton_red,tma_reduce}_``    float32 tiles added into a buffer (best <= 32 MiB),
+``{spread,shared}_bytes_per_s``    Triton's atomics or Mosaic's TMA reduce-add, each
+                                   program its own tiles or 16 sharing them in order
 ============================== ======================================================
 
 Tables, each row one timed kernel: ``tensor_core`` (:class:`TensorCoreRate`: the
 instruction, lowering, dtype, M×N×K, warps, operands "smem" or "streamed"), ``hbm``
 (:class:`HbmRate`: op and size), ``l2`` (:class:`L2Rate`: working set), ``grid``
 (:class:`GridTime`: device time against programs), ``latency`` (:class:`ChaseTime`: a
-pointer chase's device time at two step counts). Header: ``device``, ``date``,
+pointer chase's device time at two step counts), ``atomics`` (:class:`AtomicRate`: form,
+working set, sharing). Header: ``device``, ``date``,
 ``jax_version``, ``git_commit``, ``command``, ``clocks`` (NVML summary) and ``failed``
 (what did not run, and why).
 
@@ -122,6 +126,10 @@ class CeilingValues(_Frozen):
     wave_cost_s: Measured | None = None
     hbm_idle_latency_s: Measured | None = None
     l2_hit_latency_s: Measured | None = None
+    l2_triton_red_spread_bytes_per_s: Measured | None = None
+    l2_triton_red_shared_bytes_per_s: Measured | None = None
+    l2_tma_reduce_spread_bytes_per_s: Measured | None = None
+    l2_tma_reduce_shared_bytes_per_s: Measured | None = None
 
 
 class TensorCoreRate(_Frozen):
@@ -150,7 +158,9 @@ class TensorCoreRate(_Frozen):
     power_w: Positive | None = None
     #: the product a row stands for where it is not S = Q K^T: ``"pv"``, O += P V with
     #: N a head dim or one column block of it (``pallas_kernels.ceilings.WGMMA_PV_TILES``)
-    form: Literal["pv"] | None = None
+    #: ``"bwd"``: one warpgroup shaped as a 64 x 64 backward tile's products
+    #: (``pallas_kernels.ceilings.WGMMA_BWD_TILES``)
+    form: Literal["pv", "bwd"] | None = None
 
 
 class HbmRate(_Frozen):
@@ -168,6 +178,21 @@ class HbmRate(_Frozen):
 class L2Rate(_Frozen):
     working_set_bytes: Count
     bytes_read: Count
+    bytes_per_s: Positive
+    device_s: Positive
+    timing: str
+    clock_sm_hz: Positive | None = None
+
+
+class AtomicRate(_Frozen):
+    """Float32 tiles added into a buffer, one way (``pallas_kernels.ceilings.measure_atomics``)."""
+
+    form: Literal["triton_red", "tma_reduce"]
+    working_set_bytes: Count
+    sharing: Count  #: programs adding into the same tiles in the same order
+    programs: Count
+    tile_bytes: Count
+    bytes_added: Count
     bytes_per_s: Positive
     device_s: Positive
     timing: str
@@ -226,6 +251,7 @@ class Ceilings(_Frozen):
     l2: list[L2Rate] = []
     grid: list[GridTime] = []
     latency: list[ChaseTime] = []
+    atomics: list[AtomicRate] = []
 
     def value(self, name: str) -> float | None:
         """A headline figure by its field name, None where it was not measured."""
