@@ -924,9 +924,13 @@ def measure_atomics(s: Session) -> None:
     and Mosaic's TMA bulk reduce-add (FA-3's), each against working set and sharing."""
     rows, cols = ATOMIC_TILE
     tile = rows * cols * 4
-    forms = [("triton_red", "Pallas Triton atomic_add of a 64x128 f32 tile (red.global.add.f32, acq_rel)")]
+    forms = [
+        ("triton_red", "Pallas Triton atomic_add of a 64x128 f32 tile (red.global.add.f32, "
+         "acq_rel)"),
+    ]  # fmt: skip
     if not s.interpret:
-        forms.append(("tma_reduce", "Pallas Mosaic GPU copy_smem_to_gmem(reduction_op='add') of a 64x128 f32 tile, 4 in flight"))
+        forms.append(("tma_reduce", "Pallas Mosaic GPU copy_smem_to_gmem(reduction_op='add') "
+                      "of a 64x128 f32 tile, 4 in flight"))  # fmt: skip
     sets_ = (256 << 10,) if s.interpret else ATOMIC_WORKING_SETS
     programs = 2 if s.interpret else 2 * s.sm_count
     per = 2 if s.interpret else 256

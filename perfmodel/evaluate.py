@@ -43,7 +43,14 @@ if TYPE_CHECKING:  # the sympy models load where a model is built (``_model``)
 
     from perfmodel.costs.base import CostModel
 
-_PER_KERNEL = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes")
+_PER_KERNEL = (
+    "matmul_flops",
+    "vector_flops",
+    "exp_count",
+    "hbm_bytes",
+    "l2_bytes",
+    "l2_reduce_bytes",
+)
 #: A model's whole-model fields (beside its kernels').
 PER_MODEL = ("extra_memory_bytes", "hbm_bytes_no_cache", "sram_bytes", "register_bytes")
 #: Each roof with the kernel field it bounds (``Roof.work``), looked up once.
@@ -251,6 +258,8 @@ def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num | None]:
         Roof.EXP: hw.exp_per_s,
         Roof.HBM: hw.hbm_bandwidth_bytes_per_s,
         Roof.L2: hw.l2_bandwidth_bytes_per_s,
+        # no datasheet gives a reduction rate: the L2's, so the floor stays a floor
+        Roof.L2_REDUCE: hw.l2_bandwidth_bytes_per_s,
     }
 
 
@@ -974,6 +983,7 @@ def _counts(raw: dict[ExprName, Num], kernels: list[str], hw: HardwareSpec) -> d
     out["intensity"] = roofline.arithmetic_intensity(flops, out["hbm_bytes"])
     if hw.l2_bytes is None:
         out["l2_bytes"] = flops * np.nan
+        out["l2_reduce_bytes"] = flops * np.nan
     return out
 
 
@@ -1246,6 +1256,7 @@ _ADDITIVE = (
     "hbm_bytes",
     "hbm_bytes_no_cache",
     "l2_bytes",
+    "l2_reduce_bytes",
     "t_compute_s",
     "t_memory_s",
     "t_lower_s",

@@ -471,7 +471,7 @@ def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> 
     latency = item["call_latency_s"]
     item["call_latency_s"] = None if latency is None or latency != latency else latency
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
-        item["l2_bytes"] = None
+        item["l2_bytes"] = item["l2_reduce_bytes"] = None
     item["floor_pack"], item["floor_splits"] = int(item["floor_pack"]), int(item["floor_splits"])
     absent = _ABSENT
     item["roof_times_s"] = {
@@ -1012,7 +1012,8 @@ def sweep_columns(spec: HardwareSpec) -> tuple[str, ...]:
     roofs = [f"t_{r}_s" for r, rate in roof_rates(spec, 1.0).items() if rate is not None]
     # call_latency_s: a point's host latency, None where unmeasured: predict's alone;
     # l2_bytes: only on a device with an L2 (predict's None elsewhere), as its roof
-    absent = {"call_latency_s", *(() if spec.l2_bytes is not None else ("l2_bytes",))}
+    no_l2 = () if spec.l2_bytes is not None else ("l2_bytes", "l2_reduce_bytes")
+    absent = {"call_latency_s", *no_l2}
     side = (*(f for f in SIDE_FIELDS if f not in absent), *roofs, *EFFECT_COLUMNS)
     launch = ("pack", "splits", "blocks_per_sm", "spilled_registers_per_thread", "fits_sram")
     return (

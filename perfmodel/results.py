@@ -45,6 +45,8 @@ class AlgorithmPrediction(BaseModel):
     hbm_bytes: float
     hbm_bytes_no_cache: float
     l2_bytes: float | None
+    #: bytes sent to L2 as reductions done there (an atomic dQ's adds), not in l2_bytes
+    l2_reduce_bytes: float | None
     intensity: float
     t_compute_s: float
     t_memory_s: float

@@ -114,6 +114,9 @@ class Roof(_Name):
     EXP = "exp"  #: exponentials per second (special-function units)
     HBM = "hbm"  #: HBM bytes/s
     L2 = "l2"  #: L2 -> SM bytes/s
+    #: SM -> L2 bytes/s of reductions done in L2 (an atomic dQ's adds): the other
+    #: direction of the crossbar from the L2 roof's reads, so the two overlap
+    L2_REDUCE = "l2_reduce"
 
     @property
     def work(self) -> str:
@@ -127,12 +130,13 @@ _WORK_OF = {
     Roof.EXP: "exp_count",
     Roof.HBM: "hbm_bytes",
     Roof.L2: "l2_bytes",
+    Roof.L2_REDUCE: "l2_reduce_bytes",
 }
 
 
 #: Roofs on execution units, and roofs on memory levels.
 COMPUTE_ROOFS: tuple[Roof, ...] = (Roof.MATMUL, Roof.VECTOR, Roof.EXP)
-MEMORY_ROOFS: tuple[Roof, ...] = (Roof.HBM, Roof.L2)
+MEMORY_ROOFS: tuple[Roof, ...] = (Roof.HBM, Roof.L2, Roof.L2_REDUCE)
 ROOFS: tuple[Roof, ...] = COMPUTE_ROOFS + MEMORY_ROOFS
 
 

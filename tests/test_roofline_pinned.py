@@ -120,6 +120,7 @@ def test_device_rates_and_symbols_come_from_the_spec():
         "exp": H200.exp_per_s,
         "hbm": H200.hbm_bandwidth_bytes_per_s,
         "l2": H200.l2_bandwidth_bytes_per_s,
+        "l2_reduce": H200.l2_bandwidth_bytes_per_s,  # no datasheet rate: the L2's
     }
     assert shape_values(H200, n=1) == {
         "n": 1,

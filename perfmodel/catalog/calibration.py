@@ -44,6 +44,10 @@ class Calibration(BaseModel):
     exp_efficiency: PositiveFraction = 1.0
     hbm_efficiency: PositiveFraction = 1.0
     l2_efficiency: PositiveFraction = 1.0
+    #: The fraction of the L2 bandwidth reductions done in L2 reach (an atomic dQ's adds,
+    #: in the backward family's form: ``Backward.dq_atomics``); None: ``l2_efficiency``
+    #: (the prior where no ceilings measured them: reductions at the reads' fraction).
+    l2_reduce_efficiency: PositiveFraction | None = None
     launch_overhead_s: Overhead | None = None
     #: Host time to issue one kernel and wait for it, fitted on synchronous single-call
     #: timings; it enters ``call_latency_s`` only, never the device time ``time_s``.
@@ -75,7 +79,8 @@ class Calibration(BaseModel):
     sources: dict[str, str] = {}
 
     def efficiency(self, roof: str) -> float:
-        return float(getattr(self, f"{roof}_efficiency"))
+        value = getattr(self, f"{roof}_efficiency")
+        return float(self.l2_efficiency if value is None else value)
 
 
 def known_calibrations() -> list[str]:
@@ -168,12 +173,40 @@ def _measured(hw: HardwareSpec, family: KernelFamily | None, ceilings: str) -> d
     return out
 
 
+#: The device whose measured reduction rates are the prior elsewhere.
+REDUCE_PRIOR_DEVICE = "h200"
+
+
+@functools.cache
+def reduce_prior(form: str) -> float | None:
+    """The fraction of the L2 bandwidth an atomic dQ's adds of ``form`` reach where the
+    device has no such ceiling (no datasheet states one): the fraction the one device
+    that measured them reached (``REDUCE_PRIOR_DEVICE``), None without its file."""
+    from perfmodel.catalog.ceilings import REDUCE_CEILING, load_ceilings
+    from perfmodel.catalog.hardware import load_hardware
+
+    spec = load_hardware(REDUCE_PRIOR_DEVICE)
+    found = load_ceilings(spec)
+    rate = None if found is None else found.value(REDUCE_CEILING[form])
+    if rate is None or not spec.l2_bandwidth_bytes_per_s:
+        return None
+    return min(1.0, rate / spec.l2_bandwidth_bytes_per_s)
+
+
 def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Calibration:
     base = _load_named("default")
     matmul = base.matmul_efficiency
     if family.matmul == "mma" and hw.warp_mma_fraction is not None:
         matmul = min(matmul, hw.warp_mma_fraction)
     update = {"matmul_efficiency": matmul, **_measured(hw, family, ceilings)}
+    if family.dq_atomics is not None and "l2_reduce_efficiency" not in update:
+        update["l2_reduce_efficiency"] = reduce_prior(family.dq_atomics)
+        update["sources"] = {
+            **base.sources,
+            **update.get("sources", {}),
+            "l2_reduce_efficiency": f"prior: the fraction {REDUCE_PRIOR_DEVICE}'s ceilings "
+            f"measured for {family.dq_atomics} dQ adds (no datasheet states a reduction rate)",
+        }
     if family.kernel_fixed_s and update.get("launch_overhead_s") is not None:
         update["launch_overhead_s"] = update["launch_overhead_s"] + family.kernel_fixed_s
     where = "measured ceilings" if "matmul_efficiency_by_d" in update else "datasheet deratings"

@@ -475,12 +475,26 @@ def measured_fractions(
         if measured and datasheet:
             out[field] = min(1.0, measured / datasheet)
             sources[field] = f"ceilings: {name}"
+    if family is not None and family.dq_atomics is not None and spec.l2_bandwidth_bytes_per_s:
+        name = REDUCE_CEILING[family.dq_atomics]
+        reduce = c.value(name)
+        if reduce:
+            out["l2_reduce_efficiency"] = min(1.0, reduce / spec.l2_bandwidth_bytes_per_s)
+            sources["l2_reduce_efficiency"] = f"ceilings: {name} ({family.dq_atomics} dQ adds)"
     kernel_min = c.value("kernel_min_s")
     if kernel_min:
         out["launch_overhead_s"] = kernel_min
         sources["launch_overhead_s"] = "ceilings: kernel_min_s"
     out["sources"] = sources
     return out
+
+
+#: The headline that measures each form of an atomic dQ's adds (``DqAtomics``): the
+#: pattern of a backward's programs, a head's K/V blocks adding into the same Q tiles.
+REDUCE_CEILING = {
+    "element": "l2_triton_red_shared_bytes_per_s",
+    "bulk": "l2_tma_reduce_shared_bytes_per_s",
+}
 
 
 def interpolate(table: tuple[tuple[int, float], ...], d: Any) -> Any:

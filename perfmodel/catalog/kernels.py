@@ -161,6 +161,11 @@ GroupSplit = Literal["none", "fill_waves"]
 #: float32 accumulators); "kernels": written per query head in the input dtype, then
 #: one kernel each for dK and dV sums the group (cuDNN: ``costs.backward``'s group_reduce).
 GroupReduce = Literal["none", "kernels"]
+#: How an atomic backward's dQ reaches its float32 buffer in L2: ``"element"``, one
+#: atomic add per element (FA-2's atomicAdd, Triton's atomic_add); ``"bulk"``, a tile at
+#: a time by the TMA's bulk reduce-add (FA-3). Each has its measured rate
+#: (``perfmodel.catalog.ceilings``: the L2-reduce roof's fraction).
+DqAtomics = Literal["element", "bulk"]
 
 
 class BackwardTile(BaseModel):
@@ -225,6 +230,8 @@ class Backward(BaseModel):
     group_split_since: str | None = None
     #: How the group's dK, dV are summed where each query head has its programs.
     group_reduce: GroupReduce = "none"
+    #: The form of the atomic family's dQ adds (None: not atomic, or not stated).
+    dq_atomics: DqAtomics | None = None
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
@@ -288,6 +295,8 @@ class KernelFamily(BaseModel):
     group_split: GroupSplit = "none"
     group_split_d_max: Annotated[int, INTEGER, within(0, 4096)] = 0
     group_reduce: GroupReduce = "none"
+    #: A backward view's dQ atomics (``Backward.dq_atomics``); None for a forward.
+    dq_atomics: DqAtomics | None = None
     #: The fused forward holds d in column blocks of shared memory (one wgmma of O += P V
     #: per block) where n or kv_len is not a multiple of this (None: never): ours on Mosaic
     blocked_multiple: Count | None = None
@@ -404,6 +413,7 @@ class KernelFamily(BaseModel):
                 group_split=bwd.group_split,
                 group_split_d_max=bwd.group_split_d_max,
                 group_reduce=bwd.group_reduce,
+                dq_atomics=bwd.dq_atomics,
                 tiles=tiles,
                 backward=None,
                 backward_family=None,

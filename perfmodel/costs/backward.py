@@ -153,18 +153,20 @@ def _dkdv_kernel(
     l2: bool,
     gemms: int,
     name: str,
-    dq_atomic_l2: sp.Expr,
+    reductions: sp.Expr,
     heads: sp.Expr = h_kv,
     masked: bool = False,
 ) -> Kernel:
     """The K/V-block loop of Algorithm 2 (grid b·heads·T_c, inner loop over Q blocks):
     ``heads`` h_kv where one program sums its group's dK, dV on chip (ours), h where each
-    query head has its programs and the group's partials are summed after (FA-2, FA-3)."""
+    query head has its programs and the group's partials are summed after (FA-2, FA-3).
+    ``reductions``: bytes it adds into a buffer in L2 (the atomic family's dQ), on the
+    L2-reduce roof; with no L2 modelled, DRAM traffic."""
     _, q_rows, _, _ = _visited(causal, masked)
     row_bytes = 2 * d * s + 2 * F32  # Q and dO rows, their LSE and D
     streamed = b * h * q_rows * row_bytes
     compulsory = 2 * t.kv_bytes  # read K, V; write dK, dV
-    l2_traffic = compulsory + streamed + dq_atomic_l2
+    l2_traffic = compulsory + streamed
     head_bytes = n * row_bytes  # one query head's Q, dO, LSE, D
     if masked:  # the rows any visited tile reads; past L2, once per wave reading them
         fits = t.streamed_fits(t.k_blocks, head_bytes)
@@ -172,13 +174,14 @@ def _dkdv_kernel(
         streamed_dram = b * h * rows_read * row_bytes
     else:
         streamed_dram = b * h * head_bytes * t.streamed_dram_passes(t.k_blocks, head_bytes)
-    dram = compulsory + streamed_dram if l2 else l2_traffic
+    dram = compulsory + streamed_dram if l2 else l2_traffic + reductions
     # One program per K/V head and block, the group's dK, dV summed on chip; a kernel can
     # as well run one per query head and sum the group's partials after (FlashAttention-2
     # and -3 expand dK, dV per query head for GQA): the floor's parallelism.
-    return _recompute_pass(
+    kernel = _recompute_pass(
         name, causal, gemms, dram, l2_traffic, b * heads * t.k_blocks, b * h * t.k_blocks, masked
     )
+    return dataclasses.replace(kernel, l2_reduce_bytes=reductions if l2 else 0 * reductions)
 
 
 def _dq_kernel(causal: bool, l2: bool, masked: bool = False) -> Kernel:
@@ -288,7 +291,9 @@ def build_flash(
         kernels=kernels,
         # LSE kept from the forward, D, and the atomic family's float32 dQ buffer.
         extra_memory_bytes=t.lse_bytes + t.delta_bytes + dq_buffer,
-        hbm_bytes_no_cache=sp.Add(*(k.l2_bytes for k in kernels)),
+        hbm_bytes_no_cache=sp.Add(
+            *(k.l2_bytes for k in kernels), *(k.l2_reduce_bytes for k in kernels)
+        ),
         sram_bytes=backward_sram_bytes(),
         register_bytes=backward_register_bytes(),
         notes={"dq": dq, "l2": "Q/dO and K/V re-reads served by L2" if l2 else "none"},

@@ -15,6 +15,8 @@ class Kernel:
 
     ``hbm_bytes`` is DRAM traffic; ``l2_bytes`` is traffic between L2 and the SMs
     (every global load and store); None means no reuse, the same as ``hbm_bytes``.
+    ``l2_reduce_bytes``: bytes sent to L2 as reductions done there (atomic adds whose
+    result no one reads), not in ``l2_bytes``: they have their own roof.
     """
 
     name: str
@@ -33,10 +35,13 @@ class Kernel:
     #: Kernels this entry stands for at a point (None: 1): one entry may count a family's
     #: kernels that run only at some shapes (0 there), or several kernels of one kind.
     launches: sp.Expr | None = None
+    l2_reduce_bytes: sp.Expr | None = None
 
     def __post_init__(self) -> None:
         if self.l2_bytes is None:  # streaming kernel: every byte passes L2 once
             object.__setattr__(self, "l2_bytes", self.hbm_bytes)
+        if self.l2_reduce_bytes is None:
+            object.__setattr__(self, "l2_reduce_bytes", 0 * self.hbm_bytes)
 
     @property
     def flops(self) -> sp.Expr:
