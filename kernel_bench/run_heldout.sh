@@ -8,7 +8,7 @@ OUT=${OUT:-/tmp/out}
 BUDGET=${BUDGET:-190}
 NAME=h200-heldout${DRAW:?DRAW}-${DATE:?DATE}
 mkdir -p "$OUT"
-sha256sum pallas_kernels/*.py > "$OUT/$NAME.tree.txt"
+sha256sum pallas_kernels/*.py kernel_rules/*.py > "$OUT/$NAME.tree.txt"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
 PYTHONPATH=. timeout $((BUDGET + 60)) python3 -m kernel_bench.heldout_draw measure \
     --predictions "specs/measurements/details/$NAME.predictions.json" \

@@ -86,6 +86,7 @@ import jax
 import jax.numpy as jnp
 from jax import lax
 
+from kernel_rules import group_split
 from pallas_kernels import flash_mosaic
 from pallas_kernels._common import (
     DTYPES_16BIT,
@@ -471,19 +472,9 @@ def _launch(plan: _Plan, body, out_types, grid, names, *args):
 
 
 def group_split_for(batch: int, kv_blocks: int, kv_heads: int, group: int, sm_count: int) -> int:
-    """CTAs per GQA group of the dK/dV kernel: the divisor ``s`` of the group whose grid
-    of ``batch * kv_heads * kv_blocks * s`` CTAs fills the waves best (CTAs over wave
-    slots), the smallest of the best: each CTA beyond one per group costs a float32
-    partial of dK and dV and their sum. 1 where the grid already fills its waves as well."""
-    ctas = batch * kv_blocks * kv_heads
-
-    def filled(share: int) -> float:
-        grid = ctas * share
-        return grid / (sm_count * -(-grid // sm_count))
-
-    shares = [s for s in range(1, group + 1) if group % s == 0]
-    best = max(filled(s) for s in shares)
-    return min(s for s in shares if filled(s) >= best - 1e-9)
+    """CTAs per GQA group of the dK/dV kernel: ``kernel_rules.group_split`` of its grid of
+    ``batch * kv_heads * kv_blocks`` CTAs (the rule the model costs, written once)."""
+    return int(group_split(batch * kv_blocks * kv_heads, group, sm_count))
 
 
 def dq_split(block_q: int, d: int) -> tuple[str, int, int] | None:

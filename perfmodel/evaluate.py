@@ -258,8 +258,7 @@ def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num | None]:
         Roof.EXP: hw.exp_per_s,
         Roof.HBM: hw.hbm_bandwidth_bytes_per_s,
         Roof.L2: hw.l2_bandwidth_bytes_per_s,
-        # no datasheet gives a reduction rate: the L2's, so the floor stays a floor
-        Roof.L2_REDUCE: hw.l2_bandwidth_bytes_per_s,
+        Roof.L2_REDUCE: hw.l2_reduce_base_bytes_per_s,
     }
 
 

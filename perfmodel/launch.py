@@ -38,6 +38,7 @@ from typing import Any, cast
 import numpy as np
 import numpy.typing as npt
 
+from kernel_rules import group_split
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.catalog.kernels import (
     ON_CHIP_HEAD_DIM_PADDING,
@@ -264,24 +265,6 @@ class BackwardLaunch:
     #: 1 where dK, dV leave per query head and kernels of their own sum the group after
     #: (``Backward.group_reduce`` "kernels" and a group larger than one), else 0
     group_reduce: Any = 0
-
-
-def group_split_fill_waves(programs: Column, group: Column, sm_count: int) -> Column:
-    """``GroupSplit`` "fill_waves" per point: of the divisors ``s`` of the GQA group, the
-    smallest whose grid of ``programs · s`` fills its waves best (programs over
-    ``sm_count`` · waves). The rule ours runs (``flash_mosaic_backward.group_split_for``,
-    held equal by tests/test_kernel_specs.py)."""
-    programs = np.asarray(programs, dtype=np.float64)
-    group = np.asarray(group, dtype=np.float64)
-    best_fill = np.zeros(np.shape(group))
-    best = np.ones(np.shape(group))
-    for share in range(1, int(np.max(group, initial=1)) + 1):
-        grid = programs * share
-        fill = grid / (sm_count * np.ceil(grid / sm_count))
-        better = (np.mod(group, share) == 0) & (fill > best_fill + 1e-9)
-        best = np.where(better, share, best)
-        best_fill = np.where(better, fill, best_fill)
-    return best
 
 
 def backward_imbalance(
@@ -621,7 +604,7 @@ def backward_launch(
     share = np.ones(size)
     if view.group_split == "fill_waves":  # the dK/dV grid b·h_kv·T_c, before the split
         programs = b * h_kv * np.ceil(m / bk)
-        fill = group_split_fill_waves(programs, h / h_kv, hw.sm_count)
+        fill = group_split(programs, h / h_kv, hw.sm_count)
         share = np.where(d_run <= view.group_split_d_max, fill, 1.0)
     reduce = np.zeros(size)
     if view.group_reduce == "kernels":

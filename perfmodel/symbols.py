@@ -20,7 +20,7 @@ q_len, layers, page, splits = sp.symbols("q_len layers page splits", **_pos_int)
 #: Query heads of one GQA group sharing a tile (1: one program per query head).
 pack = sp.Symbol("pack", positive=True)
 #: Programs of a backward dK/dV kernel sharing one GQA group's query heads, each summing
-#: its share into float32 partials (``launch.group_split_fill_waves``; 1: on chip).
+#: its share into float32 partials (``kernel_rules.group_split``; 1: on chip).
 group_split = sp.Symbol("group_split", positive=True)
 #: 1 where a backward writes a GQA group's dK, dV per query head in the input dtype and
 #: sums them over the group in kernels of their own after (cuDNN: ``Backward.group_reduce``

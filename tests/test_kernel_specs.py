@@ -132,11 +132,11 @@ def test_mosaic_backward_is_its_heuristic_config(d, causal):
 
 
 def test_mosaic_backward_splits_gqa_groups_as_the_kernel():
-    """pallas-mosaic's [backward] group_split: the kernel's rule (group_split_for) at
-    every grid and group, up to the head dim where its paired kernel runs."""
-    import numpy as np
-
-    from perfmodel.launch import group_split_fill_waves
+    """pallas-mosaic's [backward] group_split: the kernel and the model run one rule
+    (``kernel_rules.group_split``), up to the head dim where its paired kernel runs; by
+    hand, 24 CTAs (b = 3, 8 K/V blocks, 1 K/V head) of a 6:1 group on 132 SMs split 3
+    ways (72 CTAs fill 0.545 of a wave, as 144 do of two; the smaller wins)."""
+    from perfmodel import launch
 
     m = flash_mosaic_backward
     bwd = load_kernel("pallas-mosaic").backward
@@ -144,13 +144,9 @@ def test_mosaic_backward_splits_gqa_groups_as_the_kernel():
     assert bwd.group_split_d_max == m.PAIRED_MAX_HEAD_DIM
     assert m.heuristic_config(bwd.group_split_d_max).splits_group
     assert not m.heuristic_config(bwd.group_split_d_max + 16).splits_group
-    programs, groups = np.meshgrid(np.arange(1, 300), [1, 2, 3, 4, 6, 8, 12, 16, 32])
-    ours = group_split_fill_waves(programs.ravel(), groups.ravel(), 132)
-    kernel = [
-        m.group_split_for(1, int(p), 1, int(g), 132)
-        for p, g in zip(programs.ravel(), groups.ravel(), strict=True)
-    ]
-    assert ours.tolist() == kernel
+    assert launch.group_split is m.group_split
+    assert m.group_split_for(3, 8, 1, 6, 132) == 3
+    assert launch.group_split([24, 264], [6, 4], 132).tolist() == [3.0, 1.0]
 
 
 @pytest.mark.parametrize("d", HEAD_DIMS)

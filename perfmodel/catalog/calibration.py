@@ -178,19 +178,22 @@ REDUCE_PRIOR_DEVICE = "h200"
 
 
 @functools.cache
-def reduce_prior(form: str) -> float | None:
-    """The fraction of the L2 bandwidth an atomic dQ's adds of ``form`` reach where the
-    device has no such ceiling (no datasheet states one): the fraction the one device
-    that measured them reached (``REDUCE_PRIOR_DEVICE``), None without its file."""
+def reduce_prior(form: str, l2: bool = True) -> float | None:
+    """The fraction of the L2-reduce roof's full rate (``l2_reduce_base_bytes_per_s``: the L2
+    bandwidth, with ``l2`` False the HBM's) an atomic dQ's adds of ``form`` reach where
+    the device has no such ceiling (no datasheet states one): the fraction of the same
+    base the one device that measured them reached (``REDUCE_PRIOR_DEVICE``), None
+    without its file."""
     from perfmodel.catalog.ceilings import REDUCE_CEILING, load_ceilings
     from perfmodel.catalog.hardware import load_hardware
 
     spec = load_hardware(REDUCE_PRIOR_DEVICE)
     found = load_ceilings(spec)
     rate = None if found is None else found.value(REDUCE_CEILING[form])
-    if rate is None or not spec.l2_bandwidth_bytes_per_s:
+    base = spec.l2_bandwidth_bytes_per_s if l2 else spec.hbm_bandwidth_bytes_per_s
+    if rate is None or not base:
         return None
-    return min(1.0, rate / spec.l2_bandwidth_bytes_per_s)
+    return min(1.0, rate / base)
 
 
 def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Calibration:
@@ -200,7 +203,8 @@ def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Ca
         matmul = min(matmul, hw.warp_mma_fraction)
     update = {"matmul_efficiency": matmul, **_measured(hw, family, ceilings)}
     if family.dq_atomics is not None and "l2_reduce_efficiency" not in update:
-        update["l2_reduce_efficiency"] = reduce_prior(family.dq_atomics)
+        on_l2 = hw.l2_bandwidth_bytes_per_s is not None
+        update["l2_reduce_efficiency"] = reduce_prior(family.dq_atomics, on_l2)
         update["sources"] = {
             **base.sources,
             **update.get("sources", {}),

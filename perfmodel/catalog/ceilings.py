@@ -475,11 +475,11 @@ def measured_fractions(
         if measured and datasheet:
             out[field] = min(1.0, measured / datasheet)
             sources[field] = f"ceilings: {name}"
-    if family is not None and family.dq_atomics is not None and spec.l2_bandwidth_bytes_per_s:
+    if family is not None and family.dq_atomics is not None:
         name = REDUCE_CEILING[family.dq_atomics]
         reduce = c.value(name)
         if reduce:
-            out["l2_reduce_efficiency"] = min(1.0, reduce / spec.l2_bandwidth_bytes_per_s)
+            out["l2_reduce_efficiency"] = min(1.0, reduce / spec.l2_reduce_base_bytes_per_s)
             sources["l2_reduce_efficiency"] = f"ceilings: {name} ({family.dq_atomics} dQ adds)"
     kernel_min = c.value("kernel_min_s")
     if kernel_min:

@@ -175,6 +175,15 @@ class HardwareSpec(BaseModel):
                 return name
         raise PerfmodelError(f"{self.name} gives no matrix peak")  # the schema refuses this
 
+    @property
+    def l2_reduce_base_bytes_per_s(self) -> float:
+        """The full rate of the L2-reduce roof (reductions done in L2, an atomic dQ's
+        adds): no datasheet gives one, so the L2's bandwidth, or the HBM's where the spec
+        states no L2 bandwidth (the reductions measured on the H200 run below both: the
+        floor stays a floor); the estimate's fraction of it is measured
+        (``ceilings.REDUCE_CEILING``) or ``calibration.reduce_prior``."""
+        return float(self.l2_bandwidth_bytes_per_s or self.hbm_bandwidth_bytes_per_s)
+
     def ridge_point(self, dtype: str) -> float:
         """FLOP per HBM byte at which the matrix roof meets the bandwidth slope."""
         return self.peak(dtype) / self.hbm_bandwidth_bytes_per_s

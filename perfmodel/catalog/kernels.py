@@ -154,7 +154,7 @@ DqRule = Literal["two_pass", "atomic"]
 #: group on chip (grid b·h_kv·T_c); ``"fill_waves"``, the group's query heads are split
 #: into the shares (a divisor of the group) whose grid fills its waves best, the smallest
 #: of the best, each share's float32 dK, dV partials summed after
-#: (``launch.group_split_fill_waves``; ours: ``flash_mosaic_backward.group_split_for``).
+#: (``kernel_rules.group_split``, which our kernel and ``launch.backward_launch`` both run).
 GroupSplit = Literal["none", "fill_waves"]
 #: How an atomic backward (one dK/dV program per query head) sums a GQA group's dK, dV:
 #: "none" where the model leaves that summing out (FlashAttention-2's caller, FA-3's
