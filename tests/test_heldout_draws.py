@@ -1,4 +1,4 @@
-"""Held-out draws 4 to 10 (issue 21, items 4 and 5): committed data, no timing.
+"""Held-out draws 4 to 11 (issue 21, items 4 and 5): committed data, no timing.
 
 Each draw's shapes were drawn by ``kernel_bench/heldout_draw.py`` with its seed (none
 equal to a point committed before), the model's predictions committed before its GPU run
@@ -94,6 +94,17 @@ RECORDED = {
         "pallas_flash [pallas-mosaic]": (14, -0.0061, 0.0385, 0.1231),
         "pallas_flash [pallas-mosaic] (train)": (6, -0.0455, 0.0564, 0.0885),
     },
+    # seed 20261211, predictions 53690d5 (the model of main at e63887a: the L2-reduce
+    # roof of atomic backwards; docs/validation/heldout11.md)
+    "h200-heldout11-2026-12-04": {
+        "cudnn": (14, -0.0269, 0.0488, 0.1133),
+        "cudnn (decode)": (8, -0.0246, 0.1191, 0.3607),
+        "cudnn (train)": (4, -0.1563, 0.1563, 0.2691),  # cuDNN refused 2 odd-n shapes
+        "paged_decode": (8, -0.0909, 0.1108, 0.2824),
+        "pallas_flash": (14, 0.0118, 0.0977, 0.2608),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (14, -0.0877, 0.1028, 0.4502),
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.1215, 0.1215, 0.1847),
+    },
 }
 #: Groups where today's model is held to its own figures instead, and why they moved
 #: (tests/test_heldout3.py's MOVED says why: the 4 µs gap is no longer device time)
@@ -153,6 +164,14 @@ HELD = {
         ("pallas_flash", "signed", 0.03),  # -2.1 %
         ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 5.6 %
         ("pallas_flash [pallas-mosaic] (train)", "max", 0.20),  # 8.9 %
+    ),
+    "h200-heldout11-2026-12-04": (
+        ("cudnn", "median", 0.05),  # 4.9 %
+        ("cudnn", "max", 0.15),  # 11.3 %
+        ("cudnn", "signed", 0.03),  # -2.7 %
+        ("pallas_flash", "signed", 0.03),  # +1.2 %
+        ("pallas_flash [pallas-mosaic] (train)", "max", 0.20),  # 18.5 %
+        ("cudnn (decode)", "signed", 0.03),  # -2.5 %
     ),
 }
 
