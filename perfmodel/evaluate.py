@@ -243,6 +243,10 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     mask = values.pop("mask", None)
     if "block_q" in values:
         values["tile_gcd"] = tile_gcd(values["block_q"], values["block_k"], values["pack"])
+        # a two-pass backward's dQ kernel: its own tile where the launch gives one
+        values.setdefault("dq_block_q", values["block_q"])
+        values.setdefault("dq_block_k", values["block_k"])
+        values["dq_tile_gcd"] = tile_gcd(values["dq_block_q"], values["dq_block_k"], 1.0)
     values["l2_capacity"] = hw.l2_bytes or 0
     values["resident_ctas"] = hw.sm_count * blocks_per_sm
     if mask is not None:

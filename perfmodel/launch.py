@@ -265,6 +265,10 @@ class BackwardLaunch:
     #: 1 where dK, dV leave per query head and kernels of their own sum the group after
     #: (``Backward.group_reduce`` "kernels" and a group larger than one), else 0
     group_reduce: Any = 0
+    #: the two-pass dQ kernel's tile (query rows a CTA owns, keys a step): the tile's
+    #: ``dq_block_*`` where it states them, else the dK/dV kernel's
+    dq_block_q: Any = None
+    dq_block_k: Any = None
 
 
 def backward_imbalance(
@@ -294,8 +298,21 @@ def backward_imbalance(
     n, m, h, h_kv, b = cols
     bq = np.broadcast_to(np.asarray(launch.block_q, dtype=np.float64), n.shape)
     bk = np.broadcast_to(np.asarray(launch.block_k, dtype=np.float64), n.shape)
-    keys, inverse = np.unique(np.stack([n, m, bq, bk], axis=1), axis=0, return_inverse=True)
-    stats = np.array([_causal_programs(*(int(v) for v in row)) for row in keys])
+    dq_q = bk if launch.dq_block_q is None else launch.dq_block_q
+    dq_k = bq if launch.dq_block_k is None else launch.dq_block_k
+    dq_q = np.broadcast_to(np.asarray(dq_q, dtype=np.float64), n.shape)
+    dq_k = np.broadcast_to(np.asarray(dq_k, dtype=np.float64), n.shape)
+    # the dK/dV grid at (block_q, block_k); the dQ grid's Q blocks of dq_q rows walking
+    # K/V tiles of dq_k keys (the second half of _causal_programs at (dq_k, dq_q))
+    table = np.stack([n, m, bq, bk, dq_k, dq_q], axis=1)
+    keys, inverse = np.unique(table, axis=0, return_inverse=True)
+    stats = np.array(
+        [
+            _causal_programs(*(int(v) for v in row[:4]))[:3]
+            + _causal_programs(int(row[0]), int(row[1]), int(row[4]), int(row[5]))[3:]
+            for row in keys
+        ]
+    )
     rows = stats[inverse.reshape(-1)]
     kv_side, q_side = (rows[:, 0], rows[:, 1], rows[:, 2]), (rows[:, 3], rows[:, 4], rows[:, 5])
     split = np.broadcast_to(np.asarray(launch.group_split, dtype=np.float64), n.shape)
@@ -311,8 +328,8 @@ def _causal_programs(n: int, m: int, block_q: int, block_k: int) -> tuple[float,
     """(programs, longest, mean steps) of a causal backward's two grids for one head,
     queries aligned bottom-right (row i sees keys up to i + m - n): K/V blocks of
     ``block_k`` keys walking Q tiles of ``block_q`` rows (the dK/dV kernel), then Q blocks
-    of ``block_k`` rows walking K/V tiles of ``block_q`` keys (the dQ kernel; the model
-    costs both kernels at one tile)."""
+    of ``block_k`` rows walking K/V tiles of ``block_q`` keys (the dQ kernel; called
+    with the dQ kernel's keys and rows for its half: :func:`backward_imbalance`)."""
     shift = m - n
     first_row = np.maximum(0, np.arange(0, m, block_k) - shift)  # the first row seeing it
     kv_steps = np.maximum(0, -(-n // block_q) - first_row // block_q)
@@ -609,7 +626,22 @@ def backward_launch(
     reduce = np.zeros(size)
     if view.group_reduce == "kernels":
         reduce = np.where(h > h_kv, 1.0, 0.0)
-    return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies, share, reduce)
+    dq_q, dq_k = dq_tiles(view, d_run, np.full(size, float(causal)), hw.arch, bq, bk)
+    return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies, share, reduce, dq_q, dq_k)
+
+
+def dq_tiles(
+    view: KernelFamily, d: Column, causal: Column, arch: str | None, bq: Column, bk: Column
+) -> tuple[Column, Column]:
+    """The dQ kernel's (rows, keys) per point: the backward tile's ``dq_block_*`` where
+    it states them, else the dK/dV tile's own."""
+
+    def tile(dim: float, masked: float) -> tuple[float, float]:
+        t = view.tile_for(int(dim), causal=bool(masked), arch=arch)
+        return (float(t.dq_block_q or 0.0), float(t.dq_block_k or 0.0))
+
+    rows, keys = _by_unique(tile, d, causal)
+    return np.where(rows > 0, rows, bq), np.where(keys > 0, keys, bk)
 
 
 def footprint(

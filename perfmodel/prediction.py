@@ -791,6 +791,8 @@ class _Engine:
             block_k=bwd.block_k,
             group_split=bwd.group_split,
             group_reduce=bwd.group_reduce,
+            dq_block_q=bwd.dq_block_q,
+            dq_block_k=bwd.dq_block_k,
             kv_stages=view.kv_stages,  # read by the forward model only (no sympy import)
             fp16=fp16,
         )

@@ -28,6 +28,11 @@ group_split = sp.Symbol("group_split", positive=True)
 group_reduce = sp.Symbol("group_reduce", nonnegative=True)
 #: gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size.
 tile_gcd = sp.Symbol("tile_gcd", positive=True)
+#: The tile of a two-pass backward's dQ kernel (query rows a CTA owns, keys a step), where
+#: it differs from the dK/dV kernel's ``block_q`` x ``block_k`` (``BackwardTile.dq_*``),
+#: and its causal period gcd(dq_block_q, dq_block_k).
+dq_block_q, dq_block_k = sp.symbols("dq_block_q dq_block_k", **_pos_int)
+dq_tile_gcd = sp.Symbol("dq_tile_gcd", positive=True)
 #: K/V tile stages a thread block keeps in shared memory (a kernel family's ``kv_stages``).
 kv_stages = sp.Symbol("kv_stages", **_pos_int)
 

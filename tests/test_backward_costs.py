@@ -36,6 +36,10 @@ def value(expr, **kw):
     )
     base.update(kw)
     base.setdefault("m", base["n"])
+    # the dQ kernel at the dK/dV kernel's tile unless a test gives its own
+    base.setdefault("dq_block_q", base["block_q"])
+    base.setdefault("dq_block_k", base["block_k"])
+    base.setdefault("dq_tile_gcd", math.gcd(base["dq_block_q"], base["dq_block_k"]))
     return float(compiled(expr)(**base))
 
 
@@ -106,6 +110,24 @@ def test_causal_tiles_and_streamed_rows_match_enumeration(n_, bq, bk):
     kv_once = 2 * 2 * n_ * 64 * 2  # K, V read and dK, dV written
     assert value(dkdv.l2_bytes, **vals) == kv_once + q_rows * (2 * 64 * 2 + 2 * 4)
     q_once = 3 * n_ * 64 * 2 + 2 * n_ * 4  # Q, dO read, dQ written; LSE, D read
+    assert value(dq.l2_bytes, **vals) == q_once + kv_rows * 2 * 64 * 2
+
+
+def test_the_dq_kernel_runs_at_its_own_tile():
+    """A two-pass dQ kernel whose tile differs from the dK/dV kernel's (ours on Mosaic at
+    d = 128: dK/dV 64 x 128, dQ 128 query rows walking 64-key tiles): its grid, the
+    causal tiles it visits and the K/V rows it streams are those of its tile, counted by
+    brute force; the dK/dV kernel keeps its own."""
+    n_ = 1000
+    vals = dict(n=n_, block_q=64, block_k=128, dq_block_q=128, dq_block_k=64, h=1, h_kv=1, d=64)
+    model = backward.build_flash(causal=True, l2=False)
+    dkdv, dq = kernel(model, "bwd_dkdv"), kernel(model, "bwd_dq")
+    assert value(dkdv.tiles, **vals) == len(brute_tiles(n_, 64, 128, causal=True))
+    dq_tiles = brute_tiles(n_, 128, 64, causal=True)
+    assert value(dq.tiles, **vals) == len(dq_tiles)
+    assert value(dq.work_items, **vals) == math.ceil(n_ / 128)
+    q_once = 3 * n_ * 64 * 2 + 2 * n_ * 4
+    kv_rows = sum(c for _, c in dq_tiles)
     assert value(dq.l2_bytes, **vals) == q_once + kv_rows * 2 * 64 * 2
 
 

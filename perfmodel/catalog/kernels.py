@@ -76,6 +76,9 @@ class Tile(BaseModel):
     blocks_per_sm: Count | None = None
     arch: str | None = None
     causal: Flag | None = None
+    #: A backward view's dQ kernel tile, where it differs (``BackwardTile.dq_block_*``)
+    dq_block_q: Count | None = None
+    dq_block_k: Count | None = None
 
     def matches(self, d: int, causal: bool, arch: str | None) -> bool:
         return (
@@ -397,6 +400,8 @@ class KernelFamily(BaseModel):
                 loads_ahead=t.stages - 1,  # Triton's num_stages, FA-3's Stages_dO
                 causal=t.causal,
                 arch=t.arch,
+                dq_block_q=t.dq_block_q,
+                dq_block_k=t.dq_block_k,
             )
             for t in bwd.tiles
         )

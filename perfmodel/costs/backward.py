@@ -56,6 +56,9 @@ from perfmodel.symbols import (
     block_k,
     block_q,
     d,
+    dq_block_k,
+    dq_block_q,
+    dq_tile_gcd,
     group_reduce,
     group_split,
     h,
@@ -71,6 +74,7 @@ from perfmodel.symbols import (
     mask_tiles,
     n,
     s,
+    tile_gcd,
 )
 from perfmodel.vocabulary import DQ_FAMILIES as DQ_FAMILIES  # how dQ is summed (docstring)
 
@@ -201,7 +205,24 @@ def _dq_kernel(causal: bool, l2: bool, masked: bool = False) -> Kernel:
         kv_dram = t.kv_bytes * t.streamed_dram_passes(t.q_blocks, t.kv_head_bytes, h / h_kv)
     dram = compulsory + kv_dram if l2 else l2_traffic
     # 3 products: S = QKᵀ, dP = dO Vᵀ, dQ = dS K
-    return _recompute_pass("bwd_dq", causal, 3, dram, l2_traffic, b * h * t.q_blocks, None, masked)
+    kernel = _recompute_pass("bwd_dq", causal, 3, dram, l2_traffic, b * h * t.q_blocks, None, masked)
+    if masked:  # a mask's symbols count its tiles at the dK/dV kernel's tile
+        return kernel
+    return _at_dq_tile(kernel)
+
+
+def _at_dq_tile(kernel: Kernel) -> Kernel:
+    """The dQ kernel at its own tile: Q blocks of ``dq_block_q`` rows walking K/V tiles
+    of ``dq_block_k`` keys (its grid, the K/V rows it streams, the causal tiles it
+    visits), where the family's dQ kernel is not the dK/dV kernel's tile."""
+    at = {block_q: dq_block_q, block_k: dq_block_k, tile_gcd: dq_tile_gcd}
+    fields = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes",
+              "work_items", "tiles", "floor_work_items", "l2_reduce_bytes")  # fmt: skip
+    return dataclasses.replace(
+        kernel,
+        **{f: sp.sympify(getattr(kernel, f)).xreplace(at) for f in fields
+           if getattr(kernel, f) is not None},
+    )  # fmt: skip
 
 
 def _recompute_pass(
