@@ -307,6 +307,10 @@ class OnChip:
     #: The same stretch of the other tiled kernels, by kernel name (the backward's dK/dV
     #: and dQ kernels: ``launch.backward_imbalance``); a kernel not named has none.
     kernel_imbalance: tuple[tuple[str, Num], ...] = ()
+    #: A kernel's matmul rate over the profile's, by kernel name, where its products run
+    #: at a narrower tile than the rate was measured at (the two-pass dQ kernel's key
+    #: tile below 64: :func:`narrow_dq_ratio`); a kernel not named has 1.
+    kernel_matmul_ratio: tuple[tuple[str, Num], ...] = ()
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -366,6 +370,8 @@ class KernelRoofs:
     #: Kernels the entry stands for at each point (``Kernel.launches``): each pays the
     #: launch gap (:func:`kernel_launch`); 0 where the family does not run it there.
     launches: Num = 1.0
+    #: Its matmul rate over the profile's (``OnChip.kernel_matmul_ratio``; 1: the same).
+    matmul_ratio: Num = 1.0
 
 
 def kernel_roofs(
@@ -428,6 +434,7 @@ def _roofs_from_raw(
                 first_load_s=_first_load(hw)[0],
                 imbalance=onchip.imbalance if fused else dict(onchip.kernel_imbalance).get(k, 1.0),
                 launches=1.0 if fused else launches,
+                matmul_ratio=dict(onchip.kernel_matmul_ratio).get(k, 1.0),
             )
         )
     return out
@@ -594,8 +601,28 @@ def imbalance(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 
 
 def efficiency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
-    """Each roof at its achievable fraction (the calibration's deratings)."""
-    return t._replace(times=roofline.derated(t.times, c.efficiency))
+    """Each roof at its achievable fraction (the calibration's deratings), a kernel's
+    matmul at its own tile's share of it (``KernelRoofs.matmul_ratio``)."""
+    times = roofline.derated(t.times, c.efficiency)
+    if not _same(k.matmul_ratio, 1.0) and Roof.MATMUL in times:
+        times[Roof.MATMUL] = times[Roof.MATMUL] / k.matmul_ratio
+    return t._replace(times=times)
+
+
+def narrow_dq_ratio(calibration: Calibration, dq_block_k: Num) -> Num:
+    """The two-pass dQ kernel's matmul rate over the profile's: two of its three products
+    (S = Q Kᵀ, dP = dO Vᵀ) have N = its key tile, at the measured rate of that N where it
+    is below 64 (``Calibration.matmul_narrow_ratio_by_n``, ``r``), the third (dQ = dS K,
+    N = d) at the profile's: ``1 / (1/3 + 2/(3·r))``; 1 without the table."""
+    table = calibration.matmul_narrow_ratio_by_n
+    if not table:
+        return 1.0
+    ns = [float(n_) for n_, _ in table] + [64.0]
+    rs = [r for _, r in table] + [1.0]
+    r = np.interp(np.log2(np.minimum(np.asarray(dq_block_k, dtype=np.float64), 64.0)),
+                  np.log2(ns), rs)  # fmt: skip
+    out = 1.0 / (1.0 / 3.0 + 2.0 / (3.0 * r))
+    return float(out) if np.ndim(out) == 0 else out
 
 
 def overlap(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:

@@ -44,6 +44,7 @@ from perfmodel.evaluate import (
     forward_then_backward,
     lower_floor,
     model_key,
+    narrow_dq_ratio,
     roof_rates,
     shape_values,
 )
@@ -808,6 +809,9 @@ class _Engine:
                 loads_ahead=bwd.loads_ahead,
                 pad_bytes=bwd.pad_bytes,
                 pad_copies=bwd.pad_copies,
+                kernel_matmul_ratio=(("bwd_dq", narrow_dq_ratio(profile, bwd.dq_block_k)),)
+                if dq == "two_pass"
+                else (),
                 kernel_imbalance=backward_imbalance(
                     causal and mask is None,
                     **{k: sizes[k] for k in ("n", "m", "h", "h_kv", "b")},

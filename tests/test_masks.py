@@ -374,6 +374,8 @@ def test_masked_backward_reproduces_the_dense_and_causal_backward(causal, l2, re
     n, bq, bk, h, h_kv = 1024, 64, 128, 8, 2
     values = dict(n=n, m=n, d=64, h=h, h_kv=h_kv, b=2, s=2, block_q=bq, block_k=bk)
     values.update(l2_capacity=l2, resident_ctas=resident, group_split=1, group_reduce=0)
+    # the dense dQ kernel at its own tile, here the dK/dV kernel's (a mask counts that one)
+    values.update(dq_block_q=bq, dq_block_k=bk, dq_tile_gcd=math.gcd(bq, bk))
     mask = masks.mask_of(n, n, causal=causal)
     counts = masks.symbol_values(mask, backward=True, **values, pack=1)
     masked = _backward_numbers(True, causal, dq, values, **counts)

@@ -22,6 +22,9 @@ SHAPE = dict(b=B, h=H, h_kv=HKV, n=N, m=N, d=D, s=S, block_q=128, block_k=64)
 
 def at(expr, **kw):
     values = {**SHAPE, "l2_capacity": 50 * 2**20, "resident_ctas": 132, **kw}
+    values.setdefault("dq_block_q", values["block_q"])  # the dQ kernel at the dK/dV tile
+    values.setdefault("dq_block_k", values["block_k"])
+    values.setdefault("dq_tile_gcd", math.gcd(values["dq_block_q"], values["dq_block_k"]))
     return float(compiled(expr)(**values))
 
 

@@ -71,6 +71,11 @@ class Calibration(BaseModel):
     #: the family's blocked layout splits d and the device's ceilings measured both tile
     #: shapes (``perfmodel.catalog.ceilings.blocked_pv_ratios``); empty: no such term.
     matmul_blocked_ratio_by_d: tuple[tuple[int, Ratio], ...] = ()
+    #: (N, rate of the family's instruction at N columns over its rate at N = 64) for the
+    #: N below 64 the device's ceilings measured (``ceilings.narrow_n_ratios``): the
+    #: rate of a product whose tile is that narrow (the two-pass dQ kernel's S and dP at
+    #: a 32-key tile, ``evaluate.narrow_dq_ratio``); empty: no such term.
+    matmul_narrow_ratio_by_n: tuple[tuple[int, Ratio], ...] = ()
     #: The family's ``blocked_multiple``: a point whose n or kv_len is not a multiple of
     #: it runs the blocked layout (None: never).
     blocked_multiple: int | None = None

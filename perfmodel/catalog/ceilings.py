@@ -404,6 +404,23 @@ def blocked_pv_ratios(
     return tuple(out)
 
 
+def narrow_n_ratios(c: Ceilings, family: KernelFamily) -> tuple[tuple[int, float], ...]:
+    """(N, r) for each N below 64 measured on the family's instruction (wgmma, bf16, two
+    warpgroups of 64 rows, operands in shared memory, any form): ``r`` = the fastest
+    such tile at N over the fastest at N = 64; empty for other instructions or where
+    N = 64 was not measured."""
+    if family.matmul != "wgmma":
+        return ()
+    best: dict[int, float] = {}
+    for r in c.tensor_core:
+        kind = (r.instruction, r.dtype, r.operands, r.valid, r.m)
+        if kind == ("wgmma", "bf16", "smem", True, 128):
+            best[r.n] = max(best.get(r.n, 0.0), r.flops_per_s)
+    if 64 not in best:
+        return ()
+    return tuple((n, min(1.0, best[n] / best[64])) for n in sorted(best) if n < 64)
+
+
 def l2_plateau(c: Ceilings, spec: HardwareSpec) -> float | None:
     """The L2 re-read rate attention sees: the median of the working sets from 8 MiB up
     to the L2's size (a few MiB run faster: they fit one partition of the L2)."""
@@ -437,6 +454,13 @@ def measured_fractions(
             out["matmul_efficiency"] = interpolate(table, 128.0)
             sources["matmul_efficiency"] = (
                 f"ceilings: {family.matmul} tile kernels of [[tensor_core]] by K = head dim"
+            )
+        narrow = narrow_n_ratios(c, family)
+        if narrow:
+            out["matmul_narrow_ratio_by_n"] = narrow
+            sources["matmul_narrow_ratio_by_n"] = (
+                f"ceilings: {family.matmul} tiles of [[tensor_core]] at N < 64 over N = 64, "
+                "bf16, 128 rows (narrow_n_ratios)"
             )
         blocked = blocked_pv_ratios(c, family, spec)
         if blocked:
