@@ -330,3 +330,18 @@ def test_group_reduce_counts_per_head_copies_and_two_kernels():
     assert value(reduce.hbm_bytes, group_reduce=1, **shape) == 8 * kv + kv
     assert value(reduce.launches, group_reduce=1, **shape) == 2
     assert value(reduce.hbm_bytes, **shape) == 0 == value(reduce.launches, **shape)
+
+
+def test_the_atomic_dq_adds_are_their_own_roof():
+    """cuDNN's backward at n = 4096, d = 128, 16 heads, 64 x 64 tiles: each of the 64 K
+    blocks adds every query row's 128 float32 dQ values once, b·h·n·64·d·4 bytes on the
+    L2-reduce roof at the datasheet L2 rate (the floor), none for our two-pass kernels."""
+    from perfmodel import predict
+
+    p = predict(n=4096, hw="h200", h=16, d=128, dtype="bf16", kernel="cudnn", mode="backward")
+    adds = 16 * 4096 * 64 * 128 * 4
+    assert p.flash.l2_reduce_bytes == adds
+    assert p.flash.roof_times_s["l2_reduce"] == pytest.approx(adds / 11.2e12)
+    ours = predict(n=4096, hw="h200", h=16, d=128, dtype="bf16", kernel="pallas-mosaic",
+                   mode="backward")  # fmt: skip
+    assert ours.flash.l2_reduce_bytes == 0

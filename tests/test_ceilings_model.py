@@ -77,3 +77,49 @@ def test_sweep_takes_the_same_choice():
 def test_an_unknown_choice_is_refused_naming_it(bad):
     with pytest.raises(PerfmodelError, match="ceilings"):
         predict(hw="h200", ceilings=bad, **SHAPE)
+
+
+def test_atomic_backwards_take_the_reduce_rate_of_their_form():
+    """The L2-reduce roof's fraction: the measured rate of the family's form of dQ adds
+    over the L2 bandwidth (bulk: TMA reduce-add; element: Triton's atomics, 16 programs
+    sharing tiles); on a device with no ceilings, the H200's fraction of the same base;
+    a two-pass backward has no such fraction (its profile falls back to the L2's)."""
+    c = load_ceilings("h200")
+    l2 = H200.l2_bandwidth_bytes_per_s
+    for family, name in (("cudnn", "tma_reduce"), ("fa3", "tma_reduce"), ("fa2", "triton_red")):
+        view, dq = load_kernel(family).backward_view(128)
+        assert dq == "atomic"
+        want = c.value(f"l2_{name}_shared_bytes_per_s") / l2
+        assert family_default(view, H200).l2_reduce_efficiency == pytest.approx(want)
+        h100 = load_hardware("h100-sxm")  # no ceilings file: the H200's fraction, a prior
+        assert family_default(view, h100).l2_reduce_efficiency == pytest.approx(want)
+    two_pass, _ = load_kernel("pallas-mosaic").backward_view(128)
+    profile = family_default(two_pass, H200)
+    assert profile.l2_reduce_efficiency is None
+    assert profile.efficiency("l2_reduce") == profile.l2_efficiency
+    # no L2 bandwidth in a spec: the roof's full rate is the HBM's
+    a100 = load_hardware("a100")
+    assert a100.l2_reduce_base_bytes_per_s == (
+        a100.l2_bandwidth_bytes_per_s or a100.hbm_bandwidth_bytes_per_s
+    )
+
+
+def test_the_dq_kernel_at_a_narrow_key_tile_runs_at_that_tiles_rate():
+    """Two of the dQ kernel's three products at N = its key tile: the matmul rate over the
+    profile's is 1 / (1/3 + 2/(3 r)), r the measured rate at that N over N = 64."""
+    from perfmodel.catalog.ceilings import narrow_n_ratios
+    from perfmodel.evaluate import narrow_dq_ratio
+
+    c = load_ceilings("h200")
+    view, _ = load_kernel("pallas-mosaic").backward_view(256)
+    table = dict(narrow_n_ratios(c, view))
+    at = {n: max(r.flops_per_s for r in c.tensor_core
+                 if r.instruction == "wgmma" and r.dtype == "bf16" and r.m == 128 and r.n == n
+                 and r.valid and r.operands == "smem")
+          for n in (32, 64)}  # fmt: skip
+    assert table[32] == pytest.approx(at[32] / at[64])
+    profile = family_default(view, H200)
+    r = table[32]
+    assert narrow_dq_ratio(profile, 32.0) == pytest.approx(1 / (1 / 3 + 2 / (3 * r)))
+    assert narrow_dq_ratio(profile, 64.0) == 1.0 and narrow_dq_ratio(profile, 128.0) == 1.0
+    assert narrow_n_ratios(c, load_kernel("fa2")) == ()  # mma.sync: not measured narrow
