@@ -1,4 +1,4 @@
-"""Held-out draws 4 to 11 (issue 21, items 4 and 5): committed data, no timing.
+"""Held-out draws 4 to 12 (issue 21, items 4 and 5): committed data, no timing.
 
 Each draw's shapes were drawn by ``kernel_bench/heldout_draw.py`` with its seed (none
 equal to a point committed before), the model's predictions committed before its GPU run
@@ -105,6 +105,17 @@ RECORDED = {
         "pallas_flash [pallas-mosaic]": (14, -0.0877, 0.1028, 0.4502),
         "pallas_flash [pallas-mosaic] (train)": (6, -0.1215, 0.1215, 0.1847),
     },
+    # seed 20261212, predictions e0a089b (the model of main at de6ce37: the dQ kernel at
+    # its own tile, narrow key tiles; docs/validation/heldout12.md)
+    "h200-heldout12-2026-12-04": {
+        "cudnn": (14, -0.0075, 0.0392, 0.3470),
+        "cudnn (decode)": (8, -0.0256, 0.0525, 0.3890),
+        "cudnn (train)": (3, -0.1738, 0.1738, 0.2755),  # cuDNN refused 3 shapes
+        "paged_decode": (8, -0.0582, 0.1198, 0.1931),
+        "pallas_flash": (14, -0.0738, 0.1248, 0.4475),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (14, -0.0662, 0.0688, 0.3528),
+        "pallas_flash [pallas-mosaic] (train)": (6, -0.0014, 0.0240, 0.1063),
+    },
 }
 #: Groups where today's model is held to its own figures instead, and why they moved
 #: (tests/test_heldout3.py's MOVED says why: the 4 µs gap is no longer device time)
@@ -172,6 +183,15 @@ HELD = {
         ("pallas_flash", "signed", 0.03),  # +1.2 %
         ("pallas_flash [pallas-mosaic] (train)", "max", 0.20),  # 18.5 %
         ("cudnn (decode)", "signed", 0.03),  # -2.5 %
+    ),
+    "h200-heldout12-2026-12-04": (
+        ("cudnn", "median", 0.05),  # 3.9 %
+        ("cudnn", "signed", 0.03),  # -0.7 %
+        ("cudnn (decode)", "median", 0.08),  # 5.2 %
+        ("cudnn (decode)", "signed", 0.03),  # -2.6 %
+        ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 2.4 %
+        ("pallas_flash [pallas-mosaic] (train)", "max", 0.20),  # 10.6 %
+        ("pallas_flash [pallas-mosaic] (train)", "signed", 0.03),  # -0.1 %
     ),
 }
 
