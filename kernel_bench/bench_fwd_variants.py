@@ -39,6 +39,19 @@ SHAPES = (
     (2, 13001, 13001, 16, 4, True, "bfloat16"),
     (1, 32768, 32768, 8, 2, False, "bfloat16"),
 )
+#: The causal d = 256 GQA shapes of held-out draw 12 (0.59, 0.60 x cuDNN) and draw 11's
+#: non-causal MQA one (0.87), each beside its twin whose lengths are multiples of 8 (the
+#: tiled layout): ``--set d256``, where only the layout and the persistence vary.
+SHAPES_D256 = (
+    (6, 1404, 1404, 24, 4, True, "float16"),
+    (6, 1408, 1408, 24, 4, True, "float16"),
+    (1, 16461, 16461, 12, 4, True, "float16"),
+    (1, 16464, 16464, 12, 4, True, "float16"),
+    (4, 5557, 5557, 12, 1, False, "bfloat16"),
+    (4, 5560, 5560, 12, 1, False, "bfloat16"),
+)
+#: (head dim, shapes, knobs kept) of each set ``--set`` names (None: every knob)
+SETS = {"d128": (128, SHAPES, None), "d256": (256, SHAPES_D256, ("not_persistent",))}
 #: One knob each over the default (name: flash_attention options); ``variants`` picks.
 KNOBS = {
     "bk64_s4": {"block_k": 64, "num_stages": 4},
@@ -51,16 +64,21 @@ KNOBS = {
 D = 128
 
 
-def shape_dict(t) -> dict:
+def shape_dict(t, d: int = D) -> dict:
     b, n, kv_len, h, h_kv, causal, dtype = t
-    return dict(n=n, kv_len=kv_len, d=D, h=h, h_kv=h_kv, batch=b, dtype=dtype, causal=causal)
+    return dict(n=n, kv_len=kv_len, d=d, h=h, h_kv=h_kv, batch=b, dtype=dtype, causal=causal)
 
 
 def variants(shape: dict) -> dict[str, dict]:
     """The knobs, the other overlap of the mask, and the other sequence layout: copies
     (``pad_seq``) where a length is not of 8 (the default is blocked there), else the
     blocked layout forced (the default is tiled)."""
-    out = dict(KNOBS)
+    kept = shape.get("knobs")
+    out = {k: v for k, v in KNOBS.items() if kept is None or k in kept}
+    if kept is not None:  # a set that varies the layout only (and the knobs it keeps)
+        of_8 = shape["n"] % 8 == 0 and shape["kv_len"] % 8 == 0
+        out["blocked" if of_8 else "copies"] = {"blocked": True} if of_8 else {"pad_seq": True}
+        return out
     out["overlap_pv" if shape["causal"] else "overlap_qk"] = {
         "overlap": "pv" if shape["causal"] else "qk"
     }
@@ -101,9 +119,9 @@ def _inputs(s: dict, sets: int = 2):
         kq, kk, kv = jax.random.split(jax.random.fold_in(jax.random.key(1), i), 3)
         out.append(
             (
-                jax.random.normal(kq, (s["batch"], s["n"], s["h"], D), dt_),
-                jax.random.normal(kk, (s["batch"], s["kv_len"], s["h_kv"], D), dt_),
-                jax.random.normal(kv, (s["batch"], s["kv_len"], s["h_kv"], D), dt_),
+                jax.random.normal(kq, (s["batch"], s["n"], s["h"], s["d"]), dt_),
+                jax.random.normal(kk, (s["batch"], s["kv_len"], s["h_kv"], s["d"]), dt_),
+                jax.random.normal(kv, (s["batch"], s["kv_len"], s["h_kv"], s["d"]), dt_),
             )
         )
     return out
@@ -118,7 +136,7 @@ def jobs_of(s: dict) -> list[tuple[str, str, dict | None]]:
 def launch_of(s: dict, options: dict | None) -> dict:
     from pallas_kernels import flash_mosaic
 
-    config = flash_mosaic.heuristic_config(D, s["causal"])
+    config = flash_mosaic.heuristic_config(s["d"], s["causal"])
     return dataclasses.asdict(dataclasses.replace(config, **(options or {})))
 
 
@@ -165,8 +183,9 @@ def time_shape(s: dict, compiled: list, *, budget_s: float, reverse: bool) -> tu
     points, outs = [], {}
     details = {"shape": s, "launches": {}, "kernels": {}, "o_rel_diff": {}}
     for (impl, variant, options), exe in order:
+        shape = {k: v for k, v in s.items() if k != "knobs"}
         point = {
-            "implementation": impl, **s, "block_q": None, "block_k": None, "num_warps": None,
+            "implementation": impl, **shape, "block_q": None, "block_k": None, "num_warps": None,
             "num_stages": None, "status": "ok", "error": None, "median_s": None, "runs": 0,
             "family": "cudnn" if impl == "cudnn" else "pallas-mosaic", "phase": "forward",
             "time_basis": "device",
@@ -219,11 +238,14 @@ def _line(s: dict, points: list) -> str:
     return f"{s} {c} | " + "; ".join(parts)
 
 
-def measure(out: Path, *, budget_s: float, point_budget_s: float, workers: int) -> None:
+def measure(
+    out: Path, *, budget_s: float, point_budget_s: float, workers: int, which: str = "d128"
+) -> None:
     from concurrent.futures import ThreadPoolExecutor
 
     t_start = time.monotonic()
-    shapes = [shape_dict(t) for t in SHAPES]
+    d, listed, knobs = SETS[which]
+    shapes = [{**shape_dict(t, d), "knobs": knobs} for t in listed]
 
     def build(s, job):
         impl, _, options = job
@@ -270,8 +292,8 @@ def _inputs_struct(s: dict):
     import jax
 
     dt_ = getattr(jax.numpy, s["dtype"])
-    q = jax.ShapeDtypeStruct((s["batch"], s["n"], s["h"], D), dt_)
-    kv = jax.ShapeDtypeStruct((s["batch"], s["kv_len"], s["h_kv"], D), dt_)
+    q = jax.ShapeDtypeStruct((s["batch"], s["n"], s["h"], s["d"]), dt_)
+    kv = jax.ShapeDtypeStruct((s["batch"], s["kv_len"], s["h_kv"], s["d"]), dt_)
     return q, kv, kv
 
 
@@ -313,6 +335,7 @@ def main(argv=None) -> int:
     ap.add_argument("--budget-s", type=float, default=240.0, help="no shape starts after this")
     ap.add_argument("--point-budget-s", type=float, default=0.5)
     ap.add_argument("--workers", type=int, default=14)
+    ap.add_argument("--set", default="d128", choices=sorted(SETS), help="shapes and knobs")
     args = ap.parse_args(argv)
     if args.table:
         print(table(args.table))
@@ -321,7 +344,11 @@ def main(argv=None) -> int:
         raise SystemExit("--out FILE is required unless --table is given")
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
     measure(
-        args.out, budget_s=args.budget_s, point_budget_s=args.point_budget_s, workers=args.workers
+        args.out,
+        budget_s=args.budget_s,
+        point_budget_s=args.point_budget_s,
+        workers=args.workers,
+        which=args.set,
     )
     return 0
 
