@@ -218,7 +218,12 @@ def heuristic_config(d: int, causal: bool = False, window=None) -> Config:
     overlap). The next unit's Q prefetched (``prefetch_q``) wherever its second Q/O
     buffer fits (not at d = 256): the time without it over the time with it was 0.99-1.20
     on the 11 H200 shapes where both ran (2026-12-02, docs/perf-notes.md "Prefetching
-    the next unit's Q: outcome").
+    the next unit's Q: outcome"). Not persistent where causal with no window and the
+    Q prefetch does not fit (d = 256): there the CTAs of a persistent grid each walk a
+    fixed share of the causal units and the grid waits for the longest; one CTA per unit
+    runs as SMs free up. Measured at d = 256 only. At d = 256 on the H200 the
+    persistent grid ran 0.59-0.69 of cuDNN on four causal shapes, the non-persistent one
+    0.85-1.06 (docs/perf-notes.md "Our Mosaic forward at d = 256 on the blocked layout").
     """
     d_native = native_head_dim(min(max(int(d), 1), MAX_HEAD_DIM))
     block_k, stages = next((bk, st) for d_max, bk, st in TILES if d_native <= d_max)
@@ -229,6 +234,8 @@ def heuristic_config(d: int, causal: bool = False, window=None) -> Config:
     config = Config(block_k, stages, overlap=overlap, persistent=True, prefetch_q=True)
     if config.smem_bytes(d_native, 2, return_lse=True) > SMEM_LIMIT_BYTES:  # d = 256
         config = dataclasses.replace(config, prefetch_q=False)
+    if causal and window is None and not config.prefetch_q:  # d = 256
+        config = dataclasses.replace(config, persistent=False)
     return config
 
 
