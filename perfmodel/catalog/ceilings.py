@@ -459,13 +459,14 @@ def measured_fractions(
             sources["matmul_efficiency"] = (
                 f"ceilings: {family.matmul} tile kernels of [[tensor_core]] by K = head dim"
             )
-        narrow = narrow_n_ratios(c, family)
-        if narrow:
-            out["matmul_narrow_ratio_by_n"] = narrow
-            sources["matmul_narrow_ratio_by_n"] = (
-                f"ceilings: {family.matmul} tiles of [[tensor_core]] at N < 64 over N = 64, "
-                "bf16, 128 rows (narrow_n_ratios)"
-            )
+        _put(
+            out,
+            sources,
+            "matmul_narrow_ratio_by_n",
+            narrow_n_ratios(c, family),
+            f"ceilings: {family.matmul} tiles of [[tensor_core]] at N < 64 over N = 64, bf16, "
+            "128 rows (narrow_n_ratios)",
+        )
         blocked = blocked_pv_ratios(c, family, spec)
         if blocked:
             out["matmul_blocked_ratio_by_d"] = blocked
@@ -474,13 +475,14 @@ def measured_fractions(
                 f"ceilings: {family.matmul} tiles of [[tensor_core]] at N = one column block "
                 "over N = d, K = the key tile (blocked_pv_ratios)"
             )
-        ratio = fp16_ratio(c, family)
-        if ratio:
-            out["matmul_fp16_ratio"] = ratio
-            sources["matmul_fp16_ratio"] = (
-                f"ceilings: fp16 over bf16 rate of the {family.matmul} tile kernels measured in "
-                "both (median)"
-            )
+        _put(
+            out,
+            sources,
+            "matmul_fp16_ratio",
+            fp16_ratio(c, family),
+            f"ceilings: fp16 over bf16 rate of the {family.matmul} tile kernels measured in "
+            "both (median)",
+        )
         hbm = c.value("hbm_read_bytes_per_s")
         hbm_name = "hbm_read_bytes_per_s (attention reads far more than it writes)"
     pairs = (
@@ -523,6 +525,13 @@ REDUCE_CEILING = {
     "element": "l2_triton_red_shared_bytes_per_s",
     "bulk": "l2_tma_reduce_shared_bytes_per_s",
 }
+
+
+def _put(out: dict[str, Any], sources: dict[str, str], field: str, value: Any, source: str) -> None:
+    """``out[field] = value`` with its source, where the ceilings gave one (not empty)."""
+    if value:
+        out[field] = value
+        sources[field] = source
 
 
 def interpolate(table: tuple[tuple[int, float], ...], d: Any) -> Any:
