@@ -422,8 +422,9 @@ def schedule_imbalance(
     """How much longer the busiest SM computes than the wave terms say, where programs
     walk unequal numbers of K/V blocks (causal, a mask): our kernels take the Q blocks
     longest first (``flash_triton._q_block_index``; the persistent Mosaic kernel deals
-    units in that order, every ``sm_count``-th to a CTA; assumed for the other
-    families), so SM ``i`` gets
+    units in that order, every ``sm_count``-th to a CTA, and at causal d = 256, where it
+    is not persistent, runs them as SMs free up; assumed for the other families), so
+    SM ``i`` gets
     programs ``i, i + slots, ...`` of the sorted list: its steps are the sum of every
     ``slots``-th entry from the longest, against ``ceil(programs / slots)`` programs of the
     mean. 1 where every program walks the same blocks (the wave terms then hold)."""
