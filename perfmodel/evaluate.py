@@ -617,10 +617,7 @@ def narrow_dq_ratio(calibration: Calibration, dq_block_k: Num) -> Num:
     table = calibration.matmul_narrow_ratio_by_n
     if not table:
         return 1.0
-    ns = [float(n_) for n_, _ in table] + [64.0]
-    rs = [r for _, r in table] + [1.0]
-    r = np.interp(np.log2(np.minimum(np.asarray(dq_block_k, dtype=np.float64), 64.0)),
-                  np.log2(ns), rs)  # fmt: skip
+    r = interpolate((*table, (64, 1.0)), np.minimum(dq_block_k, 64.0))  # 1 from N = 64 on
     out = 1.0 / (1.0 / 3.0 + 2.0 / (3.0 * r))
     return float(out) if np.ndim(out) == 0 else out
 

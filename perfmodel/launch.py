@@ -261,14 +261,14 @@ class BackwardLaunch:
     pad_bytes: Any
     pad_copies: Any
     #: query-head shares a GQA group's dK/dV programs split into (1: summed on chip)
-    group_split: Any = 1
+    group_split: Any
     #: 1 where dK, dV leave per query head and kernels of their own sum the group after
     #: (``Backward.group_reduce`` "kernels" and a group larger than one), else 0
-    group_reduce: Any = 0
+    group_reduce: Any
     #: the two-pass dQ kernel's tile (query rows a CTA owns, keys a step): the tile's
-    #: ``dq_block_*`` where it states them, else the dK/dV kernel's
-    dq_block_q: Any = None
-    dq_block_k: Any = None
+    #: ``dq_block_*`` where it states them, else the dK/dV kernel's (:func:`dq_tiles`)
+    dq_block_q: Any
+    dq_block_k: Any
 
 
 def backward_imbalance(
@@ -298,10 +298,8 @@ def backward_imbalance(
     n, m, h, h_kv, b = cols
     bq = np.broadcast_to(np.asarray(launch.block_q, dtype=np.float64), n.shape)
     bk = np.broadcast_to(np.asarray(launch.block_k, dtype=np.float64), n.shape)
-    dq_q = bk if launch.dq_block_q is None else launch.dq_block_q
-    dq_k = bq if launch.dq_block_k is None else launch.dq_block_k
-    dq_q = np.broadcast_to(np.asarray(dq_q, dtype=np.float64), n.shape)
-    dq_k = np.broadcast_to(np.asarray(dq_k, dtype=np.float64), n.shape)
+    dq_q = np.broadcast_to(np.asarray(launch.dq_block_q, dtype=np.float64), n.shape)
+    dq_k = np.broadcast_to(np.asarray(launch.dq_block_k, dtype=np.float64), n.shape)
     # the dK/dV grid at (block_q, block_k); the dQ grid's Q blocks of dq_q rows walking
     # K/V tiles of dq_k keys (the second half of _causal_programs at (dq_k, dq_q))
     table = np.stack([n, m, bq, bk, dq_k, dq_q], axis=1)

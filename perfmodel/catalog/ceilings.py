@@ -384,6 +384,17 @@ def matmul_by_head_dim(rows: list[TensorCoreRate], peak: float) -> tuple[tuple[i
     return tuple((k, min(1.0, best[k] / peak)) for k in sorted(best))
 
 
+def wgmma_rates(c: Ceilings) -> dict[tuple[int, int, int], float]:
+    """The fastest valid Mosaic wgmma row of each M x N x K, bf16, operands in shared
+    memory, of any form: the rates the tile-shape terms compare."""
+    rate: dict[tuple[int, int, int], float] = {}
+    for r in c.tensor_core:
+        if (r.instruction, r.dtype, r.operands, r.valid) == ("wgmma", "bf16", "smem", True):
+            key = (r.m, r.n, r.k)
+            rate[key] = max(rate.get(key, 0.0), r.flops_per_s)
+    return rate
+
+
 def blocked_pv_ratios(
     c: Ceilings, family: KernelFamily, spec: HardwareSpec
 ) -> tuple[tuple[int, float], ...]:
@@ -394,11 +405,7 @@ def blocked_pv_ratios(
     either shape is left out (no term there). M = the family's query tile at d."""
     if not family.blocked_cols or family.matmul != "wgmma":
         return ()
-    rate = {
-        (r.m, r.n, r.k): r.flops_per_s
-        for r in c.tensor_core
-        if (r.instruction, r.dtype, r.operands, r.valid) == ("wgmma", "bf16", "smem", True)
-    }
+    rate = wgmma_rates(c)
     out = []
     for d, cols in sorted(family.blocked_cols.items()):
         tile = family.tile_for(d, causal=False, arch=spec.arch)
@@ -416,10 +423,9 @@ def narrow_n_ratios(c: Ceilings, family: KernelFamily) -> tuple[tuple[int, float
     if family.matmul != "wgmma":
         return ()
     best: dict[int, float] = {}
-    for r in c.tensor_core:
-        kind = (r.instruction, r.dtype, r.operands, r.valid, r.m)
-        if kind == ("wgmma", "bf16", "smem", True, 128):
-            best[r.n] = max(best.get(r.n, 0.0), r.flops_per_s)
+    for (m, n, _), rate in wgmma_rates(c).items():
+        if m == 128:
+            best[n] = max(best.get(n, 0.0), rate)
     if 64 not in best:
         return ()
     return tuple((n, min(1.0, best[n] / best[64])) for n in sorted(best) if n < 64)

@@ -205,7 +205,8 @@ def _dq_kernel(causal: bool, l2: bool, masked: bool = False) -> Kernel:
         kv_dram = t.kv_bytes * t.streamed_dram_passes(t.q_blocks, t.kv_head_bytes, h / h_kv)
     dram = compulsory + kv_dram if l2 else l2_traffic
     # 3 products: S = QKᵀ, dP = dO Vᵀ, dQ = dS K
-    kernel = _recompute_pass("bwd_dq", causal, 3, dram, l2_traffic, b * h * t.q_blocks, None, masked)
+    grid = b * h * t.q_blocks
+    kernel = _recompute_pass("bwd_dq", causal, 3, dram, l2_traffic, grid, None, masked)
     if masked:  # a mask's symbols count its tiles at the dK/dV kernel's tile
         return kernel
     return _at_dq_tile(kernel)
@@ -216,13 +217,10 @@ def _at_dq_tile(kernel: Kernel) -> Kernel:
     of ``dq_block_k`` keys (its grid, the K/V rows it streams, the causal tiles it
     visits), where the family's dQ kernel is not the dK/dV kernel's tile."""
     at = {block_q: dq_block_q, block_k: dq_block_k, tile_gcd: dq_tile_gcd}
-    fields = ("matmul_flops", "vector_flops", "exp_count", "hbm_bytes", "l2_bytes",
-              "work_items", "tiles", "floor_work_items", "l2_reduce_bytes")  # fmt: skip
+    exprs = {f.name: getattr(kernel, f.name) for f in dataclasses.fields(kernel)}
     return dataclasses.replace(
-        kernel,
-        **{f: sp.sympify(getattr(kernel, f)).xreplace(at) for f in fields
-           if getattr(kernel, f) is not None},
-    )  # fmt: skip
+        kernel, **{k: v.xreplace(at) for k, v in exprs.items() if isinstance(v, sp.Basic)}
+    )
 
 
 def _recompute_pass(
