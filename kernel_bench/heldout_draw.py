@@ -218,8 +218,8 @@ def job_families(job: dict) -> list[str]:
 # ---------------------------------------------------------------- predictions (CPU)
 
 
-def predictions(seed: int = SEED) -> dict:
-    """Today's model for every job (perfmodel.predict, the job's family and mode)."""
+def predictions(seed: int = SEED, hw: str = "h200") -> dict:
+    """Today's model for every job (perfmodel.predict on ``hw``, the job's family and mode)."""
     from perfmodel import __version__, predict
     from perfmodel.shape import Shape
 
@@ -235,7 +235,7 @@ def predictions(seed: int = SEED) -> dict:
             )  # fmt: skip
             mode = "train" if job["phase"] == "train" else "forward"
             extra = {"page_tokens": PAGE_SIZE} if family == "pallas-paged" else {}
-            pred = predict(hw="h200", **shape.kwargs(), mode=mode, **extra).flash
+            pred = predict(hw=hw, **shape.kwargs(), mode=mode, **extra).flash
             rows.append(
                 {
                     **{k: job[k] for k in ("implementation", "backend", "phase")},
@@ -252,7 +252,7 @@ def predictions(seed: int = SEED) -> dict:
         "perfmodel_version": __version__,
         # the model's code: PERFMODEL_GIT_COMMIT names it when run from an export of a commit
         "git_commit": os.environ.get("PERFMODEL_GIT_COMMIT") or _git_commit(),
-        "hw": "h200",
+        "hw": hw,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "shapes": shapes,
         "predictions": rows,
@@ -536,6 +536,7 @@ def main(argv=None) -> int:
     p = sub.add_parser("predict", help="CPU: draw the shapes and write today's predictions")
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seed", type=int, default=SEED)
+    p.add_argument("--hw", default="h200", help="the device predicted (a specs/devices name)")
     m = sub.add_parser("measure", help="GPU: time every job of a predictions file")
     m.add_argument("--predictions", type=Path, required=True)
     m.add_argument("--out", type=Path, required=True)
@@ -554,7 +555,7 @@ def main(argv=None) -> int:
             print(point_errors(args.predictions, args.measured))
         return 0
     if args.verb == "predict":
-        _write_json(args.out, predictions(args.seed))
+        _write_json(args.out, predictions(args.seed, args.hw))
         print(f"wrote {args.out}")
         return 0
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")

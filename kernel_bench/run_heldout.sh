@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A held-out draw (issue 21): one device call that times every job of the predictions
 # committed before it (python -m kernel_bench.heldout_draw predict --seed SEED --out
-# specs/measurements/details/h200-heldoutDRAW-DATE.predictions.json), with the sha256 of
-# the kernels measured. DRAW, DATE: the file's; BUDGET: seconds after which no job starts.
+# specs/measurements/details/HW-heldoutDRAW-DATE.predictions.json), with the sha256 of
+# the kernels measured. DRAW, DATE: the file's; HW: its device prefix (default h200);
+# BUDGET: seconds after which no job starts.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 BUDGET=${BUDGET:-190}
-NAME=h200-heldout${DRAW:?DRAW}-${DATE:?DATE}
+NAME=${HW:-h200}-heldout${DRAW:?DRAW}-${DATE:?DATE}
 mkdir -p "$OUT"
 sha256sum pallas_kernels/*.py kernel_rules/*.py > "$OUT/$NAME.tree.txt"
 nvidia-smi --query-gpu=name,clocks.sm,clocks.mem,driver_version --format=csv | tee "$OUT/gpu.txt"
