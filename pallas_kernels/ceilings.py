@@ -71,7 +71,8 @@ DATASHEET = {
 }
 #: Tiles (M, N, K=d, warps) of the Triton-lowered families (specs/kernels): ours
 #: (pallas-triton) and FlashAttention-2's mma.sync tiles (fa2).
-TRITON_TILES = ((128, 128, 64, 4), (128, 128, 128, 8), (64, 64, 256, 8))
+TRITON_TILES = ((128, 128, 64, 4), (128, 128, 128, 8), (64, 64, 256, 8),
+                (64, 64, 64, 4), (128, 64, 128, 4))  # fmt: skip (our d <= 64, d = 128 tiles)
 MMA_SYNC_TILES = ((128, 128, 64, 4), (128, 64, 128, 4), (64, 64, 256, 4))
 #: Mosaic wgmma: (warpgroups per CTA, N, K): 64 rows per warpgroup, as pallas-mosaic,
 #: FA-3 and cuDNN run them (N = block_k, K = head dim; FA-3 d=64: 3 warpgroups, N=192).

@@ -396,10 +396,13 @@ def _roofs_from_raw(
     onchip: OnChip,
 ) -> list[KernelRoofs]:
     out = []
+    # the tiled kernel, where on-chip facts apply: the first with tiles (a backward's
+    # dK/dV kernel comes after its preprocess)
+    tiled = next((k for k in kernels if roofline.any_nonzero(raw[k, "tiles"])), None)
     for i, k in enumerate(kernels):
         work_items, tiles = raw[k, "work_items"], raw[k, "tiles"]
         times = _kernel_roofs(raw, k, rates)
-        fused = i == 0 and roofline.any_nonzero(tiles)  # the tiled kernel: on-chip facts apply
+        fused = k == tiled
         floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else _NO_ONCHIP)
         if roofline.any_nonzero(raw[k, "floor_work_items"]):  # more blocks than it launches
             floor = _with_parallelism(times, raw[k, "floor_work_items"], hw)[0]
@@ -432,7 +435,7 @@ def _roofs_from_raw(
                 pad_copies=onchip.pad_copies if i == 0 else 0.0,
                 xla_kernels=onchip.xla_kernels if i == 0 else 0.0,
                 first_load_s=_first_load(hw)[0],
-                imbalance=onchip.imbalance if fused else dict(onchip.kernel_imbalance).get(k, 1.0),
+                imbalance=dict(onchip.kernel_imbalance).get(k, onchip.imbalance if fused else 1.0),
                 launches=1.0 if fused else launches,
                 matmul_ratio=dict(onchip.kernel_matmul_ratio).get(k, 1.0),
             )

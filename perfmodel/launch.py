@@ -269,6 +269,10 @@ class BackwardLaunch:
     #: ``dq_block_*`` where it states them, else the dK/dV kernel's (:func:`dq_tiles`)
     dq_block_q: Any
     dq_block_k: Any
+    #: bytes a dK/dV program moves outside its loop, exposed once a wave (the ``prologue``
+    #: effect): its K and V tiles in, its dK and dV out (float32 where kernels of their own
+    #: sum the group after)
+    edge_bytes: Any = 0.0
 
 
 def backward_imbalance(
@@ -626,7 +630,10 @@ def backward_launch(
     if view.group_reduce == "kernels":
         reduce = np.where(h > h_kv, 1.0, 0.0)
     dq_q, dq_k = dq_tiles(view, d_run, np.full(size, float(causal)), hw.arch, bq, bk)
-    return BackwardLaunch(bq, bk, blocks, ahead, d_run, copied, copies, share, reduce, dq_q, dq_k)
+    edge = 2 * bk * d_run * (s + np.where(reduce > 0, 4.0, s))
+    return BackwardLaunch(
+        bq, bk, blocks, ahead, d_run, copied, copies, share, reduce, dq_q, dq_k, edge
+    )
 
 
 def dq_tiles(

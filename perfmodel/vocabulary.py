@@ -70,6 +70,7 @@ class NaiveCompile(_Name):
 
     MINIMAL = "minimal"  #: four HBM trips of S and P, the textbook count
     XLA = "xla"  #: the extra passes XLA adds (the mask pass, the max/sum reductions)
+    SDPA = "sdpa"  #: jax.nn.dot_product_attention's XLA path (float32 logits)
 
 
 class Implementation(_Name):

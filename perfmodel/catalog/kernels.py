@@ -116,15 +116,20 @@ class Fp8(BaseModel):
 
 #: The head dim a kernel runs a call at: d itself, the next power of two (at least 16:
 #: Q, K and V zero-padded, our Triton kernels), the next multiple of 16 (the wgmma K
-#: step: our Mosaic kernel), or the next multiple of 64 padded on chip (the kernel's
-#: tiles are 64 columns wide; no copies: cuDNN's, ``ON_CHIP_HEAD_DIM_PADDING``).
-HeadDimPadding = Literal["none", "power_of_two", "multiple_of_16", "multiple_of_64_on_chip"]
+#: step: our Mosaic kernel), the next multiple of 64 padded on chip (the kernel's
+#: tiles are 64 columns wide; no copies: cuDNN's forward, ``ON_CHIP_HEAD_DIM_PADDING``),
+#: or the next power of two from 64 on padded on chip (a kernel built for 64, 128 and
+#: 256 only: cuDNN's backward).
+HeadDimPadding = Literal[
+    "none", "power_of_two", "multiple_of_16", "multiple_of_64_on_chip", "power_of_two_on_chip"
+]
 #: Head dims above this are "wide" (``KernelFamily.wide_softmax_overlap``).
 WIDE_HEAD_DIM = 128
 #: The rules under which the kernel itself pads (its tiles wider than d, the inputs as
 #: they are): no XLA copies around it (``launch.pad_copies``).
-ON_CHIP_HEAD_DIM_PADDING = frozenset({"multiple_of_64_on_chip"})
+ON_CHIP_HEAD_DIM_PADDING = frozenset({"multiple_of_64_on_chip", "power_of_two_on_chip"})
 _HEAD_DIM_STEP = {"multiple_of_16": 16.0, "multiple_of_64_on_chip": 64.0}
+_POWER_OF_TWO_FROM = {"power_of_two": 16.0, "power_of_two_on_chip": 64.0}
 
 
 def padded_head_dim(rule: str, d: Any) -> Any:
@@ -132,8 +137,8 @@ def padded_head_dim(rule: str, d: Any) -> Any:
     if rule == "none":
         return d
     arr = np.asarray(d, dtype=np.float64)
-    if rule == "power_of_two":
-        out = np.maximum(16.0, 2.0 ** np.ceil(np.log2(arr)))
+    if rule in _POWER_OF_TWO_FROM:
+        out = np.maximum(_POWER_OF_TWO_FROM[rule], 2.0 ** np.ceil(np.log2(arr)))
     else:
         step = _HEAD_DIM_STEP[rule]
         out = np.ceil(arr / step) * step

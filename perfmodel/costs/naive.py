@@ -16,7 +16,7 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
-from perfmodel.symbols import F32, m
+from perfmodel.symbols import F32, b, h_kv, m
 from perfmodel.vocabulary import NaiveCompile
 
 #: How naive attention is compiled. "minimal": the four trips above, nothing more (the
@@ -34,6 +34,14 @@ from perfmodel.vocabulary import NaiveCompile
 #: rounds (``benchmarks/naive_mask_hlo.py``, specs/measurements/details/
 #: h200-naive-mask-hlo-2026-12-01.*); so ``causal`` here stands for any mask, and the
 #: naive side of a masked prediction is the causal one: full n x m scores, then the mask.
+#: "sdpa": ``jax.nn.dot_product_attention(implementation="xla")`` (jax 0.10-0.11,
+#: ``_dot_product_attention_core``): the score einsum writes float32 logits
+#: (``preferred_element_type`` float32), the scale, the mask and the float32 softmax read
+#: them and write P in the input dtype, the PV einsum reads P: 4 + 4 + s + s bytes a
+#: score, the softmax's re-reads past a row as "xla"'s. Where the call has a batch and
+#: more than one K/V head the einsums' batch dimensions (b, h_kv) of K and V laid out
+#: [b, m, h_kv, d] have no single stride, and XLA copies K and V to [b, h_kv, m, d]
+#: first (read and written once more each: ``kv_copy``).
 IMPLEMENTATIONS = tuple(NaiveCompile)  #: the names, once: perfmodel.vocabulary.NaiveCompile
 XLA_ROW_FUSION_BYTES = 32 * 1024
 
@@ -44,30 +52,41 @@ def _softmax_reads(implementation: str) -> sp.Expr:
     return sp.Piecewise((1, F32 * m <= XLA_ROW_FUSION_BYTES), (3, True))
 
 
+def kv_copy(implementation: str) -> sp.Expr:
+    """1 where the "sdpa" compile copies K and V batch-major first (a batch and more than
+    one K/V head), else 0."""
+    if implementation != "sdpa":
+        return sp.Integer(0)
+    return sp.Piecewise((1, (b > 1) & (h_kv > 1)), (0, True))
+
+
 def build(causal: bool = False, implementation: str = "minimal") -> CostModel:
     """The naive model. ``causal`` changes nothing in the minimal costs (see above)."""
     scores = t.all_scores
-    mask_pass = 2 * F32 * scores if causal and implementation == "xla" else 0 * scores
+    mask_pass = 2 * F32 * scores if causal and implementation != "minimal" else 0 * scores
+    # the bytes a score takes as the score matmul writes it and the softmax reads it
+    logits = F32 * scores if implementation == "sdpa" else t.score_matrix_bytes
+    copies = 2 * kv_copy(implementation)
     qk = Kernel(
         name="qk",
         matmul_flops=t.matmul_flops(scores) / 2,
         vector_flops=scores,  # the scale
         exp_count=0 * scores,
-        hbm_bytes=t.q_bytes + t.k_bytes + t.score_matrix_bytes + mask_pass,
+        hbm_bytes=t.q_bytes + (1 + copies) * t.k_bytes + logits + mask_pass,
     )
     softmax = Kernel(
         name="softmax",
         matmul_flops=0 * scores,
         vector_flops=(t.SOFTMAX_FLOPS_PER_SCORE - 1 + t.NORMALISE_FLOPS_PER_SCORE) * scores,
         exp_count=scores,
-        hbm_bytes=(_softmax_reads(implementation) + 1) * t.score_matrix_bytes,
+        hbm_bytes=_softmax_reads(implementation) * logits + t.score_matrix_bytes,
     )
     pv = Kernel(
         name="pv",
         matmul_flops=t.matmul_flops(scores) / 2,
         vector_flops=0 * scores,
         exp_count=0 * scores,
-        hbm_bytes=t.score_matrix_bytes + t.v_bytes + t.o_bytes,
+        hbm_bytes=t.score_matrix_bytes + (1 + copies) * t.v_bytes + t.o_bytes,
     )
     return CostModel(
         name="naive" if implementation == "minimal" else f"naive-{implementation}",

@@ -62,10 +62,11 @@ FAMILY_OF = {
     "mgpu_attention": "pallas-mosaic",
 }
 #: How each naive-style implementation is compiled (``perfmodel.costs.naive``): our
-#: three-step baseline's HLO is known; a user's one jitted function (XLA fuses it
-#: differently: with a causal mask it beats the three-step passes' floor) and XLA's own
-#: attention path are held to the minimal trips.
-NAIVE_OF = {"naive": "xla", "naive_jit": "minimal", "xla": "minimal"}
+#: three-step baseline's HLO is known; jax.nn.dot_product_attention's XLA path as its
+#: source writes it (``"sdpa"``: float32 logits); a user's one jitted function (XLA fuses
+#: it differently: with a causal mask it beats the three-step passes' floor) is held to
+#: the minimal trips.
+NAIVE_OF = {"naive": "xla", "naive_jit": "minimal", "xla": "sdpa"}
 #: Tiles a peer kernel may use when its point does not say: its floor is the lowest.
 PEER_TILES = ((64, 64), (64, 128), (128, 64), (128, 128), (128, 176), (128, 256), (256, 128))
 
