@@ -92,9 +92,13 @@ def main(argv=None) -> int:
             f"{', '.join(str(x[0])[:40] for x in row.get('kernel_list') or [])[:300]}",
             flush=True,
         )
-        out = {"what": __doc__.splitlines()[0], "device": jax.devices()[0].device_kind,
-               "jax_version": jax.__version__,
-               "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "rows": rows}  # fmt: skip
+        out = {
+            "what": __doc__.splitlines()[0],
+            "device": jax.devices()[0].device_kind,
+            "jax_version": jax.__version__,
+            "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "rows": rows,
+        }
         tmp = args.out.with_name(f".{args.out.name}.tmp{os.getpid()}")
         tmp.write_text(json.dumps(out, indent=1))
         os.replace(tmp, args.out)

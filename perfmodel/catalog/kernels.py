@@ -28,9 +28,8 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from perfmodel.catalog import registry as _registry
-from perfmodel.catalog.fields import INTEGER, Count, Flag, within
+from perfmodel.catalog.fields import INTEGER, Count, Flag, Overhead, within
 from perfmodel.catalog.fields import NonNegativeCount as NonNegative
-from perfmodel.catalog.fields import Overhead
 from perfmodel.errors import PerfmodelError
 
 _frozen = ConfigDict(frozen=True, extra="forbid")
