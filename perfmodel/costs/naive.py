@@ -16,7 +16,7 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
-from perfmodel.symbols import F32, b, h_kv, m
+from perfmodel.symbols import F32, b, h, h_kv, m
 from perfmodel.vocabulary import NaiveCompile
 
 #: How naive attention is compiled. "minimal": the four trips above, nothing more (the
@@ -38,10 +38,12 @@ from perfmodel.vocabulary import NaiveCompile
 #: ``_dot_product_attention_core``): the score einsum writes float32 logits
 #: (``preferred_element_type`` float32), the scale, the mask and the float32 softmax read
 #: them and write P in the input dtype, the PV einsum reads P: 4 + 4 + s + s bytes a
-#: score, the softmax's re-reads past a row as "xla"'s. Where the call has a batch and
-#: more than one K/V head the einsums' batch dimensions (b, h_kv) of K and V laid out
-#: [b, m, h_kv, d] have no single stride, and XLA copies K and V to [b, h_kv, m, d]
-#: first (read and written once more each: ``kv_copy``).
+#: score, the softmax's re-reads past a row and the mask pass as "xla"'s.
+#: Both compiles: where the call has a batch, the einsums' batch dimensions (b, heads) of
+#: a tensor laid out [b, n, heads, d] have no single stride, and XLA copies it
+#: head-major first (``wrapped_transpose`` fusions of Q and K before the score GEMM at
+#: b = 2, bitcasts at b = 1: details/h200-naive-hlo-2026-11-29.txt): Q and O where
+#: h > 1, K and V where h_kv > 1, each read and written once more (``batch_copies``).
 IMPLEMENTATIONS = tuple(NaiveCompile)  #: the names, once: perfmodel.vocabulary.NaiveCompile
 XLA_ROW_FUSION_BYTES = 32 * 1024
 
@@ -52,12 +54,12 @@ def _softmax_reads(implementation: str) -> sp.Expr:
     return sp.Piecewise((1, F32 * m <= XLA_ROW_FUSION_BYTES), (3, True))
 
 
-def kv_copy(implementation: str) -> sp.Expr:
-    """1 where the "sdpa" compile copies K and V batch-major first (a batch and more than
-    one K/V head), else 0."""
-    if implementation != "sdpa":
+def batch_copies(implementation: str, heads: sp.Expr) -> sp.Expr:
+    """1 where XLA copies a tensor of ``heads`` heads head-major before (or after) an
+    einsum: a batch and more than one head (above), else 0; never in the minimal trips."""
+    if implementation == "minimal":
         return sp.Integer(0)
-    return sp.Piecewise((1, (b > 1) & (h_kv > 1)), (0, True))
+    return sp.Piecewise((1, (b > 1) & (heads > 1)), (0, True))
 
 
 def build(causal: bool = False, implementation: str = "minimal") -> CostModel:
@@ -66,13 +68,13 @@ def build(causal: bool = False, implementation: str = "minimal") -> CostModel:
     mask_pass = 2 * F32 * scores if causal and implementation != "minimal" else 0 * scores
     # the bytes a score takes as the score matmul writes it and the softmax reads it
     logits = F32 * scores if implementation == "sdpa" else t.score_matrix_bytes
-    copies = 2 * kv_copy(implementation)
+    q_and_o, k_and_v = (2 * batch_copies(implementation, x) for x in (h, h_kv))
     qk = Kernel(
         name="qk",
         matmul_flops=t.matmul_flops(scores) / 2,
         vector_flops=scores,  # the scale
         exp_count=0 * scores,
-        hbm_bytes=t.q_bytes + (1 + copies) * t.k_bytes + logits + mask_pass,
+        hbm_bytes=(1 + q_and_o) * t.q_bytes + (1 + k_and_v) * t.k_bytes + logits + mask_pass,
     )
     softmax = Kernel(
         name="softmax",
@@ -86,7 +88,7 @@ def build(causal: bool = False, implementation: str = "minimal") -> CostModel:
         matmul_flops=t.matmul_flops(scores) / 2,
         vector_flops=0 * scores,
         exp_count=0 * scores,
-        hbm_bytes=t.score_matrix_bytes + (1 + copies) * t.v_bytes + t.o_bytes,
+        hbm_bytes=t.score_matrix_bytes + (1 + k_and_v) * t.v_bytes + (1 + q_and_o) * t.o_bytes,
     )
     return CostModel(
         name="naive" if implementation == "minimal" else f"naive-{implementation}",
