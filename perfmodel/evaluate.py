@@ -665,7 +665,7 @@ def exposed_latency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 def spills(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Registers spilled to local memory, written and read each step, in series with
     the compute."""
-    return t._replace(serial=k.spill_s)
+    return t._replace(serial=t.serial + k.spill_s)
 
 
 def block_overhead(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
