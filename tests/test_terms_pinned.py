@@ -66,10 +66,30 @@ def test_naive_minimal_kernels_by_hand():
 
 
 def test_naive_xla_causal_mask_pass_adds_eight_bytes_a_score():
-    # cuBLAS writes float32 scores (4 B) and a second fusion reads them back (4 B).
-    minimal = _kernels(symbolic("naive", causal=True))["qk"]["hbm_bytes"]
-    xla = _kernels(symbolic("naive", causal=True, naive="xla"))["qk"]["hbm_bytes"]
-    assert xla - minimal == 8 * SCORES
+    # cuBLAS writes float32 scores (4 B) and a second fusion reads them back (4 B); at
+    # b = 1 no tensor is copied head-major (the next test), so the mask pass is all of it.
+    one = dict(b=1)
+    minimal = _kernels(symbolic("naive", causal=True), **one)["qk"]["hbm_bytes"]
+    xla = _kernels(symbolic("naive", causal=True, naive="xla"), **one)["qk"]["hbm_bytes"]
+    assert xla - minimal == 8 * (SCORES // B)
+
+
+@pytest.mark.parametrize("naive", ["xla", "sdpa"])
+def test_xla_copies_q_k_v_o_head_major_where_a_call_has_a_batch(naive):
+    # b = 2, h = 4, h_kv = 2: Q and K read and written once more before the score GEMM,
+    # V and O around the PV GEMM (each a read and a write: 2x its bytes)
+    minimal, compiled = (_kernels(symbolic("naive", naive=c)) for c in ("minimal", naive))
+    logits = (4 if naive == "sdpa" else S) * SCORES  # the score matmul's output
+    assert compiled["qk"]["hbm_bytes"] - minimal["qk"]["hbm_bytes"] == 2 * (QB + KB) + logits - SB
+    assert compiled["pv"]["hbm_bytes"] - minimal["pv"]["hbm_bytes"] == 2 * (KB + QB)
+    for heads in (dict(h=1, h_kv=1), dict(b=1)):  # one head each, or no batch: bitcasts
+        mine, theirs = (_kernels(symbolic("naive", naive=c), **heads) for c in ("minimal", naive))
+        assert theirs["pv"]["hbm_bytes"] == mine["pv"]["hbm_bytes"]
+
+
+def test_sdpa_softmax_reads_float32_logits_and_writes_p_in_the_input_dtype():
+    softmax = _kernels(symbolic("naive", naive="sdpa"), m=N)["softmax"]["hbm_bytes"]
+    assert softmax == 4 * SCORES + SB  # one read at a short row
 
 
 @pytest.mark.parametrize(("m", "reads"), [(8192, 1), (8193, 3)])
