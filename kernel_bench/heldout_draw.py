@@ -218,12 +218,19 @@ def job_families(job: dict) -> list[str]:
 # ---------------------------------------------------------------- predictions (CPU)
 
 
-def predictions(seed: int = SEED, hw: str = "h200") -> dict:
-    """Today's model for every job (perfmodel.predict on ``hw``, the job's family and mode)."""
+def predictions(
+    seed: int = SEED,
+    hw: str = "h200",
+    shapes: dict[str, list[dict]] | None = None,
+    ceilings: str = "measured",
+) -> dict:
+    """Today's model for every job (perfmodel.predict on ``hw``, the job's family and mode)
+    of the draw of ``seed``, or of ``shapes`` (a committed predictions file's: its draw
+    again under today's model; a new draw would avoid the shapes measured since)."""
     from perfmodel import __version__, predict
     from perfmodel.shape import Shape
 
-    shapes = draw(seed)
+    shapes = draw(seed) if shapes is None else shapes
     rows = []
     for job in jobs(shapes):
         s = job["shape"]
@@ -235,7 +242,7 @@ def predictions(seed: int = SEED, hw: str = "h200") -> dict:
             )  # fmt: skip
             mode = "train" if job["phase"] == "train" else "forward"
             extra = {"page_tokens": PAGE_SIZE} if family == "pallas-paged" else {}
-            pred = predict(hw=hw, **shape.kwargs(), mode=mode, **extra).flash
+            pred = predict(hw=hw, **shape.kwargs(), mode=mode, ceilings=ceilings, **extra).flash
             rows.append(
                 {
                     **{k: job[k] for k in ("implementation", "backend", "phase")},
@@ -253,6 +260,7 @@ def predictions(seed: int = SEED, hw: str = "h200") -> dict:
         # the model's code: PERFMODEL_GIT_COMMIT names it when run from an export of a commit
         "git_commit": os.environ.get("PERFMODEL_GIT_COMMIT") or _git_commit(),
         "hw": hw,
+        "ceilings": ceilings,
         "created": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "shapes": shapes,
         "predictions": rows,
@@ -537,6 +545,11 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, required=True)
     p.add_argument("--seed", type=int, default=SEED)
     p.add_argument("--hw", default="h200", help="the device predicted (a specs/devices name)")
+    p.add_argument(
+        "--shapes-of", type=Path, default=None,
+        help="a committed predictions file: predict its shapes (and seed) with today's model",
+    )  # fmt: skip
+    p.add_argument("--ceilings", choices=("measured", "datasheet"), default="measured")
     m = sub.add_parser("measure", help="GPU: time every job of a predictions file")
     m.add_argument("--predictions", type=Path, required=True)
     m.add_argument("--out", type=Path, required=True)
@@ -555,7 +568,11 @@ def main(argv=None) -> int:
             print(point_errors(args.predictions, args.measured))
         return 0
     if args.verb == "predict":
-        _write_json(args.out, predictions(args.seed, args.hw))
+        seed, shapes = args.seed, None
+        if args.shapes_of is not None:
+            old = json.loads(args.shapes_of.read_text())
+            seed, shapes = old["seed"], old["shapes"]
+        _write_json(args.out, predictions(seed, args.hw, shapes, args.ceilings))
         print(f"wrote {args.out}")
         return 0
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")

@@ -82,7 +82,7 @@ def test_an_unknown_choice_is_refused_naming_it(bad):
 def test_atomic_backwards_take_the_reduce_rate_of_their_form():
     """The L2-reduce roof's fraction: the measured rate of the family's form of dQ adds
     over the L2 bandwidth (bulk: TMA reduce-add; element: Triton's atomics, 16 programs
-    sharing tiles); on a device with no ceilings, the H200's fraction of the same base;
+    sharing tiles); where a device's ceilings are set aside, its sibling's (the H200's) fraction;
     a two-pass backward has no such fraction (its profile falls back to the L2's)."""
     c = load_ceilings("h200")
     l2 = H200.l2_bandwidth_bytes_per_s
@@ -91,8 +91,12 @@ def test_atomic_backwards_take_the_reduce_rate_of_their_form():
         assert dq == "atomic"
         want = c.value(f"l2_{name}_shared_bytes_per_s") / l2
         assert family_default(view, H200).l2_reduce_efficiency == pytest.approx(want)
-        h100 = load_hardware("h100-sxm")  # no ceilings file: the H200's fraction, a prior
-        assert family_default(view, h100).l2_reduce_efficiency == pytest.approx(want)
+        h100 = load_hardware("h100-sxm")  # its own ceilings file
+        rate = load_ceilings("h100-sxm").value(f"l2_{name}_shared_bytes_per_s")
+        own = rate / h100.l2_bandwidth_bytes_per_s
+        assert family_default(view, h100).l2_reduce_efficiency == pytest.approx(own)
+        # its ceilings set aside: the H200's fraction (the sibling of its architecture)
+        assert family_default(view, h100, "datasheet").l2_reduce_efficiency == pytest.approx(want)
     two_pass, _ = load_kernel("pallas-mosaic").backward_view(128)
     profile = family_default(two_pass, H200)
     assert profile.l2_reduce_efficiency is None

@@ -176,12 +176,14 @@ def test_calibration_is_tied_to_its_device():
     fitted = predict(n=4096, hw="h200", h=16, calibration="h200-pallas_flash")
     assert fitted.flash.calibration == "h200-pallas_flash"
     # the profile names its algorithm: the naive side keeps its own, the H200's measured
-    # ceilings (the datasheet deratings with ceilings="datasheet")
+    # ceilings (with ceilings="datasheet", its sibling's (the H100 SXM's) as priors)
     assert fitted.naive.calibration == "measured:naive"
     datasheet = predict(
         n=4096, hw="h200", h=16, calibration="h200-pallas_flash", ceilings="datasheet"
     )
-    assert datasheet.naive.calibration == "default"
+    assert datasheet.naive.calibration == "prior:naive"
+    a100 = predict(n=4096, hw="a100", ceilings="datasheet")  # no sm80 device measured any
+    assert a100.naive.calibration == "default"
     with pytest.raises(PerfmodelError, match="fitted on H200 SXM, not A100"):
         predict(n=4096, hw="a100", calibration="h200-pallas_flash")
     with pytest.raises(PerfmodelError, match="unknown calibration 'nope'"):

@@ -152,9 +152,8 @@ def naive_default(hw: HardwareSpec, ceilings: str = "measured") -> Calibration:
         base = _load_named("default")
         measured = _measured(hw, None, ceilings)
         if measured:
-            base = base.model_copy(
-                update={**measured, "name": "measured:naive", "algorithm": "naive"}
-            )
+            name = f"{_origin(measured)}:naive"
+            base = base.model_copy(update={**measured, "name": name, "algorithm": "naive"})
         _FAMILY_DEFAULTS[key] = base
     return _FAMILY_DEFAULTS[key]
 
@@ -163,19 +162,41 @@ _FAMILY_DEFAULTS: dict[tuple[str, ...], Calibration] = {}
 
 
 def _measured(hw: HardwareSpec, family: KernelFamily | None, ceilings: str) -> dict[str, Any]:
-    """The measured fractions of ``hw`` for ``family`` (None: the naive side), or {}."""
+    """The measured fractions of ``hw`` for ``family`` (None: the naive side), or {}: the
+    device's own ceilings (``ceilings="measured"``), and for each field its file lacks
+    (every field with ``"datasheet"``) the fraction a sibling of the same architecture
+    measured (``ceilings.sibling_ceilings``), as a stated prior."""
     if ceilings not in CEILINGS:
         raise PerfmodelError(f"ceilings={ceilings!r}; known: {', '.join(CEILINGS)}")
-    if ceilings == "datasheet":
-        return {}
-    from perfmodel.catalog.ceilings import load_ceilings, measured_fractions
+    from perfmodel.catalog.ceilings import load_ceilings, measured_fractions, sibling_ceilings
 
-    found = load_ceilings(hw)
-    if found is None:
+    out: dict[str, Any] = {"sources": {}}
+    sibling = sibling_ceilings(hw)
+    if sibling is not None:
+        spec, found = sibling
+        out = measured_fractions(found, spec, family)
+        out["sources"] = {
+            field: f"prior: {spec.name}'s {source} (the same {hw.arch} architecture; a fraction "
+            f"of its datasheet roof, or its seconds, where {hw.name} measured none)"
+            for field, source in out["sources"].items()
+        }
+    own = load_ceilings(hw) if ceilings == "measured" else None
+    if own is not None:
+        mine = measured_fractions(own, hw, family)
+        out = {**out, **mine, "sources": {**out["sources"], **mine["sources"]}}
+    if len(out) == 1:
         return {}
-    out = measured_fractions(found, hw, family)
     out["sources"] = {**_load_named("default").sources, **out["sources"]}
     return out
+
+
+def _origin(fields: dict[str, Any]) -> str:
+    """Where a profile's fractions came from: "measured" (the device's own ceilings, some
+    fields perhaps a sibling's), "prior" (a sibling's alone) or "datasheet" (neither)."""
+    sources = [s for k, s in fields.get("sources", {}).items() if k in fields]
+    if not sources:
+        return "datasheet"
+    return "prior" if all(s.startswith("prior:") for s in sources) else "measured"
 
 
 #: The device whose measured reduction rates are the prior elsewhere.
@@ -218,7 +239,10 @@ def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Ca
         }
     if family.kernel_fixed_s and update.get("launch_overhead_s") is not None:
         update["launch_overhead_s"] = update["launch_overhead_s"] + family.kernel_fixed_s
-    where = "measured ceilings" if "matmul_efficiency_by_d" in update else "datasheet deratings"
+    where = {
+        "measured": "measured ceilings",
+        "prior": "a sibling's measured ceilings as priors",
+    }.get(_origin(update), "datasheet deratings")
     return base.model_copy(
         update={
             **update,

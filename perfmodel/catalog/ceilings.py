@@ -79,6 +79,7 @@ __all__ = [
     "ceilings_files",
     "load_ceilings",
     "read_ceilings",
+    "sibling_ceilings",
 ]
 
 #: A measured figure: a finite number above zero (TOML's inf and nan are refused; so
@@ -284,6 +285,27 @@ def ceilings_files() -> list[Path]:
 def _shipped() -> dict[str, Path]:
     """Device spec name -> its shipped ceilings file."""
     return {load_hardware(read_ceilings(p).device).name: p for p in ceilings_files()}
+
+
+def sibling_ceilings(spec: HardwareSpec) -> tuple[HardwareSpec, Ceilings] | None:
+    """The device whose measured ceilings stand as priors for ``spec`` where ``spec``'s own
+    file lacks a figure (or ``ceilings="datasheet"`` sets it aside): another device of the
+    same architecture (``arch``) with a shipped file, the one with the most headlines (then
+    by name); None where no other device of its architecture measured any. The priors
+    are fractions of that device's datasheet roofs, applied to ``spec``'s datasheet."""
+    if spec.arch is None:
+        return None
+    found = []
+    for name, path in sorted(_shipped().items()):
+        other = load_hardware(name)
+        if other.name != spec.name and other.arch == spec.arch:
+            c = read_ceilings(path)
+            headlines = sum(getattr(c.ceilings, f) is not None for f in CeilingValues.model_fields)
+            found.append((-headlines, name, other, c))
+    if not found:
+        return None
+    _, _, other, c = min(found, key=lambda row: row[:2])
+    return other, c
 
 
 def load_ceilings(device: str | Path | HardwareSpec) -> Ceilings | None:
