@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfmodel import roofline
+from perfmodel import roofline, trace
 from perfmodel.roofline import NUMBERS
 
 if TYPE_CHECKING:
@@ -100,6 +100,10 @@ class Compiled:
             missing = [name for name in self.names if name not in values]
             raise TypeError(f"{self.expr} needs values for {missing}") from None
         if _numbers(raw):  # one point: the ``math`` twin, floats
+            if trace.is_traced(*raw):  # a point being traced: the same code, recorded
+                out = self._scalar_fn(*map(trace.as_float, raw))
+                as_float = trace.as_float
+                return list(map(as_float, out)) if self.is_tuple else as_float(out)
             out = self._scalar_fn(*map(float, raw))
             return list(map(float, out)) if self.is_tuple else float(out)
         args = [np.asarray(v, dtype=np.float64) for v in raw]

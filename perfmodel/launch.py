@@ -52,6 +52,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
+from perfmodel.trace import as_float, is_traced, opaque
 
 #: A column of numbers, one per point.
 Column = npt.NDArray[np.float64]
@@ -434,10 +435,7 @@ def schedule_imbalance(
     if xp is FLOATS:
         if mask is None and not causal:
             return 1.0
-        point = [int(float(v)) for v in (n, m, h, b, pack, block_q, block_k, splits)]
-        if mask is None:
-            return float(_causal(np.asarray([point], dtype=np.int64).T, int(slots))[0])
-        return _imbalance(mask, bool(causal), *point, int(slots))
+        return _imbalance_point(mask, causal, n, m, h, b, pack, block_q, block_k, splits, slots)
     given = (causal, n, m, h, b, pack, block_q, block_k, splits)
     cols = np.broadcast_arrays(*(_column(v) for v in given))
     out = np.ones(len(cols[0]))
@@ -450,6 +448,15 @@ def schedule_imbalance(
     keys, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
     found = [_imbalance(mask, bool(k[0]), *(int(v) for v in k[1:]), int(slots)) for k in keys]
     return np.asarray(found, dtype=np.float64)[inverse.reshape(-1)]
+
+
+@opaque
+def _imbalance_point(mask: masks.Mask | None, causal: Any, *args: Any) -> float:
+    """:func:`schedule_imbalance` of one point (one operation of a traced point)."""
+    *point, slots = (int(float(v)) for v in args)
+    if mask is None:
+        return float(_causal(np.asarray([point], dtype=np.int64).T, slots)[0])
+    return _imbalance(mask, bool(causal), *point, slots)
 
 
 def _causal(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
@@ -752,15 +759,19 @@ def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Num, kv_blocks: Num
     if xp is FLOATS:  # one point
         if not small:
             return 1.0
-        picked = _wave_efficiency_splits(
-            np.array([grid]), np.array([kv_blocks]), slots, family.max_splits
-        )
-        return float(picked[0])
+        return _wave_efficiency_split(grid, kv_blocks, slots, family.max_splits)
     grid_col, kv_col, rows = (cast(Column, v) for v in (grid, kv_blocks, small))
     out = np.ones(grid_col.shape)
     if np.any(rows):
         out[rows] = _wave_efficiency_splits(grid_col[rows], kv_col[rows], slots, family.max_splits)
     return out
+
+
+@opaque
+def _wave_efficiency_split(grid: Any, kv_blocks: Any, slots: int, max_splits: int) -> float:
+    """:func:`_wave_efficiency_splits` of one point (one operation of a traced point)."""
+    picked = _wave_efficiency_splits(np.array([grid]), np.array([kv_blocks]), slots, max_splits)
+    return float(picked[0])
 
 
 def _wave_efficiency_splits(grid: Column, kv_blocks: Column, slots: int, max_splits: int) -> Column:
@@ -1018,7 +1029,7 @@ def _point(family: ByIdentity, hw: ByIdentity, *args: Any) -> Launch:
     tiles = (None if t is None else float(t) for t in (block_q, block_k, warps))
     d_run, block = _block_point(family, hw, float(d), float(s), bool(causal), *tiles)
     sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s, causal=causal)
-    plain = {k: float(v) for k, v in sizes.items()}
+    plain = {k: as_float(v) for k, v in sizes.items()}
     return _assemble(family.obj, hw.obj, block, d_run, plain, splits, True, mask)
 
 
@@ -1043,6 +1054,8 @@ def resolve_point(
     """:func:`resolve` of one point (a one-row launch), cached: ``predict`` asks for the
     same shapes again and again."""
     args = (n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits, mask)
+    if is_traced(n, m, h, h_kv, b):  # a point being traced: not a cache key
+        return _point.__wrapped__(ByIdentity(family), ByIdentity(hw), *args)
     return _point(ByIdentity(family), ByIdentity(hw), *args)
 
 
@@ -1178,8 +1191,13 @@ def tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
     """gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size
     (one point's, cached: a point asks for the same few tiles again and again)."""
     if isinstance(block_q, float | int) and isinstance(pack, float | int):
-        return _tile_gcd_point(float(block_q), float(block_k), float(pack))
+        return _tile_gcd_of(block_q, block_k, pack)
     return _tile_gcd(block_q, block_k, pack)
+
+
+@opaque
+def _tile_gcd_of(block_q: Any, block_k: Any, pack: Any) -> float:
+    return _tile_gcd_point(float(block_q), float(block_k), float(pack))
 
 
 def _tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:

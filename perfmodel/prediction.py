@@ -18,11 +18,11 @@ import os
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from perfmodel.arguments import check, check_columns, fail
+from perfmodel.arguments import PARAMETERS, check, check_columns, fail
 from perfmodel.catalog.calibration import (
     Calibration,
     family_default,
@@ -68,6 +68,7 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
+from perfmodel.trace import Paths, value_of
 from perfmodel.vocabulary import (
     ALGORITHMS,
     ROOFS,
@@ -225,7 +226,9 @@ def _remembered(fn: _Fn) -> _Fn:
             return fn(n, hw, **options)
         if key in done:
             return unshared(done[key])
-        result = fn(n, hw, **options)
+        result = _traced(key, n, hw, options)
+        if result is None:
+            result = fn(n, hw, **options)
         if len(done) >= REMEMBERED:
             del done[next(iter(done))]
         done[key] = unshared(result)
@@ -233,6 +236,115 @@ def _remembered(fn: _Fn) -> _Fn:
 
     remembering.forget = done.clear  # type: ignore[attr-defined]
     return remembering  # type: ignore[return-value]
+
+
+# --- a new shape of a known case: the engine's code for it, traced ---------------------
+#: ``predict``'s arguments a traced case takes per call (the others are its key).
+_SHAPE_ARGS = ("n", "h", "h_kv", "batch", "kv_len")
+#: Cases kept (each the code printed for its traces).
+CASES = 256
+_CASES: dict[tuple[Any, ...], _Case | None] = {}
+
+
+def _traced(key: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]) -> Prediction | None:
+    """``predict(n, hw, **options)`` by the code traced for its case (its arguments but
+    the shape's: :data:`_SHAPE_ARGS`), None where it has none for this point (the caller
+    runs ``predict``, which also raises the errors of bad input)."""
+    case = (key[1], *(item for item in key[2:] if item[0] not in _SHAPE_ARGS))
+    known = _CASES.get(case, _ABSENT)
+    if known is _ABSENT:
+        known = _Case.of(n, hw, options)
+        if known is _ABSENT:  # an error: predict raises it
+            return None
+        if len(_CASES) >= CASES:
+            del _CASES[next(iter(_CASES))]
+        _CASES[case] = known
+    return None if known is None else known.predict(n, options)
+
+
+class _Case:
+    """One case of ``predict`` (device, kernel family, profiles, mode, dtype, head dim,
+    causal flag, launch options: every argument but the shape's), its points evaluated by
+    the engine's own code traced on them (``perfmodel.trace``): each new branch of it
+    traced once, the engine's answer at that point checked against the trace's, then
+    every point of that branch one call of the printed code."""
+
+    def __init__(self, prepared: _Prepared):
+        self.prepared = prepared
+        self.paths = Paths(_TRACED_INPUTS)
+
+    @classmethod
+    def of(cls, n: Any, hw: Any, options: dict[str, Any]) -> Any:
+        """The case of this call; None where its points are not traced (several devices,
+        a mask: the engine reads more of the point than its numbers); ``_ABSENT`` where
+        the call is an error."""
+        try:
+            prepared = _prepare(n, hw, **{**_DEFAULTS, **options})
+        except PerfmodelError:
+            return _ABSENT
+        args = prepared.args
+        if (args["cp"], args["tp"], args["cp_scheme"]) != (1, 1, "ring"):
+            return None
+        if prepared.engine.mask_args:
+            return None
+        return cls(prepared)
+
+    def evaluate(self, n: Any, m: Any, h: Any, h_kv: Any, b: Any) -> dict[str, Any]:
+        """``_Engine.evaluate`` of this case at one point's numbers."""
+        p = self.prepared
+        point = {**p.point, "n": n, "m": m, "h": h, "h_kv": h_kv, "b": b}
+        return p.engine.evaluate(point, p.args["causal"], p.named, paged=p.args["paged"])
+
+    def predict(self, n: Any, options: dict[str, Any]) -> Prediction | None:
+        p = self.prepared
+        args = dict(p.args)
+        try:
+            for name in _SHAPE_ARGS:
+                value = n if name == "n" else options.get(name, _DEFAULTS[name])
+                args[name] = PARAMETERS[name].scalar(name, value)
+            if args["kv_len"] is None:
+                args["kv_len"] = args["n"]
+            if args["h_kv"] is None:
+                args["h_kv"] = args["h"]
+            _check_shape(args["h"], args["h_kv"], args["n"], args["kv_len"], args["causal"])
+        except PerfmodelError:
+            return None
+        shape = (args["n"], args["kv_len"], args["h"], args["h_kv"], args["batch"])
+        values = tuple(map(float, shape))
+        paths = self.paths
+        found = paths.fn(*values)
+        if found is None and not paths.full():
+            self._trace(shape, values)
+            found = paths.fn(*values)
+        if found is None or found[0] < 0:
+            return None
+        out = dict(zip(paths.leaves[found[0]], found[1], strict=True))
+        point = {**p.point, **dict(zip(_TRACED_INPUTS, shape, strict=True))}
+        return _answer(p._replace(args=args, point=point), out)
+
+    def _trace(self, shape: tuple[int, ...], values: tuple[float, ...]) -> None:
+        """Trace the engine at this point; keep the trace where its numbers at the point
+        are the engine's, bit for bit (else, or where it stopped: the point's branch is
+        evaluated by the engine from now on)."""
+        result, recorder = self.paths.trace(self.evaluate, values)
+        if result is None:
+            self.paths.add(recorder, None)
+            return
+        keys = tuple(result)
+        reference = self.evaluate(*shape)
+        agree = tuple(reference) == keys and all(
+            _identical(value_of(result[k]), reference[k]) for k in keys
+        )
+        self.paths.add(recorder, [result[k] for k in keys] if agree else None, keys)
+
+
+#: The point's numbers a traced case takes (symbol names: ``_Engine.evaluate``'s point).
+_TRACED_INPUTS = ("n", "m", "h", "h_kv", "b")
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """The same type and value (NaN as NaN)."""
+    return type(a) is type(b) and (a == b or (a != a and b != b))
 
 
 class _NotPlain(Exception):
@@ -337,46 +449,69 @@ def predict(
     >>> p.flash.matmul_flops / predict(n=4096, hw="h200", h=16).flash.matmul_flops
     3.5
     """
+    options = dict(locals())
+    prepared = _prepare(**options)
+    out = prepared.engine.evaluate(
+        prepared.point, prepared.args["causal"], prepared.named, paged=prepared.args["paged"]
+    )
+    return _answer(prepared, out)
+
+
+class _Prepared(NamedTuple):
+    """One ``predict`` call up to its evaluation: the device, the checked arguments, the
+    engine, the point's symbol values and the launch options named."""
+
+    spec: HardwareSpec
+    args: dict[str, Any]
+    engine: _Engine
+    point: dict[str, Any]
+    named: dict[str, Any]
+    splits: int | None
+
+
+def _prepare(n: Any, hw: Any, **o: Any) -> _Prepared:
+    """``predict``'s arguments checked, its engine and its point (:func:`_answer` builds
+    the prediction from the engine's columns)."""
     spec = load_hardware(hw)
     args = check(
         n=n,
-        d=d,
-        h=h,
-        h_kv=h_kv,
-        batch=batch,
-        dtype=dtype,
-        causal=causal,
-        block_q=block_q,
-        block_k=block_k,
-        kv_len=kv_len,
-        naive=naive,
-        mode=mode,
-        cp=cp,
-        cp_scheme=cp_scheme,
-        tp=tp,
-        page_tokens=page_tokens,
-        warps=warps,
-        ceilings=ceilings,
-        **({} if splits is None else {"splits": splits}),
+        d=o["d"],
+        h=o["h"],
+        h_kv=o["h_kv"],
+        batch=o["batch"],
+        dtype=o["dtype"],
+        causal=o["causal"],
+        block_q=o["block_q"],
+        block_k=o["block_k"],
+        kv_len=o["kv_len"],
+        naive=o["naive"],
+        mode=o["mode"],
+        cp=o["cp"],
+        cp_scheme=o["cp_scheme"],
+        tp=o["tp"],
+        page_tokens=o["page_tokens"],
+        warps=o["warps"],
+        ceilings=o["ceilings"],
+        **({} if o["splits"] is None else {"splits": o["splits"]}),
     )
-    m = args["n"] if args["kv_len"] is None else args["kv_len"]
-    h_kv = args["h"] if args["h_kv"] is None else args["h_kv"]
+    args["kv_len"] = m = args["n"] if args["kv_len"] is None else args["kv_len"]
+    args["h_kv"] = h_kv = args["h"] if args["h_kv"] is None else args["h_kv"]
     _check_shape(args["h"], h_kv, args["n"], m, args["causal"])
-    engine = _Engine.of(spec, kernel, calibration, args["naive"], args["mode"], args["ceilings"])
+    engine = _Engine.of(spec, o["kernel"], o["calibration"], args["naive"], args["mode"], args["ceilings"])
     engine.variants(
         dict(
-            window=window,
-            window_align=window_align,
-            segments=segments,
-            block_mask=block_mask,
-            block_size=block_size,
+            window=o["window"],
+            window_align=o["window_align"],
+            segments=o["segments"],
+            block_mask=o["block_mask"],
+            block_size=o["block_size"],
         ),
-        fp8_as_run,
+        o["fp8_as_run"],
         cp=args["cp"] != 1 or args["tp"] != 1,
-        paged=page_tokens is not None,
+        paged=o["page_tokens"] is not None,
     )
     engine.forward_only(
-        splits=splits, page_tokens=page_tokens, block_q=block_q, block_k=block_k, warps=warps
+        splits=o["splits"], page_tokens=o["page_tokens"], block_q=o["block_q"], block_k=o["block_k"], warps=o["warps"]
     )
     point = {
         **symbol_values(
@@ -385,10 +520,17 @@ def predict(
         "s": bytes_per_element(args["dtype"]),
         "peak": spec.peak(args["dtype"]),
         "fp16": float(args["dtype"] == "fp16"),
-        "page": page_tokens or 1,
+        "page": o["page_tokens"] or 1,
     }
-    named = {k: args[k] for k in ("block_q", "block_k", "warps")} | {"splits": splits}
-    out = engine.evaluate(point, args["causal"], named, paged=page_tokens is not None)
+    named = {k: args[k] for k in ("block_q", "block_k", "warps")} | {"splits": o["splits"]}
+    args["paged"] = o["page_tokens"] is not None
+    return _Prepared(spec, args, engine, point, named, o["splits"])
+
+
+def _answer(prepared: _Prepared, out: dict[str, Any]) -> Prediction:
+    """The prediction of a prepared call from its engine's columns (``_Engine.evaluate``)."""
+    spec, args, engine, point, _, splits = prepared
+    m, h_kv = args["kv_len"], args["h_kv"]
     config = Shape(
         n=args["n"],
         kv_len=m,

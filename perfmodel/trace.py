@@ -1,0 +1,559 @@
+"""Numbers that record what is done to them: one point's evaluation as straight-line code.
+
+The engine's rules are written once, over numbers or columns (``roofline.xp_of``). Run
+on :class:`Traced` numbers instead of floats, a point's evaluation records every
+operation that depends on its inputs (the rest is computed, and becomes a constant);
+each branch taken on such a value is a guard. :class:`Paths` keeps the traces of one
+discrete case (device, family, profiles, mode, head dim, dtype, causal...) as a tree of
+guards and prints them as one Python function of ``math``-free straight-line code: a new
+point of that case is one call of it, the same float operations in the same order, so
+the same numbers bit for bit. A point whose guards lead where no trace went is a miss
+(``None``): the caller evaluates it the usual way and may trace it (:meth:`Paths.add`).
+
+A traced number is a ``float`` subclass, so the rules take their one-point branch
+(``isinstance(x, float)``), but its float payload is NaN and its conversions
+(``float()``, ``int()``, numpy, hashing as a cache key) raise :class:`Untraceable`: a
+value that would leave the trace silently, baked in as a constant, stops it instead.
+``min`` and ``max`` of traced numbers are recorded as such, not as branches, where a
+rule calls :func:`smallest`/:func:`largest` (``roofline.xp_of``'s namespace does).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import operator
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar, cast
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+__all__ = ["Paths", "Traced", "Untraceable", "as_float", "is_traced", "tracing", "value_of"]
+
+
+class Untraceable(BaseException):  # noqa: N818 - not an error of the caller's: a signal
+    """A traced number was used where its trace cannot follow (converted to a plain
+    number, given to numpy, hashed): the point is evaluated the usual way instead.
+    A ``BaseException``, so that no ``except Exception`` in a rule swallows it."""
+
+
+class _Recorder:
+    """The operations and guards of one trace, in order."""
+
+    def __init__(self) -> None:
+        self.lines: list[tuple[str, str, tuple[str, ...]]] = []  # (name, code, names used)
+        self.events: list[tuple[int, str, bool]] = []  # (lines before it, guard, outcome)
+        self.count = 0
+        self.known: dict[str, str] = {}
+        self.guarded: set[str] = set()
+        self.stopped: Untraceable | None = None
+        self.where: list[Any] = []
+
+    def emit(self, code: str, used: tuple[str, ...], value: Any) -> Traced:
+        name = self.known.get(code)  # computed before on this path: the same value
+        if name is None:
+            name = self.known[code] = f"t{self.count}"
+            self.count += 1
+            self.lines.append((name, code, used))
+        return Traced(value, name)
+
+    def guard(self, name: str, outcome: bool) -> None:
+        if name in self.guarded:  # tested before on this path: known here
+            return
+        self.guarded.add(name)
+        self.events.append((len(self.lines), name, outcome))
+        if _DEBUG:
+            import traceback
+
+            self.where.append(traceback.extract_stack(limit=4)[:-2])
+
+
+_RECORDER: _Recorder | None = None
+_DEBUG = False
+
+
+def tracing() -> bool:
+    """Whether a trace is being recorded."""
+    return _RECORDER is not None
+
+
+def _recorder() -> _Recorder:
+    if _RECORDER is None:
+        raise Untraceable("a traced number outside its trace")
+    return _RECORDER
+
+
+_NAN = float("nan")
+
+
+def _literal(value: Any) -> str:
+    """``value`` as Python source that evaluates to it (of the same type)."""
+    if type(value) is float:
+        if value != value:
+            return "_nan"
+        if value in (math.inf, -math.inf):
+            return "_inf" if value > 0 else "(-_inf)"
+        return repr(value)
+    if type(value) in (int, bool, str) or value is None:
+        return repr(value)
+    try:  # another object (a roof's name, a mask): a name in the printed code's namespace
+        key: Any = (type(value), value)
+        hash(key)
+    except TypeError:
+        key = ("id", id(value))
+    name = _CONSTANTS.get(key)
+    if name is None:
+        name = _CONSTANTS[key] = f"_k{len(_CONSTANTS)}"
+        _NAMESPACE[name] = value
+    return name
+
+
+#: Constants of printed code that are not literals, by (type, value) or identity.
+_CONSTANTS: dict[Any, str] = {}
+
+
+def _operand(x: Any) -> tuple[Any, str, tuple[str, ...]]:
+    if type(x) is Traced:
+        return x.v, x.name, (x.name,)
+    return x, _literal(x), ()
+
+
+def _binary(symbol: str, fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
+    av, ac, au = _operand(a)
+    bv, bc, bu = _operand(b)
+    value = fn(av, bv)
+    if type(value) is float and _identity(symbol, a, av, b, bv):
+        return a if au else b  # x * 1.0, x / 1.0, x - 0.0, 1.0 * x: x itself, bit for bit
+    return _recorder().emit(f"{ac} {symbol} {bc}", au + bu, value)
+
+
+def _identity(symbol: str, a: Any, av: Any, b: Any, bv: Any) -> bool:
+    """Whether ``a symbol b`` is its traced float operand unchanged, whatever its value."""
+    if type(a) is Traced and type(b) is float and type(av) is float:  # x op constant
+        if symbol in ("*", "/"):
+            return b == 1.0
+        return symbol == "-" and b == 0.0 and math.copysign(1.0, b) > 0
+    if type(b) is Traced and type(a) is float and type(bv) is float:  # constant op x
+        return symbol == "*" and a == 1.0
+    return False
+
+
+def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
+    values, codes = [], []
+    used: tuple[str, ...] = ()
+    for a in args:
+        v, c, u = _operand(a)
+        values.append(v)
+        codes.append(c)
+        used += u
+    return _recorder().emit(f"{fn_name}({', '.join(codes)})", used, fn(*values))
+
+
+def _lost(self: Traced, *args: Any, **kwargs: Any) -> Any:
+    raise Untraceable(f"traced value {self.v!r} ({self.name}) left its trace")
+
+
+class Traced(float):
+    """A number of one point whose operations are recorded (its float payload is NaN:
+    ``v`` is its value at the traced point, ``name`` its variable in the trace)."""
+
+    __slots__ = ("v", "name")
+    v: Any
+    name: str
+
+    def __new__(cls, value: Any, name: str) -> Traced:
+        self = float.__new__(cls, _NAN)
+        self.v = value
+        self.name = name
+        return self
+
+    def __repr__(self) -> str:
+        return f"<traced {self.name}={self.v!r}>"
+
+    __str__ = __repr__
+
+    def __bool__(self) -> bool:
+        outcome = bool(self.v)
+        _recorder().guard(self.name, outcome)
+        return outcome
+
+    # arithmetic and comparisons: recorded
+    def __add__(self, o: Any) -> Any:
+        return _binary("+", operator.add, self, o)
+
+    def __radd__(self, o: Any) -> Any:
+        return _binary("+", operator.add, o, self)
+
+    def __sub__(self, o: Any) -> Any:
+        return _binary("-", operator.sub, self, o)
+
+    def __rsub__(self, o: Any) -> Any:
+        return _binary("-", operator.sub, o, self)
+
+    def __mul__(self, o: Any) -> Any:
+        return _binary("*", operator.mul, self, o)
+
+    def __rmul__(self, o: Any) -> Any:
+        return _binary("*", operator.mul, o, self)
+
+    def __truediv__(self, o: Any) -> Any:
+        return _binary("/", operator.truediv, self, o)
+
+    def __rtruediv__(self, o: Any) -> Any:
+        return _binary("/", operator.truediv, o, self)
+
+    def __floordiv__(self, o: Any) -> Any:
+        return _binary("//", operator.floordiv, self, o)
+
+    def __rfloordiv__(self, o: Any) -> Any:
+        return _binary("//", operator.floordiv, o, self)
+
+    def __mod__(self, o: Any) -> Any:
+        return _binary("%", operator.mod, self, o)
+
+    def __rmod__(self, o: Any) -> Any:
+        return _binary("%", operator.mod, o, self)
+
+    def __pow__(self, o: Any) -> Any:  # type: ignore[override]
+        return _binary("**", operator.pow, self, o)
+
+    def __rpow__(self, o: Any) -> Any:  # type: ignore[override]
+        return _binary("**", operator.pow, o, self)
+
+    def __lt__(self, o: Any) -> Any:
+        return _binary("<", operator.lt, self, o)
+
+    def __le__(self, o: Any) -> Any:
+        return _binary("<=", operator.le, self, o)
+
+    def __gt__(self, o: Any) -> Any:
+        return _binary(">", operator.gt, self, o)
+
+    def __ge__(self, o: Any) -> Any:
+        return _binary(">=", operator.ge, self, o)
+
+    def __eq__(self, o: Any) -> Any:
+        return _binary("==", operator.eq, self, o)
+
+    def __ne__(self, o: Any) -> Any:
+        return _binary("!=", operator.ne, self, o)
+
+    def __and__(self, o: Any) -> Any:
+        return _binary("&", operator.and_, self, o)
+
+    def __rand__(self, o: Any) -> Any:
+        return _binary("&", operator.and_, o, self)
+
+    def __or__(self, o: Any) -> Any:
+        return _binary("|", operator.or_, self, o)
+
+    def __ror__(self, o: Any) -> Any:
+        return _binary("|", operator.or_, o, self)
+
+    def __neg__(self) -> Any:
+        return _call("_neg", operator.neg, self)
+
+    def __pos__(self) -> Any:
+        return _call("_pos", operator.pos, self)
+
+    def __abs__(self) -> Any:
+        return _call("abs", abs, self)
+
+    def __ceil__(self) -> Any:
+        return _call("_ceil", math.ceil, self)
+
+    def __floor__(self) -> Any:
+        return _call("_floor", math.floor, self)
+
+    def __trunc__(self) -> Any:
+        return _call("_trunc", math.trunc, self)
+
+    # what would leave the trace: refused
+    __float__ = __int__ = __index__ = __hash__ = _lost
+    __round__ = __format__ = __array__ = __array_ufunc__ = _lost
+    __divmod__ = __rdivmod__ = __invert__ = is_integer = _lost
+    as_integer_ratio = hex = conjugate = __getnewargs__ = _lost
+
+
+def is_traced(*values: Any) -> bool:
+    """Whether any value is a traced number."""
+    for v in values:  # noqa: SIM110 - a loop: cheaper than any() of a generator
+        if type(v) is Traced:
+            return True
+    return False
+
+
+def value_of(x: Any) -> Any:
+    """A traced number's value at the traced point (anything else as it is)."""
+    return x.v if type(x) is Traced else x
+
+
+def as_float(x: Any) -> Any:
+    """``float(x)``, recorded for a traced number (not where it is a float already)."""
+    if type(x) is Traced:
+        return x if type(x.v) is float else _call("float", float, x)
+    return float(x)
+
+
+def select(mask: Any, yes: Any, no: Any) -> Any:
+    """``yes if mask else no``, both already computed: recorded as a selection where
+    ``mask`` is traced (not a guard)."""
+    if type(mask) is not Traced:
+        return yes if mask else no
+    return _call("_select", _select, mask, yes, no)
+
+
+def _select(mask: Any, yes: Any, no: Any) -> Any:
+    return yes if mask else no
+
+
+#: What printed code runs with: the functions its operations call.
+_NAMESPACE: dict[str, Any] = {
+    "_nan": _NAN,
+    "_inf": math.inf,
+    "_ceil": math.ceil,
+    "_floor": math.floor,
+    "_trunc": math.trunc,
+    "_neg": operator.neg,
+    "_pos": operator.pos,
+    "_select": _select,
+}
+
+
+def minimum(a: Any, b: Any) -> Any:
+    """``min(a, b)``, recorded as one operation where either is traced."""
+    if type(a) is Traced or type(b) is Traced:
+        return _call("min", min, a, b)
+    return min(a, b)
+
+
+def maximum(a: Any, b: Any) -> Any:
+    """``max(a, b)``, recorded as one operation where either is traced."""
+    if type(a) is Traced or type(b) is Traced:
+        return _call("max", max, a, b)
+    return max(a, b)
+
+
+def opaque(fn: _F) -> _F:
+    """``fn`` (a module-level function of numbers, strings and None, returning a number)
+    called as one operation of a trace where an argument is traced: the printed code
+    calls it, so a rule that runs numpy on a point stays one definition."""
+    name = f"_{fn.__module__.replace('.', '_')}_{fn.__qualname__}"
+    _NAMESPACE[name] = fn
+
+    @functools.wraps(fn)
+    def call(*args: Any) -> Any:
+        if is_traced(*args):
+            return _call(name, fn, *args)
+        return fn(*args)
+
+    return cast(_F, call)
+
+
+def smallest(*args: Any, **kwargs: Any) -> Any:
+    """The builtin ``min``, recorded as one operation where its arguments are traced."""
+    return _extreme(min, "min", args, kwargs)
+
+
+def largest(*args: Any, **kwargs: Any) -> Any:
+    """The builtin ``max``, recorded as one operation where its arguments are traced."""
+    return _extreme(max, "max", args, kwargs)
+
+
+def _extreme(builtin: Any, name: str, args: Any, kwargs: Any) -> Any:
+    items = list(args[0]) if len(args) == 1 else list(args)
+    key = kwargs.get("key")
+    keys = items if key is None else [key(x) for x in items]
+    if not is_traced(*keys):
+        return builtin(*args, **kwargs)
+    if set(kwargs) - {"key"}:
+        raise Untraceable(f"{name}() with {sorted(kwargs)}")
+    # the builtin's order: the first item, then each later one that is strictly
+    # smaller (larger): ``best = x if key(x) < key(best) else best``
+    better = operator.lt if name == "min" else operator.gt
+    best, best_key = items[0], keys[0]
+    for x, k in zip(items[1:], keys[1:], strict=True):
+        if key is None and (type(x) is Traced or type(best) is Traced):
+            best = best_key = _call(name, builtin, best, x)
+            continue
+        wins = better(k, best_key)
+        best = select(wins, x, best)
+        best_key = select(wins, k, best_key)
+    return best
+
+
+class _Leaf:
+    """Where a trace ended: its outputs (names or literals), or a fallback."""
+
+    def __init__(self, outputs: tuple[str, ...] | None, index: int):
+        self.outputs = outputs
+        self.index = index
+
+
+class _Node:
+    """A stretch of straight-line code, then a guard (two children) or a leaf."""
+
+    def __init__(self, lines: list[tuple[str, str, tuple[str, ...]]]):
+        self.lines = lines
+        self.guard: str | None = None
+        self.children: dict[bool, _Node] = {}
+        self.leaf: _Leaf | None = None
+
+
+#: The modules whose calls of the builtin ``min`` and ``max`` a trace records as one
+#: operation each (:func:`smallest`, :func:`largest`), not as a branch per comparison.
+FOLLOWED = ("perfmodel.roofline", "perfmodel.evaluate", "perfmodel.launch")
+
+#: Guards a trace may pass; more and it is not kept (the point is evaluated as usual).
+MAX_GUARDS = 64
+
+
+class Paths:
+    """The traces of one discrete case, as a tree of guards, printed as one function of
+    the inputs ``names`` returning ``(leaf, outputs)``: ``leaf`` the index of the trace
+    whose outputs these are (:meth:`keys`), or None where no trace went (a miss), or
+    ``-1`` where a trace went and could not be kept (the point is evaluated as usual)."""
+
+    def __init__(self, names: Sequence[str], most: int = 256):
+        self.names = tuple(names)
+        self.root: _Node | None = None
+        self.leaves: list[Any] = []  # per leaf: what the caller keeps with it
+        self.most = most
+        self.fn: Callable[..., Any] = _miss
+        self.code = ""
+
+    def full(self) -> bool:
+        return len(self.leaves) >= self.most
+
+    def trace(self, fn: Callable[..., Any], values: Sequence[Any]) -> tuple[Any, Any]:
+        """``fn(*inputs)`` on traced inputs (their values ``values``): its result (the
+        traced numbers in it still traced), and the trace (for :meth:`add`); the trace
+        is None where it stopped (:class:`Untraceable`), the result then None."""
+        global _RECORDER
+        recorder = _Recorder()
+        inputs = [Traced(v, name) for v, name in zip(values, self.names, strict=True)]
+        previous, _RECORDER = _RECORDER, recorder
+        modules = [sys.modules[m] for m in FOLLOWED if m in sys.modules]
+        for module in modules:  # their min and max: recorded (the builtins otherwise)
+            module.min, module.max = smallest, largest  # type: ignore[attr-defined]
+        try:
+            result = fn(*inputs)
+            return result, recorder
+        except Untraceable as stop:
+            recorder.stopped = stop
+            return None, recorder
+        finally:
+            _RECORDER = previous
+            for module in modules:
+                del module.min, module.max
+
+    def add(self, recorder: _Recorder, outputs: Sequence[Any] | None, keep: Any = None) -> int:
+        """Add a trace ending in ``outputs`` (traced numbers or constants; None: it
+        stopped, and points reaching where it stopped are evaluated as usual) and print
+        the function again. Returns the leaf's index (-1 for a stop)."""
+        events, lines = recorder.events, recorder.lines
+        if len(events) > MAX_GUARDS:  # too many branches: a stop at the last one kept
+            lines = lines[: events[MAX_GUARDS][0]]
+            events, outputs = events[:MAX_GUARDS], None
+        rendered = None if outputs is None else tuple(_operand(o)[1] for o in outputs)
+        index = -1 if rendered is None else len(self.leaves)
+        leaf = _Leaf(rendered, index)
+        if rendered is not None:
+            self.leaves.append(keep)
+        segments: list[tuple[list[Any], str, bool]] = []
+        start = 0
+        for at, guard, outcome in events:
+            segments.append((lines[start:at], guard, outcome))
+            start = at
+        tail = lines[start:]
+        if self.root is None:
+            self.root = _Node(segments[0][0] if segments else tail)
+        node = self.root
+        for i, (stretch, guard, outcome) in enumerate(segments):
+            if node.lines != stretch or node.leaf is not None:
+                raise AssertionError("a trace differs from another before their guards do")
+            if node.guard is None:
+                node.guard = guard
+            elif node.guard != guard:
+                raise AssertionError("two traces of one case guard on different values")
+            nxt = segments[i + 1][0] if i + 1 < len(segments) else tail
+            child = node.children.get(outcome)
+            if child is None:
+                child = node.children[outcome] = _Node(nxt)
+            node = child
+        if node.lines != tail or node.guard is not None:
+            raise AssertionError("a trace ends where another goes on")
+        node.leaf = leaf
+        self._print()
+        return index
+
+    def _print(self) -> None:
+        assert self.root is not None
+        out = [f"def _point({', '.join(self.names)}):"]
+        _emit(self.root, out, 1, {})
+        self.code = "\n".join(out) + "\n"
+        namespace = dict(_NAMESPACE)
+        exec(compile(self.code, "<perfmodel.trace>", "exec"), namespace)  # noqa: S102
+        self.fn = namespace["_point"]
+
+
+def _miss(*args: Any) -> None:
+    return None
+
+
+
+
+def _needs(node: _Node, memo: dict[int, set[str]]) -> set[str]:
+    """The names a node's code and everything after it read (for dead-code removal),
+    each node's once (``memo``)."""
+    found = memo.get(id(node))
+    if found is not None:
+        return found
+    need = _after(node, memo)
+    for name, _, used in reversed(node.lines):
+        if name in need:
+            need.discard(name)
+            need.update(used)
+    memo[id(node)] = need
+    return need
+
+
+def _after(node: _Node, memo: dict[int, set[str]]) -> set[str]:
+    """The names read after a node's own lines: its guard, its children, its leaf."""
+    need: set[str] = set()
+    if node.leaf is not None and node.leaf.outputs is not None:
+        need.update(node.leaf.outputs)
+    for child in node.children.values():
+        need |= _needs(child, memo)
+    if node.guard is not None:
+        need.add(node.guard)
+    return need
+
+
+def _emit(node: _Node, out: list[str], depth: int, memo: dict[int, set[str]]) -> None:
+    pad = "    " * depth
+    later = _after(node, memo)
+    live: list[tuple[str, str]] = []
+    for name, code, used in reversed(node.lines):
+        if name in later:
+            live.append((name, code))
+            later.update(used)
+    for name, code in reversed(live):
+        out.append(f"{pad}{name} = {code}")
+    if node.leaf is not None:
+        if node.leaf.outputs is None:
+            out.append(f"{pad}return -1, None")
+        else:
+            out.append(f"{pad}return {node.leaf.index}, ({', '.join(node.leaf.outputs)},)")
+        return
+    assert node.guard is not None
+    out.append(f"{pad}if {node.guard}:")
+    for outcome in (True, False):
+        if not outcome:
+            out.append(f"{pad}else:")
+        child = node.children.get(outcome)
+        if child is None:
+            out.append(f"{pad}    return None")
+        else:
+            _emit(child, out, depth + 1, memo)
