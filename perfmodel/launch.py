@@ -455,7 +455,10 @@ def _imbalance_point(mask: masks.Mask | None, causal: Any, *args: Any) -> float:
     """:func:`schedule_imbalance` of one point (one operation of a traced point)."""
     *point, slots = (int(float(v)) for v in args)
     if mask is None:
-        return float(_causal(np.asarray([point], dtype=np.int64).T, slots)[0])
+        value, closed = _causal_triangle(point, slots, _IntMath)
+        if closed:
+            return float(value)
+        return float(_causal_blocks(np.asarray([point], dtype=np.int64).T, slots)[0])
     return _imbalance(mask, bool(causal), *point, slots)
 
 
@@ -470,7 +473,8 @@ def _causal(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
     rest = np.flatnonzero(~done)
     if len(rest):
         value[rest] = _causal_blocks(point[:, rest], slots)
-    return value
+    out: npt.NDArray[np.float64] = value
+    return out
 
 
 def _causal_blocks(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
@@ -510,25 +514,79 @@ def _causal_blocks(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
 def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntArray:
     """``sum(floor((a*i + c) / div) for i in range(count))`` per row, exactly, for
     ``a, c >= 0``, ``div > 0`` (Euclid-like reduction: a few passes over the rows still
-    open, not ``count``)."""
+    open, not ``count``; each pass :func:`_floor_sum_step`)."""
     total = np.zeros(len(count), dtype=np.int64)
     at = np.flatnonzero(count > 0)
     count, div, a, c = (np.asarray(v, dtype=np.int64)[at] for v in (count, div, a, c))
     while len(at):
-        whole, a = np.divmod(a, div)
-        more, c = np.divmod(c, div)
-        total[at] += (count - 1) * count // 2 * whole + count * more
-        top = a * count + c
+        add, top, a, div = _floor_sum_step(count, div, a, c)
+        total[at] += add
         live = top >= div
         at, top, a, div = at[live], top[live], a[live], div[live]
-        count, c = np.divmod(top, div)
-        div, a = a, div
+        (count, c), div, a = divmod(top, div), a, div
     return total
 
 
-def _causal_triangle(
-    point: IntArray, slots: int
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+def _floor_sum_one(count: int, div: int, a: int, c: int) -> int:
+    """:func:`_floor_sum` of one point's integers (the same passes)."""
+    total = 0
+    while count > 0:
+        add, top, a, div = _floor_sum_step(count, div, a, c)
+        total += add
+        if not top >= div:
+            break
+        (count, c), div, a = divmod(top, div), a, div
+    return total
+
+
+def _floor_sum_step(count: Any, div: Any, a: Any, c: Any) -> tuple[Any, Any, Any, Any]:
+    """One pass of :func:`_floor_sum` (integers or columns of them): what it adds to the
+    sum, and the next pass's ``a * count + c`` (``top``), ``a`` and ``div``."""
+    whole, a = divmod(a, div)
+    more, c = divmod(c, div)
+    return (count - 1) * count // 2 * whole + count * more, a * count + c, a, div
+
+
+class _IntMath:
+    """The numpy functions :func:`_causal_triangle` calls, for one point's Python ints:
+    the same integer and float operations, without numpy's cost per call."""
+
+    maximum = staticmethod(max)
+
+    @staticmethod
+    def where(mask: Any, yes: Any, no: Any) -> Any:
+        return yes if mask else no
+
+    @staticmethod
+    def ones_like(x: Any) -> int:
+        return 1
+
+    @staticmethod
+    def as_float(x: Any) -> float:
+        return float(x)
+
+    @staticmethod
+    def ceil(x: Any) -> float:
+        return float(math.ceil(x))
+
+    floor_sum = staticmethod(_floor_sum_one)
+
+
+class _IntColumns:
+    """:class:`_IntMath` for columns: numpy's."""
+
+    maximum = staticmethod(np.maximum)
+    where = staticmethod(np.where)
+    ones_like = staticmethod(np.ones_like)
+    ceil = staticmethod(np.ceil)
+    floor_sum = staticmethod(_floor_sum)
+
+    @staticmethod
+    def as_float(x: Any) -> Any:
+        return x.astype(np.float64)
+
+
+def _causal_triangle(point: Any, slots: int, xp: Any = _IntColumns) -> tuple[Any, Any]:
     """:func:`_imbalance` of causal self-attention (``n == m``) where a Q block's rows
     span whole split K/V chunks (``block_k * splits`` divides ``q = block_q // pack``),
     in closed form, and on which rows it applies. Q block ``i < T - 1`` then walks
@@ -537,31 +595,32 @@ def _causal_triangle(
     ``G(r + 1) - G(r)`` of the SMs' turns, ``G(x) = ceil(x copies / slots)``; summed by
     parts, the busiest SM's steps are ``d_0 G(1) + R (G(T) + sum_{u<T} G(u) - T G(1))``
     (the sum by :func:`_floor_sum`). The same float operations as :func:`_imbalance`
-    follow, so the two agree bit for bit (``tests/test_launch_imbalance.py``)."""
+    follow, so the two agree bit for bit (``tests/test_launch_imbalance.py``). ``xp``:
+    numpy's functions over columns, or :class:`_IntMath` for one point's ints."""
     n, m, h, b, pack, block_q, block_k, splits = point  # rows of :func:`_imbalance`'s ints
-    q = np.maximum(1, block_q // np.maximum(pack, 1))
+    q = xp.maximum(1, block_q // xp.maximum(pack, 1))
     chunk = block_k * splits
-    ok = (n == m) & (n > 0) & (chunk > 0) & (q % np.maximum(chunk, 1) == 0) & (pack > 0)
-    q, chunk = np.where(ok, q, 1), np.where(ok, chunk, 1)
+    ok = (n == m) & (n > 0) & (chunk > 0) & (q % xp.maximum(chunk, 1) == 0) & (pack > 0)
+    q, chunk = xp.where(ok, q, 1), xp.where(ok, chunk, 1)
     blocks = -(-n // q)  # T
     ratio = q // chunk  # R
-    last = -(-(-(-n // np.maximum(block_k, 1))) // np.maximum(splits, 1))  # d_0
-    copies = b * (h // np.maximum(pack, 1)) * splits
+    last = -(-(-(-n // xp.maximum(block_k, 1))) // xp.maximum(splits, 1))  # d_0
+    copies = b * (h // xp.maximum(pack, 1)) * splits
     ok &= copies > 0
-    copies = np.where(ok, copies, 1)
+    copies = xp.where(ok, copies, 1)
 
-    def turns(x: IntArray) -> IntArray:  # G(x)
+    def turns(x: Any) -> Any:  # G(x)
         return -(-(x * copies) // slots)
 
-    one = turns(np.ones_like(blocks))  # G(1)
-    dealt = _floor_sum(blocks, np.full_like(blocks, slots), copies, np.full_like(blocks, slots - 1))
+    one = turns(xp.ones_like(blocks))  # G(1)
+    dealt = xp.floor_sum(blocks, slots + 0 * blocks, copies, slots - 1 + 0 * blocks)
     busiest = last * one + ratio * (turns(blocks) + dealt - blocks * one)
     steps = ratio * blocks * (blocks - 1) // 2 + last
-    total = steps.astype(np.float64) * copies
+    total = xp.as_float(steps) * copies
     programs = blocks * copies
-    balanced = np.ceil(programs / slots) * total / programs
+    balanced = xp.ceil(programs / slots) * total / programs
     some = ok & (total > 0)  # none: every program empty, 1 as in _imbalance
-    value = np.where(some, np.maximum(1.0, busiest / np.where(some, balanced, 1.0)), 1.0)
+    value = xp.where(some, xp.maximum(1.0, busiest / xp.where(some, balanced, 1.0)), 1.0)
     return value, ok
 
 

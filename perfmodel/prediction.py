@@ -61,6 +61,7 @@ from perfmodel.results import (
     SIDE_FIELDS,
     AlgorithmPrediction,
     Prediction,
+    adopt,
     construct,
     html_table,
     markdown_table,
@@ -68,7 +69,7 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
-from perfmodel.trace import Paths, value_of
+from perfmodel.trace import Paths, as_int, built_as, flat
 from perfmodel.vocabulary import (
     ALGORITHMS,
     ROOFS,
@@ -225,13 +226,16 @@ def _remembered(fn: _Fn) -> _Fn:
         except _NotPlain:
             return fn(n, hw, **options)
         if key in done:
-            return unshared(done[key])
-        result = _traced(key, n, hw, options)
-        if result is None:
+            return done[key]()
+        build = _traced(key, n, hw, options)
+        if build is None:
             result = fn(n, hw, **options)
+            build = functools.partial(unshared, unshared(result))
+        else:
+            result = build()
         if len(done) >= REMEMBERED:
             del done[next(iter(done))]
-        done[key] = unshared(result)
+        done[key] = build
         return result
 
     remembering.forget = done.clear  # type: ignore[attr-defined]
@@ -246,10 +250,12 @@ CASES = 256
 _CASES: dict[tuple[Any, ...], _Case | None] = {}
 
 
-def _traced(key: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]) -> Prediction | None:
-    """``predict(n, hw, **options)`` by the code traced for its case (its arguments but
-    the shape's: :data:`_SHAPE_ARGS`), None where it has none for this point (the caller
-    runs ``predict``, which also raises the errors of bad input)."""
+def _traced(
+    key: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]
+) -> Callable[[], Prediction] | None:
+    """A builder of ``predict(n, hw, **options)`` by the code traced for its case (its
+    arguments but the shape's: :data:`_SHAPE_ARGS`), None where it has none for this
+    point (the caller runs ``predict``, which also raises the errors of bad input)."""
     case = (key[1], *(item for item in key[2:] if item[0] not in _SHAPE_ARGS))
     known = _CASES.get(case, _ABSENT)
     if known is _ABSENT:
@@ -266,8 +272,8 @@ class _Case:
     """One case of ``predict`` (device, kernel family, profiles, mode, dtype, head dim,
     causal flag, launch options: every argument but the shape's), its points evaluated by
     the engine's own code traced on them (``perfmodel.trace``): each new branch of it
-    traced once, the engine's answer at that point checked against the trace's, then
-    every point of that branch one call of the printed code."""
+    traced once, its prediction at that point checked against the engine's, then every
+    point of that branch one call of the printed code, and its result built by another."""
 
     def __init__(self, prepared: _Prepared):
         self.prepared = prepared
@@ -289,57 +295,69 @@ class _Case:
             return None
         return cls(prepared)
 
-    def evaluate(self, n: Any, m: Any, h: Any, h_kv: Any, b: Any) -> dict[str, Any]:
-        """``_Engine.evaluate`` of this case at one point's numbers."""
+    def run(self, n: Any, m: Any, h: Any, h_kv: Any, b: Any) -> Prediction:
+        """``predict`` of this case at one shape (numbers, or traced numbers)."""
         p = self.prepared
+        args = {**p.args, "n": n, "kv_len": m, "h": h, "h_kv": h_kv, "batch": b}
         point = {**p.point, "n": n, "m": m, "h": h, "h_kv": h_kv, "b": b}
-        return p.engine.evaluate(point, p.args["causal"], p.named, paged=p.args["paged"])
-
-    def predict(self, n: Any, options: dict[str, Any]) -> Prediction | None:
-        p = self.prepared
-        args = dict(p.args)
-        try:
-            for name in _SHAPE_ARGS:
-                value = n if name == "n" else options.get(name, _DEFAULTS[name])
-                args[name] = PARAMETERS[name].scalar(name, value)
-            if args["kv_len"] is None:
-                args["kv_len"] = args["n"]
-            if args["h_kv"] is None:
-                args["h_kv"] = args["h"]
-            _check_shape(args["h"], args["h_kv"], args["n"], args["kv_len"], args["causal"])
-        except PerfmodelError:
-            return None
-        shape = (args["n"], args["kv_len"], args["h"], args["h_kv"], args["batch"])
-        values = tuple(map(float, shape))
-        paths = self.paths
-        found = paths.fn(*values)
-        if found is None and not paths.full():
-            self._trace(shape, values)
-            found = paths.fn(*values)
-        if found is None or found[0] < 0:
-            return None
-        out = dict(zip(paths.leaves[found[0]], found[1], strict=True))
-        point = {**p.point, **dict(zip(_TRACED_INPUTS, shape, strict=True))}
+        out = p.engine.evaluate(point, args["causal"], p.named, paged=args["paged"])
         return _answer(p._replace(args=args, point=point), out)
 
-    def _trace(self, shape: tuple[int, ...], values: tuple[float, ...]) -> None:
-        """Trace the engine at this point; keep the trace where its numbers at the point
-        are the engine's, bit for bit (else, or where it stopped: the point's branch is
-        evaluated by the engine from now on)."""
-        result, recorder = self.paths.trace(self.evaluate, values)
+    def predict(self, n: Any, options: dict[str, Any]) -> Callable[[], Prediction] | None:
+        """A builder of ``predict``'s answer (each call a new prediction), None where the
+        printed code has none for this point (or its shape is an error)."""
+        args = self.prepared.args
+        try:
+            shape = [n if name == "n" else options.get(name, _DEFAULTS[name]) for name in _SHAPE_ARGS]
+            n, h, h_kv, batch, kv_len = (
+                PARAMETERS[name].scalar(name, value) for name, value in zip(_SHAPE_ARGS, shape)
+            )
+            m = n if kv_len is None else kv_len
+            h_kv = h if h_kv is None else h_kv
+            _check_shape(h, h_kv, n, m, args["causal"])
+        except PerfmodelError:
+            return None
+        paths = self.paths
+        found = paths.fn(n, m, h, h_kv, batch)
+        if found is None and not paths.full():
+            self._trace((n, m, h, h_kv, batch))
+            found = paths.fn(n, m, h, h_kv, batch)
+        if found is None or found[0] < 0:
+            return None
+        return functools.partial(paths.leaves[found[0]], found[1])
+
+    def _trace(self, shape: tuple[int, ...]) -> None:
+        """Trace the engine at this point; keep the trace where its prediction at the
+        point is the engine's, bit for bit (else, or where it stopped: the point's
+        branch is evaluated by the engine from now on)."""
+        result, recorder = self.paths.trace(self.run, shape)
         if result is None:
             self.paths.add(recorder, None)
             return
-        keys = tuple(result)
-        reference = self.evaluate(*shape)
-        agree = tuple(reference) == keys and all(
-            _identical(value_of(result[k]), reference[k]) for k in keys
-        )
-        self.paths.add(recorder, [result[k] for k in keys] if agree else None, keys)
+        reference = flat(self.run(*shape))
+        traced = flat(result)
+        if len(traced) == len(reference) and all(
+            a[0] == b[0] and _identical(a[1], b[1]) for a, b in zip(traced, reference, strict=True)
+        ):
+            self.paths.add_result(recorder, result)
+        else:
+            self.paths.add(recorder, None)
 
 
 #: The point's numbers a traced case takes (symbol names: ``_Engine.evaluate``'s point).
 _TRACED_INPUTS = ("n", "m", "h", "h_kv", "b")
+
+
+def _shape_of(fields: dict[str, Any]) -> Shape:
+    """A :class:`Shape` of its fields (every one given), as the printed builders make it."""
+    shape = object.__new__(Shape)
+    shape.__dict__.update(fields)
+    return shape
+
+
+built_as(Shape, _shape_of)
+built_as(Prediction, functools.partial(adopt, Prediction))
+built_as(AlgorithmPrediction, functools.partial(adopt, AlgorithmPrediction))
 
 
 def _identical(a: Any, b: Any) -> bool:
@@ -540,13 +558,13 @@ def _answer(prepared: _Prepared, out: dict[str, Any]) -> Prediction:
         batch=args["batch"],
         dtype=args["dtype"],
         causal=args["causal"],
-        block_q=int(out["block_q"]),
-        block_k=int(out["block_k"]),
+        block_q=as_int(out["block_q"]),
+        block_k=as_int(out["block_k"]),
         mode=args["mode"],
         kernel=engine.family.name,
-        warps=int(out["warps"]),
-        splits=int(out["flash.splits"]),
-        pack=int(out["flash.pack"]),
+        warps=as_int(out["warps"]),
+        splits=as_int(out["flash.splits"]),
+        pack=as_int(out["flash.pack"]),
         **engine.mask_recorded(point, args["causal"]),
     )
     flash = side_prediction(out, "flash", engine.profiles["flash"].name)
@@ -615,7 +633,7 @@ def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> 
     item["call_latency_s"] = None if latency is None or latency != latency else latency
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = item["l2_reduce_bytes"] = None
-    item["floor_pack"], item["floor_splits"] = int(item["floor_pack"]), int(item["floor_splits"])
+    item["floor_pack"], item["floor_splits"] = as_int(item["floor_pack"]), as_int(item["floor_splits"])
     absent = _ABSENT
     item["roof_times_s"] = {
         r: _plain(value) for r, key in _ROOF_KEYS[side] if (value := get(key, absent)) is not absent

@@ -29,7 +29,18 @@ from typing import Any, TypeVar, cast
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
-__all__ = ["Paths", "Traced", "Untraceable", "as_float", "is_traced", "tracing", "value_of"]
+__all__ = [
+    "Paths",
+    "Traced",
+    "Untraceable",
+    "as_float",
+    "as_int",
+    "built_as",
+    "flat",
+    "is_traced",
+    "tracing",
+    "value_of",
+]
 
 
 class Untraceable(BaseException):  # noqa: N818 - not an error of the caller's: a signal
@@ -114,8 +125,8 @@ _CONSTANTS: dict[Any, str] = {}
 
 
 def _operand(x: Any) -> tuple[Any, str, tuple[str, ...]]:
-    if type(x) is Traced:
-        return x.v, x.name, (x.name,)
+    if type(x) is Traced or type(x) is _Named:
+        return getattr(x, "v", None), x.name, (x.name,)
     return x, _literal(x), ()
 
 
@@ -289,6 +300,13 @@ def value_of(x: Any) -> Any:
     return x.v if type(x) is Traced else x
 
 
+def as_int(x: Any) -> Any:
+    """``int(x)``, recorded for a traced number."""
+    if type(x) is Traced:
+        return _call("int", int, x)
+    return int(x)
+
+
 def as_float(x: Any) -> Any:
     """``float(x)``, recorded for a traced number (not where it is a float already)."""
     if type(x) is Traced:
@@ -448,6 +466,18 @@ class Paths:
             for module in modules:
                 del module.min, module.max
 
+    def add_result(self, recorder: _Recorder, result: Any) -> int:
+        """Add a trace whose result is ``result``, an object made of dicts, lists,
+        tuples, objects of the types :func:`built_as` registers, traced numbers and
+        constants: the printed function returns its traced numbers, and the leaf keeps
+        a printed function that builds ``result``'s like from them (its ``build``)."""
+        names: list[str] = []
+        body = _render(result, names)
+        code = f"def _build(v):\n    return {body}\n"
+        namespace = dict(_NAMESPACE)
+        exec(compile(code, "<perfmodel.trace build>", "exec"), namespace)  # noqa: S102
+        return self.add(recorder, [_Named(name) for name in names], namespace["_build"])
+
     def add(self, recorder: _Recorder, outputs: Sequence[Any] | None, keep: Any = None) -> int:
         """Add a trace ending in ``outputs`` (traced numbers or constants; None: it
         stopped, and points reaching where it stopped are evaluated as usual) and print
@@ -500,6 +530,59 @@ class Paths:
 
 def _miss(*args: Any) -> None:
     return None
+
+
+class _Named:
+    """A traced value by its name alone (a result's traced numbers, :meth:`Paths.add_result`)."""
+
+    def __init__(self, name: str):
+        self.name = name
+
+
+#: How printed code builds an object of each registered type from its fields (a dict).
+_BUILDERS: dict[type, str] = {}
+
+
+def built_as(kind: type, build: Callable[[dict[str, Any]], Any]) -> None:
+    """Register how a result of type ``kind`` is rebuilt by printed code: ``build`` of
+    a dict of its fields (its ``__dict__``, every field given)."""
+    name = f"_b{len(_BUILDERS)}"
+    _BUILDERS[kind] = name
+    _NAMESPACE[name] = build
+
+
+def _render(obj: Any, names: list[str]) -> str:
+    """Python source that builds ``obj`` again, its traced numbers read from ``v``."""
+    kind = type(obj)
+    if kind is Traced:
+        if obj.name not in names:
+            names.append(obj.name)
+        return f"v[{names.index(obj.name)}]"
+    if kind is dict:
+        items = (f"{_render(k, names)}: {_render(x, names)}" for k, x in obj.items())
+        return "{" + ", ".join(items) + "}"
+    if kind is list:
+        return "[" + ", ".join(_render(x, names) for x in obj) + "]"
+    if kind is tuple:
+        return "(" + "".join(_render(x, names) + ", " for x in obj) + ")"
+    builder = _BUILDERS.get(kind)
+    if builder is not None:
+        return f"{builder}({_render(dict(vars(obj)), names)})"
+    return _literal(obj)
+
+
+def flat(obj: Any) -> list[Any]:
+    """The numbers and labels of a result, in :func:`_render`'s order, traced ones as
+    their values: two results built alike compare item by item."""
+    kind = type(obj)
+    if kind is dict:
+        return [y for k, x in obj.items() for y in (*flat(k), *flat(x))]
+    if kind in (list, tuple):
+        return [y for x in obj for y in flat(x)]
+    if kind in _BUILDERS:
+        return flat(dict(vars(obj)))
+    value = value_of(obj)
+    return [(type(value).__name__, value)]
 
 
 
