@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 
-from perfmodel import roofline
+from perfmodel import roofline, trace
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.ceilings import interpolate
 from perfmodel.catalog.hardware import HardwareSpec
@@ -1123,7 +1123,7 @@ _BOUNDS = np.array(["memory", "compute"], dtype=object)
 
 def _bound(t_compute: Num, t_memory: Num) -> Any:
     if isinstance(t_compute, float) and isinstance(t_memory, float):
-        return "compute" if t_compute >= t_memory else "memory"
+        return trace.select(t_compute >= t_memory, "compute", "memory")
     return _BOUNDS[(np.asarray(t_compute) >= t_memory).astype(np.intp)]
 
 
@@ -1246,8 +1246,8 @@ def evaluate_flash(
         return Floor.from_flat(_per_split(roofline.gt(splits, 1.0), run))
 
     def t_lower_at(rows: Any, pack: npt.NDArray[Any], splits: npt.NDArray[Any]) -> Any:
-        if isinstance(launch.block_q, float):  # one point: its one row as numbers
-            return np.atleast_1d(floor_at(None, float(pack[0]), float(splits[0])).t_lower_s)
+        if isinstance(launch.block_q, float):  # one point: numbers (``floor_launches``)
+            return floor_at(None, pack, splits).t_lower_s
         return floor_at(rows, pack, splits).t_lower_s
 
     with_counts = _wants(fields, _RATE_AND_COUNTS)

@@ -52,7 +52,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
-from perfmodel.trace import as_float, is_traced, opaque
+from perfmodel.trace import as_float, is_traced, opaque, searching
 
 #: A column of numbers, one per point.
 Column = npt.NDArray[np.float64]
@@ -1176,8 +1176,9 @@ def split_limit(
     return xp.maximum(1.0, most) + 0.0  # a float (column)
 
 
-#: A candidate launch's floor at some rows: (row indices, pack, splits) -> t_lower_s.
-FloorAt = Callable[[npt.NDArray[np.intp], Column, Column], Column]
+#: A candidate launch's floor at some rows: (row indices, pack, splits) -> t_lower_s
+#: (for a launch of one point's numbers: None, numbers -> a number).
+FloorAt = Callable[[Any, Any, Any], Any]
 
 
 def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Num, Num]]:
@@ -1204,14 +1205,26 @@ def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Num, Num]]
             out.append((pack, ones))
         if xp is not FLOATS:
             best = _least_split(cast(Column, pack), cast(Column, limit), t_lower_at)
-        elif limit >= 2:  # one point that can split: its one row
-            least = _least_split(_column(pack), _column(limit), t_lower_at)
-            best = None if least is None else float(least[0])
+        elif limit >= 2:  # one point that can split
+            best = _least_split_one(pack, limit, t_lower_at)
         else:
             best = None
         if best is not None:
             out.append((pack, best))
     return out
+
+
+@searching
+def _least_split_one(pack: Any, limit: Any, t_lower_at: FloorAt) -> float:
+    """:func:`_least_split` of one point that can split (``limit >= 2``), its
+    ``t_lower_at`` taking and giving numbers."""
+
+    def at(rows: Any, p: Column, s: Column) -> Column:
+        return np.atleast_1d(t_lower_at(rows, float(p[0]), float(s[0])))
+
+    least = _least_split(_column(pack), _column(limit), at)
+    assert least is not None  # the limit is 2 or more
+    return float(least[0])
 
 
 def _least_split(pack: Column, limit: Column, t_lower_at: FloorAt) -> Column | None:

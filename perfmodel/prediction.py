@@ -69,7 +69,7 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
-from perfmodel.trace import Paths, as_int, built_as, flat
+from perfmodel.trace import Miss, Paths, as_int, built_as, flat
 from perfmodel.vocabulary import (
     ALGORITHMS,
     ROOFS,
@@ -318,10 +318,13 @@ class _Case:
         except PerfmodelError:
             return None
         paths = self.paths
-        found = paths.fn(n, m, h, h_kv, batch)
-        if found is None and not paths.full():
-            self._trace((n, m, h, h_kv, batch))
+        try:
             found = paths.fn(n, m, h, h_kv, batch)
+            if found is None and not paths.full():
+                self._trace((n, m, h, h_kv, batch))
+                found = paths.fn(n, m, h, h_kv, batch)
+        except (Miss, ArithmeticError):  # a branch no trace took; an arm that raises
+            return None
         if found is None or found[0] < 0:
             return None
         return functools.partial(paths.leaves[found[0]], found[1])

@@ -182,6 +182,8 @@ def choose(mask: Num, yes: Num, no: Num) -> Num:
     """``yes`` where ``mask`` holds, else ``no``, elementwise."""
     if isinstance(mask, bool | np.bool_):
         return yes if mask else no
+    if trace.is_traced(mask):  # one point being traced (``perfmodel.trace``)
+        return trace.select(mask, yes, no)
     return np.where(mask, yes, no)
 
 

@@ -30,6 +30,7 @@ from typing import Any, TypeVar, cast
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = [
+    "Miss",
     "Paths",
     "Traced",
     "Untraceable",
@@ -38,6 +39,7 @@ __all__ = [
     "built_as",
     "flat",
     "is_traced",
+    "searching",
     "tracing",
     "value_of",
 ]
@@ -52,19 +54,21 @@ class Untraceable(BaseException):  # noqa: N818 - not an error of the caller's: 
 class _Recorder:
     """The operations and guards of one trace, in order."""
 
-    def __init__(self) -> None:
+    def __init__(self, prefix: str = "t") -> None:
+        self.prefix = prefix
+        self.searches = 0
         self.lines: list[tuple[str, str, tuple[str, ...]]] = []  # (name, code, names used)
         self.events: list[tuple[int, str, bool]] = []  # (lines before it, guard, outcome)
         self.count = 0
         self.known: dict[str, str] = {}
         self.guarded: set[str] = set()
-        self.stopped: Untraceable | None = None
+        self.stopped: BaseException | None = None
         self.where: list[Any] = []
 
     def emit(self, code: str, used: tuple[str, ...], value: Any) -> Traced:
         name = self.known.get(code)  # computed before on this path: the same value
         if name is None:
-            name = self.known[code] = f"t{self.count}"
+            name = self.known[code] = f"{self.prefix}{self.count}"
             self.count += 1
             self.lines.append((name, code, used))
         return Traced(value, name)
@@ -369,6 +373,91 @@ def opaque(fn: _F) -> _F:
     return cast(_F, call)
 
 
+class Miss(Exception):  # noqa: N818 - a signal, not an error
+    """Printed code met a branch that its trace did not take inside a searched
+    function (:func:`searching`): the point is evaluated as usual."""
+
+
+def _miss_inside() -> None:
+    raise Miss
+
+
+_NAMESPACE["_miss"] = _miss_inside
+
+
+def searching(fn: _F) -> _F:
+    """``fn(a, b, at)``, a search that calls ``at(None, p, s)`` (numbers in, a number
+    out) at the points it chooses, recorded as one operation where ``a`` or ``b`` is
+    traced: ``at`` is traced once into a function of the printed code (straight-line,
+    its branches checked: :class:`Miss` where one goes elsewhere) that ``fn`` itself
+    calls, so the search stays one definition."""
+    name = f"_{fn.__module__.replace('.', '_')}_{fn.__qualname__}"
+    _NAMESPACE[name] = fn
+
+    @functools.wraps(fn)
+    def call(a: Any, b: Any, at: Any) -> Any:
+        if not is_traced(a, b):
+            return fn(a, b, at)
+        return _search(name, fn, a, b, at)
+
+    return cast(_F, call)
+
+
+def _search(name: str, fn: Callable[..., Any], a: Any, b: Any, at: Any) -> Any:
+    global _RECORDER
+    outer = _recorder()
+    label = f"_f{outer.searches}"
+    outer.searches += 1
+    found: list[tuple[str, tuple[str, ...]]] = []
+
+    def traced(rows: Any, p: Any, s: Any) -> Any:
+        global _RECORDER
+        inner = _Recorder(prefix=f"u{outer.searches - 1}_")
+        _RECORDER = inner
+        try:
+            result = at(rows, Traced(p, "_p"), Traced(s, "_s"))
+        finally:
+            _RECORDER = outer
+        function = _function(label, inner, result)
+        if found and found[0] != function:
+            raise Untraceable("a searched function takes other branches at another point")
+        found[:] = [function]
+        return value_of(result)
+
+    value = fn(value_of(a), value_of(b), traced)
+    if not found:  # no call at this point: the function as it runs at s = 2
+        traced(None, value_of(a), 2.0)
+    code, free = found[0]
+    outer.lines.append((label, code, free))
+    av, ac, au = _operand(a)
+    bv, bc, bu = _operand(b)
+    return outer.emit(f"{name}({ac}, {bc}, {label})", au + bu + (label,), value)
+
+
+def _function(label: str, inner: _Recorder, result: Any) -> tuple[str, tuple[str, ...]]:
+    """The printed function of a searched call's trace, and the names it reads from the
+    code around it."""
+    value, code, _ = _operand(result)
+    need = {code} if type(result) is Traced else set()
+    guards = {at: (guard, outcome) for at, guard, outcome in inner.events}
+    need.update(guard for guard, _ in guards.values())
+    kept: list[str] = []
+    own = {name for name, _, _ in inner.lines} | {"_p", "_s"}
+    for i in range(len(inner.lines), -1, -1):
+        if i in guards:
+            guard, outcome = guards[i]
+            kept.append(f"    if {'not ' if outcome else ''}{guard}: _miss()")
+        if i == 0:
+            break
+        name, line, used = inner.lines[i - 1]
+        if name in need:
+            kept.append(f"    {name} = {line}")
+            need.update(used)
+    free = tuple(sorted(n for n in need if n not in own))
+    body = "\n".join(reversed(kept))
+    return f"def {label}(_rows, _p, _s):\n{body}\n    return {code}", free
+
+
 def smallest(*args: Any, **kwargs: Any) -> Any:
     """The builtin ``min``, recorded as one operation where its arguments are traced."""
     return _extreme(min, "min", args, kwargs)
@@ -458,7 +547,7 @@ class Paths:
         try:
             result = fn(*inputs)
             return result, recorder
-        except Untraceable as stop:
+        except (Untraceable, Exception) as stop:  # an error too: the engine raises it
             recorder.stopped = stop
             return None, recorder
         finally:
@@ -623,7 +712,10 @@ def _emit(node: _Node, out: list[str], depth: int, memo: dict[int, set[str]]) ->
             live.append((name, code))
             later.update(used)
     for name, code in reversed(live):
-        out.append(f"{pad}{name} = {code}")
+        if code.startswith("def "):  # a searched call's function (:func:`searching`)
+            out.extend(pad + line for line in code.splitlines())
+        else:
+            out.append(f"{pad}{name} = {code}")
     if node.leaf is not None:
         if node.leaf.outputs is None:
             out.append(f"{pad}return -1, None")
