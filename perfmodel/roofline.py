@@ -183,7 +183,8 @@ def choose(mask: Num, yes: Num, no: Num) -> Num:
     if isinstance(mask, bool | np.bool_):
         return yes if mask else no
     if trace.is_traced(mask):  # one point being traced (``perfmodel.trace``)
-        return trace.select(mask, yes, no)
+        picked: Num = trace.select(mask, yes, no)
+        return picked
     return np.where(mask, yes, no)
 
 
