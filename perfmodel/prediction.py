@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import inspect
 import os
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
@@ -320,24 +321,29 @@ class _Case:
         paths = self.paths
         try:
             found = paths.fn(n, m, h, h_kv, batch)
-            if found is None and not paths.full():
+            if found is None and not paths.full() and (_CREDIT.left >= 0 or not paths.leaves):
                 self._trace((n, m, h, h_kv, batch))
                 found = paths.fn(n, m, h, h_kv, batch)
         except (Miss, ArithmeticError):  # a branch no trace took; an arm that raises
             return None
         if found is None or found[0] < 0:
             return None
+        _CREDIT.left += _CREDIT.engine_s * _CREDIT.share  # a share of the time saved
         return functools.partial(paths.leaves[found[0]], found[1])
 
     def _trace(self, shape: tuple[int, ...]) -> None:
         """Trace the engine at this point; keep the trace where its prediction at the
         point is the engine's, bit for bit (else, or where it stopped: the point's
         branch is evaluated by the engine from now on)."""
+        start = time.perf_counter()
         result, recorder = self.paths.trace(self.run, shape)
         if result is None:
             self.paths.add(recorder, None)
+            _CREDIT.left -= time.perf_counter() - start
             return
+        engine = time.perf_counter()
         reference = flat(self.run(*shape))
+        _CREDIT.engine_s = time.perf_counter() - engine
         traced = flat(result)
         if len(traced) == len(reference) and all(
             a[0] == b[0] and _identical(a[1], b[1]) for a, b in zip(traced, reference, strict=True)
@@ -345,6 +351,22 @@ class _Case:
             self.paths.add_result(recorder, result)
         else:
             self.paths.add(recorder, None)
+        _CREDIT.left -= time.perf_counter() - start
+
+
+class _Credit:
+    """Tracing pays for itself: each point the printed code answers saves what the
+    engine takes (``engine_s``, the last one measured), and a new branch is traced (a
+    few tens of milliseconds) only while a ``share`` of the time saved so far covers the
+    time traced (``left`` >= 0; a case's first branch is traced regardless). Until then
+    a point of a branch not traced is evaluated by the engine, as without tracing."""
+
+    left = 0.0
+    engine_s = 0.0
+    share = 0.25
+
+
+_CREDIT = _Credit()
 
 
 #: The point's numbers a traced case takes (symbol names: ``_Engine.evaluate``'s point).

@@ -162,7 +162,19 @@ def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
         values.append(v)
         codes.append(c)
         used += u
-    return _recorder().emit(f"{fn_name}({', '.join(codes)})", used, fn(*values))
+    inline = _INLINE.get(fn_name)
+    code = f"{fn_name}({', '.join(codes)})" if inline is None else inline.format(*codes)
+    return _recorder().emit(code, used, fn(*values))
+
+
+#: Calls printed as the expression they evaluate (no call: a third of the time), each
+#: operand a name or a literal: ``min(a, b)`` is ``a`` unless ``b < a``, ``max(a, b)``
+#: ``a`` unless ``b > a``, as the builtins decide.
+_INLINE = {
+    "min": "({1} if {1} < {0} else {0})",
+    "max": "({1} if {1} > {0} else {0})",
+    "_select": "({1} if {0} else {2})",
+}
 
 
 def _lost(self: Traced, *args: Any, **kwargs: Any) -> Any:
@@ -562,10 +574,13 @@ class Paths:
         a printed function that builds ``result``'s like from them (its ``build``)."""
         names: list[str] = []
         body = _render(result, names)
-        code = f"def _build(v):\n    return {body}\n"
-        namespace = dict(_NAMESPACE)
-        exec(compile(code, "<perfmodel.trace build>", "exec"), namespace)  # noqa: S102
-        return self.add(recorder, [_Named(name) for name in names], namespace["_build"])
+        build = _BUILT.get(body)
+        if build is None:  # another shape of result: printed once
+            code = f"def _build(v):\n    return {body}\n"
+            namespace = dict(_NAMESPACE)
+            exec(compile(code, "<perfmodel.trace build>", "exec"), namespace)  # noqa: S102
+            build = _BUILT[body] = namespace["_build"]
+        return self.add(recorder, [_Named(name) for name in names], build)
 
     def add(self, recorder: _Recorder, outputs: Sequence[Any] | None, keep: Any = None) -> int:
         """Add a trace ending in ``outputs`` (traced numbers or constants; None: it
@@ -628,6 +643,8 @@ class _Named:
         self.name = name
 
 
+#: The builders printed so far, by their code.
+_BUILT: dict[str, Callable[[Any], Any]] = {}
 #: How printed code builds an object of each registered type from its fields (a dict).
 _BUILDERS: dict[type, str] = {}
 
