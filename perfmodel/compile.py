@@ -286,13 +286,20 @@ def prune(folder: Path, keep: Path | None = None, most: int = KEEP_FILES) -> lis
 
 @functools.cache
 def _cache() -> _CacheFile:
+    folder = cache_folder()
+    if folder is None:  # PERFMODEL_CACHE="" : no cache file
+        return _CacheFile(None)
+    return _CacheFile(folder / f"compiled-{fingerprint()[:20]}.json")
+
+
+def cache_folder() -> Path | None:
+    """The user's cache folder of perfmodel (``PERFMODEL_CACHE``, else
+    ``$XDG_CACHE_HOME/perfmodel``); None where ``PERFMODEL_CACHE`` is empty."""
     folder = os.environ.get("PERFMODEL_CACHE")
     if folder is None:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         folder = str(Path(base) / "perfmodel")
-    if folder == "":  # PERFMODEL_CACHE="" : no cache file
-        return _CacheFile(None)
-    return _CacheFile(Path(folder) / f"compiled-{fingerprint()[:20]}.json")
+    return Path(folder) if folder else None
 
 
 def fingerprint() -> str:

@@ -597,8 +597,8 @@ def waves(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 def imbalance(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Programs of unequal work (causal, a mask), taken longest first: the busiest SM's
     steps, not the mean's, set the compute roofs (``launch.schedule_imbalance``)."""
-    if not roofline.any_nonzero(k.imbalance - 1.0):
-        return t
+    if not trace.is_traced(k.imbalance) and not roofline.any_nonzero(k.imbalance - 1.0):
+        return t  # (a traced point scales by its 1: the same numbers, one branch fewer)
     scaled = {r: v * k.imbalance if r in _COMPUTE else v for r, v in t.times.items()}
     return t._replace(times=scaled)
 
@@ -934,8 +934,8 @@ def floor_of(
 def _lower(best: Floor, other: Floor) -> Floor:
     """Row by row, the floor with the smaller ``t_lower_s`` (``best`` where equal)."""
     better = roofline.less(other.t_lower_s, best.t_lower_s)
-    if not roofline.any_nonzero(better):
-        return best
+    if not trace.is_traced(better) and not roofline.any_nonzero(better):
+        return best  # (a traced point selects: the same numbers, one branch fewer)
     choose = roofline.choose
     return Floor(
         choose(better, other.t_compute_s, best.t_compute_s),

@@ -13,7 +13,9 @@ True
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
+import json
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -24,15 +26,18 @@ from typing import Any, NamedTuple, TypeVar
 import numpy as np
 
 from perfmodel.arguments import PARAMETERS, check, check_columns, fail
+from perfmodel.atomic import write_text
 from perfmodel.catalog.calibration import (
     Calibration,
     family_default,
     load_calibration,
     naive_default,
 )
+from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
+from perfmodel.compile import cache_folder, fingerprint
 from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError, named, spell
 from perfmodel.evaluate import (
@@ -260,7 +265,7 @@ def _traced(
     case = (key[1], *(item for item in key[2:] if item[0] not in _SHAPE_ARGS))
     known = _CASES.get(case, _ABSENT)
     if known is _ABSENT:
-        known = _Case.of(n, hw, options)
+        known = _Case.of(case, n, hw, options)
         if known is _ABSENT:  # an error: predict raises it
             return None
         if len(_CASES) >= CASES:
@@ -276,12 +281,18 @@ class _Case:
     traced once, its prediction at that point checked against the engine's, then every
     point of that branch one call of the printed code, and its result built by another."""
 
-    def __init__(self, prepared: _Prepared):
+    def __init__(self, prepared: _Prepared, stored: Path | None = None):
         self.prepared = prepared
-        self.paths = Paths(_TRACED_INPUTS)
+        self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
+        self.stored = stored  # the file its traces are kept in (:func:`_traces_file`)
+        if stored is not None and stored.is_file():
+            try:
+                self.paths.restore(json.loads(stored.read_text()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
+                self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
 
     @classmethod
-    def of(cls, n: Any, hw: Any, options: dict[str, Any]) -> Any:
+    def of(cls, case: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]) -> Any:
         """The case of this call; None where its points are not traced (several devices,
         a mask: the engine reads more of the point than its numbers); ``_ABSENT`` where
         the call is an error."""
@@ -294,7 +305,7 @@ class _Case:
             return None
         if prepared.engine.mask_args:
             return None
-        return cls(prepared)
+        return cls(prepared, _traces_file(case))
 
     def run(self, n: Any, m: Any, h: Any, h_kv: Any, b: Any) -> Prediction:
         """``predict`` of this case at one shape (numbers, or traced numbers)."""
@@ -309,7 +320,7 @@ class _Case:
         printed code has none for this point (or its shape is an error)."""
         args = self.prepared.args
         try:
-            shape = [n if name == "n" else options.get(name, _DEFAULTS[name]) for name in _SHAPE_ARGS]
+            shape = [n, *(options.get(name, _DEFAULTS[name]) for name in _SHAPE_ARGS[1:])]
             n, h, h_kv, batch, kv_len = (
                 PARAMETERS[name].scalar(name, value) for name, value in zip(_SHAPE_ARGS, shape)
             )
@@ -322,7 +333,7 @@ class _Case:
         try:
             found = paths.fn(n, m, h, h_kv, batch)
             if found is None and not paths.full() and (_CREDIT.left >= 0 or not paths.leaves):
-                self._trace((n, m, h, h_kv, batch))
+                self._trace((n, m, h, h_kv, batch), charged=bool(paths.leaves))
                 found = paths.fn(n, m, h, h_kv, batch)
         except (Miss, ArithmeticError):  # a branch no trace took; an arm that raises
             return None
@@ -331,7 +342,7 @@ class _Case:
         _CREDIT.left += _CREDIT.engine_s * _CREDIT.share  # a share of the time saved
         return functools.partial(paths.leaves[found[0]], found[1])
 
-    def _trace(self, shape: tuple[int, ...]) -> None:
+    def _trace(self, shape: tuple[int, ...], charged: bool = True) -> None:
         """Trace the engine at this point; keep the trace where its prediction at the
         point is the engine's, bit for bit (else, or where it stopped: the point's
         branch is evaluated by the engine from now on)."""
@@ -339,19 +350,69 @@ class _Case:
         result, recorder = self.paths.trace(self.run, shape)
         if result is None:
             self.paths.add(recorder, None)
-            _CREDIT.left -= time.perf_counter() - start
+            _CREDIT.left -= (time.perf_counter() - start) * charged
             return
         engine = time.perf_counter()
         reference = flat(self.run(*shape))
         _CREDIT.engine_s = time.perf_counter() - engine
         traced = flat(result)
-        if len(traced) == len(reference) and all(
-            a[0] == b[0] and _identical(a[1], b[1]) for a, b in zip(traced, reference, strict=True)
-        ):
-            self.paths.add_result(recorder, result)
+        try:
+            if len(traced) == len(reference) and all(
+                a[0] == b[0] and _identical(a[1], b[1])
+                for a, b in zip(traced, reference, strict=True)
+            ):
+                self.paths.add_result(recorder, result)
+            else:
+                self.paths.add(recorder, None)
+        except AssertionError:  # traces that disagree: no more of this case's
+            self.paths.most = 0
         else:
-            self.paths.add(recorder, None)
-        _CREDIT.left -= time.perf_counter() - start
+            self._store()
+        _CREDIT.left -= (time.perf_counter() - start) * charged
+
+    def _store(self) -> None:
+        """Keep the case's traces in its file, for later processes (where they read no
+        constant of this process only)."""
+        state = None if self.stored is None else self.paths.state()
+        if state is None or self.stored is None:
+            return
+        try:
+            write_text(self.stored, json.dumps(state))
+        except OSError:  # a read-only cache folder: this process traces for itself
+            self.stored = None
+
+
+def _traces_file(case: tuple[Any, ...]) -> Path | None:
+    """The file the traces of ``case`` are kept in: under the cache folder, in a folder
+    named by the package's sources and the shipped data a case reads (devices, kernel
+    families, profiles, frameworks), so that a changed rule or number is traced again;
+    None for a case named by a catalog object (not by name or file)."""
+    folder = _traces_folder()
+    text = repr(case)
+    if folder is None or "ByIdentity" in text or " at 0x" in text:
+        return None
+    return folder / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+
+
+@functools.cache
+def _traces_folder() -> Path | None:
+    root = cache_folder()
+    if root is None:
+        return None
+    digest = hashlib.sha256(fingerprint().encode())
+    package = Path(__file__).resolve().parent
+    files = sorted(package.rglob("*.py"))
+    for kind in ("devices", "kernels", "calibration", "frameworks"):
+        files += sorted(p for p in data_dir(kind).rglob("*") if p.is_file())
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    folder = root / f"traces-{digest.hexdigest()[:20]}"
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError:
+        return None
+    return folder
 
 
 class _Credit:
@@ -540,7 +601,9 @@ def _prepare(n: Any, hw: Any, **o: Any) -> _Prepared:
     args["kv_len"] = m = args["n"] if args["kv_len"] is None else args["kv_len"]
     args["h_kv"] = h_kv = args["h"] if args["h_kv"] is None else args["h_kv"]
     _check_shape(args["h"], h_kv, args["n"], m, args["causal"])
-    engine = _Engine.of(spec, o["kernel"], o["calibration"], args["naive"], args["mode"], args["ceilings"])
+    engine = _Engine.of(
+        spec, o["kernel"], o["calibration"], args["naive"], args["mode"], args["ceilings"]
+    )
     engine.variants(
         dict(
             window=o["window"],
@@ -553,9 +616,7 @@ def _prepare(n: Any, hw: Any, **o: Any) -> _Prepared:
         cp=args["cp"] != 1 or args["tp"] != 1,
         paged=o["page_tokens"] is not None,
     )
-    engine.forward_only(
-        splits=o["splits"], page_tokens=o["page_tokens"], block_q=o["block_q"], block_k=o["block_k"], warps=o["warps"]
-    )
+    engine.forward_only(**{k: o[k] for k in ("splits", "page_tokens", *_TILE)})
     point = {
         **symbol_values(
             n=args["n"], kv_len=m, d=args["d"], h=args["h"], h_kv=h_kv, batch=args["batch"]
@@ -565,7 +626,7 @@ def _prepare(n: Any, hw: Any, **o: Any) -> _Prepared:
         "fp16": float(args["dtype"] == "fp16"),
         "page": o["page_tokens"] or 1,
     }
-    named = {k: args[k] for k in ("block_q", "block_k", "warps")} | {"splits": o["splits"]}
+    named = {k: args[k] for k in _TILE} | {"splits": o["splits"]}
     args["paged"] = o["page_tokens"] is not None
     return _Prepared(spec, args, engine, point, named, o["splits"])
 
@@ -658,7 +719,8 @@ def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> 
     item["call_latency_s"] = None if latency is None or latency != latency else latency
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = item["l2_reduce_bytes"] = None
-    item["floor_pack"], item["floor_splits"] = as_int(item["floor_pack"]), as_int(item["floor_splits"])
+    item["floor_pack"] = as_int(item["floor_pack"])
+    item["floor_splits"] = as_int(item["floor_splits"])
     absent = _ABSENT
     item["roof_times_s"] = {
         r: _plain(value) for r, key in _ROOF_KEYS[side] if (value := get(key, absent)) is not absent
@@ -1013,6 +1075,8 @@ class _Engine:
 
 
 _SIZES = ("n", "m", "d", "h", "h_kv", "b", "s")
+#: The launch options a call may name: the fused kernel's tile and warps.
+_TILE = ("block_q", "block_k", "warps")
 
 
 @dataclass(frozen=True)

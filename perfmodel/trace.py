@@ -20,8 +20,11 @@ rule calls :func:`smallest`/:func:`largest` (``roofline.xp_of``'s namespace does
 
 from __future__ import annotations
 
+import enum
 import functools
+import importlib
 import math
+import re
 import operator
 import sys
 from collections.abc import Callable, Sequence
@@ -61,9 +64,10 @@ class _Recorder:
         self.events: list[tuple[int, str, bool]] = []  # (lines before it, guard, outcome)
         self.count = 0
         self.known: dict[str, str] = {}
+        self.values: dict[str, Any] = {}  # each name's value at the traced point
+        self.constants: dict[str, Any] = {}  # the case's named constants (Paths.constants)
         self.guarded: set[str] = set()
         self.stopped: BaseException | None = None
-        self.where: list[Any] = []
 
     def emit(self, code: str, used: tuple[str, ...], value: Any) -> Traced:
         name = self.known.get(code)  # computed before on this path: the same value
@@ -71,6 +75,7 @@ class _Recorder:
             name = self.known[code] = f"{self.prefix}{self.count}"
             self.count += 1
             self.lines.append((name, code, used))
+            self.values[name] = value
         return Traced(value, name)
 
     def guard(self, name: str, outcome: bool) -> None:
@@ -78,14 +83,9 @@ class _Recorder:
             return
         self.guarded.add(name)
         self.events.append((len(self.lines), name, outcome))
-        if _DEBUG:
-            import traceback
-
-            self.where.append(traceback.extract_stack(limit=4)[:-2])
 
 
 _RECORDER: _Recorder | None = None
-_DEBUG = False
 
 
 def tracing() -> bool:
@@ -112,20 +112,34 @@ def _literal(value: Any) -> str:
         return repr(value)
     if type(value) in (int, bool, str) or value is None:
         return repr(value)
-    try:  # another object (a roof's name, a mask): a name in the printed code's namespace
+    named = _BY_ID.get(id(value))
+    if named is not None:  # a constant the case names (its device)
+        return named
+    if isinstance(value, enum.Enum):  # a member by its class and name: the same each run
+        kind = type(value)
+        name = f"_e_{kind.__name__}_{value.name}"
+        _NAMESPACE[name] = value
+        _RECIPES[name] = (kind.__module__, kind.__qualname__, value.name)
+        return name
+    try:  # another object (a mask): a name in the printed code's namespace
         key: Any = (type(value), value)
         hash(key)
     except TypeError:
         key = ("id", id(value))
-    name = _CONSTANTS.get(key)
-    if name is None:
-        name = _CONSTANTS[key] = f"_k{len(_CONSTANTS)}"
-        _NAMESPACE[name] = value
-    return name
+    known = _CONSTANTS.get(key)
+    if known is None:
+        known = _CONSTANTS[key] = f"_k{len(_CONSTANTS)}"
+        _NAMESPACE[known] = value
+    return known
 
 
-#: Constants of printed code that are not literals, by (type, value) or identity.
+#: Constants of printed code that are not literals, by (type, value) or identity: names
+#: of this process only (``_k...``: printed code that reads one is not kept on disk).
 _CONSTANTS: dict[Any, str] = {}
+#: The enum members printed code reads, by name: (module, class, member).
+_RECIPES: dict[str, tuple[str, str, str]] = {}
+#: The constants the case being traced names (``Paths.constants``), by identity.
+_BY_ID: dict[int, str] = {}
 
 
 def _operand(x: Any) -> tuple[Any, str, tuple[str, ...]]:
@@ -421,9 +435,15 @@ def _search(name: str, fn: Callable[..., Any], a: Any, b: Any, at: Any) -> Any:
     label = f"_f{outer.searches}"
     outer.searches += 1
     found: list[tuple[str, tuple[str, ...]]] = []
+    printed: list[Callable[..., Any]] = []
 
     def traced(rows: Any, p: Any, s: Any) -> Any:
         global _RECORDER
+        if printed:  # traced once: printed, run on the numbers (it checks its branches)
+            try:
+                return printed[0](rows, p, s)
+            except Miss:
+                raise Untraceable("a searched function branches elsewhere at another point")
         inner = _Recorder(prefix=f"u{outer.searches - 1}_")
         _RECORDER = inner
         try:
@@ -431,9 +451,11 @@ def _search(name: str, fn: Callable[..., Any], a: Any, b: Any, at: Any) -> Any:
         finally:
             _RECORDER = outer
         function = _function(label, inner, result)
-        if found and found[0] != function:
-            raise Untraceable("a searched function takes other branches at another point")
         found[:] = [function]
+        code, free = function
+        namespace = {**_NAMESPACE, **outer.constants, **{n: outer.values[n] for n in free}}
+        exec(compile(code, "<perfmodel.trace search>", "exec"), namespace)  # noqa: S102
+        printed.append(namespace[label])
         return value_of(result)
 
     value = fn(value_of(a), value_of(b), traced)
@@ -534,13 +556,21 @@ class Paths:
     whose outputs these are (:meth:`keys`), or None where no trace went (a miss), or
     ``-1`` where a trace went and could not be kept (the point is evaluated as usual)."""
 
-    def __init__(self, names: Sequence[str], most: int = 256):
+    def __init__(
+        self, names: Sequence[str], most: int = 256, constants: dict[str, Any] | None = None
+    ):
         self.names = tuple(names)
         self.root: _Node | None = None
         self.leaves: list[Any] = []  # per leaf: what the caller keeps with it
+        self.bodies: list[str | None] = []  # per leaf: its builder's code (add_result)
         self.most = most
+        #: Objects printed code names (``_hw``...), the same in every process for a case.
+        self.constants = dict(constants or {})
         self.fn: Callable[..., Any] = _miss
         self.code = ""
+
+    def _named(self) -> dict[int, str]:
+        return {id(value): name for name, value in self.constants.items()}
 
     def full(self) -> bool:
         return len(self.leaves) >= self.most
@@ -549,10 +579,13 @@ class Paths:
         """``fn(*inputs)`` on traced inputs (their values ``values``): its result (the
         traced numbers in it still traced), and the trace (for :meth:`add`); the trace
         is None where it stopped (:class:`Untraceable`), the result then None."""
-        global _RECORDER
+        global _RECORDER, _BY_ID
         recorder = _Recorder()
+        recorder.constants = self.constants
+        recorder.values.update(zip(self.names, values, strict=True))
         inputs = [Traced(v, name) for v, name in zip(values, self.names, strict=True)]
         previous, _RECORDER = _RECORDER, recorder
+        named, _BY_ID = _BY_ID, self._named()
         modules = [sys.modules[m] for m in FOLLOWED if m in sys.modules]
         for module in modules:  # their min and max: recorded (the builtins otherwise)
             module.min, module.max = smallest, largest  # type: ignore[attr-defined]
@@ -563,7 +596,7 @@ class Paths:
             recorder.stopped = stop
             return None, recorder
         finally:
-            _RECORDER = previous
+            _RECORDER, _BY_ID = previous, named
             for module in modules:
                 del module.min, module.max
 
@@ -572,15 +605,55 @@ class Paths:
         tuples, objects of the types :func:`built_as` registers, traced numbers and
         constants: the printed function returns its traced numbers, and the leaf keeps
         a printed function that builds ``result``'s like from them (its ``build``)."""
+        global _BY_ID
         names: list[str] = []
-        body = _render(result, names)
-        build = _BUILT.get(body)
+        named, _BY_ID = _BY_ID, self._named()
+        try:
+            body = _render(result, names)
+        finally:
+            _BY_ID = named
+        index = self.add(recorder, [_Named(name) for name in names], self._builder(body))
+        if index >= 0:
+            self.bodies[index] = body
+        return index
+
+    def _builder(self, body: str) -> Callable[[Any], Any]:
+        """The printed function that builds a result from its traced numbers (``v``)."""
+        key = (body, tuple((name, id(value)) for name, value in self.constants.items()))
+        build = _BUILT.get(key)
         if build is None:  # another shape of result: printed once
             code = f"def _build(v):\n    return {body}\n"
-            namespace = dict(_NAMESPACE)
+            namespace = {**_NAMESPACE, **self.constants}
             exec(compile(code, "<perfmodel.trace build>", "exec"), namespace)  # noqa: S102
-            build = _BUILT[body] = namespace["_build"]
-        return self.add(recorder, [_Named(name) for name in names], build)
+            build = _BUILT[key] = namespace["_build"]
+        return build
+
+    def state(self) -> dict[str, Any] | None:
+        """The traces as plain data (JSON) that :meth:`restore` reads back in another
+        process; None where printed code reads a constant of this process only."""
+        if self.root is None:
+            return None
+        leaves = self.bodies
+        data = {"names": list(self.names), "root": _node_state(self.root), "leaves": leaves}
+        text = repr(data)
+        if re.search(r"\b_k\d", text):
+            return None
+        data["enums"] = {n: list(r) for n, r in _RECIPES.items() if n in text}
+        return data
+
+    def restore(self, data: dict[str, Any]) -> None:
+        """The traces of :meth:`state`, printed (the enum members they read imported)."""
+        for name, (module, qualname, member) in data["enums"].items():
+            kind: Any = importlib.import_module(module)
+            for part in qualname.split("."):
+                kind = getattr(kind, part)
+            _NAMESPACE[name] = getattr(kind, member)
+        if list(data["names"]) != list(self.names):
+            raise ValueError("traces of other inputs")
+        self.root = _node_from(data["root"])
+        self.bodies = list(data["leaves"])
+        self.leaves = [None if b is None else self._builder(b) for b in self.bodies]
+        self._print()
 
     def add(self, recorder: _Recorder, outputs: Sequence[Any] | None, keep: Any = None) -> int:
         """Add a trace ending in ``outputs`` (traced numbers or constants; None: it
@@ -595,6 +668,7 @@ class Paths:
         leaf = _Leaf(rendered, index)
         if rendered is not None:
             self.leaves.append(keep)
+            self.bodies.append(None)
         segments: list[tuple[list[Any], str, bool]] = []
         start = 0
         for at, guard, outcome in events:
@@ -627,9 +701,29 @@ class Paths:
         out = [f"def _point({', '.join(self.names)}):"]
         _emit(self.root, out, 1, {})
         self.code = "\n".join(out) + "\n"
-        namespace = dict(_NAMESPACE)
+        namespace = {**_NAMESPACE, **self.constants}
         exec(compile(self.code, "<perfmodel.trace>", "exec"), namespace)  # noqa: S102
         self.fn = namespace["_point"]
+
+
+def _node_state(node: _Node) -> dict[str, Any]:
+    leaf = node.leaf
+    return {
+        "lines": [[name, code, list(used)] for name, code, used in node.lines],
+        "guard": node.guard,
+        "children": {str(int(k)): _node_state(c) for k, c in node.children.items()},
+        "leaf": None if leaf is None else [leaf.outputs, leaf.index],
+    }
+
+
+def _node_from(data: dict[str, Any]) -> _Node:
+    node = _Node([(name, code, tuple(used)) for name, code, used in data["lines"]])
+    node.guard = data["guard"]
+    node.children = {bool(int(k)): _node_from(c) for k, c in data["children"].items()}
+    if data["leaf"] is not None:
+        outputs, index = data["leaf"]
+        node.leaf = _Leaf(None if outputs is None else tuple(outputs), index)
+    return node
 
 
 def _miss(*args: Any) -> None:
@@ -643,8 +737,8 @@ class _Named:
         self.name = name
 
 
-#: The builders printed so far, by their code.
-_BUILT: dict[str, Callable[[Any], Any]] = {}
+#: The builders printed so far, by their code and the constants they name.
+_BUILT: dict[Any, Callable[[Any], Any]] = {}
 #: How printed code builds an object of each registered type from its fields (a dict).
 _BUILDERS: dict[type, str] = {}
 

@@ -43,7 +43,8 @@ def _dump(value: Any) -> Any:
         return [_dump(v) for v in value]
     if isinstance(value, float):
         return ("float", repr(value))
-    return (type(value).__name__, value if isinstance(value, int | str | bool | None) else id(value))
+    plain = isinstance(value, int | str | bool | None)
+    return (type(value).__name__, value if plain else id(value))
 
 
 def _traced_answer(**call: Any) -> perfmodel.Prediction | None:
