@@ -17,6 +17,7 @@ import hashlib
 import inspect
 import json
 import os
+import shutil
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
@@ -37,7 +38,7 @@ from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
-from perfmodel.compile import cache_folder, fingerprint
+from perfmodel.compile import KEEP_FILES, cache_folder, fingerprint
 from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError, named, spell
 from perfmodel.evaluate import (
@@ -409,7 +410,11 @@ def _traces_folder() -> Path | None:
         digest.update(path.read_bytes())
     folder = root / f"traces-{digest.hexdigest()[:20]}"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
+        if not folder.is_dir():  # a new version: the oldest folders go (compile.KEEP_FILES)
+            folder.mkdir(parents=True)
+            older = sorted(root.glob("traces-*"), key=lambda p: p.stat().st_mtime_ns)
+            for old in older[: -KEEP_FILES]:
+                shutil.rmtree(old, ignore_errors=True)
     except OSError:
         return None
     return folder

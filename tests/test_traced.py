@@ -182,3 +182,37 @@ def test_printed_code_is_the_same_operations() -> None:
         assert found is not None and found[0] >= 0
         assert paths.leaves[found[0]](found[1]) == rule(a, b)
         assert type(paths.leaves[found[0]](found[1])["c"]) is type(rule(a, b)["c"])
+
+
+def test_traces_kept_on_disk_are_the_engine_in_a_later_process(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("PERFMODEL_CACHE", str(tmp_path))
+    monkeypatch.setattr(prediction, "_CASES", {})
+    prediction._traces_folder.cache_clear()
+    try:
+        rng = np.random.default_rng(11)
+        calls = [
+            dict(hw=hw, n=int(rng.integers(1, 20000)), h=int(h), batch=int(rng.integers(1, 5)),
+                 causal=bool(c), d=128)
+            for hw, h, c in zip(["h200", "a100"] * 20, rng.choice([1, 8, 32], 40),
+                                rng.integers(0, 2, 40), strict=False)
+        ]  # fmt: skip
+        for call in calls[:20]:
+            _same_answer(call)
+        kept = list(tmp_path.glob("traces-*/*.json"))
+        assert kept  # each case's traces, in the cache folder
+        prediction._CASES.clear()  # a later process: the cases read back from their files
+        restored = 0
+        for call in calls[20:]:
+            n, hw = call["n"], call["hw"]
+            options = {k: v for k, v in call.items() if k not in ("n", "hw")}
+            key = (prediction._key(n), prediction._key(hw, True))
+            key += tuple((k, prediction._key(v)) for k, v in sorted(options.items()))
+            case = (key[1], *(i for i in key[2:] if i[0] not in prediction._SHAPE_ARGS))
+            known = prediction._CASES.get(case) or prediction._Case.of(case, n, hw, options)
+            restored += bool(known and known.paths.leaves)
+            _same_answer(call)
+        assert restored >= 10
+    finally:
+        prediction._traces_folder.cache_clear()
