@@ -119,42 +119,30 @@ def _env(root: Path, cache: str | None = None) -> dict[str, str]:
     return env
 
 
-def _child(root: Path, points: int) -> dict[str, float]:
+def _run(root: Path, code: str, *args: str, cache: str | None = None) -> str:
+    """The output of ``code`` run by a fresh Python on ``root``'s package."""
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(points)],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
-        env=_env(root),
+        env=_env(root, cache),
         cwd=root,
     )
     if out.returncode:
         raise SystemExit(f"timing failed ({root}):\n{out.stderr[-2000:]}")
-    figures: dict[str, float] = json.loads(out.stdout)
+    return out.stdout
+
+
+def _child(root: Path, points: int) -> dict[str, float]:
+    figures: dict[str, float] = json.loads(_run(root, CHILD, str(points)))
     with tempfile.TemporaryDirectory() as cache:  # the compiled expressions, no traces
         for kept in _compiled_files():
             shutil.copy(kept, cache)
-        fresh = subprocess.run(
-            [sys.executable, "-c", CHILD, "0"],
-            capture_output=True,
-            text=True,
-            env=_env(root, cache),
-            cwd=root,
-        )
-        if fresh.returncode:
-            raise SystemExit(f"timing failed ({root}):\n{fresh.stderr[-2000:]}")
-        figures["predict_varied_fresh_s"] = json.loads(fresh.stdout)["predict_varied_s"]
+        fresh = json.loads(_run(root, CHILD, "0", cache=cache))
+        figures["predict_varied_fresh_s"] = fresh["predict_varied_s"]
     with tempfile.TemporaryDirectory() as cache:
         for name in ("first_predict_cold_s", "first_predict_s"):  # empty, then filled
-            first = subprocess.run(
-                [sys.executable, "-c", FIRST],
-                capture_output=True,
-                text=True,
-                env=_env(root, cache),
-                cwd=root,
-            )
-            if first.returncode:
-                raise SystemExit(f"first predict failed ({root}):\n{first.stderr[-2000:]}")
-            wall, cpu = first.stdout.split()
+            wall, cpu = _run(root, FIRST, cache=cache).split()
             figures[name] = float(wall)
             figures[name[:-2] + "_cpu_s"] = float(cpu)
     return figures
