@@ -18,6 +18,7 @@ import inspect
 import json
 import os
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
@@ -347,6 +348,14 @@ class _Case:
         """Trace the engine at this point; keep the trace where its prediction at the
         point is the engine's, bit for bit (else, or where it stopped: the point's
         branch is evaluated by the engine from now on)."""
+        if not _TRACING.acquire(blocking=False):  # another thread is tracing: not now
+            return
+        try:
+            self._trace_one(shape, charged)
+        finally:
+            _TRACING.release()
+
+    def _trace_one(self, shape: tuple[int, ...], charged: bool) -> None:
         start = time.perf_counter()
         result, recorder = self.paths.trace(self.run, shape)
         if result is None:
@@ -435,6 +444,8 @@ class _Credit:
 _CREDIT = _Credit()
 
 
+#: One trace at a time (a trace records into one recorder, ``perfmodel.trace``).
+_TRACING = threading.Lock()
 #: The point's numbers a traced case takes (symbol names: ``_Engine.evaluate``'s point).
 _TRACED_INPUTS = ("n", "m", "h", "h_kv", "b")
 

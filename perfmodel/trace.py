@@ -2,20 +2,26 @@
 
 The engine's rules are written once, over numbers or columns (``roofline.xp_of``). Run
 on :class:`Traced` numbers instead of floats, a point's evaluation records every
-operation that depends on its inputs (the rest is computed, and becomes a constant);
-each branch taken on such a value is a guard. :class:`Paths` keeps the traces of one
-discrete case (device, family, profiles, mode, head dim, dtype, causal...) as a tree of
-guards and prints them as one Python function of ``math``-free straight-line code: a new
-point of that case is one call of it, the same float operations in the same order, so
-the same numbers bit for bit. A point whose guards lead where no trace went is a miss
-(``None``): the caller evaluates it the usual way and may trace it (:meth:`Paths.add`).
+operation that depends on its inputs (the rest is computed then, and printed as a
+constant); each branch taken on such a value is a guard. :class:`Paths` keeps the traces
+of one discrete case (device, family, profiles, mode, head dim, dtype, causal...) as a
+tree of guards and prints it as one Python function of straight-line code with no numpy:
+a new point of that case is one call of it, the same operations on the same types in the
+same order, so the same numbers bit for bit. A point whose guards lead where no trace
+went is a miss (``None``): the caller evaluates it the usual way and may trace it.
 
-A traced number is a ``float`` subclass, so the rules take their one-point branch
-(``isinstance(x, float)``), but its float payload is NaN and its conversions
-(``float()``, ``int()``, numpy, hashing as a cache key) raise :class:`Untraceable`: a
-value that would leave the trace silently, baked in as a constant, stops it instead.
-``min`` and ``max`` of traced numbers are recorded as such, not as branches, where a
-rule calls :func:`smallest`/:func:`largest` (``roofline.xp_of``'s namespace does).
+What keeps a trace honest: a traced number is a ``float`` subclass, so the rules take
+their one-point branch (``isinstance(x, float)``), but its float payload is NaN and each
+conversion that would carry its value out of the trace as a constant (``float()``,
+``int()``, numpy, hashing as a cache key, formatting) raises :class:`Untraceable`, which
+stops the trace (the point goes to the engine). What keeps the tree small: ``min``,
+``max`` and selections of traced numbers (``roofline.FLOATS``; the builtins in the
+modules of :data:`FOLLOWED`; the printed models' conditionals, ``compile.Compiled``) are
+recorded as operations, not branches; a rule that runs numpy on one point is one
+recorded call of itself (:func:`opaque`); a search that evaluates a function at points
+it picks (the floor's best split count) calls that function traced once and printed
+(:func:`searching`). A result made of dicts and registered types (:func:`built_as`) is
+rebuilt by printed code from the traced numbers (:meth:`Paths.add_result`).
 """
 
 from __future__ import annotations
@@ -24,8 +30,8 @@ import enum
 import functools
 import importlib
 import math
-import re
 import operator
+import re
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar, cast
