@@ -438,7 +438,7 @@ class _Credit:
 
     left = 0.0
     engine_s = 0.0
-    share = 0.25
+    share = 0.1
 
 
 _CREDIT = _Credit()
