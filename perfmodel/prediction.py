@@ -287,6 +287,7 @@ class _Case:
         self.prepared = prepared
         self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
         self.stored = stored  # the file its traces are kept in (:func:`_traces_file`)
+        self.called = False
         if stored is not None and stored.is_file():
             try:
                 self.paths.restore(json.loads(stored.read_text()))
@@ -334,11 +335,14 @@ class _Case:
         paths = self.paths
         try:
             found = paths.fn(n, m, h, h_kv, batch)
-            if found is None and not paths.full() and (_CREDIT.left >= 0 or not paths.leaves):
-                self._trace((n, m, h, h_kv, batch), charged=bool(paths.leaves))
-                found = paths.fn(n, m, h, h_kv, batch)
+            if found is None and self.called and not paths.full():
+                if _CREDIT.left >= 0 or not paths.leaves:
+                    self._trace((n, m, h, h_kv, batch), charged=bool(paths.leaves))
+                    found = paths.fn(n, m, h, h_kv, batch)
         except (Miss, ArithmeticError):  # a branch no trace took; an arm that raises
             return None
+        finally:
+            self.called = True  # a case called once only (a script's one call) is not traced
         if found is None or found[0] < 0:
             return None
         _CREDIT.left += _CREDIT.engine_s * _CREDIT.share  # a share of the time saved
