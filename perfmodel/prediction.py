@@ -283,16 +283,22 @@ class _Case:
     traced once, its prediction at that point checked against the engine's, then every
     point of that branch one call of the printed code, and its result built by another."""
 
-    def __init__(self, prepared: _Prepared, stored: Path | None = None):
+    def __init__(self, prepared: _Prepared, case: tuple[Any, ...] = ()):
         self.prepared = prepared
         self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
-        self.stored = stored  # the file its traces are kept in (:func:`_traces_file`)
-        self.called = False
+        self.case = case
+        self.stored: Path | None = None  # the file its traces are kept in (_traces_file)
+        self.calls = 0  # a case called once only (a script's one call) is not traced
+
+    def _load(self) -> None:
+        """The traces an earlier process kept for this case, if any (on its second call:
+        a case called once is not traced)."""
+        self.stored = stored = _traces_file(self.case) if self.case else None
         if stored is not None and stored.is_file():
             try:
                 self.paths.restore(json.loads(stored.read_text()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
-                self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
+                self.paths = Paths(_TRACED_INPUTS, constants={"_hw": self.prepared.spec})
 
     @classmethod
     def of(cls, case: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]) -> Any:
@@ -308,7 +314,7 @@ class _Case:
             return None
         if prepared.engine.mask_args:
             return None
-        return cls(prepared, _traces_file(case))
+        return cls(prepared, case)
 
     def run(self, n: Any, m: Any, h: Any, h_kv: Any, b: Any) -> Prediction:
         """``predict`` of this case at one shape (numbers, or traced numbers)."""
@@ -332,17 +338,18 @@ class _Case:
             _check_shape(h, h_kv, n, m, args["causal"])
         except PerfmodelError:
             return None
+        self.calls += 1
+        if self.calls == 2:  # its second call: the traces kept on disk read back
+            self._load()
         paths = self.paths
         try:
             found = paths.fn(n, m, h, h_kv, batch)
-            if found is None and self.called and not paths.full():
+            if found is None and self.calls > 1 and not paths.full():
                 if _CREDIT.left >= 0 or not paths.leaves:
                     self._trace((n, m, h, h_kv, batch), charged=bool(paths.leaves))
                     found = paths.fn(n, m, h, h_kv, batch)
         except (Miss, ArithmeticError):  # a branch no trace took; an arm that raises
             return None
-        finally:
-            self.called = True  # a case called once only (a script's one call) is not traced
         if found is None or found[0] < 0:
             return None
         _CREDIT.left += _CREDIT.engine_s * _CREDIT.share  # a share of the time saved
