@@ -562,6 +562,10 @@ class _IntMath:
         return 1
 
     @staticmethod
+    def full_like(x: Any, value: int) -> int:
+        return value
+
+    @staticmethod
     def as_float(x: Any) -> float:
         return float(x)
 
@@ -578,6 +582,7 @@ class _IntColumns:
     maximum = staticmethod(np.maximum)
     where = staticmethod(np.where)
     ones_like = staticmethod(np.ones_like)
+    full_like = staticmethod(np.full_like)
     ceil = staticmethod(np.ceil)
     floor_sum = staticmethod(_floor_sum)
 
@@ -613,7 +618,8 @@ def _causal_triangle(point: Any, slots: int, xp: Any = _IntColumns) -> tuple[Any
         return -(-(x * copies) // slots)
 
     one = turns(xp.ones_like(blocks))  # G(1)
-    dealt = xp.floor_sum(blocks, slots + 0 * blocks, copies, slots - 1 + 0 * blocks)
+    slots_at, rest = xp.full_like(blocks, slots), xp.full_like(blocks, slots - 1)
+    dealt = xp.floor_sum(blocks, slots_at, copies, rest)
     busiest = last * one + ratio * (turns(blocks) + dealt - blocks * one)
     steps = ratio * blocks * (blocks - 1) // 2 + last
     total = xp.as_float(steps) * copies
