@@ -266,14 +266,21 @@ def _traced(
     point (the caller runs ``predict``, which also raises the errors of bad input)."""
     case = (key[1], *(item for item in key[2:] if item[0] not in _SHAPE_ARGS))
     known = _CASES.get(case, _ABSENT)
-    if known is _ABSENT:
+    if known is _ABSENT or known is _ONCE:
+        if known is _ABSENT:  # a case called once (a script's one call) is not traced
+            if len(_CASES) >= CASES:
+                del _CASES[next(iter(_CASES))]
+            _CASES[case] = _ONCE
+            return None
         known = _Case.of(case, n, hw, options)
         if known is _ABSENT:  # an error: predict raises it
             return None
-        if len(_CASES) >= CASES:
-            del _CASES[next(iter(_CASES))]
         _CASES[case] = known
     return None if known is None else known.predict(n, options)
+
+
+#: A case called once so far.
+_ONCE: Any = object()
 
 
 class _Case:
@@ -286,14 +293,8 @@ class _Case:
     def __init__(self, prepared: _Prepared, case: tuple[Any, ...] = ()):
         self.prepared = prepared
         self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
-        self.case = case
-        self.stored: Path | None = None  # the file its traces are kept in (_traces_file)
-        self.calls = 0  # a case called once only (a script's one call) is not traced
-
-    def _load(self) -> None:
-        """The traces an earlier process kept for this case, if any (on its second call:
-        a case called once is not traced)."""
-        self.stored = stored = _traces_file(self.case) if self.case else None
+        #: The file its traces are kept in (:func:`_traces_file`), read back here.
+        self.stored = stored = _traces_file(case) if case else None
         if stored is not None and stored.is_file():
             try:
                 self.paths.restore(json.loads(stored.read_text()))
@@ -338,13 +339,10 @@ class _Case:
             _check_shape(h, h_kv, n, m, args["causal"])
         except PerfmodelError:
             return None
-        self.calls += 1
-        if self.calls == 2:  # its second call: the traces kept on disk read back
-            self._load()
         paths = self.paths
         try:
             found = paths.fn(n, m, h, h_kv, batch)
-            if found is None and self.calls > 1 and not paths.full():
+            if found is None and not paths.full():
                 if _CREDIT.left >= 0 or not paths.leaves:
                     self._trace((n, m, h, h_kv, batch), charged=bool(paths.leaves))
                     found = paths.fn(n, m, h, h_kv, batch)
