@@ -21,22 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from predict_profile import shapes  # drawn as predict_speed.py draws them
+
 import perfmodel
 from perfmodel import prediction
-
-
-def shapes(rng: np.random.Generator, k: int) -> list[dict[str, Any]]:
-    """Random shapes drawn as ``predict_speed.py`` draws them."""
-    return [
-        dict(
-            n=int(rng.integers(1, 32769)),
-            d=int(rng.choice([64, 128])),
-            h=int(rng.choice([1, 8, 16, 32])),
-            batch=int(rng.integers(1, 9)),
-            causal=bool(rng.integers(0, 2)),
-        )
-        for _ in range(k)
-    ]
 
 
 def main(argv: list[str] | None = None) -> dict[str, float]:
