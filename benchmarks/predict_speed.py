@@ -7,7 +7,11 @@ shared: a ratio measured in the same run is the figure to read, not the seconds)
 - ``predict_warm_s``: CPU time of one ``predict()`` of a shape already asked for (the
   same shape, 2000 times, after one call);
 - ``predict_varied_s``: CPU time of one ``predict()`` of a shape not asked for before
-  (400 random shapes, each once, after a warm-up on others): no cache helps;
+  (400 random shapes, each once, after a warm-up on others): no remembered result
+  helps; the code traced for their cases by earlier processes does, where a tree keeps
+  it in the cache folder (``prediction._traces_file``), as the compiled expressions;
+- ``predict_varied_fresh_s``: the same in a cache folder that holds the compiled
+  expressions only (no traces: each case's branches are traced in the run);
 - ``sweep_cpu_s`` and ``sweep_bytes``: CPU time and peak memory above the imports of a
   10⁶-point sweep whose n, d, h, batch and causal are drawn per point
   (``grid=False``), with the columns a user asks for (``flash.time_s``, ``speedup``);
@@ -30,12 +34,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 from perfmodel.atomic import write_json
+from perfmodel.compile import cache_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 #: Points of the random-shape sweep.
@@ -74,6 +80,9 @@ for s in varied:
     perfmodel.predict(hw="h200", **s)
 out["predict_varied_s"] = (time.process_time() - t) / len(varied)
 N = int(sys.argv[1])
+if not N:  # the predict figures only
+    print(json.dumps(out))
+    sys.exit(0)
 cols = dict(
     n=rng.integers(1, 32769, N), d=rng.choice([64, 128], N), h=rng.choice([1, 8, 16, 32], N),
     batch=rng.integers(1, 9, N), causal=rng.integers(0, 2, N).astype(bool),
@@ -97,6 +106,12 @@ FIRST = (
 )
 
 
+def _compiled_files() -> list[Path]:
+    """The compiled expressions an earlier process left in the cache folder."""
+    folder = cache_folder()
+    return [] if folder is None else sorted(folder.glob("compiled-*.json"))
+
+
 def _env(root: Path, cache: str | None = None) -> dict[str, str]:
     env = {**os.environ, "PYTHONPATH": str(root)}
     if cache is not None:
@@ -104,29 +119,30 @@ def _env(root: Path, cache: str | None = None) -> dict[str, str]:
     return env
 
 
-def _child(root: Path, points: int) -> dict[str, float]:
+def _run(root: Path, code: str, *args: str, cache: str | None = None) -> str:
+    """The output of ``code`` run by a fresh Python on ``root``'s package."""
     out = subprocess.run(
-        [sys.executable, "-c", CHILD, str(points)],
+        [sys.executable, "-c", code, *args],
         capture_output=True,
         text=True,
-        env=_env(root),
+        env=_env(root, cache),
         cwd=root,
     )
     if out.returncode:
         raise SystemExit(f"timing failed ({root}):\n{out.stderr[-2000:]}")
-    figures: dict[str, float] = json.loads(out.stdout)
+    return out.stdout
+
+
+def _child(root: Path, points: int) -> dict[str, float]:
+    figures: dict[str, float] = json.loads(_run(root, CHILD, str(points)))
+    with tempfile.TemporaryDirectory() as cache:  # the compiled expressions, no traces
+        for kept in _compiled_files():
+            shutil.copy(kept, cache)
+        fresh = json.loads(_run(root, CHILD, "0", cache=cache))
+        figures["predict_varied_fresh_s"] = fresh["predict_varied_s"]
     with tempfile.TemporaryDirectory() as cache:
         for name in ("first_predict_cold_s", "first_predict_s"):  # empty, then filled
-            first = subprocess.run(
-                [sys.executable, "-c", FIRST],
-                capture_output=True,
-                text=True,
-                env=_env(root, cache),
-                cwd=root,
-            )
-            if first.returncode:
-                raise SystemExit(f"first predict failed ({root}):\n{first.stderr[-2000:]}")
-            wall, cpu = first.stdout.split()
+            wall, cpu = _run(root, FIRST, cache=cache).split()
             figures[name] = float(wall)
             figures[name[:-2] + "_cpu_s"] = float(cpu)
     return figures

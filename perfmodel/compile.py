@@ -37,7 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from perfmodel import roofline
+from perfmodel import roofline, trace
 from perfmodel.roofline import NUMBERS
 
 if TYPE_CHECKING:
@@ -73,6 +73,8 @@ class Compiled:
         )
         # Plain-float twin for one point: numpy's per-call overhead dominates there.
         self._scalar_fn: Callable[..., Any] = sp.lambdify(symbols, body, modules=math, cse=True)
+        self._traced: Callable[..., Any] | None = None
+        self._math_source: str | None = None  # inspect finds lambdify's
 
     @classmethod
     def _printed(cls, entry: dict[str, Any], build: Callable[[], Expressions]) -> Compiled:
@@ -84,7 +86,33 @@ class Compiled:
         self.is_tuple = bool(entry["tuple"])
         self._fn = _run(entry["numpy"], np)
         self._scalar_fn = _run(entry["math"], math)
+        self._traced, self._math_source = None, entry["math"]
         return self
+
+    def _traced_fn(self) -> Callable[..., Any]:
+        """The ``math`` twin for a point being traced (``perfmodel.trace``): the same
+        printed code, each conditional (a ``Piecewise``, a ``Min``...) a selection of
+        both its arms, recorded as one operation rather than a branch (printed code
+        that raises on an arm it does not take leaves the point to the engine)."""
+        if self._traced is None:
+            import ast
+            import inspect
+
+            source = self._math_source or inspect.getsource(self._scalar_fn)
+            tree = ast.parse(source)
+
+            class Select(ast.NodeTransformer):
+                def visit_IfExp(self, node: ast.IfExp) -> ast.AST:
+                    self.generic_visit(node)
+                    args = [node.test, node.body, node.orelse]
+                    call = ast.Call(ast.Name("_select", ast.Load()), args, [])
+                    return ast.copy_location(call, node)
+
+            tree = ast.fix_missing_locations(Select().visit(tree))
+            namespace = {**_namespace(math), "_select": trace.select}
+            exec(compile(tree, "<perfmodel.compile traced>", "exec"), namespace)  # noqa: S102
+            self._traced = namespace["_lambdifygenerated"]
+        return self._traced
 
     @property
     def expr(self) -> Expressions:
@@ -100,6 +128,10 @@ class Compiled:
             missing = [name for name in self.names if name not in values]
             raise TypeError(f"{self.expr} needs values for {missing}") from None
         if _numbers(raw):  # one point: the ``math`` twin, floats
+            if trace.is_traced(*raw):  # a point being traced: the same code, recorded
+                out = self._traced_fn()(*map(trace.as_float, raw))
+                as_float = trace.as_float
+                return list(map(as_float, out)) if self.is_tuple else as_float(out)
             out = self._scalar_fn(*map(float, raw))
             return list(map(float, out)) if self.is_tuple else float(out)
         args = [np.asarray(v, dtype=np.float64) for v in raw]
@@ -254,13 +286,20 @@ def prune(folder: Path, keep: Path | None = None, most: int = KEEP_FILES) -> lis
 
 @functools.cache
 def _cache() -> _CacheFile:
+    folder = cache_folder()
+    if folder is None:  # PERFMODEL_CACHE="" : no cache file
+        return _CacheFile(None)
+    return _CacheFile(folder / f"compiled-{fingerprint()[:20]}.json")
+
+
+def cache_folder() -> Path | None:
+    """The user's cache folder of perfmodel (``PERFMODEL_CACHE``, else
+    ``$XDG_CACHE_HOME/perfmodel``); None where ``PERFMODEL_CACHE`` is empty."""
     folder = os.environ.get("PERFMODEL_CACHE")
     if folder is None:
         base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
         folder = str(Path(base) / "perfmodel")
-    if folder == "":  # PERFMODEL_CACHE="" : no cache file
-        return _CacheFile(None)
-    return _CacheFile(Path(folder) / f"compiled-{fingerprint()[:20]}.json")
+    return Path(folder) if folder else None
 
 
 def fingerprint() -> str:

@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, cast
 import numpy as np
 import numpy.typing as npt
 
-from perfmodel import roofline
+from perfmodel import roofline, trace
 from perfmodel.catalog.calibration import Calibration
 from perfmodel.catalog.ceilings import interpolate
 from perfmodel.catalog.hardware import HardwareSpec
@@ -597,8 +597,8 @@ def waves(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 def imbalance(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Programs of unequal work (causal, a mask), taken longest first: the busiest SM's
     steps, not the mean's, set the compute roofs (``launch.schedule_imbalance``)."""
-    if not roofline.any_nonzero(k.imbalance - 1.0):
-        return t
+    if not trace.is_traced(k.imbalance) and not roofline.any_nonzero(k.imbalance - 1.0):
+        return t  # (a traced point scales by its 1: the same numbers, one branch fewer)
     scaled = {r: v * k.imbalance if r in _COMPUTE else v for r, v in t.times.items()}
     return t._replace(times=scaled)
 
@@ -934,8 +934,8 @@ def floor_of(
 def _lower(best: Floor, other: Floor) -> Floor:
     """Row by row, the floor with the smaller ``t_lower_s`` (``best`` where equal)."""
     better = roofline.less(other.t_lower_s, best.t_lower_s)
-    if not roofline.any_nonzero(better):
-        return best
+    if not trace.is_traced(better) and not roofline.any_nonzero(better):
+        return best  # (a traced point selects: the same numbers, one branch fewer)
     choose = roofline.choose
     return Floor(
         choose(better, other.t_compute_s, best.t_compute_s),
@@ -1123,7 +1123,7 @@ _BOUNDS = np.array(["memory", "compute"], dtype=object)
 
 def _bound(t_compute: Num, t_memory: Num) -> Any:
     if isinstance(t_compute, float) and isinstance(t_memory, float):
-        return "compute" if t_compute >= t_memory else "memory"
+        return trace.select(t_compute >= t_memory, "compute", "memory")
     return _BOUNDS[(np.asarray(t_compute) >= t_memory).astype(np.intp)]
 
 
@@ -1246,8 +1246,8 @@ def evaluate_flash(
         return Floor.from_flat(_per_split(roofline.gt(splits, 1.0), run))
 
     def t_lower_at(rows: Any, pack: npt.NDArray[Any], splits: npt.NDArray[Any]) -> Any:
-        if isinstance(launch.block_q, float):  # one point: its one row as numbers
-            return np.atleast_1d(floor_at(None, float(pack[0]), float(splits[0])).t_lower_s)
+        if isinstance(launch.block_q, float):  # one point: numbers (``floor_launches``)
+            return floor_at(None, pack, splits).t_lower_s
         return floor_at(rows, pack, splits).t_lower_s
 
     with_counts = _wants(fields, _RATE_AND_COUNTS)

@@ -52,6 +52,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
+from perfmodel.trace import as_float, is_traced, opaque, searching
 
 #: A column of numbers, one per point.
 Column = npt.NDArray[np.float64]
@@ -434,10 +435,7 @@ def schedule_imbalance(
     if xp is FLOATS:
         if mask is None and not causal:
             return 1.0
-        point = [int(float(v)) for v in (n, m, h, b, pack, block_q, block_k, splits)]
-        if mask is None:
-            return float(_causal(np.asarray([point], dtype=np.int64).T, int(slots))[0])
-        return _imbalance(mask, bool(causal), *point, int(slots))
+        return _imbalance_point(mask, causal, n, m, h, b, pack, block_q, block_k, splits, slots)
     given = (causal, n, m, h, b, pack, block_q, block_k, splits)
     cols = np.broadcast_arrays(*(_column(v) for v in given))
     out = np.ones(len(cols[0]))
@@ -452,6 +450,18 @@ def schedule_imbalance(
     return np.asarray(found, dtype=np.float64)[inverse.reshape(-1)]
 
 
+@opaque
+def _imbalance_point(mask: masks.Mask | None, causal: Any, *args: Any) -> float:
+    """:func:`schedule_imbalance` of one point (one operation of a traced point)."""
+    *point, slots = (int(float(v)) for v in args)
+    if mask is None:
+        value, closed = _causal_triangle(point, slots, _IntMath)
+        if closed:
+            return float(value)
+        return float(_causal_blocks(np.asarray([point], dtype=np.int64).T, slots)[0])
+    return _imbalance(mask, bool(causal), *point, slots)
+
+
 def _causal(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
     """:func:`_imbalance` of a causal mask at many points (``point``: one row per
     argument ``n, m, h, b, pack, block_q, block_k, splits``, one column per point): in
@@ -463,7 +473,8 @@ def _causal(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
     rest = np.flatnonzero(~done)
     if len(rest):
         value[rest] = _causal_blocks(point[:, rest], slots)
-    return value
+    out: npt.NDArray[np.float64] = value
+    return out
 
 
 def _causal_blocks(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
@@ -503,25 +514,84 @@ def _causal_blocks(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
 def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntArray:
     """``sum(floor((a*i + c) / div) for i in range(count))`` per row, exactly, for
     ``a, c >= 0``, ``div > 0`` (Euclid-like reduction: a few passes over the rows still
-    open, not ``count``)."""
+    open, not ``count``; each pass :func:`_floor_sum_step`)."""
     total = np.zeros(len(count), dtype=np.int64)
     at = np.flatnonzero(count > 0)
     count, div, a, c = (np.asarray(v, dtype=np.int64)[at] for v in (count, div, a, c))
     while len(at):
-        whole, a = np.divmod(a, div)
-        more, c = np.divmod(c, div)
-        total[at] += (count - 1) * count // 2 * whole + count * more
-        top = a * count + c
+        add, top, a, div = _floor_sum_step(count, div, a, c)
+        total[at] += add
         live = top >= div
         at, top, a, div = at[live], top[live], a[live], div[live]
-        count, c = np.divmod(top, div)
-        div, a = a, div
+        (count, c), div, a = divmod(top, div), a, div
     return total
 
 
-def _causal_triangle(
-    point: IntArray, slots: int
-) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.bool_]]:
+def _floor_sum_one(count: int, div: int, a: int, c: int) -> int:
+    """:func:`_floor_sum` of one point's integers (the same passes)."""
+    total = 0
+    while count > 0:
+        add, top, a, div = _floor_sum_step(count, div, a, c)
+        total += add
+        if not top >= div:
+            break
+        (count, c), div, a = divmod(top, div), a, div
+    return total
+
+
+def _floor_sum_step(count: Any, div: Any, a: Any, c: Any) -> tuple[Any, Any, Any, Any]:
+    """One pass of :func:`_floor_sum` (integers or columns of them): what it adds to the
+    sum, and the next pass's ``a * count + c`` (``top``), ``a`` and ``div``."""
+    whole, a = divmod(a, div)
+    more, c = divmod(c, div)
+    return (count - 1) * count // 2 * whole + count * more, a * count + c, a, div
+
+
+class _IntMath:
+    """The numpy functions :func:`_causal_triangle` calls, for one point's Python ints:
+    the same integer and float operations, without numpy's cost per call."""
+
+    maximum = staticmethod(max)
+
+    @staticmethod
+    def where(mask: Any, yes: Any, no: Any) -> Any:
+        return yes if mask else no
+
+    @staticmethod
+    def ones_like(x: Any) -> int:
+        return 1
+
+    @staticmethod
+    def full_like(x: Any, value: int) -> int:
+        return value
+
+    @staticmethod
+    def as_float(x: Any) -> float:
+        return float(x)
+
+    @staticmethod
+    def ceil(x: Any) -> float:
+        return float(math.ceil(x))
+
+    floor_sum = staticmethod(_floor_sum_one)
+
+
+class _IntColumns:
+    """:class:`_IntMath` for columns: numpy's."""
+
+    maximum = staticmethod(np.maximum)
+    where = staticmethod(np.where)
+    ones_like = staticmethod(np.ones_like)
+    full_like = staticmethod(np.full_like)
+    ceil = staticmethod(np.ceil)
+    floor_sum = staticmethod(_floor_sum)
+
+    @staticmethod
+    def as_float(x: Any) -> Any:
+        return x.astype(np.float64)
+
+
+def _causal_triangle(point: Any, slots: int, xp: Any = _IntColumns) -> tuple[Any, Any]:
     """:func:`_imbalance` of causal self-attention (``n == m``) where a Q block's rows
     span whole split K/V chunks (``block_k * splits`` divides ``q = block_q // pack``),
     in closed form, and on which rows it applies. Q block ``i < T - 1`` then walks
@@ -530,31 +600,33 @@ def _causal_triangle(
     ``G(r + 1) - G(r)`` of the SMs' turns, ``G(x) = ceil(x copies / slots)``; summed by
     parts, the busiest SM's steps are ``d_0 G(1) + R (G(T) + sum_{u<T} G(u) - T G(1))``
     (the sum by :func:`_floor_sum`). The same float operations as :func:`_imbalance`
-    follow, so the two agree bit for bit (``tests/test_launch_imbalance.py``)."""
+    follow, so the two agree bit for bit (``tests/test_launch_imbalance.py``). ``xp``:
+    numpy's functions over columns, or :class:`_IntMath` for one point's ints."""
     n, m, h, b, pack, block_q, block_k, splits = point  # rows of :func:`_imbalance`'s ints
-    q = np.maximum(1, block_q // np.maximum(pack, 1))
+    q = xp.maximum(1, block_q // xp.maximum(pack, 1))
     chunk = block_k * splits
-    ok = (n == m) & (n > 0) & (chunk > 0) & (q % np.maximum(chunk, 1) == 0) & (pack > 0)
-    q, chunk = np.where(ok, q, 1), np.where(ok, chunk, 1)
+    ok = (n == m) & (n > 0) & (chunk > 0) & (q % xp.maximum(chunk, 1) == 0) & (pack > 0)
+    q, chunk = xp.where(ok, q, 1), xp.where(ok, chunk, 1)
     blocks = -(-n // q)  # T
     ratio = q // chunk  # R
-    last = -(-(-(-n // np.maximum(block_k, 1))) // np.maximum(splits, 1))  # d_0
-    copies = b * (h // np.maximum(pack, 1)) * splits
+    last = -(-(-(-n // xp.maximum(block_k, 1))) // xp.maximum(splits, 1))  # d_0
+    copies = b * (h // xp.maximum(pack, 1)) * splits
     ok &= copies > 0
-    copies = np.where(ok, copies, 1)
+    copies = xp.where(ok, copies, 1)
 
-    def turns(x: IntArray) -> IntArray:  # G(x)
+    def turns(x: Any) -> Any:  # G(x)
         return -(-(x * copies) // slots)
 
-    one = turns(np.ones_like(blocks))  # G(1)
-    dealt = _floor_sum(blocks, np.full_like(blocks, slots), copies, np.full_like(blocks, slots - 1))
+    one = turns(xp.ones_like(blocks))  # G(1)
+    slots_at, rest = xp.full_like(blocks, slots), xp.full_like(blocks, slots - 1)
+    dealt = xp.floor_sum(blocks, slots_at, copies, rest)
     busiest = last * one + ratio * (turns(blocks) + dealt - blocks * one)
     steps = ratio * blocks * (blocks - 1) // 2 + last
-    total = steps.astype(np.float64) * copies
+    total = xp.as_float(steps) * copies
     programs = blocks * copies
-    balanced = np.ceil(programs / slots) * total / programs
+    balanced = xp.ceil(programs / slots) * total / programs
     some = ok & (total > 0)  # none: every program empty, 1 as in _imbalance
-    value = np.where(some, np.maximum(1.0, busiest / np.where(some, balanced, 1.0)), 1.0)
+    value = xp.where(some, xp.maximum(1.0, busiest / xp.where(some, balanced, 1.0)), 1.0)
     return value, ok
 
 
@@ -752,15 +824,19 @@ def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Num, kv_blocks: Num
     if xp is FLOATS:  # one point
         if not small:
             return 1.0
-        picked = _wave_efficiency_splits(
-            np.array([grid]), np.array([kv_blocks]), slots, family.max_splits
-        )
-        return float(picked[0])
+        return _wave_efficiency_split(grid, kv_blocks, slots, family.max_splits)
     grid_col, kv_col, rows = (cast(Column, v) for v in (grid, kv_blocks, small))
     out = np.ones(grid_col.shape)
     if np.any(rows):
         out[rows] = _wave_efficiency_splits(grid_col[rows], kv_col[rows], slots, family.max_splits)
     return out
+
+
+@opaque
+def _wave_efficiency_split(grid: Any, kv_blocks: Any, slots: int, max_splits: int) -> float:
+    """:func:`_wave_efficiency_splits` of one point (one operation of a traced point)."""
+    picked = _wave_efficiency_splits(np.array([grid]), np.array([kv_blocks]), slots, max_splits)
+    return float(picked[0])
 
 
 def _wave_efficiency_splits(grid: Column, kv_blocks: Column, slots: int, max_splits: int) -> Column:
@@ -1018,7 +1094,7 @@ def _point(family: ByIdentity, hw: ByIdentity, *args: Any) -> Launch:
     tiles = (None if t is None else float(t) for t in (block_q, block_k, warps))
     d_run, block = _block_point(family, hw, float(d), float(s), bool(causal), *tiles)
     sizes = dict(n=n, m=m, d=d, h=h, h_kv=h_kv, b=b, s=s, causal=causal)
-    plain = {k: float(v) for k, v in sizes.items()}
+    plain = {k: as_float(v) for k, v in sizes.items()}
     return _assemble(family.obj, hw.obj, block, d_run, plain, splits, True, mask)
 
 
@@ -1043,6 +1119,8 @@ def resolve_point(
     """:func:`resolve` of one point (a one-row launch), cached: ``predict`` asks for the
     same shapes again and again."""
     args = (n, m, d, h, h_kv, b, s, causal, block_q, block_k, warps, splits, mask)
+    if is_traced(n, m, h, h_kv, b):  # a point being traced: not a cache key
+        return _point.__wrapped__(ByIdentity(family), ByIdentity(hw), *args)
     return _point(ByIdentity(family), ByIdentity(hw), *args)
 
 
@@ -1104,8 +1182,9 @@ def split_limit(
     return xp.maximum(1.0, most) + 0.0  # a float (column)
 
 
-#: A candidate launch's floor at some rows: (row indices, pack, splits) -> t_lower_s.
-FloorAt = Callable[[npt.NDArray[np.intp], Column, Column], Column]
+#: A candidate launch's floor at some rows: (row indices, pack, splits) -> t_lower_s
+#: (for a launch of one point's numbers: None, numbers -> a number).
+FloorAt = Callable[[Any, Any, Any], Any]
 
 
 def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Num, Num]]:
@@ -1132,14 +1211,26 @@ def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Num, Num]]
             out.append((pack, ones))
         if xp is not FLOATS:
             best = _least_split(cast(Column, pack), cast(Column, limit), t_lower_at)
-        elif limit >= 2:  # one point that can split: its one row
-            least = _least_split(_column(pack), _column(limit), t_lower_at)
-            best = None if least is None else float(least[0])
+        elif limit >= 2:  # one point that can split
+            best = _least_split_one(pack, limit, t_lower_at)
         else:
             best = None
         if best is not None:
             out.append((pack, best))
     return out
+
+
+@searching
+def _least_split_one(pack: Any, limit: Any, t_lower_at: FloorAt) -> float:
+    """:func:`_least_split` of one point that can split (``limit >= 2``), its
+    ``t_lower_at`` taking and giving numbers."""
+
+    def at(rows: Any, p: Column, s: Column) -> Column:
+        return np.atleast_1d(t_lower_at(rows, float(p[0]), float(s[0])))
+
+    least = _least_split(_column(pack), _column(limit), at)
+    assert least is not None  # the limit is 2 or more
+    return float(least[0])
 
 
 def _least_split(pack: Column, limit: Column, t_lower_at: FloorAt) -> Column | None:
@@ -1178,8 +1269,13 @@ def tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
     """gcd(B_r/pack, B_c): the period of the causal diagonal across tiles of any size
     (one point's, cached: a point asks for the same few tiles again and again)."""
     if isinstance(block_q, float | int) and isinstance(pack, float | int):
-        return _tile_gcd_point(float(block_q), float(block_k), float(pack))
+        return _tile_gcd_of(block_q, block_k, pack)
     return _tile_gcd(block_q, block_k, pack)
+
+
+@opaque
+def _tile_gcd_of(block_q: Any, block_k: Any, pack: Any) -> float:
+    return _tile_gcd_point(float(block_q), float(block_k), float(pack))
 
 
 def _tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:

@@ -13,25 +13,33 @@ True
 from __future__ import annotations
 
 import functools
+import hashlib
 import inspect
+import json
 import os
+import shutil
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import numpy as np
 
-from perfmodel.arguments import check, check_columns, fail
+from perfmodel.arguments import PARAMETERS, check, check_columns, fail
+from perfmodel.atomic import write_text
 from perfmodel.catalog.calibration import (
     Calibration,
     family_default,
     load_calibration,
     naive_default,
 )
+from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
+from perfmodel.compile import KEEP_FILES, cache_folder, fingerprint
 from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError, named, spell
 from perfmodel.evaluate import (
@@ -61,6 +69,7 @@ from perfmodel.results import (
     SIDE_FIELDS,
     AlgorithmPrediction,
     Prediction,
+    adopt,
     construct,
     html_table,
     markdown_table,
@@ -68,6 +77,7 @@ from perfmodel.results import (
 )
 from perfmodel.roofline import NUMBERS, is_repeated
 from perfmodel.shape import Shape
+from perfmodel.trace import Miss, Paths, as_int, built_as, flat
 from perfmodel.vocabulary import (
     ALGORITHMS,
     ROOFS,
@@ -224,15 +234,246 @@ def _remembered(fn: _Fn) -> _Fn:
         except _NotPlain:
             return fn(n, hw, **options)
         if key in done:
-            return unshared(done[key])
-        result = fn(n, hw, **options)
+            return done[key]()
+        build = _traced(key, n, hw, options)
+        if build is None:
+            result = fn(n, hw, **options)
+            build = functools.partial(unshared, unshared(result))
+        else:
+            result = build()
         if len(done) >= REMEMBERED:
             del done[next(iter(done))]
-        done[key] = unshared(result)
+        done[key] = build
         return result
 
     remembering.forget = done.clear  # type: ignore[attr-defined]
     return remembering  # type: ignore[return-value]
+
+
+# --- a new shape of a known case: the engine's code for it, traced ---------------------
+#: ``predict``'s arguments a traced case takes per call (the others are its key).
+_SHAPE_ARGS = ("n", "h", "h_kv", "batch", "kv_len")
+#: Cases kept (each the code printed for its traces).
+CASES = 256
+_CASES: dict[tuple[Any, ...], _Case | None] = {}
+
+
+def _traced(
+    key: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]
+) -> Callable[[], Prediction] | None:
+    """A builder of ``predict(n, hw, **options)`` by the code traced for its case (its
+    arguments but the shape's: :data:`_SHAPE_ARGS`), None where it has none for this
+    point (the caller runs ``predict``, which also raises the errors of bad input)."""
+    case = (key[1], *(item for item in key[2:] if item[0] not in _SHAPE_ARGS))
+    known = _CASES.get(case, _ABSENT)
+    if known is _ABSENT or known is _ONCE:
+        if known is _ABSENT:  # a case called once (a script's one call) is not traced
+            if len(_CASES) >= CASES:
+                del _CASES[next(iter(_CASES))]
+            _CASES[case] = _ONCE
+            return None
+        known = _Case.of(case, n, hw, options)
+        if known is _ABSENT:  # an error: predict raises it
+            return None
+        _CASES[case] = known
+    return None if known is None else known.predict(n, options)
+
+
+#: A case called once so far.
+_ONCE: Any = object()
+
+
+class _Case:
+    """One case of ``predict`` (device, kernel family, profiles, mode, dtype, head dim,
+    causal flag, launch options: every argument but the shape's), its points evaluated by
+    the engine's own code traced on them (``perfmodel.trace``): each new branch of it
+    traced once, its prediction at that point checked against the engine's, then every
+    point of that branch one call of the printed code, and its result built by another."""
+
+    def __init__(self, prepared: _Prepared, case: tuple[Any, ...] = ()):
+        self.prepared = prepared
+        self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
+        #: The file its traces are kept in (:func:`_traces_file`), read back here.
+        self.stored = stored = _traces_file(case) if case else None
+        if stored is not None and stored.is_file():
+            try:
+                self.paths.restore(json.loads(stored.read_text()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
+                self.paths = Paths(_TRACED_INPUTS, constants={"_hw": self.prepared.spec})
+
+    @classmethod
+    def of(cls, case: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]) -> Any:
+        """The case of this call; None where its points are not traced (several devices,
+        a mask: the engine reads more of the point than its numbers); ``_ABSENT`` where
+        the call is an error."""
+        try:
+            prepared = _prepare(n, hw, **{**_DEFAULTS, **options})
+        except PerfmodelError:
+            return _ABSENT
+        args = prepared.args
+        if (args["cp"], args["tp"], args["cp_scheme"]) != (1, 1, "ring"):
+            return None
+        if prepared.engine.mask_args:
+            return None
+        return cls(prepared, case)
+
+    def run(self, n: Any, m: Any, h: Any, h_kv: Any, b: Any) -> Prediction:
+        """``predict`` of this case at one shape (numbers, or traced numbers)."""
+        p = self.prepared
+        args = {**p.args, "n": n, "kv_len": m, "h": h, "h_kv": h_kv, "batch": b}
+        point = {**p.point, "n": n, "m": m, "h": h, "h_kv": h_kv, "b": b}
+        out = p.engine.evaluate(point, args["causal"], p.named, paged=args["paged"])
+        return _answer(p._replace(args=args, point=point), out)
+
+    def predict(self, n: Any, options: dict[str, Any]) -> Callable[[], Prediction] | None:
+        """A builder of ``predict``'s answer (each call a new prediction), None where the
+        printed code has none for this point (or its shape is an error)."""
+        args = self.prepared.args
+        try:
+            shape = [n, *(options.get(name, _DEFAULTS[name]) for name in _SHAPE_ARGS[1:])]
+            n, h, h_kv, batch, kv_len = (
+                PARAMETERS[name].scalar(name, value) for name, value in zip(_SHAPE_ARGS, shape)
+            )
+            m = n if kv_len is None else kv_len
+            h_kv = h if h_kv is None else h_kv
+            _check_shape(h, h_kv, n, m, args["causal"])
+        except PerfmodelError:
+            return None
+        paths = self.paths
+        try:
+            found = paths.fn(n, m, h, h_kv, batch)
+            if found is None and not paths.full():
+                if _CREDIT.left >= 0 or not paths.leaves:
+                    self._trace((n, m, h, h_kv, batch), charged=bool(paths.leaves))
+                    found = paths.fn(n, m, h, h_kv, batch)
+        except (Miss, ArithmeticError):  # a branch no trace took; an arm that raises
+            return None
+        if found is None or found[0] < 0:
+            return None
+        _CREDIT.left += _CREDIT.engine_s * _CREDIT.share  # a share of the time saved
+        return functools.partial(paths.leaves[found[0]], found[1])
+
+    def _trace(self, shape: tuple[int, ...], charged: bool = True) -> None:
+        """Trace the engine at this point; keep the trace where its prediction at the
+        point is the engine's, bit for bit (else, or where it stopped: the point's
+        branch is evaluated by the engine from now on)."""
+        if not _TRACING.acquire(blocking=False):  # another thread is tracing: not now
+            return
+        try:
+            self._trace_one(shape, charged)
+        finally:
+            _TRACING.release()
+
+    def _trace_one(self, shape: tuple[int, ...], charged: bool) -> None:
+        start = time.perf_counter()
+        result, recorder = self.paths.trace(self.run, shape)
+        if result is None:
+            self.paths.add(recorder, None)
+            _CREDIT.left -= (time.perf_counter() - start) * charged
+            return
+        engine = time.perf_counter()
+        reference = flat(self.run(*shape))
+        _CREDIT.engine_s = time.perf_counter() - engine
+        traced = flat(result)
+        try:
+            if len(traced) == len(reference) and all(
+                a[0] == b[0] and _identical(a[1], b[1])
+                for a, b in zip(traced, reference, strict=True)
+            ):
+                self.paths.add_result(recorder, result)
+            else:
+                self.paths.add(recorder, None)
+        except AssertionError:  # traces that disagree: no more of this case's
+            self.paths.most = 0
+        else:
+            self._store()
+        _CREDIT.left -= (time.perf_counter() - start) * charged
+
+    def _store(self) -> None:
+        """Keep the case's traces in its file, for later processes (where they read no
+        constant of this process only)."""
+        state = None if self.stored is None else self.paths.state()
+        if state is None or self.stored is None:
+            return
+        try:
+            write_text(self.stored, json.dumps(state))
+        except OSError:  # a read-only cache folder: this process traces for itself
+            self.stored = None
+
+
+def _traces_file(case: tuple[Any, ...]) -> Path | None:
+    """The file the traces of ``case`` are kept in: under the cache folder, in a folder
+    named by the package's sources and the shipped data a case reads (devices, kernel
+    families, profiles, frameworks), so that a changed rule or number is traced again;
+    None for a case named by a catalog object (not by name or file)."""
+    folder = _traces_folder()
+    text = repr(case)
+    if folder is None or "ByIdentity" in text or " at 0x" in text:
+        return None
+    return folder / f"{hashlib.sha256(text.encode()).hexdigest()[:32]}.json"
+
+
+@functools.cache
+def _traces_folder() -> Path | None:
+    root = cache_folder()
+    if root is None:
+        return None
+    digest = hashlib.sha256(fingerprint().encode())
+    package = Path(__file__).resolve().parent
+    files = sorted(package.rglob("*.py"))
+    for kind in ("devices", "kernels", "calibration", "frameworks"):
+        files += sorted(p for p in data_dir(kind).rglob("*") if p.is_file())
+    for path in files:
+        digest.update(path.name.encode())
+        digest.update(path.read_bytes())
+    folder = root / f"traces-{digest.hexdigest()[:20]}"
+    try:
+        if not folder.is_dir():  # a new version: the oldest folders go (compile.KEEP_FILES)
+            folder.mkdir(parents=True)
+            older = sorted(root.glob("traces-*"), key=lambda p: p.stat().st_mtime_ns)
+            for old in older[: -KEEP_FILES]:
+                shutil.rmtree(old, ignore_errors=True)
+    except OSError:
+        return None
+    return folder
+
+
+class _Credit:
+    """Tracing pays for itself: each point the printed code answers saves what the
+    engine takes (``engine_s``, the last one measured), and a new branch is traced (a
+    few tens of milliseconds) only while a ``share`` of the time saved so far covers the
+    time traced (``left`` >= 0; a case's first branch is traced regardless). Until then
+    a point of a branch not traced is evaluated by the engine, as without tracing."""
+
+    left = 0.0
+    engine_s = 0.0
+    share = 0.1
+
+
+_CREDIT = _Credit()
+
+
+#: One trace at a time (a trace records into one recorder, ``perfmodel.trace``).
+_TRACING = threading.Lock()
+#: The point's numbers a traced case takes (symbol names: ``_Engine.evaluate``'s point).
+_TRACED_INPUTS = ("n", "m", "h", "h_kv", "b")
+
+
+def _shape_of(fields: dict[str, Any]) -> Shape:
+    """A :class:`Shape` of its fields (every one given), as the printed builders make it."""
+    shape = object.__new__(Shape)
+    shape.__dict__.update(fields)
+    return shape
+
+
+built_as(Shape, _shape_of)
+built_as(Prediction, functools.partial(adopt, Prediction))
+built_as(AlgorithmPrediction, functools.partial(adopt, AlgorithmPrediction))
+
+
+def _identical(a: Any, b: Any) -> bool:
+    """The same type and value (NaN as NaN)."""
+    return type(a) is type(b) and (a == b or (a != a and b != b))
 
 
 class _NotPlain(Exception):
@@ -337,47 +578,70 @@ def predict(
     >>> p.flash.matmul_flops / predict(n=4096, hw="h200", h=16).flash.matmul_flops
     3.5
     """
+    options = dict(locals())
+    prepared = _prepare(**options)
+    out = prepared.engine.evaluate(
+        prepared.point, prepared.args["causal"], prepared.named, paged=prepared.args["paged"]
+    )
+    return _answer(prepared, out)
+
+
+class _Prepared(NamedTuple):
+    """One ``predict`` call up to its evaluation: the device, the checked arguments, the
+    engine, the point's symbol values and the launch options named."""
+
+    spec: HardwareSpec
+    args: dict[str, Any]
+    engine: _Engine
+    point: dict[str, Any]
+    named: dict[str, Any]
+    splits: int | None
+
+
+def _prepare(n: Any, hw: Any, **o: Any) -> _Prepared:
+    """``predict``'s arguments checked, its engine and its point (:func:`_answer` builds
+    the prediction from the engine's columns)."""
     spec = load_hardware(hw)
     args = check(
         n=n,
-        d=d,
-        h=h,
-        h_kv=h_kv,
-        batch=batch,
-        dtype=dtype,
-        causal=causal,
-        block_q=block_q,
-        block_k=block_k,
-        kv_len=kv_len,
-        naive=naive,
-        mode=mode,
-        cp=cp,
-        cp_scheme=cp_scheme,
-        tp=tp,
-        page_tokens=page_tokens,
-        warps=warps,
-        ceilings=ceilings,
-        **({} if splits is None else {"splits": splits}),
+        d=o["d"],
+        h=o["h"],
+        h_kv=o["h_kv"],
+        batch=o["batch"],
+        dtype=o["dtype"],
+        causal=o["causal"],
+        block_q=o["block_q"],
+        block_k=o["block_k"],
+        kv_len=o["kv_len"],
+        naive=o["naive"],
+        mode=o["mode"],
+        cp=o["cp"],
+        cp_scheme=o["cp_scheme"],
+        tp=o["tp"],
+        page_tokens=o["page_tokens"],
+        warps=o["warps"],
+        ceilings=o["ceilings"],
+        **({} if o["splits"] is None else {"splits": o["splits"]}),
     )
-    m = args["n"] if args["kv_len"] is None else args["kv_len"]
-    h_kv = args["h"] if args["h_kv"] is None else args["h_kv"]
+    args["kv_len"] = m = args["n"] if args["kv_len"] is None else args["kv_len"]
+    args["h_kv"] = h_kv = args["h"] if args["h_kv"] is None else args["h_kv"]
     _check_shape(args["h"], h_kv, args["n"], m, args["causal"])
-    engine = _Engine.of(spec, kernel, calibration, args["naive"], args["mode"], args["ceilings"])
+    engine = _Engine.of(
+        spec, o["kernel"], o["calibration"], args["naive"], args["mode"], args["ceilings"]
+    )
     engine.variants(
         dict(
-            window=window,
-            window_align=window_align,
-            segments=segments,
-            block_mask=block_mask,
-            block_size=block_size,
+            window=o["window"],
+            window_align=o["window_align"],
+            segments=o["segments"],
+            block_mask=o["block_mask"],
+            block_size=o["block_size"],
         ),
-        fp8_as_run,
+        o["fp8_as_run"],
         cp=args["cp"] != 1 or args["tp"] != 1,
-        paged=page_tokens is not None,
+        paged=o["page_tokens"] is not None,
     )
-    engine.forward_only(
-        splits=splits, page_tokens=page_tokens, block_q=block_q, block_k=block_k, warps=warps
-    )
+    engine.forward_only(**{k: o[k] for k in ("splits", "page_tokens", *_TILE)})
     point = {
         **symbol_values(
             n=args["n"], kv_len=m, d=args["d"], h=args["h"], h_kv=h_kv, batch=args["batch"]
@@ -385,10 +649,17 @@ def predict(
         "s": bytes_per_element(args["dtype"]),
         "peak": spec.peak(args["dtype"]),
         "fp16": float(args["dtype"] == "fp16"),
-        "page": page_tokens or 1,
+        "page": o["page_tokens"] or 1,
     }
-    named = {k: args[k] for k in ("block_q", "block_k", "warps")} | {"splits": splits}
-    out = engine.evaluate(point, args["causal"], named, paged=page_tokens is not None)
+    named = {k: args[k] for k in _TILE} | {"splits": o["splits"]}
+    args["paged"] = o["page_tokens"] is not None
+    return _Prepared(spec, args, engine, point, named, o["splits"])
+
+
+def _answer(prepared: _Prepared, out: dict[str, Any]) -> Prediction:
+    """The prediction of a prepared call from its engine's columns (``_Engine.evaluate``)."""
+    spec, args, engine, point, _, splits = prepared
+    m, h_kv = args["kv_len"], args["h_kv"]
     config = Shape(
         n=args["n"],
         kv_len=m,
@@ -398,13 +669,13 @@ def predict(
         batch=args["batch"],
         dtype=args["dtype"],
         causal=args["causal"],
-        block_q=int(out["block_q"]),
-        block_k=int(out["block_k"]),
+        block_q=as_int(out["block_q"]),
+        block_k=as_int(out["block_k"]),
         mode=args["mode"],
         kernel=engine.family.name,
-        warps=int(out["warps"]),
-        splits=int(out["flash.splits"]),
-        pack=int(out["flash.pack"]),
+        warps=as_int(out["warps"]),
+        splits=as_int(out["flash.splits"]),
+        pack=as_int(out["flash.pack"]),
         **engine.mask_recorded(point, args["causal"]),
     )
     flash = side_prediction(out, "flash", engine.profiles["flash"].name)
@@ -473,7 +744,8 @@ def side_prediction(columns: Mapping[str, Any], side: str, calibration: str) -> 
     item["call_latency_s"] = None if latency is None or latency != latency else latency
     if item["l2_bytes"] != item["l2_bytes"]:  # NaN: no L2 level on this device
         item["l2_bytes"] = item["l2_reduce_bytes"] = None
-    item["floor_pack"], item["floor_splits"] = int(item["floor_pack"]), int(item["floor_splits"])
+    item["floor_pack"] = as_int(item["floor_pack"])
+    item["floor_splits"] = as_int(item["floor_splits"])
     absent = _ABSENT
     item["roof_times_s"] = {
         r: _plain(value) for r, key in _ROOF_KEYS[side] if (value := get(key, absent)) is not absent
@@ -828,6 +1100,8 @@ class _Engine:
 
 
 _SIZES = ("n", "m", "d", "h", "h_kv", "b", "s")
+#: The launch options a call may name: the fused kernel's tile and warps.
+_TILE = ("block_q", "block_k", "warps")
 
 
 @dataclass(frozen=True)

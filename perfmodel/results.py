@@ -24,7 +24,12 @@ def construct(cls: type[_Model], values: Mapping[str, Any]) -> _Model:
     given: no validation, and none of ``model_construct``'s per-field alias and default
     lookups (a third of one ``predict()`` otherwise). A missing field is a KeyError;
     keys that are not fields are left out, as ``model_construct`` leaves them."""
-    fields = {name: values[name] for name in cls.model_fields}
+    return adopt(cls, {name: values[name] for name in cls.model_fields})
+
+
+def adopt(cls: type[_Model], fields: dict[str, Any]) -> _Model:
+    """:func:`construct` of ``fields``, a new dict of every field of ``cls`` and nothing
+    else, which the model takes as its own (not copied)."""
     model = cls.__new__(cls)
     object.__setattr__(model, "__dict__", fields)
     object.__setattr__(model, "__pydantic_fields_set__", set(fields))

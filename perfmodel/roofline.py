@@ -20,6 +20,7 @@ from typing import Any, Protocol, TypeAlias, cast
 import numpy as np
 import numpy.typing as npt
 
+from perfmodel import trace
 from perfmodel.vocabulary import COMPUTE_ROOFS, MEMORY_ROOFS
 
 __all__ = ["COMPUTE_ROOFS", "MEMORY_ROOFS"]  # the roof names, from perfmodel.vocabulary
@@ -55,27 +56,21 @@ class ArrayNamespace(Protocol):
 class _FloatMath:
     """:class:`ArrayNamespace` for plain Python floats: one point runs the same rule
     on numbers, without numpy's per-call cost. Each gives what numpy gives on a
-    one-element float64 array (IEEE arithmetic either way)."""
+    one-element float64 array (IEEE arithmetic either way). On a point being traced
+    (``perfmodel.trace``) a selection, ``min`` and ``max`` are recorded as operations,
+    not as branches."""
+
+    where = staticmethod(trace.select)
+    minimum = staticmethod(trace.minimum)
+    maximum = staticmethod(trace.maximum)
 
     @staticmethod
-    def where(mask: Any, yes: Any, no: Any, /) -> Any:
-        return yes if mask else no
+    def ceil(x: Any, /) -> Any:
+        return trace.as_float(math.ceil(x))
 
     @staticmethod
-    def minimum(a: Any, b: Any, /) -> Any:
-        return min(a, b)
-
-    @staticmethod
-    def maximum(a: Any, b: Any, /) -> Any:
-        return max(a, b)
-
-    @staticmethod
-    def ceil(x: Any, /) -> float:
-        return float(math.ceil(x))
-
-    @staticmethod
-    def floor(x: Any, /) -> float:
-        return float(math.floor(x))
+    def floor(x: Any, /) -> Any:
+        return trace.as_float(math.floor(x))
 
     @staticmethod
     def floor_divide(a: Any, b: Any, /) -> Any:
@@ -92,6 +87,8 @@ class _FloatMath:
 
 #: The float namespace.
 FLOATS: ArrayNamespace = _FloatMath()
+
+
 
 #: Below this, every whole number is a float64 and so is every product that stays below.
 _WHOLE = 2.0**53
@@ -185,6 +182,9 @@ def choose(mask: Num, yes: Num, no: Num) -> Num:
     """``yes`` where ``mask`` holds, else ``no``, elementwise."""
     if isinstance(mask, bool | np.bool_):
         return yes if mask else no
+    if trace.is_traced(mask):  # one point being traced (``perfmodel.trace``)
+        picked: Num = trace.select(mask, yes, no)
+        return picked
     return np.where(mask, yes, no)
 
 

@@ -42,7 +42,13 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     (
         "foundation",
-        ("perfmodel.errors", "perfmodel.units", "perfmodel.atomic", "perfmodel.vocabulary"),
+        (
+            "perfmodel.errors",
+            "perfmodel.units",
+            "perfmodel.atomic",
+            "perfmodel.vocabulary",
+            "perfmodel.trace",
+        ),
     ),
 )
 ORDER = [name for name, _ in reversed(LAYERS)]
