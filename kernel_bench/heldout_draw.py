@@ -389,8 +389,15 @@ def _time_prefill(job: dict, point: dict) -> dict:
 
 
 def measure(
-    pred_path: Path, out: Path, details: Path, budget_s: float, run_name: str = "heldout2"
+    pred_path: Path,
+    out: Path,
+    details: Path,
+    budget_s: float,
+    run_name: str = "heldout2",
+    from_job: int = 1,
 ) -> int:
+    """Time the jobs of a predictions file from job ``from_job`` (1-based: a later call
+    finishes what an earlier one's budget left) until the budget is spent."""
     import jax
 
     from kernel_bench.bench import RunWriter, empty_point, git_commit, record_failure
@@ -412,6 +419,8 @@ def measure(
     writer.flush()
     log = []
     for i, job in enumerate(todo):
+        if i + 1 < from_job:
+            continue
         if time.monotonic() > deadline:
             print(f"budget reached: {len(todo) - i} of {len(todo)} jobs not started", flush=True)
             break
@@ -478,16 +487,18 @@ def prediction_key(row: dict) -> tuple:
     return (*(row[k] for k in fields), row.get("phase") or "decode", row["family"])
 
 
-def scored(pred_path: Path, measured: Path) -> dict[str, list[tuple]]:
+def scored(pred_path: Path, measured: Path | list[Path]) -> dict[str, list[tuple]]:
     """Per ``perfmodel validate`` group, (committed prediction / measured - 1, fastest run,
     committed t_lower_s, the point) of every ok point: the held-out figures, from the predictions
-    committed before the run (no model is run)."""
+    committed before the run (no model is run). ``measured``: one file or the files of
+    several calls that timed the draw's jobs (``measure --from-job``)."""
     from perfmodel.validation.compare import group_of, modelled
     from perfmodel.validation.measured import load_measurements
 
     table = {prediction_key(r): r for r in json.loads(pred_path.read_text())["predictions"]}
     out: dict[str, list[tuple[float, float, float]]] = {}
-    for _, point in load_measurements([measured]):
+    paths = [measured] if isinstance(measured, Path) else list(measured)
+    for _, point in load_measurements(paths):
         if not modelled(point):
             continue
         row = table[prediction_key({**point.model_dump(), "phase": point.phase})]
@@ -499,7 +510,7 @@ def scored(pred_path: Path, measured: Path) -> dict[str, list[tuple]]:
     return out
 
 
-def score(pred_path: Path, measured: Path) -> str:
+def score(pred_path: Path, measured: Path | list[Path]) -> str:
     """The table of :func:`scored`: points, signed median, median and max |error|, and
     points whose fastest run is below the committed ``t_lower_s``."""
     from perfmodel.validation.compare import error_figures
@@ -514,7 +525,7 @@ def score(pred_path: Path, measured: Path) -> str:
     return "\n".join(lines)
 
 
-def point_errors(pred_path: Path, measured: Path) -> str:
+def point_errors(pred_path: Path, measured: Path | list[Path]) -> str:
     """Every scored point, one line each, by group and error: where a group's misses are."""
     lines = []
     for group, rows in sorted(scored(pred_path, measured).items()):
@@ -556,9 +567,10 @@ def main(argv=None) -> int:
     m.add_argument("--details", type=Path, required=True)
     m.add_argument("--budget-s", type=float, default=200.0)
     m.add_argument("--run-name", default="heldout2", help="the run_id's prefix")
+    m.add_argument("--from-job", type=int, default=1, help="the first job to time (1-based)")
     sc = sub.add_parser("score", help="CPU: the committed predictions against a measurement")
     sc.add_argument("--predictions", type=Path, required=True)
-    sc.add_argument("--measured", type=Path, required=True)
+    sc.add_argument("--measured", type=Path, nargs="+", required=True)
     sc.add_argument("--points", action="store_true", help="also every point's error")
     args = ap.parse_args(argv)
     if args.verb == "score":
@@ -576,7 +588,9 @@ def main(argv=None) -> int:
         print(f"wrote {args.out}")
         return 0
     os.environ.setdefault("XLA_PYTHON_CLIENT_PREALLOCATE", "false")
-    return measure(args.predictions, args.out, args.details, args.budget_s, args.run_name)
+    return measure(
+        args.predictions, args.out, args.details, args.budget_s, args.run_name, args.from_job
+    )
 
 
 if __name__ == "__main__":
