@@ -242,16 +242,30 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     blocks_per_sm = values.pop("blocks_per_sm", 1)
     mask = values.pop("mask", None)
     if "block_q" in values:
-        values["tile_gcd"] = tile_gcd(values["block_q"], values["block_k"], values["pack"])
+        values["tile_gcd"] = gcd = tile_gcd(values["block_q"], values["block_k"], values["pack"])
         # a two-pass backward's dQ kernel: its own tile where the launch gives one
+        own_dq = "dq_block_q" in values or "dq_block_k" in values
         values.setdefault("dq_block_q", values["block_q"])
         values.setdefault("dq_block_k", values["block_k"])
-        values["dq_tile_gcd"] = tile_gcd(values["dq_block_q"], values["dq_block_k"], 1.0)
+        if not own_dq and _unpacked_columns(values["pack"], gcd):
+            values["dq_tile_gcd"] = gcd  # the same gcd: columns of it are computed once
+        else:
+            values["dq_tile_gcd"] = tile_gcd(values["dq_block_q"], values["dq_block_k"], 1.0)
     values["l2_capacity"] = hw.l2_bytes or 0
     values["resident_ctas"] = hw.sm_count * blocks_per_sm
     if mask is not None:
         values.update(masks.symbol_values(mask, **values))
     return values
+
+
+def _unpacked_columns(pack: Any, gcd: Any) -> bool:
+    """Whether a tile's gcd is a column (the dQ kernel's at the same tile is then the
+    same column) found at no GQA packing: ``pack`` 1, as a number or at every row."""
+    if not isinstance(gcd, np.ndarray):
+        return False  # one point: each gcd is cached (``launch._tile_gcd_point``)
+    if isinstance(pack, roofline.NUMBERS):
+        return bool(pack == 1)
+    return bool(np.all(np.asarray(pack) == 1))
 
 
 def roof_rates(hw: HardwareSpec, peak: Num) -> dict[str, Num | None]:
