@@ -127,3 +127,19 @@ def test_the_dq_kernel_at_a_narrow_key_tile_runs_at_that_tiles_rate():
     assert narrow_dq_ratio(profile, 32.0) == pytest.approx(1 / (1 / 3 + 2 / (3 * r)))
     assert narrow_dq_ratio(profile, 64.0) == 1.0 and narrow_dq_ratio(profile, 128.0) == 1.0
     assert narrow_n_ratios(c, load_kernel("fa2")) == ()  # mma.sync: not measured narrow
+
+
+def test_the_cli_takes_ceilings(capsys):
+    """``perfmodel predict --ceilings``: the same two choices as ``predict(ceilings=)``."""
+    import json
+
+    from perfmodel.cli import main
+
+    args = ["predict", "--n", "4096", "--hw", "h100", "--h", "16", "--dtype", "bf16", "--json"]
+    for choice in ("measured", "datasheet"):
+        assert main([*args, "--ceilings", choice]) == 0
+        printed = json.loads(capsys.readouterr().out)["flash"]["time_s"]
+        want = predict(n=4096, hw="h100", h=16, dtype="bf16", ceilings=choice).flash.time_s
+        assert printed == want
+    assert main([*args[:-1], "--ceilings", "bogus"]) == 2
+    assert "--ceilings bogus" in capsys.readouterr().err

@@ -68,6 +68,13 @@ def register(sub: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
         help="packed documents: L (documents of L tokens) or L1,L2,... summing to n "
         "(default: one sequence)",
     )
+    p.add_argument(
+        "--ceilings",
+        default="measured",
+        help="measured (default: the device's ceilings file, its missing figures a sibling's "
+        "of the same architecture) or datasheet (the sibling's fractions alone, else "
+        "default.toml's deratings)",
+    )
     p.add_argument("--json", action="store_true", help="machine-readable output")
     p.set_defaults(func=run)
 
@@ -122,6 +129,7 @@ def run(args: argparse.Namespace) -> int:
         window=_window(_ints("--window", args.window)),
         **({} if args.window_align is None else {"window_align": args.window_align}),
         segments=_segments(_ints("--segments", args.segments)),
+        ceilings=args.ceilings,
     )
     if args.json:
         print(json.dumps({**pred.model_dump(mode="json"), "speedup": pred.speedup}, indent=2))
