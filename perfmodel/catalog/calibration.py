@@ -150,9 +150,9 @@ def naive_default(hw: HardwareSpec, ceilings: str = "measured") -> Calibration:
     key = ("naive", hw.name, ceilings)
     if key not in _FAMILY_DEFAULTS:
         base = _load_named("default")
-        measured = _measured(hw, None, ceilings)
+        measured, origin = _measured(hw, None, ceilings)
         if measured:
-            name = f"{_origin(measured)}:naive"
+            name = f"{origin}:naive"
             base = base.model_copy(update={**measured, "name": name, "algorithm": "naive"})
         _FAMILY_DEFAULTS[key] = base
     return _FAMILY_DEFAULTS[key]
@@ -161,20 +161,24 @@ def naive_default(hw: HardwareSpec, ceilings: str = "measured") -> Calibration:
 _FAMILY_DEFAULTS: dict[tuple[str, ...], Calibration] = {}
 
 
-def _measured(hw: HardwareSpec, family: KernelFamily | None, ceilings: str) -> dict[str, Any]:
+def _measured(
+    hw: HardwareSpec, family: KernelFamily | None, ceilings: str
+) -> tuple[dict[str, Any], str]:
     """The measured fractions of ``hw`` for ``family`` (None: the naive side), or {}: the
     device's own ceilings (``ceilings="measured"``), and for each field its file lacks
     (every field with ``"datasheet"``) the fraction a sibling of the same architecture
-    measured (``ceilings.sibling_ceilings``), as a stated prior."""
+    measured (``ceilings.sibling_ceilings``), as a stated prior; and where they came
+    from: "measured" (its own file), "prior" (a sibling's alone) or "datasheet" (neither)."""
     if ceilings not in CEILINGS:
         raise PerfmodelError(f"ceilings={ceilings!r}; known: {', '.join(CEILINGS)}")
     from perfmodel.catalog.ceilings import load_ceilings, measured_fractions, sibling_ceilings
 
     out: dict[str, Any] = {"sources": {}}
+    origin = "datasheet"
     sibling = sibling_ceilings(hw)
     if sibling is not None:
         spec, found = sibling
-        out = measured_fractions(found, spec, family)
+        out, origin = measured_fractions(found, spec, family), "prior"
         out["sources"] = {
             field: f"prior: {spec.name}'s {source} (the same {hw.arch} architecture; a fraction "
             f"of its datasheet roof, or its seconds, where {hw.name} measured none)"
@@ -184,19 +188,11 @@ def _measured(hw: HardwareSpec, family: KernelFamily | None, ceilings: str) -> d
     if own is not None:
         mine = measured_fractions(own, hw, family)
         out = {**out, **mine, "sources": {**out["sources"], **mine["sources"]}}
-    if len(out) == 1:
-        return {}
+        origin = "measured"
+    if origin == "datasheet":
+        return {}, origin
     out["sources"] = {**_load_named("default").sources, **out["sources"]}
-    return out
-
-
-def _origin(fields: dict[str, Any]) -> str:
-    """Where a profile's fractions came from: "measured" (the device's own ceilings, some
-    fields perhaps a sibling's), "prior" (a sibling's alone) or "datasheet" (neither)."""
-    sources = [s for k, s in fields.get("sources", {}).items() if k in fields]
-    if not sources:
-        return "datasheet"
-    return "prior" if all(s.startswith("prior:") for s in sources) else "measured"
+    return out, origin
 
 
 #: The device whose measured reduction rates are the prior elsewhere.
@@ -227,7 +223,8 @@ def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Ca
     matmul = base.matmul_efficiency
     if family.matmul == "mma" and hw.warp_mma_fraction is not None:
         matmul = min(matmul, hw.warp_mma_fraction)
-    update = {"matmul_efficiency": matmul, **_measured(hw, family, ceilings)}
+    measured, origin = _measured(hw, family, ceilings)
+    update = {"matmul_efficiency": matmul, **measured}
     if family.dq_atomics is not None and "l2_reduce_efficiency" not in update:
         on_l2 = hw.l2_bandwidth_bytes_per_s is not None
         update["l2_reduce_efficiency"] = reduce_prior(family.dq_atomics, on_l2)
@@ -242,7 +239,7 @@ def _family_default(family: KernelFamily, hw: HardwareSpec, ceilings: str) -> Ca
     where = {
         "measured": "measured ceilings",
         "prior": "a sibling's measured ceilings as priors",
-    }.get(_origin(update), "datasheet deratings")
+    }.get(origin, "datasheet deratings")
     return base.model_copy(
         update={
             **update,

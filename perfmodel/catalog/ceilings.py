@@ -300,8 +300,7 @@ def sibling_ceilings(spec: HardwareSpec) -> tuple[HardwareSpec, Ceilings] | None
         other = load_hardware(name)
         if other.name != spec.name and other.arch == spec.arch:
             c = read_ceilings(path)
-            headlines = sum(getattr(c.ceilings, f) is not None for f in CeilingValues.model_fields)
-            found.append((-headlines, name, other, c))
+            found.append((-len(beside_datasheet(c, other)), name, other, c))
     if not found:
         return None
     _, _, other, c = min(found, key=lambda row: row[:2])
