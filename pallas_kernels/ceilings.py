@@ -89,6 +89,12 @@ WGMMA_TILES = (
     (1, 128, 128),
 )
 WGMMA_FP16_TILES = ((2, 128, 64), (2, 128, 128), (2, 64, 256))
+#: Mosaic wgmma S = Q K^T tiles (warpgroups, N = key tile, K = head dim) at head dims whose
+#: row of 16-bit values is not a multiple of 128 bytes: the forward keeps such operands
+#: in a 64- or 32-byte swizzle (``flash_mosaic._swizzle_bytes``), and its blocked layout
+#: issues S = Q K^T as a chain of K = one column block (32 at d = 96 and 160, 16 at d = 80).
+WGMMA_SWIZZLE_TILES = ((2, 128, 96), (2, 128, 32), (2, 128, 80), (2, 128, 16), (2, 64, 160),
+                       (2, 128, 48))  # fmt: skip
 #: Mosaic wgmma shaped as the forward's O += P V: (warpgroups, N, K) with K = the key
 #: tile (128 to d = 128, 64 above) and N = a head dim the tiled layout runs whole or one
 #: column block of the blocked layout (``flash_mosaic._Buffers``: 16 at d = 80, 32 at
@@ -215,6 +221,7 @@ class Session:
             "grid": [],
             "latency": [],
             "atomics": [],
+            "xla_naive": [],
         }
         self.failed: list[str] = []
         self.previous: dict = {}  # the earlier run a --resume kept results of
@@ -426,13 +433,18 @@ def _tensor_row(s, instruction, lowering, dtype, m, n, k, warps, streamed, flops
 
 def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles):
     """One CTA: each warpgroup copies its A [64, K] tile, warpgroup 0 the shared B
-    [N, K] tile, into swizzled shared memory; then ``iters`` wgmma S += A B^T (B
+    [N, K] tile, into swizzled shared memory (the swizzle our forward gives a row of K
+    elements, ``flash_mosaic._swizzle_bytes``); then ``iters`` wgmma S += A B^T (B
     transposed in shared memory, as K^T in attention), one group in flight; the row
     sums of S go out through shared memory (so nothing is dead code)."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
+    from pallas_kernels.flash_mosaic import _swizzle_bytes
+
     dtype = a_ref.dtype
-    swizzled = (plgpu.TilingTransform((8, 64)), plgpu.SwizzleTransform(128))
+    itemsize = jnp.dtype(dtype).itemsize
+    swizzle = _swizzle_bytes(k, itemsize)
+    swizzled = (plgpu.TilingTransform((8, swizzle // itemsize)), plgpu.SwizzleTransform(swizzle))
     smem_types = (
         plgpu.SMEM((wgs, 64, k), dtype, transforms=swizzled),
         plgpu.SMEM((n, k), dtype, transforms=swizzled),
@@ -513,8 +525,12 @@ def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
             if "mosaic" in str(err).lower() and len(s.failed) > 3:
                 return
             continue
+        from pallas_kernels.flash_mosaic import _swizzle_bytes
+
+        swizzle = _swizzle_bytes(k, jnp.dtype(dtype).itemsize)
         _tensor_row(s, "wgmma", "mosaic", dtype, 64 * wgs, n, k, 4 * wgs, False, flops, t,
                     warpgroups=wgs, ctas=ctas, iters=iters,
+                    **({"swizzle_bytes": swizzle} if swizzle < 128 else {}),
                     **({"form": form} if form else {}))  # fmt: skip
 
 
@@ -541,6 +557,90 @@ def measure_gemm(s: Session) -> None:
         _headline(s, name, rate, "FLOP/s",
                   f"jnp.matmul (cuBLAS via XLA), bf16 in and out, {fill} inputs, "
                   f"{t['method']}", f"{size}x{size}x{size}", t)  # fmt: skip
+
+
+#: Row lengths (keys) of the XLA softmax rate, and head dims of its batched products.
+XLA_SOFTMAX_ROWS = (256, 512, 1024, 2048, 4096, 8192, 16384, 32768)
+XLA_PRODUCT_DIMS = (64, 128, 256)
+#: Bytes of one n x m operand of the XLA rows (far above any L2).
+XLA_SCORE_BYTES = 256 << 20
+
+
+def xla_softmax(rows: int, m: int, dtype):
+    """(jitted fn, input sets, bytes moved) of a row softmax as XLA compiles it for the
+    naive baseline's middle step: float32 math, the input dtype in and out."""
+
+    def softmax(x):
+        return jax.nn.softmax(x.astype(jnp.float32), axis=-1).astype(x.dtype)
+
+    sets = [(_random(70 + i, (rows, m), dtype),) for i in range(2)]
+    return jax.jit(softmax), sets, 2 * rows * m * jnp.dtype(dtype).itemsize
+
+
+def xla_product(op: str, batch: int, n: int, d: int, dtype):
+    """(jitted fn, input sets, bytes of the n x n operand, FLOPs) of a batched product as
+    XLA compiles it for the naive baseline (f32 accumulation, the input dtype out):
+    ``scores`` [b, n, d] x [b, n, d] -> [b, n, n] (writes the big operand), ``pv``
+    [b, n, n] x [b, n, d] -> [b, n, d] (reads it)."""
+    f32 = jnp.float32
+    if op == "scores":
+
+        def fn(q, k):
+            return jnp.einsum("bqd,bkd->bqk", q, k, preferred_element_type=f32).astype(q.dtype)
+
+        shapes = ((batch, n, d), (batch, n, d))
+    else:
+
+        def fn(p, v):
+            return jnp.einsum("bqk,bkd->bqd", p, v, preferred_element_type=f32).astype(p.dtype)
+
+        shapes = ((batch, n, n), (batch, n, d))
+    sets = [tuple(_random(80 + 2 * i + j, sh, dtype) for j, sh in enumerate(shapes))
+            for i in range(2)]  # fmt: skip
+    big = batch * n * n * jnp.dtype(dtype).itemsize
+    return jax.jit(fn), sets, big, 2.0 * batch * n * n * d
+
+
+def measure_xla_naive(s: Session) -> None:
+    """The library calls the naive baseline is made of, as XLA compiles them, on random
+    data (no attention): a row softmax by row length, and the two batched products at
+    n = 2048 by head dim: the rate their bytes (softmax: read + write) move at."""
+    dtype = jnp.bfloat16
+    item = jnp.dtype(dtype).itemsize
+    scale = 64 if s.interpret else 1
+    jobs = [("softmax", m, None) for m in XLA_SOFTMAX_ROWS]
+    jobs += [(op, 2048, d) for op in ("scores", "pv") for d in XLA_PRODUCT_DIMS]
+    for op, m, d in jobs:
+        if s.left_s() < 10:
+            s.failed.append(f"xla naive {op} m={m} d={d}: budget")
+            continue
+        try:
+            if op == "softmax":
+                rows = max(1, XLA_SCORE_BYTES // scale // (m * item))
+                fn, sets, moved = xla_softmax(rows, m, dtype)
+                flops, row = 0.0, {"rows": rows, "m": m}
+            else:
+                n = m // (8 if s.interpret else 1)
+                batch = max(1, XLA_SCORE_BYTES // scale // (n * n * item))
+                fn, sets, moved, flops = xla_product(op, batch, n, d, dtype)
+                row = {"rows": batch * n, "m": n, "d": d}
+            t = s.time(fn, sets, seconds=0.15, sustain=0.1)
+        except Exception as err:  # noqa: BLE001
+            s.failed.append(f"xla naive {op} m={m} d={d}: {type(err).__name__}: {err}")
+            s.log(f"FAILED {s.failed[-1][:200]}")
+            continue
+        finally:
+            sets = None
+        rate = moved / t["device_s"]
+        s.tables["xla_naive"].append({
+            "op": op, "dtype": _dtype_name(dtype), **row, "bytes_moved": moved,
+            "bytes_per_s": rate, "flops_per_s": flops / t["device_s"] if flops else None,
+            "device_s": t["device_s"], "timing": t["method"],
+            "kernels_per_call": t.get("kernels_per_call"),
+            **{key: t[key] for key in ("clock_sm_hz",) if key in t},
+        })  # fmt: skip
+        s.log(f"xla {op:8s} m={m:6d} d={d or '-'!s:>4s} {_si(rate, 'B/s')}{_ratio(rate, 'B/s')}"
+              + (f"  {flops / t['device_s'] / 1e12:.0f} TFLOP/s" if flops else ""))  # fmt: skip
 
 
 # ---------------------------------------------------------------- exp and FMA
@@ -1262,7 +1362,8 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
 
 SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", "launch",
             "latency", "wgmma bf16", "wgmma pv bf16", "wgmma fp16", "triton fp16",
-            "mma.sync fp16", "atomics", "wgmma bwd bf16")  # fmt: skip
+            "mma.sync fp16", "atomics", "wgmma bwd bf16", "wgmma swizzle bf16",
+            "xla naive")  # fmt: skip
 _LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
 
 
@@ -1272,12 +1373,16 @@ def section_of(table: str, entry: dict | str) -> str | None:
     if table == "tensor_core":
         if entry.get("form") in ("pv", "bwd"):
             return f"wgmma {entry['form']} {entry['dtype']}"
+        if entry.get("swizzle_bytes") and entry["lowering"] == "mosaic":
+            return f"wgmma swizzle {entry['dtype']}"
         kind = {"mosaic": "wgmma"}.get(entry["lowering"]) or (
             "mma.sync" if entry["instruction"] == "mma.sync" else "triton"
         )
         return f"{kind} {entry['dtype']}"
     if table in ("hbm", "l2", "latency", "atomics"):
         return table
+    if table == "xla_naive":
+        return "xla naive"
     if table == "grid":
         return "launch"
     name = str(entry)
@@ -1328,6 +1433,8 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("wgmma fp16", lambda s: measure_wgmma(s, jnp.float16, WGMMA_FP16_TILES)),
         ("wgmma pv bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_PV_TILES, "pv")),
         ("wgmma bwd bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_BWD_TILES, "bwd")),
+        ("wgmma swizzle bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_SWIZZLE_TILES)),
+        ("xla naive", measure_xla_naive),
         ("triton bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=False)),
         ("mma.sync bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=True)),
         ("triton fp16", lambda s: measure_triton_tensor(s, jnp.float16, mma_sync=False)),

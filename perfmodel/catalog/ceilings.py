@@ -162,6 +162,9 @@ class TensorCoreRate(_Frozen):
     #: ``"bwd"``: one warpgroup shaped as a 64 x 64 backward tile's products
     #: (``pallas_kernels.ceilings.WGMMA_BWD_TILES``)
     form: Literal["pv", "bwd"] | None = None
+    #: the shared-memory swizzle where it is not 128 bytes (a row of K 16-bit values that
+    #: 128 does not divide: ``pallas_kernels.ceilings.WGMMA_SWIZZLE_TILES``)
+    swizzle_bytes: Count | None = None
 
 
 class HbmRate(_Frozen):
@@ -174,6 +177,26 @@ class HbmRate(_Frozen):
     timing: str
     clock_sm_hz: Positive | None = None
     clock_mem_hz: Positive | None = None
+
+
+class XlaNaiveRate(_Frozen):
+    """One library call the naive baseline is made of, as XLA compiles it, on random data
+    (``pallas_kernels.ceilings.measure_xla_naive``): a row softmax of ``m`` keys over
+    ``rows`` rows, or a batched product at ``n = m`` and head dim ``d`` (``scores``
+    writes the ``rows x m`` operand, ``pv`` reads it)."""
+
+    op: Literal["softmax", "scores", "pv"]
+    dtype: Literal["bf16", "fp16"]
+    rows: Count
+    m: Count
+    d: Count | None = None
+    bytes_moved: Count  #: of the rows x m operand(s): softmax read + write, else one pass
+    bytes_per_s: Positive
+    flops_per_s: Positive | None = None
+    device_s: Positive
+    timing: str
+    kernels_per_call: Positive | None = None
+    clock_sm_hz: Positive | None = None
 
 
 class L2Rate(_Frozen):
@@ -253,6 +276,7 @@ class Ceilings(_Frozen):
     grid: list[GridTime] = []
     latency: list[ChaseTime] = []
     atomics: list[AtomicRate] = []
+    xla_naive: list[XlaNaiveRate] = []
 
     def value(self, name: str) -> float | None:
         """A headline figure by its field name, None where it was not measured."""
