@@ -93,7 +93,7 @@ WGMMA_FP16_TILES = ((2, 128, 64), (2, 128, 128), (2, 64, 256))
 #: row of 16-bit values is not a multiple of 128 bytes: the forward keeps such operands
 #: in a 64- or 32-byte swizzle (``flash_mosaic._swizzle_bytes``), and its blocked layout
 #: issues S = Q K^T as a chain of K = one column block (32 at d = 96 and 160, 16 at d = 80).
-WGMMA_SWIZZLE_TILES = ((2, 128, 96), (2, 128, 32), (2, 128, 80), (2, 128, 16), (2, 64, 160),
+WGMMA_SWIZZLE_TILES = ((2, 128, 96), (2, 128, 32), (2, 128, 80), (2, 128, 16), (2, 64, 160), (2, 64, 32),
                        (2, 128, 48))  # fmt: skip
 #: Mosaic wgmma shaped as the forward's O += P V: (warpgroups, N, K) with K = the key
 #: tile (128 to d = 128, 64 above) and N = a head dim the tiled layout runs whole or one

@@ -816,8 +816,8 @@ def roof_fractions(
     """Each roof's fraction; the matmul's at each point's head dim where the profile
     measured it by head dim (``Calibration.matmul_efficiency_by_d``), times the measured
     fp16/bf16 rate ratio where the point is fp16 (``fp16``: 1 there, else 0), and where
-    the point runs the family's blocked layout (``blocked``: 1 there, else 0) with O += P V
-    (half the matmul FLOPs) at its column blocks' rate (:func:`blocked_matmul`)."""
+    the point runs the family's blocked layout (``blocked``: 1 there, else 0) with both
+    products at its column blocks' rates (:func:`blocked_matmul`)."""
     fractions = _efficiency(ByIdentity(calibration))
     table = calibration.matmul_efficiency_by_d
     ratio = calibration.matmul_fp16_ratio
@@ -837,16 +837,15 @@ def roof_fractions(
 
 
 def blocked_matmul(matmul: Num, table: tuple[tuple[int, float], ...], d: Num, blocked: Num) -> Num:
-    """The matmul fraction where the blocked layout runs (``blocked`` 1): S = Q K^T at
-    ``matmul`` and O += P V, the other half of the FLOPs, at ``matmul · r`` (``r`` of the
-    head dim in ``table``, 1 where it has none), so ``matmul / (1/2 + 1/(2r))``."""
+    """The matmul fraction where the blocked layout runs (``blocked`` 1): ``matmul · c``,
+    ``c`` the blocked layout's rate over the tiled one's at the head dim
+    (``catalog.ceilings.blocked_ratios``; 1 where ``table`` has none)."""
     ratio = dict(table)
     if isinstance(d, roofline.NUMBERS):
-        r: Num = ratio.get(int(d), 1.0)
+        c: Num = ratio.get(int(d), 1.0)
     else:
-        r = np.select([np.asarray(d) == k for k in ratio], list(ratio.values()), 1.0)
-    slowed = matmul / (0.5 + 0.5 / r)
-    return matmul + blocked * (slowed - matmul)
+        c = np.select([np.asarray(d) == k for k in ratio], list(ratio.values()), 1.0)
+    return matmul + blocked * (matmul * c - matmul)
 
 
 @functools.lru_cache(maxsize=1024)

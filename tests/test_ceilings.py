@@ -36,14 +36,12 @@ def test_the_h200_and_the_h100_ship_ceilings_files_found_by_their_names():
     assert load_ceilings(H200_FILE) == load_ceilings(str(H200_FILE))
 
 
-def test_the_h100_file_is_a_real_gpu_run_that_says_what_it_missed():
-    """Two device calls' worth (2026-12-07): every headline but the fp16 ones; what the
-    runs' budgets cut is listed, and a missing figure is a sibling's prior."""
+def test_the_h100_file_is_a_real_gpu_run_with_every_headline():
+    """Three device calls' worth (2026-12-07, the last resumed from the second): every
+    headline measured, nothing failed, every rate below 1.05x its datasheet figure."""
     c = read_ceilings(H100_FILE)
-    assert not c.interpret and "H100" in c.device_kind
-    assert c.failed and all(reason.endswith(": budget") for reason in c.failed)
-    missing = {name for name in CeilingValues.model_fields if c.value(name) is None}
-    assert missing == {f"{i}_fp16_flops_per_s" for i in ("wgmma", "mma_sync", "triton_default")}
+    assert not c.interpret and "H100" in c.device_kind and c.failed == []
+    assert [name for name in CeilingValues.model_fields if c.value(name) is None] == []
     spec = load_hardware(c.device)
     for name, measured, sheet in beside_datasheet(c, spec):
         if sheet is not None and name.endswith("_per_s") and name != "l2_read_bytes_per_s":

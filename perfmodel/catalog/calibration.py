@@ -67,9 +67,10 @@ class Calibration(BaseModel):
     #: The tensor cores' fp16 rate over their bf16 rate on the family's instruction and
     #: tiles, where the device's ceilings measured both (1: the datasheet's, equal).
     matmul_fp16_ratio: Ratio = 1.0
-    #: (head dim, rate of O += P V at one column block over its rate at all of d), where
-    #: the family's blocked layout splits d and the device's ceilings measured both tile
-    #: shapes (``perfmodel.catalog.ceilings.blocked_pv_ratios``); empty: no such term.
+    #: (head dim, the blocked layout's matmul rate over the tiled one's: S = Q K^T and
+    #: O += P V at one column block), where the family's blocked layout splits d and the
+    #: device's ceilings measured the tiles (``perfmodel.catalog.ceilings.blocked_ratios``);
+    #: empty: no such term.
     matmul_blocked_ratio_by_d: tuple[tuple[int, Ratio], ...] = ()
     #: (N, rate of the family's instruction at N columns over its rate at N = 64) for the
     #: N below 64 the device's ceilings measured (``ceilings.narrow_n_ratios``): the

@@ -290,7 +290,7 @@ class Ceilings(_Frozen):
             for r in self.tensor_core
             if (r.instruction, r.dtype, r.operands) == (instruction, dtype, operands)
             and r.valid
-            and r.form is None  # the S = Q K^T tiles; blocked_pv_ratios reads the others
+            and r.form is None  # the S = Q K^T tiles; blocked_ratios reads the others
         ]
         return sorted(rows, key=lambda r: -r.flops_per_s)
 
@@ -440,23 +440,36 @@ def wgmma_rates(c: Ceilings) -> dict[tuple[int, int, int], float]:
     return rate
 
 
-def blocked_pv_ratios(
+def blocked_ratios(
     c: Ceilings, family: KernelFamily, spec: HardwareSpec
 ) -> tuple[tuple[int, float], ...]:
-    """(d, r) for each head dim the family's blocked layout splits (``blocked_cols``):
-    ``r`` = the rate of the family's instruction at N = one block's columns over its rate
-    at N = d, both at K = the family's key tile at d (O += P V: M = rows, N = columns of
-    V, K = keys), bf16, from the [[tensor_core]] rows of any form; a head dim lacking
-    either shape is left out (no term there). M = the family's query tile at d."""
+    """(d, c) for each head dim the family's blocked layout splits (``blocked_cols``):
+    the blocked layout's matmul rate over the tiled layout's at d, from the family's
+    instruction's tile rows (bf16, any form). Its two products have equal FLOPs: O += P V
+    is one wgmma per column block (M = the query tile, N = the block's columns, K = the
+    key tile), at ``r_pv`` = that tile's rate over N = d's; S = Q K^T is a chain of
+    wgmmas of K = the block's columns (N = the key tile), at ``r_qk`` = that tile's rate
+    over K = d's. ``c = 1 / (1/(2 r_qk) + 1/(2 r_pv))``; a ratio whose two tiles were not
+    both measured is 1, a head dim with neither is left out (no term there)."""
     if not family.blocked_cols or family.matmul != "wgmma":
         return ()
     rate = wgmma_rates(c)
+
+    def ratio(narrow: tuple[int, int, int], whole: tuple[int, int, int]) -> float | None:
+        if narrow in rate and whole in rate:
+            return min(1.0, rate[narrow] / rate[whole])
+        return None
+
     out = []
     for d, cols in sorted(family.blocked_cols.items()):
+        if cols >= d:
+            continue
         tile = family.tile_for(d, causal=False, arch=spec.arch)
-        narrow, whole = (tile.block_q, cols, tile.block_k), (tile.block_q, d, tile.block_k)
-        if cols < d and narrow in rate and whole in rate:
-            out.append((d, min(1.0, rate[narrow] / rate[whole])))
+        q, k = tile.block_q, tile.block_k
+        r_pv, r_qk = ratio((q, cols, k), (q, d, k)), ratio((q, k, cols), (q, k, d))
+        if r_pv is None and r_qk is None:
+            continue
+        out.append((d, 1.0 / (0.5 / (r_qk or 1.0) + 0.5 / (r_pv or 1.0))))
     return tuple(out)
 
 
@@ -518,13 +531,14 @@ def measured_fractions(
             f"ceilings: {family.matmul} tiles of [[tensor_core]] at N < 64 over N = 64, bf16, "
             "128 rows (narrow_n_ratios)",
         )
-        blocked = blocked_pv_ratios(c, family, spec)
+        blocked = blocked_ratios(c, family, spec)
         if blocked:
             out["matmul_blocked_ratio_by_d"] = blocked
             out["blocked_multiple"] = family.blocked_multiple
             sources["matmul_blocked_ratio_by_d"] = (
-                f"ceilings: {family.matmul} tiles of [[tensor_core]] at N = one column block "
-                "over N = d, K = the key tile (blocked_pv_ratios)"
+                f"ceilings: {family.matmul} tiles of [[tensor_core]]: O += P V at N = one "
+                "column block over N = d, S = Q K^T at K = one column block over K = d "
+                "(blocked_ratios)"
             )
         _put(
             out,
