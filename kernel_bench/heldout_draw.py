@@ -182,19 +182,33 @@ def draw(seed: int = SEED, taken: set[tuple] | None = None) -> dict[str, list[di
     return out
 
 
-def jobs(shapes: dict[str, list[dict]]) -> list[dict]:
+#: The three-step naive baseline (``pallas_kernels.naive``) is timed on a draw's forward
+#: shapes from draw 16 on (``naive_jobs``), where its S and P fit this many bytes each.
+NAIVE_FROM_SEED = 20261216
+NAIVE_SCORE_BYTES_CAP = 4e9
+
+
+def _naive_fits(s: dict) -> bool:
+    return 2 * s["batch"] * s["h"] * s["n"] * s["kv_len"] <= NAIVE_SCORE_BYTES_CAP
+
+
+def jobs(shapes: dict[str, list[dict]], naive: bool = False) -> list[dict]:
     """One job per (implementation, backend, mode, shape), the modes interleaved so that a
-    run cut short by its budget still has points of each."""
+    run cut short by its budget still has points of each; ``naive``: the three-step naive
+    baseline too, on the forward shapes whose S fits ``NAIVE_SCORE_BYTES_CAP``."""
     per_mode = {
         "forward": [("pallas_flash", "triton"), ("pallas_flash", "mosaic"), ("cudnn", None)],
         "train": [("pallas_flash", "auto"), ("cudnn", None)],
         "decode": [("paged_decode", None), ("cudnn", None)],
     }
+    if naive:
+        per_mode["forward"].append(("naive", None))
     queues = {
         mode: [
             {"implementation": impl, "backend": backend, "phase": mode, "shape": s}
             for s in shapes[mode]
             for impl, backend in per_mode[mode]
+            if impl != "naive" or _naive_fits(s)
         ]
         for mode in shapes
     }
@@ -210,6 +224,8 @@ def jobs(shapes: dict[str, list[dict]]) -> list[dict]:
 def job_families(job: dict) -> list[str]:
     """The kernel families a job may run as: ours under ``auto`` could be either."""
     impl, backend = job["implementation"], job["backend"]
+    if impl == "naive":
+        return ["xla-naive"]
     if impl == "pallas_flash":
         return list(BACKEND_FAMILY.values()) if backend == "auto" else [BACKEND_FAMILY[backend]]
     return ["pallas-paged" if impl == "paged_decode" else "cudnn"]
@@ -229,20 +245,25 @@ def predictions(
     again under today's model; a new draw would avoid the shapes measured since)."""
     from perfmodel import __version__, predict
     from perfmodel.shape import Shape
+    from perfmodel.validation.compare import NAIVE_OF
 
     shapes = draw(seed) if shapes is None else shapes
     rows = []
-    for job in jobs(shapes):
+    for job in jobs(shapes, naive=seed >= NAIVE_FROM_SEED):
         s = job["shape"]
         for family in job_families(job):
+            naive = job["implementation"] == "naive"
             shape = Shape(
                 n=s["n"], kv_len=s["kv_len"], d=s["d"], h=s["h"], h_kv=s["h_kv"],
                 batch=s["batch"], dtype={"float16": "fp16", "bfloat16": "bf16"}[s["dtype"]],
-                causal=s["causal"], kernel=family,
+                causal=s["causal"], kernel=None if naive else family,
             )  # fmt: skip
             mode = "train" if job["phase"] == "train" else "forward"
             extra = {"page_tokens": PAGE_SIZE} if family == "pallas-paged" else {}
-            pred = predict(hw=hw, **shape.kwargs(), mode=mode, ceilings=ceilings, **extra).flash
+            if naive:  # what perfmodel validate compares the three-step baseline with
+                extra["naive"] = NAIVE_OF["naive"]
+            both = predict(hw=hw, **shape.kwargs(), mode=mode, ceilings=ceilings, **extra)
+            pred = both.naive if naive else both.flash
             rows.append(
                 {
                     **{k: job[k] for k in ("implementation", "backend", "phase")},
@@ -403,7 +424,7 @@ def measure(
     from kernel_bench.bench import RunWriter, empty_point, git_commit, record_failure
 
     pred = json.loads(pred_path.read_text())
-    todo = jobs(pred["shapes"])
+    todo = jobs(pred["shapes"], naive=pred.get("seed", SEED) >= NAIVE_FROM_SEED)
     deadline = time.monotonic() + budget_s
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     run = {

@@ -325,6 +325,10 @@ class OnChip:
     #: at a narrower tile than the rate was measured at (the two-pass dQ kernel's key
     #: tile below 64: :func:`narrow_dq_ratio`); a kernel not named has 1.
     kernel_matmul_ratio: tuple[tuple[str, Num], ...] = ()
+    #: A kernel's HBM rate over the profile's, by kernel name, where the profile measured
+    #: that kernel's own (the naive side's XLA library calls: :func:`kernel_memory`); a
+    #: kernel not named has 1.
+    kernel_memory_ratio: tuple[tuple[str, Num], ...] = ()
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -386,6 +390,8 @@ class KernelRoofs:
     launches: Num = 1.0
     #: Its matmul rate over the profile's (``OnChip.kernel_matmul_ratio``; 1: the same).
     matmul_ratio: Num = 1.0
+    #: Its HBM rate over the profile's (``OnChip.kernel_memory_ratio``; 1: the same).
+    memory_ratio: Num = 1.0
 
 
 def kernel_roofs(
@@ -452,6 +458,7 @@ def _roofs_from_raw(
                 imbalance=dict(onchip.kernel_imbalance).get(k, onchip.imbalance if fused else 1.0),
                 launches=1.0 if fused else launches,
                 matmul_ratio=dict(onchip.kernel_matmul_ratio).get(k, 1.0),
+                memory_ratio=dict(onchip.kernel_memory_ratio).get(k, 1.0),
             )
         )
     return out
@@ -619,11 +626,38 @@ def imbalance(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
 
 def efficiency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Each roof at its achievable fraction (the calibration's deratings), a kernel's
-    matmul at its own tile's share of it (``KernelRoofs.matmul_ratio``)."""
+    matmul at its own tile's share of it (``KernelRoofs.matmul_ratio``) and its HBM
+    traffic at its own measured share (``KernelRoofs.memory_ratio``)."""
     times = roofline.derated(t.times, c.efficiency)
     if not _same(k.matmul_ratio, 1.0) and Roof.MATMUL in times:
         times[Roof.MATMUL] = times[Roof.MATMUL] / k.matmul_ratio
+    if not _same(k.memory_ratio, 1.0) and Roof.HBM in times:
+        times[Roof.HBM] = times[Roof.HBM] / k.memory_ratio
     return t._replace(times=times)
+
+
+def kernel_memory(
+    calibration: Calibration, values: dict[str, Num], masked: bool
+) -> OnChip | None:
+    """The on-chip facts that carry each kernel's own HBM rate over the profile's, where
+    the profile measured kernels' own (``Calibration.hbm_ratio_by_kernel``, at each
+    point's value of the variable it goes by); None where it measured none. The naive
+    side's "xla" compile (the three-step baseline's library calls, as measured) reads
+    them; the textbook "minimal" compile and jax.nn's "sdpa" (float32 logits) do not.
+    Under a mask
+    (``masked``) the score kernel is another call (a cuBLAS product writing float32
+    scores, then a fusion that masks and rounds: ``costs.naive``), not the one measured:
+    it keeps the profile's rate."""
+    by_kernel = calibration.hbm_ratio_by_kernel
+    if not by_kernel:
+        return None
+    return OnChip(
+        kernel_memory_ratio=tuple(
+            (kernel, interpolate(table, values[variable]))
+            for kernel, variable, table in by_kernel
+            if not (masked and kernel == "qk")
+        )
+    )
 
 
 def narrow_dq_ratio(calibration: Calibration, dq_block_k: Num) -> Num:
@@ -979,7 +1013,10 @@ def evaluate(
     ``effects=False`` leaves out the ``effect_*_s`` columns; ``fields`` names the
     columns wanted, the counts and the floor's labels computed only where named."""
     raw, kernels = _raw(key, causal, hw, values)
-    roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip or _NO_ONCHIP)
+    if onchip is None and _as_key(key).naive == NaiveCompile.XLA:
+        onchip = kernel_memory(calibration, values, causal)
+    onchip = onchip or _NO_ONCHIP
+    roofs = _roofs_from_raw(raw, kernels, roof_rates(hw, peak), hw, onchip)
     out = _counts(raw, kernels, hw) if _wants(fields, _RATE_AND_COUNTS) else {}
     matmul = out["matmul_flops"] if out else 0.0
     if effects or _wants(fields, FLOOR_FIELDS):

@@ -80,6 +80,12 @@ class Calibration(BaseModel):
     #: The family's ``blocked_multiple``: a point whose n or kv_len is not a multiple of
     #: it runs the blocked layout (None: never).
     blocked_multiple: int | None = None
+    #: Per kernel of the naive side ("qk", "softmax", "pv"): the shape variable its HBM
+    #: rate goes by ("d", "m") and the (value, ratio) table of the device's XLA library
+    #: calls, each one's rate over the HBM copy's (``hbm_efficiency``:
+    #: ``perfmodel.catalog.ceilings.xla_naive_ratios``); empty: ``hbm_efficiency`` for
+    #: every kernel.
+    hbm_ratio_by_kernel: tuple[tuple[str, str, tuple[tuple[int, Ratio], ...]], ...] = ()
     #: Fit statistics, shown and never computed with (NaN: a stderr the fit cannot give).
     fit: dict[str, int | float | str] = {}
     sources: dict[str, str] = {}
@@ -162,6 +168,15 @@ def naive_default(hw: HardwareSpec, ceilings: str = "measured") -> Calibration:
 _FAMILY_DEFAULTS: dict[tuple[str, ...], Calibration] = {}
 
 
+#: Measured fields a sibling's file does not lend: the XLA library calls' rates over the
+#: HBM copy's. The short-row softmax and the output-bound score product are bound by the
+#: bytes their blocks keep in flight over the memory latency, which differ between an
+#: HBM3 and an HBM3e part of the same architecture: the H100's calls reach 1.04 (softmax,
+#: 2048 keys) and 0.72 (scores, d = 128) of its copy rate, the H200's naive steps about
+#: 0.72 and 0.55 of its own (details/h200-naive-breakdown-2026-11-29.json).
+NOT_PRIORS = ("hbm_ratio_by_kernel",)
+
+
 def _measured(
     hw: HardwareSpec, family: KernelFamily | None, ceilings: str
 ) -> tuple[dict[str, Any], str]:
@@ -180,6 +195,9 @@ def _measured(
     if sibling is not None:
         spec, found = sibling
         out, origin = measured_fractions(found, spec, family), "prior"
+        for field in NOT_PRIORS:
+            out.pop(field, None)
+            out["sources"].pop(field, None)
         out["sources"] = {
             field: f"prior: {spec.name}'s {source} (the same {hw.arch} architecture; a fraction "
             f"of its datasheet roof, or its seconds, where {hw.name} measured none)"

@@ -489,6 +489,48 @@ def narrow_n_ratios(c: Ceilings, family: KernelFamily) -> tuple[tuple[int, float
     return tuple((n, min(1.0, best[n] / best[64])) for n in sorted(best) if n < 64)
 
 
+#: The naive model's kernel each [[xla_naive]] call stands for, and the shape variable
+#: (a symbol of ``perfmodel.symbols``) its rate goes by.
+XLA_NAIVE_KERNELS = {"scores": ("qk", "d"), "softmax": ("softmax", "m"), "pv": ("pv", "d")}
+
+
+def _naive_bytes(r: XlaNaiveRate) -> float:
+    """The bytes the naive model (its "xla" compile, no batch copies) counts for the call
+    of ``r``: the scores product reads Q and K and writes S, the PV product reads P and
+    V and writes O, the softmax reads S as often as ``costs.naive`` says (more than once
+    past XLA's one-fusion row) and writes P."""
+    from perfmodel.costs.naive import softmax_reads
+
+    item = 2  # bf16 and fp16 rows only
+    big = r.rows * r.m * item
+    if r.op == "softmax":
+        return (softmax_reads("xla", r.m) + 1) * big
+    return big + 2 * r.rows * (r.d or 0) * item
+
+
+def xla_naive_ratios(c: Ceilings) -> tuple[tuple[str, str, tuple[tuple[int, float], ...]], ...]:
+    """For each naive kernel whose XLA library call the ceilings measured (``[[xla_naive]]``:
+    a row softmax by row length, the two batched products by head dim, random data):
+    (kernel, the variable its rate goes by, (value, ratio) table). A ratio is the rate at
+    which the call moved the bytes the naive model counts for it (:func:`_naive_bytes`)
+    over the same device's HBM copy rate (``hbm_copy_bytes_per_s``, the naive profile's
+    ``hbm_efficiency``): what the library call reaches, whatever bounds it (a product at
+    d = 256 is near its matmul roof), as a share of what a copy does, so that it stands
+    as a prior on a sibling of another HBM (empty: no copy rate measured)."""
+    copy = c.value("hbm_copy_bytes_per_s")
+    out = []
+    for op, (kernel, variable) in XLA_NAIVE_KERNELS.items():
+        best: dict[int, float] = {}
+        for r in c.xla_naive:
+            if r.op == op and copy:
+                x = r.m if variable == "m" else (r.d or 0)
+                rate = _naive_bytes(r) / r.device_s / copy
+                best[x] = max(best.get(x, 0.0), rate)
+        if best:
+            out.append((kernel, variable, tuple(sorted(best.items()))))
+    return tuple(out)
+
+
 def l2_plateau(c: Ceilings, spec: HardwareSpec) -> float | None:
     """The L2 re-read rate attention sees: the median of the working sets from 8 MiB up
     to the L2's size (a few MiB run faster: they fit one partition of the L2)."""
@@ -515,6 +557,15 @@ def measured_fractions(
             sources["matmul_efficiency"] = "ceilings: gemm_bf16_flops_per_s (cuBLAS 8192^3)"
         hbm = c.value("hbm_copy_bytes_per_s")
         hbm_name = "hbm_copy_bytes_per_s (read + write passes)"
+        _put(
+            out,
+            sources,
+            "hbm_ratio_by_kernel",
+            xla_naive_ratios(c),
+            "ceilings: [[xla_naive]], XLA's row softmax by row length and batched products by "
+            "head dim on random data, at the bytes the naive model counts, over the HBM copy "
+            "rate (xla_naive_ratios)",
+        )
     else:
         table = matmul_by_head_dim(tensor_rows(c, family), peak)
         if table:

@@ -54,6 +54,12 @@ def _softmax_reads(implementation: str) -> sp.Expr:
     return sp.Piecewise((1, F32 * m <= XLA_ROW_FUSION_BYTES), (3, True))
 
 
+def softmax_reads(implementation: str, keys: float) -> int:
+    """How often the softmax of ``implementation`` reads a row of ``keys`` scores (the
+    rule above, at a number)."""
+    return int(_softmax_reads(implementation).subs(m, keys))
+
+
 def batch_copies(implementation: str, heads: sp.Expr) -> sp.Expr:
     """1 where XLA copies a tensor of ``heads`` heads head-major before (or after) an
     einsum: a batch and more than one head (above), else 0; never in the minimal trips."""
