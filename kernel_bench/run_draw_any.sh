@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The held-out draw committed for whichever card the device call got (issue 21): draw 16
 # (seed 20261216, predictions of 10ac048 for both cards, committed before the call, the
-# three-step naive baseline timed too); then, with CEIL_BUDGET > 0 on an H100, ceilings
-# SECTIONS (resumed from the committed file). Results under $OUT.
+# three-step naive baseline timed too); then, with CEIL_BUDGET > 0, the ceilings
+# SECTIONS of the card's own file (resumed from it: run_ceilings_sections.sh). Results under $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
@@ -16,11 +16,7 @@ esac
 HW=$HW DRAW=$DRAW DATE=$DATE FROM=${FROM:-1} PART=${PART:-} BUDGET=${BUDGET:-215} \
     bash kernel_bench/run_heldout.sh > /dev/null 2>&1
 tail -30 "$OUT/$HW-heldout$DRAW-$DATE${PART:-}.log"
-if [ "$HW" = h100 ] && [ "${CEIL_BUDGET:-0}" != 0 ]; then
-  PYTHONPATH=. timeout $((CEIL_BUDGET + 40)) python3 -m pallas_kernels.ceilings \
-      --out "$OUT/h100-sxm.ceilings.toml" --device h100-sxm --budget-s "$CEIL_BUDGET" \
-      --resume specs/devices/h100-sxm.ceilings.toml \
-      --sections "${SECTIONS:?SECTIONS}" \
-      > "$OUT/ceilings.log" 2>&1
-  echo "ceilings rc=$?"; tail -45 "$OUT/ceilings.log"
+if [ "${CEIL_BUDGET:-0}" != 0 ]; then  # SECTIONS of the card's own ceilings file
+  OUT=$OUT CEIL_BUDGET=$CEIL_BUDGET SECTIONS=${SECTIONS:?SECTIONS} \
+      bash kernel_bench/run_ceilings_sections.sh
 fi
