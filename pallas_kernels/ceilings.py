@@ -91,7 +91,7 @@ WGMMA_TILES = (
 WGMMA_FP16_TILES = ((2, 128, 64), (2, 128, 128), (2, 64, 256))
 #: Mosaic wgmma S = Q K^T tiles (warpgroups, N = key tile, K = head dim) at head dims whose
 #: row of 16-bit values is not a multiple of 128 bytes: the forward keeps such operands
-#: in a 64- or 32-byte swizzle (``flash_mosaic._swizzle_bytes``), and its blocked layout
+#: in a 64- or 32-byte swizzle (``flash_mosaic.swizzle_bytes``), and its blocked layout
 #: issues S = Q K^T as a chain of K = one column block (32 at d = 96 and 160, 16 at d = 80).
 WGMMA_SWIZZLE_TILES = ((2, 128, 96), (2, 128, 32), (2, 128, 80), (2, 128, 16), (2, 64, 160), (2, 64, 32),
                        (2, 128, 48))  # fmt: skip
@@ -434,16 +434,16 @@ def _tensor_row(s, instruction, lowering, dtype, m, n, k, warps, streamed, flops
 def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles):
     """One CTA: each warpgroup copies its A [64, K] tile, warpgroup 0 the shared B
     [N, K] tile, into swizzled shared memory (the swizzle our forward gives a row of K
-    elements, ``flash_mosaic._swizzle_bytes``); then ``iters`` wgmma S += A B^T (B
+    elements, ``flash_mosaic.swizzle_bytes``); then ``iters`` wgmma S += A B^T (B
     transposed in shared memory, as K^T in attention), one group in flight; the row
     sums of S go out through shared memory (so nothing is dead code)."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
-    from pallas_kernels.flash_mosaic import _swizzle_bytes
+    from pallas_kernels.flash_mosaic import swizzle_bytes
 
     dtype = a_ref.dtype
     itemsize = jnp.dtype(dtype).itemsize
-    swizzle = _swizzle_bytes(k, itemsize)
+    swizzle = swizzle_bytes(k, itemsize)
     swizzled = (plgpu.TilingTransform((8, swizzle // itemsize)), plgpu.SwizzleTransform(swizzle))
     smem_types = (
         plgpu.SMEM((wgs, 64, k), dtype, transforms=swizzled),
@@ -525,9 +525,9 @@ def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
             if "mosaic" in str(err).lower() and len(s.failed) > 3:
                 return
             continue
-        from pallas_kernels.flash_mosaic import _swizzle_bytes
+        from pallas_kernels.flash_mosaic import swizzle_bytes
 
-        swizzle = _swizzle_bytes(k, jnp.dtype(dtype).itemsize)
+        swizzle = swizzle_bytes(k, jnp.dtype(dtype).itemsize)
         _tensor_row(s, "wgmma", "mosaic", dtype, 64 * wgs, n, k, 4 * wgs, False, flops, t,
                     warpgroups=wgs, ctas=ctas, iters=iters,
                     **({"swizzle_bytes": swizzle} if swizzle < 128 else {}),

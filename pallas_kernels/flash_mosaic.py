@@ -174,7 +174,7 @@ def run_head_dim(d: int, config: Config) -> int:
     return native_head_dim(d) if config.pad_head_dim else -(-int(d) // 16) * 16
 
 
-def _swizzle_bytes(d: int, itemsize: int) -> int:
+def swizzle_bytes(d: int, itemsize: int) -> int:
     """The shared-memory swizzle of a row of ``d`` elements: the largest (128, 64 or 32
     bytes) the row's bytes divide; its tiles are (8, swizzle / itemsize)."""
     return next(b for b in (128, 64, 32) if d * itemsize % b == 0)
@@ -312,7 +312,7 @@ class _Plan:
     #: shared memory in column blocks (``_Buffers``): ``Config.blocked``, or where it is
     #: None, wherever a sequence the TMA copies is not a multiple of 8 rows
     blocked: bool
-    #: columns of one block: one swizzle row (``_swizzle_bytes``)
+    #: columns of one block: one swizzle row (``swizzle_bytes``)
     block_cols: int
 
     @property
@@ -363,7 +363,7 @@ def _plan(q, k, *, causal, sm_scale, return_lse, config, window=None, diagonal_o
         bounds=visible_bounds(causal, window, diagonal_offset),
         config=config,
         blocked=_blocked(config, n, kv_len),
-        block_cols=_swizzle_bytes(d, q.dtype.itemsize) // q.dtype.itemsize,
+        block_cols=swizzle_bytes(d, q.dtype.itemsize) // q.dtype.itemsize,
     )
 
 
@@ -827,7 +827,7 @@ def _buffer_types(plan: _Plan, dtype):
 
     cfg = plan.config
     itemsize = jnp.dtype(dtype).itemsize
-    swizzle = _swizzle_bytes(plan.d, itemsize)
+    swizzle = swizzle_bytes(plan.d, itemsize)
     cols = plan.block_cols if plan.blocked else plan.d
     lead = {  # Q (then O) per consumer, K and V per stage
         "q": (CONSUMERS * cfg.q_slots, ROWS_PER_CONSUMER),

@@ -193,5 +193,5 @@ def test_mosaic_family_states_the_blocked_layout_as_the_kernel_runs_it():
         assert flash_mosaic._blocked(cfg, n, 4096) is blocked
         assert (n % fam.blocked_multiple != 0) is blocked
     for d in range(16, 257, 16):
-        cols = flash_mosaic._swizzle_bytes(d, 2) // 2
+        cols = flash_mosaic.swizzle_bytes(d, 2) // 2
         assert fam.blocked_cols.get(d, d) == cols, d
