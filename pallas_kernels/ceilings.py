@@ -104,6 +104,11 @@ WGMMA_PV_TILES = (
     (2, 16, 128), (2, 32, 128), (2, 80, 128), (2, 96, 128),
     (2, 32, 64), (2, 160, 64), (2, 192, 64),
 )  # fmt: skip
+#: Mosaic wgmma shaped as the forward's O += P V with B = V as the forward holds it: [K =
+#: keys, N = head dim], N contiguous, in the swizzle of a row of N elements (64 bytes at
+#: d = 96 and 160): (warpgroups, N, K = the key tile); kept as form "pv_mn".
+WGMMA_PV_MN_TILES = ((2, 64, 128), (2, 96, 128), (2, 128, 128), (2, 80, 128),
+                     (2, 64, 64), (2, 160, 64), (2, 192, 64), (2, 256, 64))  # fmt: skip
 #: Mosaic wgmma of one warpgroup shaped as a 64 x 64 backward tile's products (cuDNN's
 #: ``bprop_wgmma_..._64x64xD_1x4x1``): S = Q K^T and dP = dO V^T (N = 64, K = d) and
 #: dV, dK, dQ (N = d, K = 64), two CTAs a SM as elsewhere; kept as form "bwd".
@@ -431,23 +436,27 @@ def _tensor_row(s, instruction, lowering, dtype, m, n, k, warps, streamed, flops
     )
 
 
-def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles):
+def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles, mn_major=False):
     """One CTA: each warpgroup copies its A [64, K] tile, warpgroup 0 the shared B
-    [N, K] tile, into swizzled shared memory (the swizzle our forward gives a row of K
-    elements, ``flash_mosaic.swizzle_bytes``); then ``iters`` wgmma S += A B^T (B
+    [N, K] tile, into swizzled shared memory (the swizzle our forward gives a row of
+    its elements, ``flash_mosaic.swizzle_bytes``); then ``iters`` wgmma S += A B^T (B
     transposed in shared memory, as K^T in attention), one group in flight; the row
-    sums of S go out through shared memory (so nothing is dead code)."""
+    sums of S go out through shared memory (so nothing is dead code). ``mn_major``: B is
+    [K, N] instead, N contiguous, as the forward holds V for O += P V."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
     from pallas_kernels.flash_mosaic import swizzle_bytes
 
     dtype = a_ref.dtype
     itemsize = jnp.dtype(dtype).itemsize
-    swizzle = swizzle_bytes(k, itemsize)
-    swizzled = (plgpu.TilingTransform((8, swizzle // itemsize)), plgpu.SwizzleTransform(swizzle))
+
+    def swizzled(row: int):
+        swizzle = swizzle_bytes(row, itemsize)
+        return (plgpu.TilingTransform((8, swizzle // itemsize)), plgpu.SwizzleTransform(swizzle))
+
     smem_types = (
-        plgpu.SMEM((wgs, 64, k), dtype, transforms=swizzled),
-        plgpu.SMEM((n, k), dtype, transforms=swizzled),
+        plgpu.SMEM((wgs, 64, k), dtype, transforms=swizzled(k)),
+        plgpu.SMEM((k, n) if mn_major else (n, k), dtype, transforms=swizzled(n if mn_major else k)),
         plgpu.SMEM((wgs, 64), jnp.float32),
     )
     barrier_types = (plgpu.Barrier(num_barriers=wgs), plgpu.Barrier(num_barriers=1))
@@ -466,7 +475,7 @@ def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles):
 
         plgpu.barrier_wait(a_ready.at[wg])
         plgpu.barrier_wait(b_ready.at[0])
-        b_t = plgpu.transpose_ref(b_smem, (1, 0))
+        b_t = b_smem if mn_major else plgpu.transpose_ref(b_smem, (1, 0))
 
         def acc_body(acc):
             @pl.loop(0, iters)
@@ -486,11 +495,13 @@ def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles):
     pl.run_scoped(scoped, smem_types, barrier_types, collective_axes="wg")
 
 
-def mosaic_wgmma(wgs, n, k, dtype, *, iters, ctas, n_tiles=8):
+def mosaic_wgmma(wgs, n, k, dtype, *, iters, ctas, n_tiles=8, mn_major=False):
     """(jitted fn, input sets, FLOPs per call) of the Mosaic wgmma tile kernel."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
-    body = functools.partial(_wgmma_body, wgs=wgs, n=n, k=k, iters=iters, n_tiles=n_tiles)
+    body = functools.partial(
+        _wgmma_body, wgs=wgs, n=n, k=k, iters=iters, n_tiles=n_tiles, mn_major=mn_major
+    )
     fn = plgpu.kernel(
         body,
         out_type=jax.ShapeDtypeStruct((ctas, wgs, 64), jnp.float32),
@@ -500,13 +511,14 @@ def mosaic_wgmma(wgs, n, k, dtype, *, iters, ctas, n_tiles=8):
         thread_name="wg",
     )
     a = _random(21, (n_tiles, wgs, 64, k), dtype) * 0.1
-    b = _random(22, (n_tiles, n, k), dtype) * 0.1
+    b = _random(22, (n_tiles, k, n) if mn_major else (n_tiles, n, k), dtype) * 0.1
     return jax.jit(fn), [(a, b)], 2.0 * 64 * n * k * wgs * iters * ctas
 
 
 def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
     """The Mosaic wgmma tiles ``(warpgroups, N, K)``; ``form``: the product they stand
-    for where not S = Q K^T (``"pv"``: ``WGMMA_PV_TILES``), kept in each row."""
+    for where not S = Q K^T (``"pv"``: ``WGMMA_PV_TILES``; ``"pv_mn"``: the same with V
+    N-contiguous, ``WGMMA_PV_MN_TILES``), kept in each row."""
     if s.interpret:
         s.failed.append("tensor wgmma mosaic: no interpret mode for Mosaic GPU")
         return
@@ -516,8 +528,11 @@ def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
             continue
         ctas = 2 * s.sm_count
         iters = _iters_for(2.0 * 64 * n * k * wgs * ctas, 2e-3)
+        mn_major = form == "pv_mn"
         try:
-            fn, sets, flops = mosaic_wgmma(wgs, n, k, dtype, iters=iters, ctas=ctas)
+            fn, sets, flops = mosaic_wgmma(
+                wgs, n, k, dtype, iters=iters, ctas=ctas, mn_major=mn_major
+            )
             t = s.time(fn, sets)
         except Exception as err:  # noqa: BLE001
             s.failed.append(f"tensor wgmma {wgs}wg {n}x{k}: {type(err).__name__}: {err}")
@@ -527,7 +542,7 @@ def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
             continue
         from pallas_kernels.flash_mosaic import swizzle_bytes
 
-        swizzle = swizzle_bytes(k, jnp.dtype(dtype).itemsize)
+        swizzle = swizzle_bytes(n if mn_major else k, jnp.dtype(dtype).itemsize)
         _tensor_row(s, "wgmma", "mosaic", dtype, 64 * wgs, n, k, 4 * wgs, False, flops, t,
                     warpgroups=wgs, ctas=ctas, iters=iters,
                     **({"swizzle_bytes": swizzle} if swizzle < 128 else {}),
@@ -1363,7 +1378,7 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
 SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", "launch",
             "latency", "wgmma bf16", "wgmma pv bf16", "wgmma fp16", "triton fp16",
             "mma.sync fp16", "atomics", "wgmma bwd bf16", "wgmma swizzle bf16",
-            "xla naive")  # fmt: skip
+            "xla naive", "wgmma pv_mn bf16")  # fmt: skip
 _LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
 
 
@@ -1371,7 +1386,7 @@ def section_of(table: str, entry: dict | str) -> str | None:
     """The section that measures a headline (by name) or a table row; None for the
     tensor headlines, which ``document`` derives from the rows."""
     if table == "tensor_core":
-        if entry.get("form") in ("pv", "bwd"):
+        if entry.get("form") in ("pv", "bwd", "pv_mn"):
             return f"wgmma {entry['form']} {entry['dtype']}"
         if entry.get("swizzle_bytes") and entry["lowering"] == "mosaic":
             return f"wgmma swizzle {entry['dtype']}"
@@ -1435,6 +1450,7 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("wgmma bwd bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_BWD_TILES, "bwd")),
         ("wgmma swizzle bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_SWIZZLE_TILES)),
         ("xla naive", measure_xla_naive),
+        ("wgmma pv_mn bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_PV_MN_TILES, "pv_mn")),
         ("triton bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=False)),
         ("mma.sync bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=True)),
         ("triton fp16", lambda s: measure_triton_tensor(s, jnp.float16, mma_sync=False)),

@@ -161,7 +161,9 @@ class TensorCoreRate(_Frozen):
     #: N a head dim or one column block of it (``pallas_kernels.ceilings.WGMMA_PV_TILES``)
     #: ``"bwd"``: one warpgroup shaped as a 64 x 64 backward tile's products
     #: (``pallas_kernels.ceilings.WGMMA_BWD_TILES``)
-    form: Literal["pv", "bwd"] | None = None
+    #: ``"pv_mn"``: O += P V with V N-contiguous, as the forward holds it
+    #: (``pallas_kernels.ceilings.WGMMA_PV_MN_TILES``)
+    form: Literal["pv", "bwd", "pv_mn"] | None = None
     #: the shared-memory swizzle where it is not 128 bytes (a row of K 16-bit values that
     #: 128 does not divide: ``pallas_kernels.ceilings.WGMMA_SWIZZLE_TILES``)
     swizzle_bytes: Count | None = None
