@@ -57,6 +57,7 @@ T, N, F = (
 R, E, H = "perfmodel/roofline.py", "perfmodel/evaluate.py", "perfmodel/catalog/hardware.py"
 L, BW = "perfmodel/launch.py", "perfmodel/costs/backward.py"
 M, KV = "perfmodel/costs/masks.py", "perfmodel/analysis/kvcache.py"
+XR = "perfmodel/costs/xla_rows.py"
 #: The mask counts' brute force, the masked models' dense and causal special cases, the
 #: masks in every mode, and the models' sliding-window layers.
 MASK_TESTS = ("tests/test_masks.py", "tests/test_mask_modes.py")
@@ -89,8 +90,8 @@ MUTANTS = (
     Mutant("GQA spill factor (backward dQ)", T, "(waves * spill_factor, True)", "(waves, True)", "h/h_kv -> 1"),
     # --- naive ----------------------------------------------------------------------
     Mutant("causal mask pass bytes (XLA)", N, "2 * F32 * scores if causal", "3 * F32 * scores if causal", "8 -> 12 B a score"),
-    Mutant("XLA row-fusion limit", N, "XLA_ROW_FUSION_BYTES = 32 * 1024", "XLA_ROW_FUSION_BYTES = 64 * 1024", "x2"),
-    Mutant("XLA softmax reads past the limit", N, "(3, True)", "(4, True)", "3 -> 4"),
+    Mutant("XLA row-fusion limit", XR, "XLA_ROW_FUSION_BYTES = 32 * 1024", "XLA_ROW_FUSION_BYTES = 64 * 1024", "x2"),
+    Mutant("XLA softmax reads past the limit", XR, "    return 3\n", "    return 4\n", "3 -> 4"),
     Mutant("naive scale FLOPs", N, "vector_flops=scores,  # the scale", "vector_flops=2 * scores,", "1 -> 2 a score"),
     Mutant("naive softmax FLOPs", N, "(t.SOFTMAX_FLOPS_PER_SCORE - 1 + t.NORMALISE_FLOPS_PER_SCORE)", "(t.SOFTMAX_FLOPS_PER_SCORE + t.NORMALISE_FLOPS_PER_SCORE)", "drop the -1"),
     Mutant("naive extra memory (S+P)", N, "extra_memory_bytes=2 * t.score_matrix_bytes", "extra_memory_bytes=3 * t.score_matrix_bytes", "2 -> 3 matrices"),

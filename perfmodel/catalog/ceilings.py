@@ -501,7 +501,7 @@ def _naive_bytes(r: XlaNaiveRate) -> float:
     of ``r``: the scores product reads Q and K and writes S, the PV product reads P and
     V and writes O, the softmax reads S as often as ``costs.naive`` says (more than once
     past XLA's one-fusion row) and writes P."""
-    from perfmodel.costs.naive import softmax_reads
+    from perfmodel.costs.xla_rows import softmax_reads
 
     item = 2  # bf16 and fp16 rows only
     big = r.rows * r.m * item

@@ -16,6 +16,7 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
+from perfmodel.costs.xla_rows import ROW_FUSION_KEYS, softmax_reads
 from perfmodel.symbols import F32, b, h, h_kv, m
 from perfmodel.vocabulary import NaiveCompile
 
@@ -25,7 +26,7 @@ from perfmodel.vocabulary import NaiveCompile
 #: HLO and step timings on the H200 (specs/measurements/details/h200-naive-*):
 #: with a causal mask the score matmul becomes a cuBLAS call that writes float32 scores,
 #: and a second fusion reads them, masks and rounds (+8 bytes per score); and a softmax
-#: row longer than XLA_ROW_FUSION_BYTES of float32 overflows the registers of XLA's
+#: row longer than ``xla_rows.XLA_ROW_FUSION_BYTES`` of float32 overflows the registers of XLA's
 #: one-fusion softmax, which then spills — counted as two extra passes over S (the
 #: timing shows 2.3x the time per score of a short row, in the same single fusion).
 #: Any other mask written as ``jnp.where(mask, s, -inf)`` (a sliding window, packed
@@ -45,19 +46,16 @@ from perfmodel.vocabulary import NaiveCompile
 #: b = 2, bitcasts at b = 1: details/h200-naive-hlo-2026-11-29.txt): Q and O where
 #: h > 1, K and V where h_kv > 1, each read and written once more (``batch_copies``).
 IMPLEMENTATIONS = tuple(NaiveCompile)  #: the names, once: perfmodel.vocabulary.NaiveCompile
-XLA_ROW_FUSION_BYTES = 32 * 1024
 
 
 def _softmax_reads(implementation: str) -> sp.Expr:
-    if implementation == "minimal":
-        return sp.Integer(1)
-    return sp.Piecewise((1, F32 * m <= XLA_ROW_FUSION_BYTES), (3, True))
-
-
-def softmax_reads(implementation: str, keys: float) -> int:
-    """How often the softmax of ``implementation`` reads a row of ``keys`` scores (the
-    rule above, at a number)."""
-    return int(_softmax_reads(implementation).subs(m, keys))
+    """``xla_rows.softmax_reads`` over the row length ``m``: its value within XLA's fusion
+    row and past it (``xla_rows.ROW_FUSION_KEYS``), one expression where they agree."""
+    within = softmax_reads(implementation, ROW_FUSION_KEYS)
+    past = softmax_reads(implementation, ROW_FUSION_KEYS + 1)
+    if within == past:
+        return sp.Integer(within)
+    return sp.Piecewise((within, m <= ROW_FUSION_KEYS), (past, True))
 
 
 def batch_copies(implementation: str, heads: sp.Expr) -> sp.Expr:
