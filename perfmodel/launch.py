@@ -52,7 +52,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
-from perfmodel.trace import as_float, is_traced, opaque, searching
+from perfmodel.trace import as_float, is_traced, never_negative, opaque, searching
 
 #: A column of numbers, one per point.
 Column = npt.NDArray[np.float64]
@@ -450,6 +450,7 @@ def schedule_imbalance(
     return np.asarray(found, dtype=np.float64)[inverse.reshape(-1)]
 
 
+@never_negative  # 1 or more: every branch takes the maximum with 1.0
 @opaque
 def _imbalance_point(mask: masks.Mask | None, causal: Any, *args: Any) -> float:
     """:func:`schedule_imbalance` of one point (one operation of a traced point)."""
@@ -832,6 +833,7 @@ def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Num, kv_blocks: Num
     return out
 
 
+@never_negative  # a split count, 1 or more
 @opaque
 def _wave_efficiency_split(grid: Any, kv_blocks: Any, slots: int, max_splits: int) -> float:
     """:func:`_wave_efficiency_splits` of one point (one operation of a traced point)."""
@@ -1220,6 +1222,7 @@ def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Num, Num]]
     return out
 
 
+@never_negative  # a split count, 2 or more
 @searching
 def _least_split_one(pack: Any, limit: Any, t_lower_at: FloorAt) -> float:
     """:func:`_least_split` of one point that can split (``limit >= 2``), its
@@ -1273,6 +1276,7 @@ def tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
     return _tile_gcd(block_q, block_k, pack)
 
 
+@never_negative  # a gcd of whole numbers
 @opaque
 def _tile_gcd_of(block_q: Any, block_k: Any, pack: Any) -> float:
     return _tile_gcd_point(float(block_q), float(block_k), float(pack))

@@ -292,14 +292,14 @@ class _Case:
 
     def __init__(self, prepared: _Prepared, case: tuple[Any, ...] = ()):
         self.prepared = prepared
-        self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
+        self.paths = _paths(prepared)
         #: The file its traces are kept in (:func:`_traces_file`), read back here.
         self.stored = stored = _traces_file(case) if case else None
         if stored is not None and stored.is_file():
             try:
                 self.paths.restore(json.loads(stored.read_text()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
-                self.paths = Paths(_TRACED_INPUTS, constants={"_hw": self.prepared.spec})
+                self.paths = _paths(prepared)
 
     @classmethod
     def of(cls, case: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]) -> Any:
@@ -399,6 +399,12 @@ class _Case:
             write_text(self.stored, json.dumps(state))
         except OSError:  # a read-only cache folder: this process traces for itself
             self.stored = None
+
+
+def _paths(prepared: _Prepared) -> Paths:
+    """A case's traces: of the shape's numbers (checked positive by :meth:`_Case.predict`
+    before the printed code runs), the device a constant it names."""
+    return Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec}, positive=True)
 
 
 def _traces_file(case: tuple[Any, ...]) -> Path | None:

@@ -48,6 +48,7 @@ __all__ = [
     "built_as",
     "flat",
     "is_traced",
+    "never_negative",
     "searching",
     "tracing",
     "value_of",
@@ -72,16 +73,18 @@ class _Recorder:
         self.known: dict[str, str] = {}
         self.values: dict[str, Any] = {}  # each name's value at the traced point
         self.constants: dict[str, Any] = {}  # the case's named constants (Paths.constants)
+        self.signs: dict[str, int] = {}  # each name's sign, at every point (_sign_of)
         self.guarded: set[str] = set()
         self.stopped: BaseException | None = None
 
-    def emit(self, code: str, used: tuple[str, ...], value: Any) -> Traced:
+    def emit(self, code: str, used: tuple[str, ...], value: Any, sign: int = 0) -> Traced:
         name = self.known.get(code)  # computed before on this path: the same value
         if name is None:
             name = self.known[code] = f"{self.prefix}{self.count}"
             self.count += 1
             self.lines.append((name, code, used))
             self.values[name] = value
+            self.signs[name] = sign
         return Traced(value, name)
 
     def guard(self, name: str, outcome: bool) -> None:
@@ -158,20 +161,116 @@ def _binary(symbol: str, fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     av, ac, au = _operand(a)
     bv, bc, bu = _operand(b)
     value = fn(av, bv)
-    if type(value) is float and _identity(symbol, a, av, b, bv):
-        return a if au else b  # x * 1.0, x / 1.0, x - 0.0, 1.0 * x: x itself, bit for bit
-    return _recorder().emit(f"{ac} {symbol} {bc}", au + bu, value)
+    sa, sb = _sign_of(a), _sign_of(b)
+    if type(value) is float and _identity(symbol, a, av, sa, b, bv, sb):
+        return a if au else b  # x * 1.0, x / 1.0, x - 0.0, x + 0.0...: x itself, bit for bit
+    sign = _binary_sign(symbol, sa, sb, value)
+    return _recorder().emit(f"{ac} {symbol} {bc}", au + bu, value, sign)
 
 
-def _identity(symbol: str, a: Any, av: Any, b: Any, bv: Any) -> bool:
-    """Whether ``a symbol b`` is its traced float operand unchanged, whatever its value."""
-    if type(a) is Traced and type(b) is float and type(av) is float:  # x op constant
+# --- what is known of a traced number's sign at every point of its case ---------------
+#: Never below zero (a zero of either sign, a positive number, infinity or NaN).
+NOT_NEGATIVE = 1
+#: Never -0.0 (an int, a bool, or a float that cannot be a negative zero).
+NOT_MINUS_ZERO = 2
+#: Both: +0.0, a positive number, +infinity or NaN.
+POSITIVE_OR_ZERO = NOT_NEGATIVE | NOT_MINUS_ZERO
+_COMPARISONS = frozenset(("<", "<=", ">", ">=", "==", "!="))
+
+
+def _sign_of(x: Any) -> int:
+    """What is known of ``x``'s sign wherever the printed code runs: a traced number's
+    (:meth:`_Recorder.emit`, the inputs' from :class:`Paths`), a constant's own."""
+    if type(x) is Traced:
+        return _recorder().signs.get(x.name, 0)
+    if type(x) is bool:
+        return POSITIVE_OR_ZERO
+    if type(x) is int:
+        return NOT_MINUS_ZERO | (NOT_NEGATIVE if x >= 0 else 0)
+    if type(x) is float:
+        negative_zero = x == 0 and math.copysign(1.0, x) < 0
+        return (0 if x < 0 else NOT_NEGATIVE) | (0 if negative_zero else NOT_MINUS_ZERO)
+    return 0
+
+
+def _binary_sign(symbol: str, sa: int, sb: int, value: Any) -> int:
+    """The sign of ``a symbol b`` known from its operands' (IEEE 754, round to nearest:
+    a sum is -0.0 only where both terms are; a difference only where ``a`` is -0.0; a
+    product or quotient of two numbers of positive sign has positive sign)."""
+    sign = 0 if type(value) is float else NOT_MINUS_ZERO  # an int or bool: no -0.0
+    if symbol in _COMPARISONS:
+        return POSITIVE_OR_ZERO
+    if symbol == "+":
+        return sign | (sa & sb & NOT_NEGATIVE) | ((sa | sb) & NOT_MINUS_ZERO)
+    if symbol == "-":
+        return sign | (sa & NOT_MINUS_ZERO)
+    if symbol in ("*", "/", "//", "&", "|"):
+        both = sa & sb
+        return sign | (both if both == POSITIVE_OR_ZERO else both & NOT_NEGATIVE)
+    if symbol == "%":  # the sign of the divisor
+        return sign | (sb if sb == POSITIVE_OR_ZERO else 0)
+    return sign
+
+
+def _call_sign(fn_name: str, signs: list[int], value: Any) -> int:
+    """The sign of a recorded call known from its arguments' (or declared by the rule
+    called: :func:`never_negative`)."""
+    sign = (0 if type(value) is float else NOT_MINUS_ZERO) | _SIGNS.get(fn_name, 0)
+    if fn_name in ("min", "max"):  # one of its arguments
+        return sign | (signs[0] & signs[1])
+    if fn_name == "_select":
+        return sign | (signs[1] & signs[2])
+    if fn_name in ("_ceil", "_floor", "_trunc", "int", "float", "_pos"):
+        return sign | signs[0]
+    if fn_name == "abs":
+        return POSITIVE_OR_ZERO
+    return sign
+
+
+def _identity(symbol: str, a: Any, av: Any, sa: int, b: Any, bv: Any, sb: int) -> bool:
+    """Whether ``a symbol b`` is its traced float operand unchanged, whatever its value:
+    ``x * 1``, ``x / 1``, ``x - 0.0``; ``x + 0.0`` where ``x`` is never -0.0."""
+    if type(a) is Traced and type(av) is float and _number(b):  # x op constant
         if symbol in ("*", "/"):
-            return b == 1.0
-        return symbol == "-" and b == 0.0 and math.copysign(1.0, b) > 0
-    if type(b) is Traced and type(a) is float and type(bv) is float:  # constant op x
-        return symbol == "*" and a == 1.0
+            return bool(b == 1)
+        if symbol == "+":
+            return b == 0 and _adds_nothing(b, sa)
+        return symbol == "-" and b == 0 and _adds_nothing(-b, sa)
+    if type(b) is Traced and type(bv) is float and _number(a):  # constant op x
+        if symbol == "*":
+            return bool(a == 1)
+        return symbol == "+" and a == 0 and _adds_nothing(a, sb)
     return False
+
+
+#: The rules called as one operation (:func:`opaque`, :func:`searching`) whose result is
+#: never below zero, by their printed name: their result's sign.
+_SIGNS: dict[str, int] = {}
+
+
+def _printed_name(fn: Callable[..., Any]) -> str:
+    """The name printed code calls a rule by (:func:`opaque`, :func:`searching`)."""
+    return f"_{fn.__module__.replace('.', '_')}_{fn.__qualname__}"
+
+
+def never_negative(fn: _F) -> _F:
+    """Declares that a rule called as one operation (``@never_negative`` above
+    ``@opaque`` or ``@searching``) returns +0.0, a positive number or NaN at every
+    point, never a negative number or -0.0: a traced sum of its result and a zero is
+    its result (:func:`_identity`)."""
+    _SIGNS[_printed_name(fn)] = POSITIVE_OR_ZERO
+    return fn
+
+
+def _number(x: Any) -> bool:
+    return type(x) is float or type(x) is int
+
+
+def _adds_nothing(zero: Any, sign: int) -> bool:
+    """Whether ``x + zero`` is ``x`` (bits included): -0.0 always; +0.0 (or 0) where
+    ``x`` is never -0.0."""
+    minus_zero = type(zero) is float and math.copysign(1.0, zero) < 0
+    return minus_zero or bool(sign & NOT_MINUS_ZERO)
 
 
 def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -182,9 +281,19 @@ def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
         values.append(v)
         codes.append(c)
         used += u
+    signs = [_sign_of(a) for a in args]
+    if fn_name == "max" and _never_above(args[1], args[0], signs[0]):
+        return args[0]  # max(x, 0.0) of an x never below zero: x
     inline = _INLINE.get(fn_name)
     code = f"{fn_name}({', '.join(codes)})" if inline is None else inline.format(*codes)
-    return _recorder().emit(code, used, fn(*values))
+    value = fn(*values)
+    return _recorder().emit(code, used, value, _call_sign(fn_name, signs, value))
+
+
+def _never_above(c: Any, x: Any, sign: int) -> bool:
+    """Whether a constant ``c`` is never above a traced ``x`` (``c <= 0``, ``x`` never
+    below zero): ``max(x, c)``, printed ``(c if c > x else x)``, is ``x``."""
+    return type(x) is Traced and _number(c) and not c > 0 and bool(sign & NOT_NEGATIVE)
 
 
 #: Calls printed as the expression they evaluate (no call: a third of the time), each
@@ -393,7 +502,7 @@ def opaque(fn: _F) -> _F:
     """``fn`` (a module-level function of numbers, strings and None, returning a number)
     called as one operation of a trace where an argument is traced: the printed code
     calls it, so a rule that runs numpy on a point stays one definition."""
-    name = f"_{fn.__module__.replace('.', '_')}_{fn.__qualname__}"
+    name = _printed_name(fn)
     _NAMESPACE[name] = fn
 
     @functools.wraps(fn)
@@ -423,7 +532,7 @@ def searching(fn: _F) -> _F:
     traced: ``at`` is traced once into a function of the printed code (straight-line,
     its branches checked: :class:`Miss` where one goes elsewhere) that ``fn`` itself
     calls, so the search stays one definition."""
-    name = f"_{fn.__module__.replace('.', '_')}_{fn.__qualname__}"
+    name = _printed_name(fn)
     _NAMESPACE[name] = fn
 
     @functools.wraps(fn)
@@ -451,6 +560,7 @@ def _search(name: str, fn: Callable[..., Any], a: Any, b: Any, at: Any) -> Any:
             except Miss:
                 raise Untraceable("a searched function branches elsewhere at another point")
         inner = _Recorder(prefix=f"u{outer.searches - 1}_")
+        inner.signs = dict(outer.signs)  # the names it reads from the code around it
         _RECORDER = inner
         try:
             result = at(rows, Traced(p, "_p"), Traced(s, "_s"))
@@ -471,7 +581,8 @@ def _search(name: str, fn: Callable[..., Any], a: Any, b: Any, at: Any) -> Any:
     outer.lines.append((label, code, free))
     av, ac, au = _operand(a)
     bv, bc, bu = _operand(b)
-    return outer.emit(f"{name}({ac}, {bc}, {label})", au + bu + (label,), value)
+    sign = _SIGNS.get(name, 0) | (0 if type(value) is float else NOT_MINUS_ZERO)
+    return outer.emit(f"{name}({ac}, {bc}, {label})", au + bu + (label,), value, sign)
 
 
 def _function(label: str, inner: _Recorder, result: Any) -> tuple[str, tuple[str, ...]]:
@@ -563,9 +674,16 @@ class Paths:
     ``-1`` where a trace went and could not be kept (the point is evaluated as usual)."""
 
     def __init__(
-        self, names: Sequence[str], most: int = 256, constants: dict[str, Any] | None = None
+        self,
+        names: Sequence[str],
+        most: int = 256,
+        constants: dict[str, Any] | None = None,
+        positive: bool = False,
     ):
         self.names = tuple(names)
+        #: Whether every input is above zero wherever the function is called (its
+        #: caller checks): then ``x + 0.0`` of a sum of them is ``x`` (:func:`_identity`).
+        self.positive = positive
         self.root: _Node | None = None
         self.leaves: list[Any] = []  # per leaf: what the caller keeps with it
         self.bodies: list[str | None] = []  # per leaf: its builder's code (add_result)
@@ -589,6 +707,8 @@ class Paths:
         recorder = _Recorder()
         recorder.constants = self.constants
         recorder.values.update(zip(self.names, values, strict=True))
+        if self.positive:
+            recorder.signs.update(dict.fromkeys(self.names, POSITIVE_OR_ZERO))
         inputs = [Traced(v, name) for v, name in zip(values, self.names, strict=True)]
         previous, _RECORDER = _RECORDER, recorder
         named, _BY_ID = _BY_ID, self._named()
