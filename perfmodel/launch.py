@@ -454,7 +454,7 @@ def schedule_imbalance(
 @opaque
 def _imbalance_point(mask: masks.Mask | None, causal: Any, *args: Any) -> float:
     """:func:`schedule_imbalance` of one point (one operation of a traced point)."""
-    *point, slots = (int(float(v)) for v in args)
+    *point, slots = map(int, args)
     if mask is None:
         value, closed = _causal_triangle(point, slots, _IntMath)
         if closed:
