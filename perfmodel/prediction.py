@@ -471,7 +471,7 @@ _TRACED_INPUTS = ("n", "m", "h", "h_kv", "b")
 def _shape_of(fields: dict[str, Any]) -> Shape:
     """A :class:`Shape` of its fields (every one given), as the printed builders make it."""
     shape = object.__new__(Shape)
-    shape.__dict__.update(fields)
+    object.__setattr__(shape, "__dict__", fields)  # a new dict of the builder's: its own
     return shape
 
 
