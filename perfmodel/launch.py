@@ -52,7 +52,8 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
-from perfmodel.trace import as_float, is_traced, never_negative, opaque, searching
+from perfmodel import trace
+from perfmodel.trace import as_float, as_int, is_traced, never_negative, opaque, searching
 
 #: A column of numbers, one per point.
 Column = npt.NDArray[np.float64]
@@ -450,17 +451,22 @@ def schedule_imbalance(
     return np.asarray(found, dtype=np.float64)[inverse.reshape(-1)]
 
 
-@never_negative  # 1 or more: every branch takes the maximum with 1.0
-@opaque
 def _imbalance_point(mask: masks.Mask | None, causal: Any, *args: Any) -> float:
-    """:func:`schedule_imbalance` of one point (one operation of a traced point)."""
-    *point, slots = map(int, args)
-    if mask is None:
-        value, closed = _causal_triangle(point, slots, _IntMath)
-        if closed:
-            return float(value)
-        return float(_causal_blocks(np.asarray([point], dtype=np.int64).T, slots)[0])
-    return _imbalance(mask, bool(causal), *point, slots)
+    """:func:`schedule_imbalance` of one point, on its Python ints (a traced point's
+    closed form is printed code, on ints as here: ``perfmodel.trace``)."""
+    *point, slots = (as_int(v) for v in args)
+    if mask is not None:
+        return _imbalance(mask, bool(causal), *point, slots)
+    value, closed = _causal_triangle(point, slots, _IntMath)
+    out: float = as_float(value) if closed else _causal_point(*point, slots)
+    return out
+
+
+@never_negative  # 1 or more: the maximum with 1.0
+@opaque
+def _causal_point(*point_and_slots: int) -> float:
+    """:func:`_imbalance` of a causal point (one operation of a traced point)."""
+    return _imbalance(None, True, *point_and_slots)
 
 
 def _causal(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
@@ -528,6 +534,8 @@ def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntA
     return total
 
 
+@never_negative  # a sum of floors of quotients of numbers not below zero
+@opaque
 def _floor_sum_one(count: int, div: int, a: int, c: int) -> int:
     """:func:`_floor_sum` of one point's integers (the same passes)."""
     total = 0
@@ -550,13 +558,11 @@ def _floor_sum_step(count: Any, div: Any, a: Any, c: Any) -> tuple[Any, Any, Any
 
 class _IntMath:
     """The numpy functions :func:`_causal_triangle` calls, for one point's Python ints:
-    the same integer and float operations, without numpy's cost per call."""
+    the same integer and float operations, without numpy's cost per call (each one
+    operation of a trace where its ints are traced: ``perfmodel.trace``)."""
 
-    maximum = staticmethod(max)
-
-    @staticmethod
-    def where(mask: Any, yes: Any, no: Any) -> Any:
-        return yes if mask else no
+    maximum = staticmethod(trace.maximum)
+    where = staticmethod(trace.select)
 
     @staticmethod
     def ones_like(x: Any) -> int:
@@ -566,13 +572,11 @@ class _IntMath:
     def full_like(x: Any, value: int) -> int:
         return value
 
-    @staticmethod
-    def as_float(x: Any) -> float:
-        return float(x)
+    as_float = staticmethod(as_float)
 
     @staticmethod
-    def ceil(x: Any) -> float:
-        return float(math.ceil(x))
+    def ceil(x: Any) -> Any:
+        return as_float(math.ceil(x))
 
     floor_sum = staticmethod(_floor_sum_one)
 
@@ -1228,12 +1232,10 @@ def _least_split_one(pack: Any, limit: Any, t_lower_at: FloorAt) -> float:
     """:func:`_least_split` of one point that can split (``limit >= 2``), its
     ``t_lower_at`` taking and giving numbers."""
 
-    def at(rows: Any, p: Column, s: Column) -> Column:
-        return np.atleast_1d(t_lower_at(rows, float(p[0]), float(s[0])))
-
-    least = _least_split(_column(pack), _column(limit), at)
-    assert least is not None  # the limit is 2 or more
-    return float(least[0])
+    lo, hi = 2.0, float(limit)
+    while lo < hi:
+        lo, hi = _bisect(lo, hi, t_lower_at, None, float(pack), FLOATS)
+    return lo
 
 
 def _least_split(pack: Column, limit: Column, t_lower_at: FloorAt) -> Column | None:
@@ -1249,13 +1251,19 @@ def _least_split(pack: Column, limit: Column, t_lower_at: FloorAt) -> Column | N
         if active.size == 0:
             break
         at = rows[active]
-        mid = np.floor((lo[active] + hi[active]) / 2)
-        left = t_lower_at(at, pack[at], mid) <= t_lower_at(at, pack[at], mid + 1)
-        hi[active] = np.where(left, mid, hi[active])
-        lo[active] = np.where(left, lo[active], mid + 1)
+        lo[active], hi[active] = _bisect(lo[active], hi[active], t_lower_at, at, pack[at], np)
     best = np.ones(len(limit))
     best[rows] = lo
     return best
+
+
+def _bisect(lo: Any, hi: Any, t_lower_at: FloorAt, rows: Any, pack: Any, xp: Any) -> Any:
+    """One step of the bisection over split counts in [lo, hi] (numbers, or columns with
+    ``xp`` numpy): the half that holds the least floor, by the sign of its difference
+    at the middle."""
+    mid = xp.floor((lo + hi) / 2)
+    left = t_lower_at(rows, pack, mid) <= t_lower_at(rows, pack, mid + 1)
+    return xp.where(left, lo, mid + 1), xp.where(left, mid, hi)
 
 
 def _what(bq: Column, bk: Column, d: Column, family: str | None) -> str:

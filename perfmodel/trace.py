@@ -74,6 +74,7 @@ class _Recorder:
         self.values: dict[str, Any] = {}  # each name's value at the traced point
         self.constants: dict[str, Any] = {}  # the case's named constants (Paths.constants)
         self.signs: dict[str, int] = {}  # each name's sign, at every point (_sign_of)
+        self.negated: dict[str, Traced] = {}  # each -x printed, by name: its x
         self.guarded: set[str] = set()
         self.stopped: BaseException | None = None
 
@@ -162,7 +163,7 @@ def _binary(symbol: str, fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     bv, bc, bu = _operand(b)
     value = fn(av, bv)
     sa, sb = _sign_of(a), _sign_of(b)
-    if type(value) is float and _identity(symbol, a, av, sa, b, bv, sb):
+    if _identity(symbol, a, av, sa, b, bv, sb, value):
         return a if au else b  # x * 1.0, x / 1.0, x - 0.0, x + 0.0...: x itself, bit for bit
     sign = _binary_sign(symbol, sa, sb, value)
     return _recorder().emit(f"{ac} {symbol} {bc}", au + bu, value, sign)
@@ -216,7 +217,9 @@ def _call_sign(fn_name: str, signs: list[int], value: Any) -> int:
     """The sign of a recorded call known from its arguments' (or declared by the rule
     called: :func:`never_negative`)."""
     sign = (0 if type(value) is float else NOT_MINUS_ZERO) | _SIGNS.get(fn_name, 0)
-    if fn_name in ("min", "max"):  # one of its arguments
+    if fn_name == "max":  # ``a`` unless ``b > a``: not below ``a`` where ``a`` is not below 0
+        return sign | (signs[0] & signs[1]) | (signs[0] if signs[0] & NOT_NEGATIVE else 0)
+    if fn_name == "min":  # one of its arguments
         return sign | (signs[0] & signs[1])
     if fn_name == "_select":
         return sign | (signs[1] & signs[2])
@@ -227,16 +230,19 @@ def _call_sign(fn_name: str, signs: list[int], value: Any) -> int:
     return sign
 
 
-def _identity(symbol: str, a: Any, av: Any, sa: int, b: Any, bv: Any, sb: int) -> bool:
-    """Whether ``a symbol b`` is its traced float operand unchanged, whatever its value:
-    ``x * 1``, ``x / 1``, ``x - 0.0``; ``x + 0.0`` where ``x`` is never -0.0."""
-    if type(a) is Traced and type(av) is float and _number(b):  # x op constant
+def _identity(
+    symbol: str, a: Any, av: Any, sa: int, b: Any, bv: Any, sb: int, value: Any
+) -> bool:
+    """Whether ``a symbol b`` (``value``) is its traced operand unchanged, whatever its
+    value, of the same type: ``x * 1``, ``x / 1.0``, ``x - 0.0``; ``x + 0.0`` where ``x`` is
+    never -0.0."""
+    if type(a) is Traced and type(av) is type(value) and _number(b):  # x op constant
         if symbol in ("*", "/"):
             return bool(b == 1)
         if symbol == "+":
             return b == 0 and _adds_nothing(b, sa)
         return symbol == "-" and b == 0 and _adds_nothing(-b, sa)
-    if type(b) is Traced and type(bv) is float and _number(a):  # constant op x
+    if type(b) is Traced and type(bv) is type(value) and _number(a):  # constant op x
         if symbol == "*":
             return bool(a == 1)
         return symbol == "+" and a == 0 and _adds_nothing(a, sb)
@@ -263,7 +269,7 @@ def never_negative(fn: _F) -> _F:
 
 
 def _number(x: Any) -> bool:
-    return type(x) is float or type(x) is int
+    return type(x) is float or type(x) is int  # not a bool: True + x is an int
 
 
 def _adds_nothing(zero: Any, sign: int) -> bool:
@@ -284,10 +290,16 @@ def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
     signs = [_sign_of(a) for a in args]
     if fn_name == "max" and _never_above(args[1], args[0], signs[0]):
         return args[0]  # max(x, 0.0) of an x never below zero: x
+    recorder = _recorder()
+    if fn_name == "_neg" and type(args[0]) is Traced and args[0].name in recorder.negated:
+        return recorder.negated[args[0].name]  # -(-x): x, bit for bit
     inline = _INLINE.get(fn_name)
     code = f"{fn_name}({', '.join(codes)})" if inline is None else inline.format(*codes)
     value = fn(*values)
-    return _recorder().emit(code, used, value, _call_sign(fn_name, signs, value))
+    result = recorder.emit(code, used, value, _call_sign(fn_name, signs, value))
+    if fn_name == "_neg" and type(args[0]) is Traced:
+        recorder.negated[result.name] = args[0]
+    return result
 
 
 def _never_above(c: Any, x: Any, sign: int) -> bool:
@@ -303,6 +315,7 @@ _INLINE = {
     "min": "({1} if {1} < {0} else {0})",
     "max": "({1} if {1} > {0} else {0})",
     "_select": "({1} if {0} else {2})",
+    "_neg": "(-{0})",
 }
 
 
