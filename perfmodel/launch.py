@@ -841,21 +841,27 @@ def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Num, kv_blocks: Num
 @opaque
 def _wave_efficiency_split(grid: Any, kv_blocks: Any, slots: int, max_splits: int) -> float:
     """:func:`_wave_efficiency_splits` of one point (one operation of a traced point)."""
-    picked = _wave_efficiency_splits(np.array([grid]), np.array([kv_blocks]), slots, max_splits)
-    return float(picked[0])
+    return float(_wave_efficiency_best(float(grid), float(kv_blocks), slots, max_splits))
 
 
 def _wave_efficiency_splits(grid: Column, kv_blocks: Column, slots: int, max_splits: int) -> Column:
-    """The fewest splits within 85% of the best wave efficiency, per distinct
-    (grid, kv_blocks) pair, over s = 1 ... min(max_splits, slots, kv_blocks)."""
+    """:func:`_wave_efficiency_best` per distinct (grid, kv_blocks) pair."""
     pairs, inverse = distinct(grid, kv_blocks)
+    picked = _wave_efficiency_best(pairs[:, :1], pairs[:, 1:2], slots, max_splits)
+    return np.asarray(picked[inverse], dtype=np.float64)
+
+
+def _wave_efficiency_best(grid: Any, kv_blocks: Any, slots: int, max_splits: int) -> Any:
+    """The fewest splits within 85% of the best wave efficiency, over s = 1 ...
+    min(max_splits, slots, kv_blocks): of one (grid, kv_blocks) pair of numbers, or of
+    pairs given as two columns of shape (k, 1)."""
     s = np.arange(1, min(max_splits, slots) + 1, dtype=np.float64)
-    limit = np.minimum(pairs[:, 1:2], min(max_splits, slots))
-    waves = pairs[:, :1] * s / slots
+    limit = np.minimum(kv_blocks, min(max_splits, slots))
+    waves = grid * s / slots
     eff = np.where(s <= limit, waves / np.ceil(waves), -1.0)
-    best = eff.max(axis=1, keepdims=True)
-    first = np.argmax(eff >= 0.85 * best, axis=1)
-    return np.asarray(s[first][inverse], dtype=np.float64)
+    best = eff.max(axis=-1, keepdims=True)
+    first = np.argmax(eff >= 0.85 * best, axis=-1)
+    return s[first]
 
 
 def kv_splits(

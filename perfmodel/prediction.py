@@ -232,7 +232,7 @@ def _remembered(fn: _Fn) -> _Fn:
             key = (
                 _key(n),
                 _key(hw, True, _FILES["hw"]),
-                *((k, _key(v, k in _FILES, _FILES.get(k))) for k, v in sorted(options.items())),
+                *[(k, _key(v, k in _FILES, _FILES.get(k))) for k, v in sorted(options.items())],
             )
         except _NotPlain:
             return fn(n, hw, **options)
@@ -490,6 +490,7 @@ class _NotPlain(Exception):
 
 
 _PLAIN = (int, float, bool, str, type(None))
+_NUMBERS = frozenset((int, float, bool, type(None)))  # never a file
 #: The arguments that may name a file (a device, a kernel family, a profile), each with
 #: the catalog whose names it looks up before a file of the same name (None: files first).
 _FILES: dict[str, Callable[[], Mapping[str, Any]] | None] = {
@@ -507,6 +508,8 @@ def _key(
     of the ``catalog`` the argument is looked up in first: ``catalog.registry.lookup``),
     a catalog object by identity (frozen), a list or tuple item by item."""
     kind = type(value)
+    if kind in _NUMBERS:
+        return kind, value
     if (
         file
         and kind is str
