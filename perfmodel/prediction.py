@@ -405,9 +405,10 @@ class _Case:
 
 
 def _paths(prepared: _Prepared) -> Paths:
-    """A case's traces: of the shape's numbers (checked positive by :meth:`_Case.predict`
-    before the printed code runs), the device a constant it names."""
-    return Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec}, positive=True)
+    """A case's traces: of the shape's numbers (checked positive and within their limits
+    by :meth:`_Case.predict` before the printed code runs), the device a constant it names."""
+    limits = [float(PARAMETERS[name].limit) for name in _TRACED_ARGS]  # type: ignore[attr-defined]
+    return Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec}, positive=True, limits=limits)
 
 
 def _traces_file(case: tuple[Any, ...]) -> Path | None:
@@ -466,6 +467,8 @@ _CREDIT = _Credit()
 _TRACING = threading.Lock()
 #: The point's numbers a traced case takes (symbol names: ``_Engine.evaluate``'s point).
 _TRACED_INPUTS = ("n", "m", "h", "h_kv", "b")
+#: ``predict``'s arguments they are (:data:`_SHAPE_ARGS`, in their order).
+_TRACED_ARGS = ("n", "kv_len", "h", "h_kv", "batch")
 
 
 def _shape_of(fields: dict[str, Any]) -> Shape:

@@ -39,6 +39,7 @@ from typing import Any, TypeVar, cast
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = [
+    "FINITE",
     "Miss",
     "Paths",
     "Traced",
@@ -61,6 +62,9 @@ class Untraceable(BaseException):  # noqa: N818 - not an error of the caller's: 
     A ``BaseException``, so that no ``except Exception`` in a rule swallows it."""
 
 
+_INF = math.inf
+
+
 class _Recorder:
     """The operations and guards of one trace, in order."""
 
@@ -75,10 +79,13 @@ class _Recorder:
         self.constants: dict[str, Any] = {}  # the case's named constants (Paths.constants)
         self.signs: dict[str, int] = {}  # each name's sign, at every point (_sign_of)
         self.negated: dict[str, Traced] = {}  # each -x printed, by name: its x
+        self.bounds: dict[str, float] = {}  # each name's largest magnitude (_bound_of)
         self.guarded: set[str] = set()
         self.stopped: BaseException | None = None
 
-    def emit(self, code: str, used: tuple[str, ...], value: Any, sign: int = 0) -> Traced:
+    def emit(
+        self, code: str, used: tuple[str, ...], value: Any, sign: int = 0, bound: float = _INF
+    ) -> Traced:
         name = self.known.get(code)  # computed before on this path: the same value
         if name is None:
             name = self.known[code] = f"{self.prefix}{self.count}"
@@ -86,6 +93,7 @@ class _Recorder:
             self.lines.append((name, code, used))
             self.values[name] = value
             self.signs[name] = sign
+            self.bounds[name] = bound
         return Traced(value, name)
 
     def guard(self, name: str, outcome: bool) -> None:
@@ -163,10 +171,79 @@ def _binary(symbol: str, fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     bv, bc, bu = _operand(b)
     value = fn(av, bv)
     sa, sb = _sign_of(a), _sign_of(b)
+    ba, bb = _bound_of(a), _bound_of(b)
+    if _always_zero(symbol, a, sa, ba, b, sb, bb, value):
+        return value  # x - x, 0 * x of a finite x: a zero at every point
     if _identity(symbol, a, av, sa, b, bv, sb, value):
         return a if au else b  # x * 1.0, x / 1.0, x - 0.0, x + 0.0...: x itself, bit for bit
-    sign = _binary_sign(symbol, sa, sb, value)
-    return _recorder().emit(f"{ac} {symbol} {bc}", au + bu, value, sign)
+    sign, bound = _binary_sign(symbol, sa, sb, value), _binary_bound(symbol, ba, b, bb)
+    return _recorder().emit(f"{ac} {symbol} {bc}", au + bu, value, sign, bound)
+
+
+# --- how large a traced number can be at every point of its case ----------------------
+#: A number whose magnitude is bounded below this is finite wherever its case runs: no
+#: infinity, and no NaN (of finite operands only 0/0 gives one, and Python raises).
+FINITE = 1e300
+
+
+def _bound_of(x: Any) -> float:
+    """A bound on ``x``'s magnitude at every point: a traced number's (its inputs' from
+    :class:`Paths`, :func:`_binary_bound`, :func:`_call_bound`), a constant's own; inf
+    where none is known."""
+    if type(x) is Traced:
+        return _recorder().bounds.get(x.name, _INF)
+    if type(x) is float or type(x) is bool or (type(x) is int and abs(x) < 2**1000):
+        size = abs(float(x))
+        return size if size == size else _INF
+    return _INF
+
+
+def _binary_bound(symbol: str, ba: float, b: Any, bb: float) -> float:
+    """A bound on ``a symbol b`` from its operands' (a quotient's only where the divisor
+    is a constant other than zero)."""
+    if symbol in _COMPARISONS:
+        return 1.0
+    if symbol in ("+", "-"):
+        return ba + bb
+    if symbol == "*":
+        return ba * bb if ba < _INF and bb < _INF else _INF
+    if symbol in ("/", "//") and _number(b) and bb > 0:  # a constant divisor
+        return ba / bb + (symbol == "//")
+    if symbol == "%":
+        return bb
+    if symbol in ("&", "|") and ba <= 1 and bb <= 1:
+        return 1.0
+    return _INF
+
+
+def _call_bound(fn_name: str, bounds: list[float]) -> float:
+    """A bound on a recorded call from its arguments'."""
+    if fn_name in ("min", "max"):
+        return max(bounds[0], bounds[1])
+    if fn_name == "_select":
+        return max(bounds[1], bounds[2])
+    if fn_name in ("_ceil", "_floor", "_trunc"):
+        return bounds[0] + 1
+    if fn_name in ("int", "float", "_pos", "_neg", "abs"):
+        return bounds[0]
+    return _INF
+
+
+def _always_zero(
+    symbol: str, a: Any, sa: int, ba: float, b: Any, sb: int, bb: float, value: Any
+) -> bool:
+    """Whether ``a symbol b`` (``value``) is the same zero at every point: ``x - x`` of a
+    finite ``x`` (+0.0, or 0), ``0 * x`` of a finite ``x`` never below zero nor -0.0."""
+    if value != 0 or (type(value) is float and math.copysign(1.0, value) < 0):
+        return False
+    if symbol == "-":
+        return type(a) is Traced and type(b) is Traced and a.name == b.name and ba < FINITE
+    if symbol != "*":
+        return False
+    for zero, x, sign, bound in ((a, b, sb, bb), (b, a, sa, ba)):
+        if type(x) is Traced and _number(zero) and zero == 0 and sign == POSITIVE_OR_ZERO:
+            return bound < FINITE and math.copysign(1.0, zero) > 0
+    return False
 
 
 # --- what is known of a traced number's sign at every point of its case ---------------
@@ -288,6 +365,7 @@ def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
         codes.append(c)
         used += u
     signs = [_sign_of(a) for a in args]
+    bounds = [_bound_of(a) for a in args]
     if fn_name == "max" and _never_above(args[1], args[0], signs[0]):
         return args[0]  # max(x, 0.0) of an x never below zero: x
     recorder = _recorder()
@@ -296,7 +374,8 @@ def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
     inline = _INLINE.get(fn_name)
     code = f"{fn_name}({', '.join(codes)})" if inline is None else inline.format(*codes)
     value = fn(*values)
-    result = recorder.emit(code, used, value, _call_sign(fn_name, signs, value))
+    sign, bound = _call_sign(fn_name, signs, value), _call_bound(fn_name, bounds)
+    result = recorder.emit(code, used, value, sign, bound)
     if fn_name == "_neg" and type(args[0]) is Traced:
         recorder.negated[result.name] = args[0]
     return result
@@ -574,6 +653,7 @@ def _search(name: str, fn: Callable[..., Any], a: Any, b: Any, at: Any) -> Any:
                 raise Untraceable("a searched function branches elsewhere at another point")
         inner = _Recorder(prefix=f"u{outer.searches - 1}_")
         inner.signs = dict(outer.signs)  # the names it reads from the code around it
+        inner.bounds = dict(outer.bounds)
         _RECORDER = inner
         try:
             result = at(rows, Traced(p, "_p"), Traced(s, "_s"))
@@ -692,11 +772,15 @@ class Paths:
         most: int = 256,
         constants: dict[str, Any] | None = None,
         positive: bool = False,
+        limits: Sequence[float] | None = None,
     ):
         self.names = tuple(names)
         #: Whether every input is above zero wherever the function is called (its
         #: caller checks): then ``x + 0.0`` of a sum of them is ``x`` (:func:`_identity`).
         self.positive = positive
+        #: Each input's largest magnitude wherever the function is called (its caller
+        #: checks), None: not known; then ``x - x`` of a finite ``x`` is 0.0 (:func:`_always_zero`).
+        self.limits = None if limits is None else tuple(limits)
         self.root: _Node | None = None
         self.leaves: list[Any] = []  # per leaf: what the caller keeps with it
         self.bodies: list[str | None] = []  # per leaf: its builder's code (add_result)
@@ -722,6 +806,8 @@ class Paths:
         recorder.values.update(zip(self.names, values, strict=True))
         if self.positive:
             recorder.signs.update(dict.fromkeys(self.names, POSITIVE_OR_ZERO))
+        if self.limits is not None:
+            recorder.bounds.update(zip(self.names, self.limits, strict=True))
         inputs = [Traced(v, name) for v, name in zip(values, self.names, strict=True)]
         previous, _RECORDER = _RECORDER, recorder
         named, _BY_ID = _BY_ID, self._named()

@@ -212,6 +212,25 @@ def test_a_zero_is_added_only_where_it_changes_nothing() -> None:
             ]
 
 
+def test_a_difference_is_zero_only_where_its_terms_are_finite() -> None:
+    """``x - x`` and ``0.0 * x`` are the constant 0.0 only where ``x`` is bounded (inf -
+    inf and 0.0 * inf are NaN), and ``0.0 * x`` only where ``x`` is not below zero."""
+
+    def rule(x: Any, y: Any) -> Any:
+        return [x * y - x * y, 0.0 * (x * y), 0.0 * (x - y)]
+
+    def traced(limits: Any) -> trace.Paths:
+        paths = trace.Paths(("x", "y"), positive=True, limits=limits)
+        result, recorder = paths.trace(rule, (2.0, 3.0))
+        paths.add_result(recorder, result)
+        return paths
+
+    unbounded, bounded = traced(None), traced((1e10, 1e10))
+    assert unbounded.code.count(" - ") == 2 and unbounded.code.count("0.0 *") == 2
+    assert bounded.code.count(" - ") == 1 and bounded.code.count("0.0 *") == 1  # x - y
+    assert bounded.fn(5.0, 7.0)[1] == (-0.0,) and unbounded.fn(1e308, 1e308)[1][0] != 0.0
+
+
 def test_traces_kept_on_disk_are_the_engine_in_a_later_process(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
