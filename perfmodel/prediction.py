@@ -256,6 +256,7 @@ def _remembered(fn: _Fn) -> _Fn:
 # --- a new shape of a known case: the engine's code for it, traced ---------------------
 #: ``predict``'s arguments a traced case takes per call (the others are its key).
 _SHAPE_ARGS = ("n", "h", "h_kv", "batch", "kv_len")
+_SHAPE_NAMES = frozenset(_SHAPE_ARGS)
 #: Cases kept (each the code printed for its traces).
 CASES = 256
 _CASES: dict[tuple[Any, ...], _Case | None] = {}
@@ -267,7 +268,7 @@ def _traced(
     """A builder of ``predict(n, hw, **options)`` by the code traced for its case (its
     arguments but the shape's: :data:`_SHAPE_ARGS`), None where it has none for this
     point (the caller runs ``predict``, which also raises the errors of bad input)."""
-    case = (key[1], *(item for item in key[2:] if item[0] not in _SHAPE_ARGS))
+    case = (key[1], *[item for item in key[2:] if item[0] not in _SHAPE_NAMES])
     known = _CASES.get(case, _ABSENT)
     if known is _ABSENT or known is _ONCE:
         if known is _ABSENT:  # a case called once (a script's one call) is not traced
