@@ -1490,7 +1490,8 @@ def _rows(col: np.ndarray, where: Any) -> np.ndarray:
     """Some rows of a column (one value broadcast stays one value)."""
     if is_repeated(col) and not isinstance(where, slice):
         return np.broadcast_to(col[0], (len(where),))
-    return col[where]
+    picked: np.ndarray = col[where]
+    return picked
 
 
 def _floats(col: np.ndarray) -> np.ndarray:
