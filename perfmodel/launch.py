@@ -520,8 +520,12 @@ def _causal_blocks(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
 
 def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntArray:
     """``sum(floor((a*i + c) / div) for i in range(count))`` per row, exactly, for
-    ``a, c >= 0``, ``div > 0`` (Euclid-like reduction: a few passes over the rows still
-    open, not ``count``; each pass :func:`_floor_sum_step`)."""
+    ``a, c >= 0``, ``div > 0``: added up where the rows allow (:func:`_floor_sum_table`),
+    else by a Euclid-like reduction (a few passes over the rows still open, not
+    ``count``; each pass :func:`_floor_sum_step`)."""
+    table = _floor_sum_table(count, div, a, c)
+    if table is not None:
+        return table
     total = np.zeros(len(count), dtype=np.int64)
     at = np.flatnonzero(count > 0)
     count, div, a, c = (np.asarray(v, dtype=np.int64)[at] for v in (count, div, a, c))
@@ -532,6 +536,34 @@ def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntA
         at, top, a, div = at[live], top[live], a[live], div[live]
         (count, c), div, a = divmod(top, div), a, div
     return total
+
+
+def _floor_sum_table(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntArray | None:
+    """:func:`_floor_sum` as its terms' sum, where every row has the same ``div`` and
+    ``c`` and the rows' ``a`` few values and ``count`` few terms (as the causal schedule
+    has: the SMs' slots, programs per Q block, Q blocks): each distinct ``a``'s terms
+    summed once, every row a look-up in those prefix sums (exact in int64, which the
+    bounds checked here keep); None elsewhere."""
+    if not len(count):
+        return None
+    d0, c0, most, least = int(div[0]), int(c[0]), int(count.max()), int(count.min())
+    if np.any(div != d0) or np.any(c != c0) or least < 0 or d0 <= 0 or c0 < 0:
+        return None
+    code, values = _codes(a.astype(np.float64))
+    top = int(values[-1])
+    if values[0] < 0 or top >= 2**53 or len(values) * most > _FLOOR_SUM_TABLE:
+        return None
+    if (top * most + c0) * most >= 2**62:
+        return None
+    terms = (values.astype(np.int64)[:, None] * np.arange(most, dtype=np.int64) + c0) // d0
+    prefix = np.zeros((len(values), most + 1), dtype=np.int64)
+    np.cumsum(terms, axis=1, out=prefix[:, 1:])
+    out: IntArray = prefix[code, count]
+    return out
+
+
+#: The most terms :func:`_floor_sum_table` adds up (distinct ``a`` times the most terms).
+_FLOOR_SUM_TABLE = 1 << 20
 
 
 @never_negative  # a sum of floors of quotients of numbers not below zero
@@ -611,7 +643,8 @@ def _causal_triangle(point: Any, slots: int, xp: Any = _IntColumns) -> tuple[Any
     q = xp.maximum(1, block_q // xp.maximum(pack, 1))
     chunk = block_k * splits
     ok = (n == m) & (n > 0) & (chunk > 0) & (q % xp.maximum(chunk, 1) == 0) & (pack > 0)
-    q, chunk = xp.where(ok, q, 1), xp.where(ok, chunk, 1)
+    q = xp.where(ok, q, xp.maximum(n, 1))  # elsewhere one block: a value not used
+    chunk = xp.where(ok, chunk, 1)
     blocks = -(-n // q)  # T
     ratio = q // chunk  # R
     last = -(-(-(-n // xp.maximum(block_k, 1))) // xp.maximum(splits, 1))  # d_0
