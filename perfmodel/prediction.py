@@ -1453,45 +1453,36 @@ def _evaluate_chunks(
         flash=frozenset(c[6:] for c in need if c.startswith("flash.")),
     )
     out: dict[str, _Column] = {}
-    for c, where in _chunks(cols["causal"], size):
-        sub = {k: _floats(_rows(v, where)) if np.ndim(v) else v for k, v in shape.items()}
-        named = {k: None if v is None else _rows(v, where) for k, v in named_cols.items()}
-        if np.ndim(sub["page"]) == 0:
-            sub["page"] = float(sub["page"])
-        res = engine.evaluate(sub, c, named, paged=paged, wanted=want)
-        for key, value in res.items():
-            if key in need:
-                if key not in out:  # the launch's tiles and warps: integers
-                    out[key] = _Column(size, np.int64 if key in _INTEGERS else None)
-                out[key].put(where, value)
+    causal = cols["causal"]
+    for start in range(0, size, CHUNK_POINTS):
+        stop = min(size, start + CHUNK_POINTS)
+        part = {k: _floats(v[start:stop]) if np.ndim(v) else v for k, v in shape.items()}
+        tiles = {k: None if v is None else v[start:stop] for k, v in named_cols.items()}
+        cases: list[tuple[bool, Any, dict[str, Any], dict[str, Any]]]
+        if is_repeated(causal):
+            cases = [(bool(causal[0]), slice(start, stop), part, tiles)]
+        else:
+            flags = causal[start:stop]
+            cases = []
+            for c in (False, True):
+                sel = np.flatnonzero(flags == c)
+                if sel.size:
+                    sub = {k: (v[sel] if np.ndim(v) else v) for k, v in part.items()}
+                    named = {k: None if v is None else v[sel] for k, v in tiles.items()}
+                    cases.append((c, start + sel, sub, named))
+        for c, where, sub, named in cases:
+            if np.ndim(sub["page"]) == 0:
+                sub["page"] = float(sub["page"])
+            res = engine.evaluate(sub, c, named, paged=paged, wanted=want)
+            for key, value in res.items():
+                if key in need:
+                    if key not in out:  # the launch's tiles and warps: integers
+                        out[key] = _Column(size, np.int64 if key in _INTEGERS else None)
+                    out[key].put(where, value)
     result = {k: col.column() for k, col in out.items()}
     result["flash.fits_sram"] = np.broadcast_to(True, (size,))  # a tile that does not fit: error
     result["speedup"] = result["naive.time_s"] / result["flash.time_s"]
     return result
-
-
-def _chunks(causal: np.ndarray, size: int) -> list[tuple[bool, Any]]:
-    """The sweep's rows in pieces of at most :data:`CHUNK_POINTS`, each of one causal flag
-    (each flag's rows together, so that each piece is full): (flag, a slice where the
-    flag is one value for every row, else the rows' indices)."""
-    if is_repeated(causal):
-        return [
-            (bool(causal[0]), slice(start, min(size, start + CHUNK_POINTS)))
-            for start in range(0, size, CHUNK_POINTS)
-        ]
-    pieces = []
-    for flag in (False, True):
-        rows = np.flatnonzero(causal == flag)
-        pieces += [(flag, rows[at : at + CHUNK_POINTS]) for at in range(0, len(rows), CHUNK_POINTS)]
-    return pieces
-
-
-def _rows(col: np.ndarray, where: Any) -> np.ndarray:
-    """Some rows of a column (one value broadcast stays one value)."""
-    if is_repeated(col) and not isinstance(where, slice):
-        return np.broadcast_to(col[0], (len(where),))
-    picked: np.ndarray = col[where]
-    return picked
 
 
 def _floats(col: np.ndarray) -> np.ndarray:
