@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kernel_rules import group_split
+from perfmodel import trace
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.catalog.kernels import (
     ON_CHIP_HEAD_DIM_PADDING,
@@ -52,7 +53,6 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
-from perfmodel import trace
 from perfmodel.trace import as_float, as_int, is_traced, never_negative, opaque, searching
 
 #: A column of numbers, one per point.
@@ -538,7 +538,9 @@ def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntA
     return total
 
 
-def _floor_sum_table(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntArray | None:
+def _floor_sum_table(
+    count: IntArray, div: IntArray, a: IntArray, c: IntArray
+) -> IntArray | None:
     """:func:`_floor_sum` as its terms' sum, where every row has the same ``div`` and
     ``c`` and the rows' ``a`` few values and ``count`` few terms (as the causal schedule
     has: the SMs' slots, programs per Q block, Q blocks): each distinct ``a``'s terms

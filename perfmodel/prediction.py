@@ -468,7 +468,7 @@ _CREDIT = _Credit()
 _TRACING = threading.Lock()
 #: The point's numbers a traced case takes (symbol names: ``_Engine.evaluate``'s point).
 _TRACED_INPUTS = ("n", "m", "h", "h_kv", "b")
-#: ``predict``'s arguments they are (:data:`_SHAPE_ARGS`, in their order).
+#: The arguments of ``predict`` they come from, in the same order.
 _TRACED_ARGS = ("n", "kv_len", "h", "h_kv", "batch")
 
 
