@@ -110,6 +110,11 @@ class PositiveInt(Param):
     limit: int = MAX_TOKENS
     power_of_two: bool = False
 
+    def scalar(self, name: str, value: Any) -> Any:
+        if type(value) is int and 0 < value <= self.limit and not self.power_of_two:
+            return value  # a plain int in range: as _one takes it, without its calls
+        return super().scalar(name, value)
+
     def _must(self) -> str:
         kind = "a power of two" if self.power_of_two else "a positive integer"
         return f"must be {kind}{self._about()}"

@@ -39,6 +39,7 @@ import numpy as np
 import numpy.typing as npt
 
 from kernel_rules import group_split
+from perfmodel import trace
 from perfmodel.catalog.hardware import HardwareSpec
 from perfmodel.catalog.kernels import (
     ON_CHIP_HEAD_DIM_PADDING,
@@ -52,7 +53,7 @@ from perfmodel.errors import PerfmodelError
 from perfmodel.roofline import FLOATS, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
-from perfmodel.trace import as_float, is_traced, opaque, searching
+from perfmodel.trace import as_float, as_int, is_traced, never_negative, opaque, searching
 
 #: A column of numbers, one per point.
 Column = npt.NDArray[np.float64]
@@ -450,16 +451,22 @@ def schedule_imbalance(
     return np.asarray(found, dtype=np.float64)[inverse.reshape(-1)]
 
 
-@opaque
 def _imbalance_point(mask: masks.Mask | None, causal: Any, *args: Any) -> float:
-    """:func:`schedule_imbalance` of one point (one operation of a traced point)."""
-    *point, slots = (int(float(v)) for v in args)
-    if mask is None:
-        value, closed = _causal_triangle(point, slots, _IntMath)
-        if closed:
-            return float(value)
-        return float(_causal_blocks(np.asarray([point], dtype=np.int64).T, slots)[0])
-    return _imbalance(mask, bool(causal), *point, slots)
+    """:func:`schedule_imbalance` of one point, on its Python ints (a traced point's
+    closed form is printed code, on ints as here: ``perfmodel.trace``)."""
+    *point, slots = (as_int(v) for v in args)
+    if mask is not None:
+        return _imbalance(mask, bool(causal), *point, slots)
+    value, closed = _causal_triangle(point, slots, _IntMath)
+    out: float = as_float(value) if closed else _causal_point(*point, slots)
+    return out
+
+
+@never_negative  # 1 or more: the maximum with 1.0
+@opaque
+def _causal_point(*point_and_slots: int) -> float:
+    """:func:`_imbalance` of a causal point (one operation of a traced point)."""
+    return _imbalance(None, True, *point_and_slots)
 
 
 def _causal(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
@@ -513,8 +520,12 @@ def _causal_blocks(point: IntArray, slots: int) -> npt.NDArray[np.float64]:
 
 def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntArray:
     """``sum(floor((a*i + c) / div) for i in range(count))`` per row, exactly, for
-    ``a, c >= 0``, ``div > 0`` (Euclid-like reduction: a few passes over the rows still
-    open, not ``count``; each pass :func:`_floor_sum_step`)."""
+    ``a, c >= 0``, ``div > 0``: added up where the rows allow (:func:`_floor_sum_table`),
+    else by a Euclid-like reduction (a few passes over the rows still open, not
+    ``count``; each pass :func:`_floor_sum_step`)."""
+    table = _floor_sum_table(count, div, a, c)
+    if table is not None:
+        return table
     total = np.zeros(len(count), dtype=np.int64)
     at = np.flatnonzero(count > 0)
     count, div, a, c = (np.asarray(v, dtype=np.int64)[at] for v in (count, div, a, c))
@@ -527,6 +538,38 @@ def _floor_sum(count: IntArray, div: IntArray, a: IntArray, c: IntArray) -> IntA
     return total
 
 
+def _floor_sum_table(
+    count: IntArray, div: IntArray, a: IntArray, c: IntArray
+) -> IntArray | None:
+    """:func:`_floor_sum` as its terms' sum, where every row has the same ``div`` and
+    ``c`` and the rows' ``a`` few values and ``count`` few terms (as the causal schedule
+    has: the SMs' slots, programs per Q block, Q blocks): each distinct ``a``'s terms
+    summed once, every row a look-up in those prefix sums (exact in int64, which the
+    bounds checked here keep); None elsewhere."""
+    if not len(count):
+        return None
+    d0, c0, most, least = int(div[0]), int(c[0]), int(count.max()), int(count.min())
+    if np.any(div != d0) or np.any(c != c0) or least < 0 or d0 <= 0 or c0 < 0:
+        return None
+    code, values = _codes(a.astype(np.float64))
+    top = int(values[-1])
+    if values[0] < 0 or top >= 2**53 or len(values) * most > _FLOOR_SUM_TABLE:
+        return None
+    if (top * most + c0) * most >= 2**62:
+        return None
+    terms = (values.astype(np.int64)[:, None] * np.arange(most, dtype=np.int64) + c0) // d0
+    prefix = np.zeros((len(values), most + 1), dtype=np.int64)
+    np.cumsum(terms, axis=1, out=prefix[:, 1:])
+    out: IntArray = prefix[code, count]
+    return out
+
+
+#: The most terms :func:`_floor_sum_table` adds up (distinct ``a`` times the most terms).
+_FLOOR_SUM_TABLE = 1 << 20
+
+
+@never_negative  # a sum of floors of quotients of numbers not below zero
+@opaque
 def _floor_sum_one(count: int, div: int, a: int, c: int) -> int:
     """:func:`_floor_sum` of one point's integers (the same passes)."""
     total = 0
@@ -549,13 +592,11 @@ def _floor_sum_step(count: Any, div: Any, a: Any, c: Any) -> tuple[Any, Any, Any
 
 class _IntMath:
     """The numpy functions :func:`_causal_triangle` calls, for one point's Python ints:
-    the same integer and float operations, without numpy's cost per call."""
+    the same integer and float operations, without numpy's cost per call (each one
+    operation of a trace where its ints are traced: ``perfmodel.trace``)."""
 
-    maximum = staticmethod(max)
-
-    @staticmethod
-    def where(mask: Any, yes: Any, no: Any) -> Any:
-        return yes if mask else no
+    maximum = staticmethod(trace.maximum)
+    where = staticmethod(trace.select)
 
     @staticmethod
     def ones_like(x: Any) -> int:
@@ -565,13 +606,11 @@ class _IntMath:
     def full_like(x: Any, value: int) -> int:
         return value
 
-    @staticmethod
-    def as_float(x: Any) -> float:
-        return float(x)
+    as_float = staticmethod(as_float)
 
     @staticmethod
-    def ceil(x: Any) -> float:
-        return float(math.ceil(x))
+    def ceil(x: Any) -> Any:
+        return as_float(math.ceil(x))
 
     floor_sum = staticmethod(_floor_sum_one)
 
@@ -606,7 +645,8 @@ def _causal_triangle(point: Any, slots: int, xp: Any = _IntColumns) -> tuple[Any
     q = xp.maximum(1, block_q // xp.maximum(pack, 1))
     chunk = block_k * splits
     ok = (n == m) & (n > 0) & (chunk > 0) & (q % xp.maximum(chunk, 1) == 0) & (pack > 0)
-    q, chunk = xp.where(ok, q, 1), xp.where(ok, chunk, 1)
+    q = xp.where(ok, q, xp.maximum(n, 1))  # elsewhere one block: a value not used
+    chunk = xp.where(ok, chunk, 1)
     blocks = -(-n // q)  # T
     ratio = q // chunk  # R
     last = -(-(-(-n // xp.maximum(block_k, 1))) // xp.maximum(splits, 1))  # d_0
@@ -832,24 +872,31 @@ def split_rule(family: KernelFamily, hw: HardwareSpec, grid: Num, kv_blocks: Num
     return out
 
 
+@never_negative  # a split count, 1 or more
 @opaque
 def _wave_efficiency_split(grid: Any, kv_blocks: Any, slots: int, max_splits: int) -> float:
     """:func:`_wave_efficiency_splits` of one point (one operation of a traced point)."""
-    picked = _wave_efficiency_splits(np.array([grid]), np.array([kv_blocks]), slots, max_splits)
-    return float(picked[0])
+    return float(_wave_efficiency_best(float(grid), float(kv_blocks), slots, max_splits))
 
 
 def _wave_efficiency_splits(grid: Column, kv_blocks: Column, slots: int, max_splits: int) -> Column:
-    """The fewest splits within 85% of the best wave efficiency, per distinct
-    (grid, kv_blocks) pair, over s = 1 ... min(max_splits, slots, kv_blocks)."""
+    """:func:`_wave_efficiency_best` per distinct (grid, kv_blocks) pair."""
     pairs, inverse = distinct(grid, kv_blocks)
+    picked = _wave_efficiency_best(pairs[:, :1], pairs[:, 1:2], slots, max_splits)
+    return np.asarray(picked[inverse], dtype=np.float64)
+
+
+def _wave_efficiency_best(grid: Any, kv_blocks: Any, slots: int, max_splits: int) -> Any:
+    """The fewest splits within 85% of the best wave efficiency, over s = 1 ...
+    min(max_splits, slots, kv_blocks): of one (grid, kv_blocks) pair of numbers, or of
+    pairs given as two columns of shape (k, 1)."""
     s = np.arange(1, min(max_splits, slots) + 1, dtype=np.float64)
-    limit = np.minimum(pairs[:, 1:2], min(max_splits, slots))
-    waves = pairs[:, :1] * s / slots
+    limit = np.minimum(kv_blocks, min(max_splits, slots))
+    waves = grid * s / slots
     eff = np.where(s <= limit, waves / np.ceil(waves), -1.0)
-    best = eff.max(axis=1, keepdims=True)
-    first = np.argmax(eff >= 0.85 * best, axis=1)
-    return np.asarray(s[first][inverse], dtype=np.float64)
+    best = eff.max(axis=-1, keepdims=True)
+    first = np.argmax(eff >= 0.85 * best, axis=-1)
+    return s[first]
 
 
 def kv_splits(
@@ -1220,17 +1267,16 @@ def floor_launches(launch: Launch, t_lower_at: FloorAt) -> list[tuple[Num, Num]]
     return out
 
 
+@never_negative  # a split count, 2 or more
 @searching
 def _least_split_one(pack: Any, limit: Any, t_lower_at: FloorAt) -> float:
     """:func:`_least_split` of one point that can split (``limit >= 2``), its
     ``t_lower_at`` taking and giving numbers."""
 
-    def at(rows: Any, p: Column, s: Column) -> Column:
-        return np.atleast_1d(t_lower_at(rows, float(p[0]), float(s[0])))
-
-    least = _least_split(_column(pack), _column(limit), at)
-    assert least is not None  # the limit is 2 or more
-    return float(least[0])
+    lo, hi = 2.0, float(limit)
+    while lo < hi:
+        lo, hi = _bisect(lo, hi, t_lower_at, None, float(pack), FLOATS)
+    return lo
 
 
 def _least_split(pack: Column, limit: Column, t_lower_at: FloorAt) -> Column | None:
@@ -1246,13 +1292,19 @@ def _least_split(pack: Column, limit: Column, t_lower_at: FloorAt) -> Column | N
         if active.size == 0:
             break
         at = rows[active]
-        mid = np.floor((lo[active] + hi[active]) / 2)
-        left = t_lower_at(at, pack[at], mid) <= t_lower_at(at, pack[at], mid + 1)
-        hi[active] = np.where(left, mid, hi[active])
-        lo[active] = np.where(left, lo[active], mid + 1)
+        lo[active], hi[active] = _bisect(lo[active], hi[active], t_lower_at, at, pack[at], np)
     best = np.ones(len(limit))
     best[rows] = lo
     return best
+
+
+def _bisect(lo: Any, hi: Any, t_lower_at: FloorAt, rows: Any, pack: Any, xp: Any) -> Any:
+    """One step of the bisection over split counts in [lo, hi] (numbers, or columns with
+    ``xp`` numpy): the half that holds the least floor, by the sign of its difference
+    at the middle."""
+    mid = xp.floor((lo + hi) / 2)
+    left = t_lower_at(rows, pack, mid) <= t_lower_at(rows, pack, mid + 1)
+    return xp.where(left, lo, mid + 1), xp.where(left, mid, hi)
 
 
 def _what(bq: Column, bk: Column, d: Column, family: str | None) -> str:
@@ -1273,6 +1325,7 @@ def tile_gcd(block_q: Any, block_k: Any, pack: Any) -> Any:
     return _tile_gcd(block_q, block_k, pack)
 
 
+@never_negative  # a gcd of whole numbers
 @opaque
 def _tile_gcd_of(block_q: Any, block_k: Any, pack: Any) -> float:
     return _tile_gcd_point(float(block_q), float(block_k), float(pack))

@@ -20,6 +20,7 @@ import os
 import shutil
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
@@ -38,7 +39,9 @@ from perfmodel.catalog.calibration import (
 from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
+from perfmodel.catalog.hardware import registry as hardware_registry
 from perfmodel.catalog.kernels import KernelFamily, backward_of, load_kernel
+from perfmodel.catalog.kernels import registry as kernel_registry
 from perfmodel.compile import KEEP_FILES, cache_folder, fingerprint
 from perfmodel.costs import masks, precision
 from perfmodel.errors import PerfmodelError, named, spell
@@ -221,15 +224,15 @@ def _remembered(fn: _Fn) -> _Fn:
     caller that changes a dict of its result changes no other result). Arguments that
     are not plain values (an array mask, a callable) are not remembered, and a file
     named by path is remembered with its size and modification time."""
-    done: dict[tuple[Any, ...], Any] = {}
+    done: OrderedDict[tuple[Any, ...], Any] = OrderedDict()  # the oldest out in O(1)
 
     @functools.wraps(fn)
     def remembering(n: Any, hw: Any, **options: Any) -> Any:
         try:
             key = (
                 _key(n),
-                _key(hw, True),
-                *((k, _key(v, k in _FILES)) for k, v in sorted(options.items())),
+                _key(hw, True, _FILES["hw"]),
+                *[(k, _key(v, k in _FILES, _FILES.get(k))) for k, v in sorted(options.items())],
             )
         except _NotPlain:
             return fn(n, hw, **options)
@@ -242,7 +245,7 @@ def _remembered(fn: _Fn) -> _Fn:
         else:
             result = build()
         if len(done) >= REMEMBERED:
-            del done[next(iter(done))]
+            done.popitem(last=False)
         done[key] = build
         return result
 
@@ -253,6 +256,7 @@ def _remembered(fn: _Fn) -> _Fn:
 # --- a new shape of a known case: the engine's code for it, traced ---------------------
 #: ``predict``'s arguments a traced case takes per call (the others are its key).
 _SHAPE_ARGS = ("n", "h", "h_kv", "batch", "kv_len")
+_SHAPE_NAMES = frozenset(_SHAPE_ARGS)
 #: Cases kept (each the code printed for its traces).
 CASES = 256
 _CASES: dict[tuple[Any, ...], _Case | None] = {}
@@ -264,7 +268,7 @@ def _traced(
     """A builder of ``predict(n, hw, **options)`` by the code traced for its case (its
     arguments but the shape's: :data:`_SHAPE_ARGS`), None where it has none for this
     point (the caller runs ``predict``, which also raises the errors of bad input)."""
-    case = (key[1], *(item for item in key[2:] if item[0] not in _SHAPE_ARGS))
+    case = (key[1], *[item for item in key[2:] if item[0] not in _SHAPE_NAMES])
     known = _CASES.get(case, _ABSENT)
     if known is _ABSENT or known is _ONCE:
         if known is _ABSENT:  # a case called once (a script's one call) is not traced
@@ -292,14 +296,15 @@ class _Case:
 
     def __init__(self, prepared: _Prepared, case: tuple[Any, ...] = ()):
         self.prepared = prepared
-        self.paths = Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec})
+        self.causal = prepared.args["causal"]
+        self.paths = _paths(prepared)
         #: The file its traces are kept in (:func:`_traces_file`), read back here.
         self.stored = stored = _traces_file(case) if case else None
         if stored is not None and stored.is_file():
             try:
                 self.paths.restore(json.loads(stored.read_text()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError, ImportError):
-                self.paths = Paths(_TRACED_INPUTS, constants={"_hw": self.prepared.spec})
+                self.paths = _paths(prepared)
 
     @classmethod
     def of(cls, case: tuple[Any, ...], n: Any, hw: Any, options: dict[str, Any]) -> Any:
@@ -328,15 +333,14 @@ class _Case:
     def predict(self, n: Any, options: dict[str, Any]) -> Callable[[], Prediction] | None:
         """A builder of ``predict``'s answer (each call a new prediction), None where the
         printed code has none for this point (or its shape is an error)."""
-        args = self.prepared.args
         try:
-            shape = [n, *(options.get(name, _DEFAULTS[name]) for name in _SHAPE_ARGS[1:])]
-            n, h, h_kv, batch, kv_len = (
-                PARAMETERS[name].scalar(name, value) for name, value in zip(_SHAPE_ARGS, shape)
-            )
+            n = _CHECK_N("n", n)
+            h, h_kv, batch, kv_len = [
+                check(name, options.get(name, default)) for name, check, default in _SHAPE_CHECKS
+            ]
             m = n if kv_len is None else kv_len
             h_kv = h if h_kv is None else h_kv
-            _check_shape(h, h_kv, n, m, args["causal"])
+            _check_shape(h, h_kv, n, m, self.causal)
         except PerfmodelError:
             return None
         paths = self.paths
@@ -401,6 +405,13 @@ class _Case:
             self.stored = None
 
 
+def _paths(prepared: _Prepared) -> Paths:
+    """A case's traces: of the shape's numbers (checked positive and within their limits
+    by :meth:`_Case.predict` before the printed code runs), the device a constant it names."""
+    limits = [float(PARAMETERS[name].limit) for name in _TRACED_ARGS]  # type: ignore[attr-defined]
+    return Paths(_TRACED_INPUTS, constants={"_hw": prepared.spec}, positive=True, limits=limits)
+
+
 def _traces_file(case: tuple[Any, ...]) -> Path | None:
     """The file the traces of ``case`` are kept in: under the cache folder, in a folder
     named by the package's sources and the shipped data a case reads (devices, kernel
@@ -457,12 +468,14 @@ _CREDIT = _Credit()
 _TRACING = threading.Lock()
 #: The point's numbers a traced case takes (symbol names: ``_Engine.evaluate``'s point).
 _TRACED_INPUTS = ("n", "m", "h", "h_kv", "b")
+#: The arguments of ``predict`` they come from, in the same order.
+_TRACED_ARGS = ("n", "kv_len", "h", "h_kv", "batch")
 
 
 def _shape_of(fields: dict[str, Any]) -> Shape:
     """A :class:`Shape` of its fields (every one given), as the printed builders make it."""
     shape = object.__new__(Shape)
-    shape.__dict__.update(fields)
+    object.__setattr__(shape, "__dict__", fields)  # a new dict of the builder's: its own
     return shape
 
 
@@ -481,16 +494,32 @@ class _NotPlain(Exception):
 
 
 _PLAIN = (int, float, bool, str, type(None))
-#: The arguments that may name a file (a device, a kernel family, a profile).
-_FILES = ("hw", "kernel", "calibration")
+_NUMBERS = frozenset((int, float, bool, type(None)))  # never a file
+#: The arguments that may name a file (a device, a kernel family, a profile), each with
+#: the catalog whose names it looks up before a file of the same name (None: files first).
+_FILES: dict[str, Callable[[], Mapping[str, Any]] | None] = {
+    "hw": hardware_registry,
+    "kernel": kernel_registry,
+    "calibration": None,
+}
 
 
-def _key(value: Any, file: bool = False) -> Any:
+def _key(
+    value: Any, file: bool = False, catalog: Callable[[], Mapping[str, Any]] | None = None
+) -> Any:
     """A hashable stand-in for one argument: the value and its type (``1``, ``1.0`` and
-    ``True`` are checked differently), a file's path with its size and time, a catalog
-    object by identity (frozen), a list or tuple item by item."""
+    ``True`` are checked differently), a file's path with its size and time (not a name
+    of the ``catalog`` the argument is looked up in first: ``catalog.registry.lookup``),
+    a catalog object by identity (frozen), a list or tuple item by item."""
     kind = type(value)
-    if file and kind is str and os.path.exists(value):
+    if kind in _NUMBERS:
+        return kind, value
+    if (
+        file
+        and kind is str
+        and (catalog is None or value.lower() not in catalog())
+        and os.path.exists(value)
+    ):
         value = Path(value)
     if isinstance(value, Path):
         try:
@@ -501,7 +530,7 @@ def _key(value: Any, file: bool = False) -> Any:
     if kind in _PLAIN:
         return kind, value
     if kind in (list, tuple):
-        return kind, tuple(_key(v, file) for v in value)
+        return kind, tuple(_key(v, file, catalog) for v in value)
     if isinstance(value, HardwareSpec | KernelFamily | Calibration):
         return ByIdentity(value)
     raise _NotPlain
@@ -1265,6 +1294,10 @@ def sweep(
 _DEFAULTS: dict[str, Any] = {
     k: p.default for k, p in inspect.signature(predict).parameters.items() if k in OPTIONS
 }
+#: The check of each of ``predict``'s shape arguments but n, with its default
+#: (``_Case.predict``: the checks ``arguments.check`` runs, looked up once).
+_SHAPE_CHECKS = tuple((name, PARAMETERS[name].scalar, _DEFAULTS[name]) for name in _SHAPE_ARGS[1:])
+_CHECK_N = PARAMETERS["n"].scalar
 #: The parallel split's result columns (``perfmodel.parallel.ParallelPrediction``).
 _PARALLEL = ("time_s", "one_device_s", "compute_s", "comm_s", "sent_bytes", "memory_bytes")
 

@@ -30,12 +30,21 @@ def construct(cls: type[_Model], values: Mapping[str, Any]) -> _Model:
 def adopt(cls: type[_Model], fields: dict[str, Any]) -> _Model:
     """:func:`construct` of ``fields``, a new dict of every field of ``cls`` and nothing
     else, which the model takes as its own (not copied)."""
-    model = cls.__new__(cls)
-    object.__setattr__(model, "__dict__", fields)
-    object.__setattr__(model, "__pydantic_fields_set__", set(fields))
-    object.__setattr__(model, "__pydantic_extra__", None)
-    object.__setattr__(model, "__pydantic_private__", None)
+    model = _new(cls)
+    _set(model, "__dict__", fields)
+    names = _FIELD_NAMES.get(cls)
+    if names is None:
+        names = _FIELD_NAMES[cls] = frozenset(cls.model_fields)
+    _set(model, "__pydantic_fields_set__", set(names))
+    _set(model, "__pydantic_extra__", None)
+    _set(model, "__pydantic_private__", None)
     return model
+
+
+_new = object.__new__
+_set = object.__setattr__
+#: Each model's field names (every one is set by :func:`adopt`).
+_FIELD_NAMES: dict[type, frozenset[str]] = {}
 
 
 class AlgorithmPrediction(BaseModel):

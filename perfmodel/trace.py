@@ -39,6 +39,7 @@ from typing import Any, TypeVar, cast
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 __all__ = [
+    "FINITE",
     "Miss",
     "Paths",
     "Traced",
@@ -48,6 +49,7 @@ __all__ = [
     "built_as",
     "flat",
     "is_traced",
+    "never_negative",
     "searching",
     "tracing",
     "value_of",
@@ -58,6 +60,9 @@ class Untraceable(BaseException):  # noqa: N818 - not an error of the caller's: 
     """A traced number was used where its trace cannot follow (converted to a plain
     number, given to numpy, hashed): the point is evaluated the usual way instead.
     A ``BaseException``, so that no ``except Exception`` in a rule swallows it."""
+
+
+_INF = math.inf
 
 
 class _Recorder:
@@ -72,16 +77,23 @@ class _Recorder:
         self.known: dict[str, str] = {}
         self.values: dict[str, Any] = {}  # each name's value at the traced point
         self.constants: dict[str, Any] = {}  # the case's named constants (Paths.constants)
+        self.signs: dict[str, int] = {}  # each name's sign, at every point (_sign_of)
+        self.negated: dict[str, Traced] = {}  # each -x printed, by name: its x
+        self.bounds: dict[str, float] = {}  # each name's largest magnitude (_bound_of)
         self.guarded: set[str] = set()
         self.stopped: BaseException | None = None
 
-    def emit(self, code: str, used: tuple[str, ...], value: Any) -> Traced:
+    def emit(
+        self, code: str, used: tuple[str, ...], value: Any, sign: int = 0, bound: float = _INF
+    ) -> Traced:
         name = self.known.get(code)  # computed before on this path: the same value
         if name is None:
             name = self.known[code] = f"{self.prefix}{self.count}"
             self.count += 1
             self.lines.append((name, code, used))
             self.values[name] = value
+            self.signs[name] = sign
+            self.bounds[name] = bound
         return Traced(value, name)
 
     def guard(self, name: str, outcome: bool) -> None:
@@ -158,20 +170,190 @@ def _binary(symbol: str, fn: Callable[[Any, Any], Any], a: Any, b: Any) -> Any:
     av, ac, au = _operand(a)
     bv, bc, bu = _operand(b)
     value = fn(av, bv)
-    if type(value) is float and _identity(symbol, a, av, b, bv):
-        return a if au else b  # x * 1.0, x / 1.0, x - 0.0, 1.0 * x: x itself, bit for bit
-    return _recorder().emit(f"{ac} {symbol} {bc}", au + bu, value)
+    sa, sb = _sign_of(a), _sign_of(b)
+    ba, bb = _bound_of(a), _bound_of(b)
+    if _always_zero(symbol, a, sa, ba, b, sb, bb, value):
+        return value  # x - x, 0 * x of a finite x: a zero at every point
+    if _identity(symbol, a, av, sa, b, bv, sb, value):
+        return a if au else b  # x * 1.0, x / 1.0, x - 0.0, x + 0.0...: x itself, bit for bit
+    sign, bound = _binary_sign(symbol, sa, sb, value), _binary_bound(symbol, ba, b, bb)
+    return _recorder().emit(f"{ac} {symbol} {bc}", au + bu, value, sign, bound)
 
 
-def _identity(symbol: str, a: Any, av: Any, b: Any, bv: Any) -> bool:
-    """Whether ``a symbol b`` is its traced float operand unchanged, whatever its value."""
-    if type(a) is Traced and type(b) is float and type(av) is float:  # x op constant
-        if symbol in ("*", "/"):
-            return b == 1.0
-        return symbol == "-" and b == 0.0 and math.copysign(1.0, b) > 0
-    if type(b) is Traced and type(a) is float and type(bv) is float:  # constant op x
-        return symbol == "*" and a == 1.0
+# --- how large a traced number can be at every point of its case ----------------------
+#: A number whose magnitude is bounded below this is finite wherever its case runs: no
+#: infinity, and no NaN (of finite operands only 0/0 gives one, and Python raises).
+FINITE = 1e300
+
+
+def _bound_of(x: Any) -> float:
+    """A bound on ``x``'s magnitude at every point: a traced number's (its inputs' from
+    :class:`Paths`, :func:`_binary_bound`, :func:`_call_bound`), a constant's own; inf
+    where none is known."""
+    if type(x) is Traced:
+        return _recorder().bounds.get(x.name, _INF)
+    if type(x) is float or type(x) is bool or (type(x) is int and abs(x) < 2**1000):
+        size = abs(float(x))
+        return size if size == size else _INF
+    return _INF
+
+
+def _binary_bound(symbol: str, ba: float, b: Any, bb: float) -> float:
+    """A bound on ``a symbol b`` from its operands' (a quotient's only where the divisor
+    is a constant other than zero)."""
+    if symbol in _COMPARISONS:
+        return 1.0
+    if symbol in ("+", "-"):
+        return ba + bb
+    if symbol == "*":
+        return ba * bb if ba < _INF and bb < _INF else _INF
+    if symbol in ("/", "//") and _number(b) and bb > 0:  # a constant divisor
+        return ba / bb + (symbol == "//")
+    if symbol == "%":
+        return bb
+    if symbol in ("&", "|") and ba <= 1 and bb <= 1:
+        return 1.0
+    return _INF
+
+
+def _call_bound(fn_name: str, bounds: list[float]) -> float:
+    """A bound on a recorded call from its arguments'."""
+    if fn_name in ("min", "max"):
+        return max(bounds[0], bounds[1])
+    if fn_name == "_select":
+        return max(bounds[1], bounds[2])
+    if fn_name in ("_ceil", "_floor", "_trunc"):
+        return bounds[0] + 1
+    if fn_name in ("int", "float", "_pos", "_neg", "abs"):
+        return bounds[0]
+    return _INF
+
+
+def _always_zero(
+    symbol: str, a: Any, sa: int, ba: float, b: Any, sb: int, bb: float, value: Any
+) -> bool:
+    """Whether ``a symbol b`` (``value``) is the same zero at every point: ``x - x`` of a
+    finite ``x`` (+0.0, or 0), ``0 * x`` of a finite ``x`` never below zero nor -0.0."""
+    if value != 0 or (type(value) is float and math.copysign(1.0, value) < 0):
+        return False
+    if symbol == "-":
+        return type(a) is Traced and type(b) is Traced and a.name == b.name and ba < FINITE
+    if symbol != "*":
+        return False
+    for zero, x, sign, bound in ((a, b, sb, bb), (b, a, sa, ba)):
+        if type(x) is Traced and _number(zero) and zero == 0 and sign == POSITIVE_OR_ZERO:
+            return bound < FINITE and math.copysign(1.0, zero) > 0
     return False
+
+
+# --- what is known of a traced number's sign at every point of its case ---------------
+#: Never below zero (a zero of either sign, a positive number, infinity or NaN).
+NOT_NEGATIVE = 1
+#: Never -0.0 (an int, a bool, or a float that cannot be a negative zero).
+NOT_MINUS_ZERO = 2
+#: Both: +0.0, a positive number, +infinity or NaN.
+POSITIVE_OR_ZERO = NOT_NEGATIVE | NOT_MINUS_ZERO
+_COMPARISONS = frozenset(("<", "<=", ">", ">=", "==", "!="))
+
+
+def _sign_of(x: Any) -> int:
+    """What is known of ``x``'s sign wherever the printed code runs: a traced number's
+    (:meth:`_Recorder.emit`, the inputs' from :class:`Paths`), a constant's own."""
+    if type(x) is Traced:
+        return _recorder().signs.get(x.name, 0)
+    if type(x) is bool:
+        return POSITIVE_OR_ZERO
+    if type(x) is int:
+        return NOT_MINUS_ZERO | (NOT_NEGATIVE if x >= 0 else 0)
+    if type(x) is float:
+        negative_zero = x == 0 and math.copysign(1.0, x) < 0
+        return (0 if x < 0 else NOT_NEGATIVE) | (0 if negative_zero else NOT_MINUS_ZERO)
+    return 0
+
+
+def _binary_sign(symbol: str, sa: int, sb: int, value: Any) -> int:
+    """The sign of ``a symbol b`` known from its operands' (IEEE 754, round to nearest:
+    a sum is -0.0 only where both terms are; a difference only where ``a`` is -0.0; a
+    product or quotient of two numbers of positive sign has positive sign)."""
+    sign = 0 if type(value) is float else NOT_MINUS_ZERO  # an int or bool: no -0.0
+    if symbol in _COMPARISONS:
+        return POSITIVE_OR_ZERO
+    if symbol == "+":
+        return sign | (sa & sb & NOT_NEGATIVE) | ((sa | sb) & NOT_MINUS_ZERO)
+    if symbol == "-":
+        return sign | (sa & NOT_MINUS_ZERO)
+    if symbol in ("*", "/", "//", "&", "|"):
+        both = sa & sb
+        return sign | (both if both == POSITIVE_OR_ZERO else both & NOT_NEGATIVE)
+    if symbol == "%":  # the sign of the divisor
+        return sign | (sb if sb == POSITIVE_OR_ZERO else 0)
+    return sign
+
+
+def _call_sign(fn_name: str, signs: list[int], value: Any) -> int:
+    """The sign of a recorded call known from its arguments' (or declared by the rule
+    called: :func:`never_negative`)."""
+    sign = (0 if type(value) is float else NOT_MINUS_ZERO) | _SIGNS.get(fn_name, 0)
+    if fn_name == "max":  # ``a`` unless ``b > a``: not below ``a`` where ``a`` is not below 0
+        return sign | (signs[0] & signs[1]) | (signs[0] if signs[0] & NOT_NEGATIVE else 0)
+    if fn_name == "min":  # one of its arguments
+        return sign | (signs[0] & signs[1])
+    if fn_name == "_select":
+        return sign | (signs[1] & signs[2])
+    if fn_name in ("_ceil", "_floor", "_trunc", "int", "float", "_pos"):
+        return sign | signs[0]
+    if fn_name == "abs":
+        return POSITIVE_OR_ZERO
+    return sign
+
+
+def _identity(
+    symbol: str, a: Any, av: Any, sa: int, b: Any, bv: Any, sb: int, value: Any
+) -> bool:
+    """Whether ``a symbol b`` (``value``) is its traced operand unchanged, whatever its
+    value, of the same type: ``x * 1``, ``x / 1.0``, ``x - 0.0``; ``x + 0.0`` where ``x`` is
+    never -0.0."""
+    if type(a) is Traced and type(av) is type(value) and _number(b):  # x op constant
+        if symbol in ("*", "/"):
+            return bool(b == 1)
+        if symbol == "+":
+            return b == 0 and _adds_nothing(b, sa)
+        return symbol == "-" and b == 0 and _adds_nothing(-b, sa)
+    if type(b) is Traced and type(bv) is type(value) and _number(a):  # constant op x
+        if symbol == "*":
+            return bool(a == 1)
+        return symbol == "+" and a == 0 and _adds_nothing(a, sb)
+    return False
+
+
+#: The rules called as one operation (:func:`opaque`, :func:`searching`) whose result is
+#: never below zero, by their printed name: their result's sign.
+_SIGNS: dict[str, int] = {}
+
+
+def _printed_name(fn: Callable[..., Any]) -> str:
+    """The name printed code calls a rule by (:func:`opaque`, :func:`searching`)."""
+    return f"_{fn.__module__.replace('.', '_')}_{fn.__qualname__}"
+
+
+def never_negative(fn: _F) -> _F:
+    """Declares that a rule called as one operation (``@never_negative`` above
+    ``@opaque`` or ``@searching``) returns +0.0, a positive number or NaN at every
+    point, never a negative number or -0.0: a traced sum of its result and a zero is
+    its result (:func:`_identity`)."""
+    _SIGNS[_printed_name(fn)] = POSITIVE_OR_ZERO
+    return fn
+
+
+def _number(x: Any) -> bool:
+    return type(x) is float or type(x) is int  # not a bool: True + x is an int
+
+
+def _adds_nothing(zero: Any, sign: int) -> bool:
+    """Whether ``x + zero`` is ``x`` (bits included): -0.0 always; +0.0 (or 0) where
+    ``x`` is never -0.0."""
+    minus_zero = type(zero) is float and math.copysign(1.0, zero) < 0
+    return minus_zero or bool(sign & NOT_MINUS_ZERO)
 
 
 def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
@@ -182,9 +364,27 @@ def _call(fn_name: str, fn: Callable[..., Any], *args: Any) -> Any:
         values.append(v)
         codes.append(c)
         used += u
+    signs = [_sign_of(a) for a in args]
+    bounds = [_bound_of(a) for a in args]
+    if fn_name == "max" and _never_above(args[1], args[0], signs[0]):
+        return args[0]  # max(x, 0.0) of an x never below zero: x
+    recorder = _recorder()
+    if fn_name == "_neg" and type(args[0]) is Traced and args[0].name in recorder.negated:
+        return recorder.negated[args[0].name]  # -(-x): x, bit for bit
     inline = _INLINE.get(fn_name)
     code = f"{fn_name}({', '.join(codes)})" if inline is None else inline.format(*codes)
-    return _recorder().emit(code, used, fn(*values))
+    value = fn(*values)
+    sign, bound = _call_sign(fn_name, signs, value), _call_bound(fn_name, bounds)
+    result = recorder.emit(code, used, value, sign, bound)
+    if fn_name == "_neg" and type(args[0]) is Traced:
+        recorder.negated[result.name] = args[0]
+    return result
+
+
+def _never_above(c: Any, x: Any, sign: int) -> bool:
+    """Whether a constant ``c`` is never above a traced ``x`` (``c <= 0``, ``x`` never
+    below zero): ``max(x, c)``, printed ``(c if c > x else x)``, is ``x``."""
+    return type(x) is Traced and _number(c) and not c > 0 and bool(sign & NOT_NEGATIVE)
 
 
 #: Calls printed as the expression they evaluate (no call: a third of the time), each
@@ -194,6 +394,7 @@ _INLINE = {
     "min": "({1} if {1} < {0} else {0})",
     "max": "({1} if {1} > {0} else {0})",
     "_select": "({1} if {0} else {2})",
+    "_neg": "(-{0})",
 }
 
 
@@ -393,7 +594,7 @@ def opaque(fn: _F) -> _F:
     """``fn`` (a module-level function of numbers, strings and None, returning a number)
     called as one operation of a trace where an argument is traced: the printed code
     calls it, so a rule that runs numpy on a point stays one definition."""
-    name = f"_{fn.__module__.replace('.', '_')}_{fn.__qualname__}"
+    name = _printed_name(fn)
     _NAMESPACE[name] = fn
 
     @functools.wraps(fn)
@@ -423,7 +624,7 @@ def searching(fn: _F) -> _F:
     traced: ``at`` is traced once into a function of the printed code (straight-line,
     its branches checked: :class:`Miss` where one goes elsewhere) that ``fn`` itself
     calls, so the search stays one definition."""
-    name = f"_{fn.__module__.replace('.', '_')}_{fn.__qualname__}"
+    name = _printed_name(fn)
     _NAMESPACE[name] = fn
 
     @functools.wraps(fn)
@@ -451,6 +652,8 @@ def _search(name: str, fn: Callable[..., Any], a: Any, b: Any, at: Any) -> Any:
             except Miss:
                 raise Untraceable("a searched function branches elsewhere at another point")
         inner = _Recorder(prefix=f"u{outer.searches - 1}_")
+        inner.signs = dict(outer.signs)  # the names it reads from the code around it
+        inner.bounds = dict(outer.bounds)
         _RECORDER = inner
         try:
             result = at(rows, Traced(p, "_p"), Traced(s, "_s"))
@@ -471,7 +674,8 @@ def _search(name: str, fn: Callable[..., Any], a: Any, b: Any, at: Any) -> Any:
     outer.lines.append((label, code, free))
     av, ac, au = _operand(a)
     bv, bc, bu = _operand(b)
-    return outer.emit(f"{name}({ac}, {bc}, {label})", au + bu + (label,), value)
+    sign = _SIGNS.get(name, 0) | (0 if type(value) is float else NOT_MINUS_ZERO)
+    return outer.emit(f"{name}({ac}, {bc}, {label})", au + bu + (label,), value, sign)
 
 
 def _function(label: str, inner: _Recorder, result: Any) -> tuple[str, tuple[str, ...]]:
@@ -563,9 +767,20 @@ class Paths:
     ``-1`` where a trace went and could not be kept (the point is evaluated as usual)."""
 
     def __init__(
-        self, names: Sequence[str], most: int = 256, constants: dict[str, Any] | None = None
+        self,
+        names: Sequence[str],
+        most: int = 256,
+        constants: dict[str, Any] | None = None,
+        positive: bool = False,
+        limits: Sequence[float] | None = None,
     ):
         self.names = tuple(names)
+        #: Whether every input is above zero wherever the function is called (its
+        #: caller checks): then ``x + 0.0`` of a sum of them is ``x`` (:func:`_identity`).
+        self.positive = positive
+        #: Each input's largest magnitude wherever the function is called (its caller
+        #: checks), None: not known; then ``x - x`` of a finite ``x`` is 0.0 (:func:`_always_zero`).
+        self.limits = None if limits is None else tuple(limits)
         self.root: _Node | None = None
         self.leaves: list[Any] = []  # per leaf: what the caller keeps with it
         self.bodies: list[str | None] = []  # per leaf: its builder's code (add_result)
@@ -589,6 +804,10 @@ class Paths:
         recorder = _Recorder()
         recorder.constants = self.constants
         recorder.values.update(zip(self.names, values, strict=True))
+        if self.positive:
+            recorder.signs.update(dict.fromkeys(self.names, POSITIVE_OR_ZERO))
+        if self.limits is not None:
+            recorder.bounds.update(zip(self.names, self.limits, strict=True))
         inputs = [Traced(v, name) for v, name in zip(values, self.names, strict=True)]
         previous, _RECORDER = _RECORDER, recorder
         named, _BY_ID = _BY_ID, self._named()

@@ -31,6 +31,16 @@ def test_floor_sum_by_brute_force():
     assert launch._floor_sum(count, div, a, c).tolist() == want
 
 
+def test_floor_sum_of_shared_divisors_by_brute_force():
+    """Rows that share ``div`` and ``c`` (the causal schedule's): the terms added up."""
+    rng = np.random.default_rng(1)
+    count, a = rng.integers(0, 300, 500), rng.choice([0, 1, 7, 64, 300], 500)
+    div, c = np.full(500, 132), np.full(500, 131)
+    assert launch._floor_sum_table(count, div, a, c) is not None
+    want = [sum((a[k] * i + 131) // 132 for i in range(count[k])) for k in range(500)]
+    assert launch._floor_sum(count, div, a, c).tolist() == want
+
+
 points = st.tuples(
     st.integers(1, 5000),  # n
     st.one_of(st.none(), st.integers(1, 5000)),  # m (None: self-attention)

@@ -184,6 +184,53 @@ def test_printed_code_is_the_same_operations() -> None:
         assert type(paths.leaves[found[0]](found[1])["c"]) is type(rule(a, b)["c"])
 
 
+def test_a_zero_is_added_only_where_it_changes_nothing() -> None:
+    """``x + 0.0`` is printed as ``x`` only where ``x`` cannot be -0.0 (-0.0 + 0.0 is
+    +0.0), and ``max(x, 0.0)`` as ``x`` only where ``x`` cannot be below zero."""
+
+    def rule(x: Any, y: Any) -> Any:
+        return [x * y + 0.0, trace.maximum(x * y, 0.0), -(x - y) + 0.0]
+
+    def traced(positive: bool) -> trace.Paths:
+        paths = trace.Paths(("x", "y"), positive=positive)
+        result, recorder = paths.trace(rule, (2.0, 3.0))
+        paths.add_result(recorder, result)
+        return paths
+
+    anywhere, positive = traced(False), traced(True)
+    assert anywhere.code.count("+ 0.0") == 2 and "0.0 >" in anywhere.code
+    assert positive.code.count("+ 0.0") == 1 and "0.0 >" not in positive.code  # -(x - y)
+    for paths, points in (
+        (anywhere, ((-0.0, 3.0), (0.0, -1.0), (-2.0, 5.0), (2.0, 2.0))),
+        (positive, ((0.5, 3.0), (2.0, 2.0), (7.0, 1.0))),
+    ):
+        for x, y in points:
+            found = paths.fn(x, y)
+            got = paths.leaves[found[0]](found[1])
+            assert [(v, math.copysign(1.0, v)) for v in got] == [
+                (v, math.copysign(1.0, v)) for v in rule(x, y)
+            ]
+
+
+def test_a_difference_is_zero_only_where_its_terms_are_finite() -> None:
+    """``x - x`` and ``0.0 * x`` are the constant 0.0 only where ``x`` is bounded (inf -
+    inf and 0.0 * inf are NaN), and ``0.0 * x`` only where ``x`` is not below zero."""
+
+    def rule(x: Any, y: Any) -> Any:
+        return [x * y - x * y, 0.0 * (x * y), 0.0 * (x - y)]
+
+    def traced(limits: Any) -> trace.Paths:
+        paths = trace.Paths(("x", "y"), positive=True, limits=limits)
+        result, recorder = paths.trace(rule, (2.0, 3.0))
+        paths.add_result(recorder, result)
+        return paths
+
+    unbounded, bounded = traced(None), traced((1e10, 1e10))
+    assert unbounded.code.count(" - ") == 2 and unbounded.code.count("0.0 *") == 2
+    assert bounded.code.count(" - ") == 1 and bounded.code.count("0.0 *") == 1  # x - y
+    assert bounded.fn(5.0, 7.0)[1] == (-0.0,) and unbounded.fn(1e308, 1e308)[1][0] != 0.0
+
+
 def test_traces_kept_on_disk_are_the_engine_in_a_later_process(
     tmp_path: Any, monkeypatch: pytest.MonkeyPatch
 ) -> None:
