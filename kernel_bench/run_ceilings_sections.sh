@@ -5,13 +5,8 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "card: $GPU"
-case "$GPU" in
-  *H200*) DEV=h200-sxm ;;
-  *H100*) DEV=h100-sxm ;;
-  *) echo "no ceilings file for $GPU"; exit 2 ;;
-esac
+. kernel_bench/card.sh
+DEV=$DEVICE
 PYTHONPATH=. timeout $((${CEIL_BUDGET:-120} + 60)) python3 -m pallas_kernels.ceilings \
     --out "$OUT/$DEV.ceilings.toml" --device "$DEV" --budget-s "${CEIL_BUDGET:-120}" \
     --resume "specs/devices/$DEV.ceilings.toml" --sections "$SECTIONS" > "$OUT/ceilings.log" 2>&1

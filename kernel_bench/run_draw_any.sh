@@ -6,13 +6,8 @@
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
 mkdir -p "$OUT"
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
-echo "card: $GPU"
-case "$GPU" in
-  *H200*) HW=h200 DRAW=16 DATE=2026-12-07 ;;
-  *H100*) HW=h100 DRAW=16 DATE=2026-12-07 ;;
-  *) echo "no draw committed for $GPU"; exit 2 ;;
-esac
+. kernel_bench/card.sh
+HW=$CARD DRAW=16 DATE=2026-12-07
 HW=$HW DRAW=$DRAW DATE=$DATE FROM=${FROM:-1} PART=${PART:-} BUDGET=${BUDGET:-215} \
     bash kernel_bench/run_heldout.sh > /dev/null 2>&1
 tail -30 "$OUT/$HW-heldout$DRAW-$DATE${PART:-}.log"

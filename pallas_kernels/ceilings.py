@@ -629,23 +629,19 @@ def measure_xla_naive(s: Session) -> None:
         if s.left_s() < 10:
             s.failed.append(f"xla naive {op} m={m} d={d}: budget")
             continue
-        try:
+
+        def build(op=op, m=m, d=d):
             if op == "softmax":
                 rows = max(1, XLA_SCORE_BYTES // scale // (m * item))
-                fn, sets, moved = xla_softmax(rows, m, dtype)
-                flops, row = 0.0, {"rows": rows, "m": m}
-            else:
-                n = m // (8 if s.interpret else 1)
-                batch = max(1, XLA_SCORE_BYTES // scale // (n * n * item))
-                fn, sets, moved, flops = xla_product(op, batch, n, d, dtype)
-                row = {"rows": batch * n, "m": n, "d": d}
-            t = s.time(fn, sets, seconds=0.15, sustain=0.1)
-        except Exception as err:  # noqa: BLE001
-            s.failed.append(f"xla naive {op} m={m} d={d}: {type(err).__name__}: {err}")
-            s.log(f"FAILED {s.failed[-1][:200]}")
+                return (*xla_softmax(rows, m, dtype), 0.0, {"rows": rows, "m": m})
+            n = m // (8 if s.interpret else 1)
+            batch = max(1, XLA_SCORE_BYTES // scale // (n * n * item))
+            return (*xla_product(op, batch, n, d, dtype), {"rows": batch * n, "m": n, "d": d})
+
+        timed = _timed(s, f"xla naive {op} m={m} d={d}", build)
+        if timed is None:
             continue
-        finally:
-            sets = None
+        t, (moved, flops, row) = timed
         rate = moved / t["device_s"]
         s.tables["xla_naive"].append({
             "op": op, "dtype": _dtype_name(dtype), **row, "bytes_moved": moved,
@@ -828,6 +824,18 @@ def stream_fn(op: str, n_bytes: int, programs: int, interpret: bool, tile_rows: 
     return jax.jit(call), moved
 
 
+def _timed(s: Session, label: str, build):
+    """Time the call ``build()`` makes, ``(fn, sets, *facts)``: (its timing, facts), or
+    None with the failure kept under ``label``; its inputs are freed either way."""
+    try:
+        fn, sets, *facts = build()
+        return s.time(fn, sets, seconds=0.15, sustain=0.1), tuple(facts)
+    except Exception as err:  # noqa: BLE001 - a broken measurement must not lose the rest
+        s.failed.append(f"{label}: {type(err).__name__}: {err}")
+        s.log(f"FAILED {s.failed[-1][:200]}")
+        return None
+
+
 def measure_hbm(s: Session) -> None:
     sizes = (64 << 10, 256 << 10) if s.interpret else HBM_SIZES
     programs = 2 if s.interpret else 4 * s.sm_count
@@ -838,22 +846,19 @@ def measure_hbm(s: Session) -> None:
                 s.failed.append(f"hbm {op} {n_bytes}: budget")
                 continue
             copies = 1 if s.interpret else max(1, min(512, ROTATION_BYTES // n_bytes))
-            try:
+
+            def build(op=op, n_bytes=n_bytes, copies=copies):
                 fn, moved = stream_fn(op, n_bytes, programs, s.interpret)
                 rows = n_bytes // (2 * TILE_COLS)
                 if op == "write":
-                    sets = [() for _ in range(copies)]  # no inputs to rotate
-                else:
-                    sets = [
-                        (_random(60 + i, (rows, TILE_COLS), jnp.bfloat16),) for i in range(copies)
-                    ]
-                t = s.time(fn, sets, seconds=0.15, sustain=0.1)
-            except Exception as err:  # noqa: BLE001
-                s.failed.append(f"hbm {op} {n_bytes}: {type(err).__name__}: {err}")
-                s.log(f"FAILED {s.failed[-1][:200]}")
+                    return fn, [() for _ in range(copies)], moved  # no inputs to rotate
+                sets = [(_random(60 + i, (rows, TILE_COLS), jnp.bfloat16),) for i in range(copies)]
+                return fn, sets, moved
+
+            timed = _timed(s, f"hbm {op} {n_bytes}", build)
+            if timed is None:
                 continue
-            finally:
-                sets = None
+            t, (moved,) = timed
             rate = moved / t["device_s"]
             s.tables["hbm"].append(
                 {"op": op, "bytes": n_bytes, "bytes_moved": moved, "bytes_per_s": rate,
