@@ -131,3 +131,20 @@ def test_hw_show_prints_measured_beside_datasheet(capsys):
     assert "measured ceilings" in out
     assert main(["hw", "show", "h100-pcie"]) == 0
     assert "measured ceilings" not in capsys.readouterr().out
+
+
+def test_hw_show_prints_the_naive_calls_rates_the_model_reads(capsys):
+    """The H100 measured XLA's naive calls: ``hw show`` prints each kernel's ratio table as
+    ``xla_naive_ratios`` gives it (the H200 measured none: no such lines)."""
+    from perfmodel.catalog.ceilings import xla_naive_ratios
+
+    assert main(["hw", "show", "h100"]) == 0
+    out = capsys.readouterr().out
+    ratios = xla_naive_ratios(read_ceilings(H100_FILE))
+    assert {kernel for kernel, _, _ in ratios} == {"qk", "softmax", "pv"}
+    for kernel, variable, table in ratios:
+        line = next(x for x in out.splitlines() if x.strip().startswith(f"{kernel} "))
+        assert f"by {variable}" in line
+        assert all(f"{x}: {r:.2f}" in line for x, r in table)
+    assert main(["hw", "show", "h200"]) == 0
+    assert "naive kernels' XLA calls" not in capsys.readouterr().out

@@ -143,3 +143,24 @@ def test_the_cli_takes_ceilings(capsys):
         assert printed == want
     assert main([*args[:-1], "--ceilings", "bogus"]) == 2
     assert "--ceilings bogus" in capsys.readouterr().err
+
+
+def test_the_naive_calls_rates_reach_the_xla_compile_only_on_the_device_that_measured_them():
+    """The H100's [[xla_naive]] ratios, read at a measured point, are each naive kernel's
+    HBM rate over the copy rate; a masked score kernel is another call (no ratio); the
+    H200, whose file has no such rows, does not borrow them (``NOT_PRIORS``)."""
+    from perfmodel.catalog.calibration import naive_default
+    from perfmodel.catalog.ceilings import load_ceilings, xla_naive_ratios
+    from perfmodel.evaluate import kernel_memory
+
+    h100 = naive_default(load_hardware("h100"))
+    tables = {k: dict(t) for k, _, t in xla_naive_ratios(load_ceilings("h100"))}
+    onchip = kernel_memory(h100, {"d": 128.0, "m": 2048.0}, masked=False)
+    assert onchip is not None
+    got = dict(onchip.kernel_memory_ratio)
+    assert got["qk"] == pytest.approx(tables["qk"][128])
+    assert got["pv"] == pytest.approx(tables["pv"][128])
+    assert got["softmax"] == pytest.approx(tables["softmax"][2048])
+    masked = kernel_memory(h100, {"d": 128.0, "m": 2048.0}, masked=True)
+    assert masked is not None and "qk" not in dict(masked.kernel_memory_ratio)
+    assert naive_default(load_hardware("h200")).hbm_ratio_by_kernel == ()

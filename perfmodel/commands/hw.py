@@ -99,6 +99,21 @@ def print_measured(c: Ceilings, spec: HardwareSpec, *, title: str) -> None:
         ratio = f"{m.value / sheet:6.2f}" if sheet else ""
         shown = _show(name, sheet) if sheet else ""
         print(f"  {name:<32} {_show(name, m.value):>14} {shown:>14} {ratio}   [{m.size}]")
+    _print_naive_calls(c)
+
+
+def _print_naive_calls(c: Ceilings) -> None:
+    """The naive baseline's XLA calls ([[xla_naive]]) as the model reads them: each
+    kernel's rate over the HBM copy rate, by the variable it goes by."""
+    from perfmodel.catalog.ceilings import xla_naive_ratios
+
+    ratios = xla_naive_ratios(c)
+    if not ratios:
+        return
+    print("  naive kernels' XLA calls, rate over the HBM copy rate (naive='xla'):")
+    for kernel, variable, table in ratios:
+        cells = ", ".join(f"{x}: {r:.2f}" for x, r in table)
+        print(f"    {kernel:<8} by {variable}  {cells}")
 
 
 def _show(key: str, value: object) -> str:
