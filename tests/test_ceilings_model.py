@@ -149,8 +149,7 @@ def test_the_naive_calls_rates_reach_the_xla_compile_only_on_the_device_that_mea
     """The H100's [[xla_naive]] ratios, read at a measured point, are each naive kernel's
     HBM rate over the copy rate; a masked score kernel is another call (no ratio); the
     H200, whose file has no such rows, does not borrow them (``NOT_PRIORS``)."""
-    from perfmodel.catalog.calibration import naive_default
-    from perfmodel.catalog.ceilings import load_ceilings, xla_naive_ratios
+    from perfmodel.catalog.ceilings import xla_naive_ratios
     from perfmodel.evaluate import kernel_memory
 
     h100 = naive_default(load_hardware("h100"))
