@@ -189,7 +189,7 @@ NAIVE_SCORE_BYTES_CAP = 4e9
 
 
 def _naive_fits(s: dict) -> bool:
-    return 2 * s["batch"] * s["h"] * s["n"] * s["kv_len"] <= NAIVE_SCORE_BYTES_CAP
+    return 2 * s["batch"] * s["h"] * s["n"] * s["kv_len"] <= NAIVE_SCORE_BYTES_CAP  # 16-bit S
 
 
 def jobs(shapes: dict[str, list[dict]], naive: bool = False) -> list[dict]:

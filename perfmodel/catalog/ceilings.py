@@ -69,6 +69,7 @@ from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.fields import Flag
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.kernels import KernelFamily
+from perfmodel.vocabulary import BYTES_PER_ELEMENT
 
 __all__ = [
     "DATASHEET_FIELD",
@@ -503,7 +504,7 @@ def _naive_bytes(r: XlaNaiveRate) -> float:
     past XLA's one-fusion row) and writes P."""
     from perfmodel.costs.xla_rows import softmax_reads
 
-    item = 2  # bf16 and fp16 rows only
+    item = BYTES_PER_ELEMENT[r.dtype]
     big = r.rows * r.m * item
     if r.op == "softmax":
         return (softmax_reads("xla", r.m) + 1) * big
@@ -520,11 +521,13 @@ def xla_naive_ratios(c: Ceilings) -> tuple[tuple[str, str, tuple[tuple[int, floa
     d = 256 is near its matmul roof), as a share of what a copy does, so that it stands
     as a prior on a sibling of another HBM (empty: no copy rate measured)."""
     copy = c.value("hbm_copy_bytes_per_s")
+    if not copy:
+        return ()
     out = []
     for op, (kernel, variable) in XLA_NAIVE_KERNELS.items():
         best: dict[int, float] = {}
         for r in c.xla_naive:
-            if r.op == op and copy:
+            if r.op == op:
                 x = r.m if variable == "m" else (r.d or 0)
                 rate = _naive_bytes(r) / r.device_s / copy
                 best[x] = max(best.get(x, 0.0), rate)

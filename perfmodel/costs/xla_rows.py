@@ -10,12 +10,12 @@ over S (``costs.naive``).
 
 from __future__ import annotations
 
+from perfmodel.vocabulary import BYTES_PER_ELEMENT
+
 #: The float32 row XLA's one-fusion softmax keeps in registers.
 XLA_ROW_FUSION_BYTES = 32 * 1024
-#: Bytes of one float32 score.
-FLOAT32_BYTES = 4
 #: The longest row (in keys) that fits the fusion.
-ROW_FUSION_KEYS = XLA_ROW_FUSION_BYTES // FLOAT32_BYTES
+ROW_FUSION_KEYS = XLA_ROW_FUSION_BYTES // BYTES_PER_ELEMENT["fp32"]
 
 
 def softmax_reads(implementation: str, keys: float) -> int:
