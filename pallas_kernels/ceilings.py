@@ -111,8 +111,12 @@ WGMMA_PV_MN_TILES = ((2, 64, 128), (2, 96, 128), (2, 128, 128), (2, 80, 128),
                      (2, 64, 64), (2, 160, 64), (2, 192, 64), (2, 256, 64))  # fmt: skip
 #: Mosaic wgmma of one warpgroup shaped as a 64 x 64 backward tile's products (cuDNN's
 #: ``bprop_wgmma_..._64x64xD_1x4x1``): S = Q K^T and dP = dO V^T (N = 64, K = d) and
-#: dV, dK, dQ (N = d, K = 64), two CTAs a SM as elsewhere; kept as form "bwd".
+#: dV, dK, dQ (N = d, K = 64), two CTAs a SM as elsewhere; kept as form "bwd". The same
+#: tiles with one CTA a SM (one warpgroup alone on its SM, as a backward tile whose shared
+#: memory leaves room for no second CTA: d = 256) are form "bwd_lone".
 WGMMA_BWD_TILES = ((1, 64, 64), (1, 64, 128), (1, 64, 256), (1, 128, 64), (1, 256, 64))
+#: CTAs a SM of each form's grid (2 where not named).
+CTAS_PER_SM = {"bwd_lone": 1}
 HBM_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)
 L2_WORKING_SETS = tuple(m << 20 for m in (2, 8, 16, 24, 32, 40, 48, 64, 96, 192))
 #: Each timed call of the HBM kernels touches a new buffer until this many bytes
@@ -518,7 +522,8 @@ def mosaic_wgmma(wgs, n, k, dtype, *, iters, ctas, n_tiles=8, mn_major=False):
 def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
     """The Mosaic wgmma tiles ``(warpgroups, N, K)``; ``form``: the product they stand
     for where not S = Q K^T (``"pv"``: ``WGMMA_PV_TILES``; ``"pv_mn"``: the same with V
-    N-contiguous, ``WGMMA_PV_MN_TILES``), kept in each row."""
+    N-contiguous, ``WGMMA_PV_MN_TILES``; ``"bwd_lone"``: one CTA a SM, ``CTAS_PER_SM``),
+    kept in each row."""
     if s.interpret:
         s.failed.append("tensor wgmma mosaic: no interpret mode for Mosaic GPU")
         return
@@ -526,7 +531,7 @@ def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
         if s.left_s() < 20:
             s.failed.append(f"tensor wgmma {wgs}x64x{n}x{k}: budget")
             continue
-        ctas = 2 * s.sm_count
+        ctas = CTAS_PER_SM.get(form or "", 2) * s.sm_count
         iters = _iters_for(2.0 * 64 * n * k * wgs * ctas, 2e-3)
         mn_major = form == "pv_mn"
         try:
@@ -1383,7 +1388,7 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
 SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", "launch",
             "latency", "wgmma bf16", "wgmma pv bf16", "wgmma fp16", "triton fp16",
             "mma.sync fp16", "atomics", "wgmma bwd bf16", "wgmma swizzle bf16",
-            "xla naive", "wgmma pv_mn bf16")  # fmt: skip
+            "xla naive", "wgmma pv_mn bf16", "wgmma bwd_lone bf16")  # fmt: skip
 _LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
 
 
@@ -1391,7 +1396,7 @@ def section_of(table: str, entry: dict | str) -> str | None:
     """The section that measures a headline (by name) or a table row; None for the
     tensor headlines, which ``document`` derives from the rows."""
     if table == "tensor_core":
-        if entry.get("form") in ("pv", "bwd", "pv_mn"):
+        if entry.get("form") in ("pv", "bwd", "pv_mn", "bwd_lone"):
             return f"wgmma {entry['form']} {entry['dtype']}"
         if entry.get("swizzle_bytes") and entry["lowering"] == "mosaic":
             return f"wgmma swizzle {entry['dtype']}"
@@ -1456,6 +1461,8 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("wgmma swizzle bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_SWIZZLE_TILES)),
         ("xla naive", measure_xla_naive),
         ("wgmma pv_mn bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_PV_MN_TILES, "pv_mn")),
+        ("wgmma bwd_lone bf16",
+         lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_BWD_TILES, "bwd_lone")),
         ("triton bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=False)),
         ("mma.sync bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=True)),
         ("triton fp16", lambda s: measure_triton_tensor(s, jnp.float16, mma_sync=False)),
