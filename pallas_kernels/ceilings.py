@@ -113,10 +113,11 @@ WGMMA_PV_MN_TILES = ((2, 64, 128), (2, 96, 128), (2, 128, 128), (2, 80, 128),
 #: ``bprop_wgmma_..._64x64xD_1x4x1``): S = Q K^T and dP = dO V^T (N = 64, K = d) and
 #: dV, dK, dQ (N = d, K = 64), two CTAs a SM as elsewhere; kept as form "bwd". The same
 #: tiles with one CTA a SM (one warpgroup alone on its SM, as a backward tile whose shared
-#: memory leaves room for no second CTA: d = 256) are form "bwd_lone".
+#: memory leaves room for no second CTA: d = 256) are form "bwd_lone"; alone and each
+#: wgmma waited for before the next (a chain of dependent products), "bwd_serial".
 WGMMA_BWD_TILES = ((1, 64, 64), (1, 64, 128), (1, 64, 256), (1, 128, 64), (1, 256, 64))
-#: CTAs a SM of each form's grid (2 where not named).
-CTAS_PER_SM = {"bwd_lone": 1}
+#: (CTAs a SM, wgmma groups left in flight) of each form's grid; (2, 1) where not named.
+WGMMA_FORMS = {"bwd_lone": (1, 1), "bwd_serial": (1, 0)}
 HBM_SIZES = (1 << 20, 4 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30)
 L2_WORKING_SETS = tuple(m << 20 for m in (2, 8, 16, 24, 32, 40, 48, 64, 96, 192))
 #: Each timed call of the HBM kernels touches a new buffer until this many bytes
@@ -440,13 +441,15 @@ def _tensor_row(s, instruction, lowering, dtype, m, n, k, warps, streamed, flops
     )
 
 
-def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles, mn_major=False):
+def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles, mn_major=False, in_flight=1):
     """One CTA: each warpgroup copies its A [64, K] tile, warpgroup 0 the shared B
     [N, K] tile, into swizzled shared memory (the swizzle our forward gives a row of
     its elements, ``flash_mosaic.swizzle_bytes``); then ``iters`` wgmma S += A B^T (B
     transposed in shared memory, as K^T in attention), one group in flight; the row
     sums of S go out through shared memory (so nothing is dead code). ``mn_major``: B is
-    [K, N] instead, N contiguous, as the forward holds V for O += P V."""
+    [K, N] instead, N contiguous, as the forward holds V for O += P V. ``in_flight`` 0:
+    each wgmma waited for before the next is issued (a chain of dependent products, as a
+    backward's S -> dS -> dK runs when nothing else is resident to fill the drain)."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
     from pallas_kernels.flash_mosaic import swizzle_bytes
@@ -485,7 +488,7 @@ def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles, mn_major=Fals
             @pl.loop(0, iters)
             def _(i):
                 plgpu.wgmma(acc, a_smem.at[wg], b_t)
-                plgpu.wgmma_wait(1)
+                plgpu.wgmma_wait(in_flight)
 
             plgpu.wgmma_wait(0)
             return acc[...]
@@ -499,12 +502,13 @@ def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles, mn_major=Fals
     pl.run_scoped(scoped, smem_types, barrier_types, collective_axes="wg")
 
 
-def mosaic_wgmma(wgs, n, k, dtype, *, iters, ctas, n_tiles=8, mn_major=False):
+def mosaic_wgmma(wgs, n, k, dtype, *, iters, ctas, n_tiles=8, mn_major=False, in_flight=1):
     """(jitted fn, input sets, FLOPs per call) of the Mosaic wgmma tile kernel."""
     import jax.experimental.pallas.mosaic_gpu as plgpu
 
     body = functools.partial(
-        _wgmma_body, wgs=wgs, n=n, k=k, iters=iters, n_tiles=n_tiles, mn_major=mn_major
+        _wgmma_body, wgs=wgs, n=n, k=k, iters=iters, n_tiles=n_tiles, mn_major=mn_major,
+        in_flight=in_flight,
     )
     fn = plgpu.kernel(
         body,
@@ -522,7 +526,7 @@ def mosaic_wgmma(wgs, n, k, dtype, *, iters, ctas, n_tiles=8, mn_major=False):
 def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
     """The Mosaic wgmma tiles ``(warpgroups, N, K)``; ``form``: the product they stand
     for where not S = Q K^T (``"pv"``: ``WGMMA_PV_TILES``; ``"pv_mn"``: the same with V
-    N-contiguous, ``WGMMA_PV_MN_TILES``; ``"bwd_lone"``: one CTA a SM, ``CTAS_PER_SM``),
+    N-contiguous, ``WGMMA_PV_MN_TILES``; ``"bwd_lone"``, ``"bwd_serial"``: ``WGMMA_FORMS``),
     kept in each row."""
     if s.interpret:
         s.failed.append("tensor wgmma mosaic: no interpret mode for Mosaic GPU")
@@ -531,12 +535,13 @@ def measure_wgmma(s: Session, dtype, tiles, form: str | None = None) -> None:
         if s.left_s() < 20:
             s.failed.append(f"tensor wgmma {wgs}x64x{n}x{k}: budget")
             continue
-        ctas = CTAS_PER_SM.get(form or "", 2) * s.sm_count
+        per_sm, in_flight = WGMMA_FORMS.get(form or "", (2, 1))
+        ctas = per_sm * s.sm_count
         iters = _iters_for(2.0 * 64 * n * k * wgs * ctas, 2e-3)
         mn_major = form == "pv_mn"
         try:
             fn, sets, flops = mosaic_wgmma(
-                wgs, n, k, dtype, iters=iters, ctas=ctas, mn_major=mn_major
+                wgs, n, k, dtype, iters=iters, ctas=ctas, mn_major=mn_major, in_flight=in_flight
             )
             t = s.time(fn, sets)
         except Exception as err:  # noqa: BLE001
@@ -1388,7 +1393,8 @@ def document(s: Session, device: str, command: str, *, quiet: bool = True) -> di
 SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", "launch",
             "latency", "wgmma bf16", "wgmma pv bf16", "wgmma fp16", "triton fp16",
             "mma.sync fp16", "atomics", "wgmma bwd bf16", "wgmma swizzle bf16",
-            "xla naive", "wgmma pv_mn bf16", "wgmma bwd_lone bf16")  # fmt: skip
+            "xla naive", "wgmma pv_mn bf16", "wgmma bwd_lone bf16",
+            "wgmma bwd_serial bf16")  # fmt: skip
 _LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
 
 
@@ -1396,7 +1402,7 @@ def section_of(table: str, entry: dict | str) -> str | None:
     """The section that measures a headline (by name) or a table row; None for the
     tensor headlines, which ``document`` derives from the rows."""
     if table == "tensor_core":
-        if entry.get("form") in ("pv", "bwd", "pv_mn", "bwd_lone"):
+        if entry.get("form") in ("pv", "bwd", "pv_mn", "bwd_lone", "bwd_serial"):
             return f"wgmma {entry['form']} {entry['dtype']}"
         if entry.get("swizzle_bytes") and entry["lowering"] == "mosaic":
             return f"wgmma swizzle {entry['dtype']}"
@@ -1463,6 +1469,8 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("wgmma pv_mn bf16", lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_PV_MN_TILES, "pv_mn")),
         ("wgmma bwd_lone bf16",
          lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_BWD_TILES, "bwd_lone")),
+        ("wgmma bwd_serial bf16",
+         lambda s: measure_wgmma(s, jnp.bfloat16, WGMMA_BWD_TILES, "bwd_serial")),
         ("triton bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=False)),
         ("mma.sync bf16", lambda s: measure_triton_tensor(s, jnp.bfloat16, mma_sync=True)),
         ("triton fp16", lambda s: measure_triton_tensor(s, jnp.float16, mma_sync=False)),

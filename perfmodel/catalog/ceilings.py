@@ -164,8 +164,9 @@ class TensorCoreRate(_Frozen):
     #: (``pallas_kernels.ceilings.WGMMA_BWD_TILES``)
     #: ``"pv_mn"``: O += P V with V N-contiguous, as the forward holds it
     #: (``pallas_kernels.ceilings.WGMMA_PV_MN_TILES``); ``"bwd_lone"``: the ``"bwd"``
-    #: tiles at one CTA a SM (``pallas_kernels.ceilings.CTAS_PER_SM``)
-    form: Literal["pv", "bwd", "pv_mn", "bwd_lone"] | None = None
+    #: tiles at one CTA a SM; ``"bwd_serial"``: the same, each wgmma waited for before the
+    #: next (``pallas_kernels.ceilings.WGMMA_FORMS``)
+    form: Literal["pv", "bwd", "pv_mn", "bwd_lone", "bwd_serial"] | None = None
     #: the shared-memory swizzle where it is not 128 bytes (a row of K 16-bit values that
     #: 128 does not divide: ``pallas_kernels.ceilings.WGMMA_SWIZZLE_TILES``)
     swizzle_bytes: Count | None = None
