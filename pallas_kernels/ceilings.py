@@ -232,6 +232,7 @@ class Session:
             "latency": [],
             "atomics": [],
             "xla_naive": [],
+            "loaded_latency": [],
         }
         self.failed: list[str] = []
         self.previous: dict = {}  # the earlier run a --resume kept results of
@@ -1269,6 +1270,51 @@ def measure_latency(s: Session) -> None:
         del x, sets
 
 
+#: Programs a SM of the loaded-latency reads; the headline is Little's law at the second.
+LOADED_PER_SM = (1, 2, 4)
+
+
+def measure_loaded_latency(s: Session) -> None:
+    """HBM latency under load (``hbm_loaded_latency_s``), by Little's law: a streaming read
+    (``stream_fn``, 16 KB tiles) at ``LOADED_PER_SM`` programs a SM over 1 GiB, each
+    program counted as one tile in flight (the method of the H200 spec's figure,
+    ``kernel_bench.bench_decode.memory_latency_sweep``); latency = bytes in flight / bytes
+    a second. A row each in ``[[loaded_latency]]``; the headline at 2 a SM, as there."""
+    n_bytes = (256 << 10) if s.interpret else (1 << 30)
+    rows = n_bytes // (2 * TILE_COLS)
+    tile = 8 * TILE_COLS * 2
+    for per_sm in LOADED_PER_SM:
+        programs = 2 if s.interpret else per_sm * s.sm_count
+        if s.left_s() < 12:
+            s.failed.append(f"loaded latency {per_sm}/SM: budget")
+            continue
+
+        def build(programs=programs):
+            fn, moved = stream_fn("read", n_bytes, programs, s.interpret)
+            return fn, [(_random(90 + i, (rows, TILE_COLS), jnp.bfloat16),) for i in range(2)], moved
+
+        timed = _timed(s, f"loaded latency {per_sm}/SM", build)
+        if timed is None:
+            continue
+        t, (moved,) = timed
+        rate = moved / t["device_s"]
+        latency = programs * tile / rate
+        s.tables["loaded_latency"].append(
+            {"programs": programs, "bytes": n_bytes, "bytes_in_flight": programs * tile,
+             "bytes_per_s": rate, "latency_s": latency, "device_s": t["device_s"],
+             "timing": t["method"],
+             **{k: t[k] for k in ("clock_sm_hz", "clock_mem_hz") if k in t}}
+        )  # fmt: skip
+        s.log(f"read, {per_sm} programs/SM, one 16 KB tile in flight each: "
+              f"{rate / 1e12:.2f} TB/s, Little's law {latency * 1e6:.2f} us")  # fmt: skip
+        if per_sm == 2:
+            _headline(s, "hbm_loaded_latency_s", latency, "s",
+                      f"Little's law on a Pallas Triton streaming read of {n_bytes / 2**20:.2f} MiB, {programs} "
+                      f"programs of 4 warps ({per_sm} a SM), one 16 KB tile in flight each: "
+                      f"bytes in flight / bytes a second ({t['method']}); the other occupancies "
+                      "in [[loaded_latency]]", f"{n_bytes / 2**20:.2f} MiB", t)  # fmt: skip
+
+
 # ---------------------------------------------------------------- the file
 
 
@@ -1394,7 +1440,7 @@ SECTIONS = ("gemm", "triton bf16", "mma.sync bf16", "exp and fma", "hbm", "l2", 
             "latency", "wgmma bf16", "wgmma pv bf16", "wgmma fp16", "triton fp16",
             "mma.sync fp16", "atomics", "wgmma bwd bf16", "wgmma swizzle bf16",
             "xla naive", "wgmma pv_mn bf16", "wgmma bwd_lone bf16",
-            "wgmma bwd_serial bf16")  # fmt: skip
+            "wgmma bwd_serial bf16", "loaded latency")  # fmt: skip
 _LAUNCH = ("launch_latency_s", "dispatch_interval_s", "kernel_min_s", "block_cost_s", "wave_cost_s")
 
 
@@ -1414,6 +1460,8 @@ def section_of(table: str, entry: dict | str) -> str | None:
         return table
     if table == "xla_naive":
         return "xla naive"
+    if table == "loaded_latency":
+        return "loaded latency"
     if table == "grid":
         return "launch"
     name = str(entry)
@@ -1421,6 +1469,8 @@ def section_of(table: str, entry: dict | str) -> str | None:
         return "gemm"
     if name == "exp_per_s" or name.startswith("vector_"):
         return "exp and fma"
+    if name == "hbm_loaded_latency_s":
+        return "loaded latency"
     if name.endswith("_latency_s") and name != "launch_latency_s":
         return "latency"
     if name.startswith("l2_") and name.endswith(("_spread_bytes_per_s", "_shared_bytes_per_s")):
@@ -1480,6 +1530,7 @@ def run(out: Path, *, device: str, budget_s: float, interpret: bool, quick: bool
         ("l2", measure_l2),
         ("launch", measure_launch),
         ("latency", measure_latency),
+        ("loaded latency", measure_loaded_latency),
         ("atomics", measure_atomics),
     ]
     steps = [st for st in steps if st[0] in sections and not (quick and "fp16" in st[0])]

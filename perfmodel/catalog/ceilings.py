@@ -32,6 +32,8 @@ Fields (``Ceilings``):
 ``wave_cost_s``                    fixed cost of one wave of (nearly empty) blocks
 ``hbm_idle_latency_s``             one dependent load from DRAM, nothing else in flight
                                    (pointer chase over 1 GiB, one program)
+``hbm_loaded_latency_s``           a load while the memory is busy: Little's law on a
+                                   streaming read at 2 programs a SM, one tile in flight
 ``l2_hit_latency_s``               the same from a working set inside the L2 (4 MiB)
 ``l2_{triton_red,tma_reduce}_``    float32 tiles added into a buffer (best <= 32 MiB),
 ``{spread,shared}_bytes_per_s``    Triton's atomics or Mosaic's TMA reduce-add, each
@@ -127,6 +129,7 @@ class CeilingValues(_Frozen):
     block_cost_s: Measured | None = None
     wave_cost_s: Measured | None = None
     hbm_idle_latency_s: Measured | None = None
+    hbm_loaded_latency_s: Measured | None = None
     l2_hit_latency_s: Measured | None = None
     l2_triton_red_spread_bytes_per_s: Measured | None = None
     l2_triton_red_shared_bytes_per_s: Measured | None = None
@@ -179,6 +182,22 @@ class HbmRate(_Frozen):
     bytes_per_s: Positive
     device_s: Positive
     buffers: Count  #: input sets rotated between calls (so no call hits L2)
+    timing: str
+    clock_sm_hz: Positive | None = None
+    clock_mem_hz: Positive | None = None
+
+
+class LoadedLatency(_Frozen):
+    """One streaming read at a known number of bytes in flight
+    (``pallas_kernels.ceilings.measure_loaded_latency``): Little's law gives the latency
+    of a load while the memory system is busy, ``bytes_in_flight / bytes_per_s``."""
+
+    programs: Count
+    bytes: Count  #: buffer read
+    bytes_in_flight: Count  #: one 16 KB tile a program
+    bytes_per_s: Positive
+    latency_s: Positive
+    device_s: Positive
     timing: str
     clock_sm_hz: Positive | None = None
     clock_mem_hz: Positive | None = None
@@ -282,6 +301,7 @@ class Ceilings(_Frozen):
     latency: list[ChaseTime] = []
     atomics: list[AtomicRate] = []
     xla_naive: list[XlaNaiveRate] = []
+    loaded_latency: list[LoadedLatency] = []
 
     def value(self, name: str) -> float | None:
         """A headline figure by its field name, None where it was not measured."""
