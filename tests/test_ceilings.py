@@ -36,12 +36,17 @@ def test_the_h200_and_the_h100_ship_ceilings_files_found_by_their_names():
     assert load_ceilings(H200_FILE) == load_ceilings(str(H200_FILE))
 
 
+#: Headlines of sections written after a file's last device call (not measured there yet).
+NEWER = {"h100": {"hbm_loaded_latency_s"}, "h200": {"hbm_loaded_latency_s"}}
+
+
 def test_the_h100_file_is_a_real_gpu_run_with_every_headline():
     """Three device calls' worth (2026-12-07, the last resumed from the second): every
     headline measured, nothing failed, every rate below 1.05x its datasheet figure."""
     c = read_ceilings(H100_FILE)
     assert not c.interpret and "H100" in c.device_kind and c.failed == []
-    assert [name for name in CeilingValues.model_fields if c.value(name) is None] == []
+    missing = {name for name in CeilingValues.model_fields if c.value(name) is None}
+    assert missing <= NEWER["h100"]
     spec = load_hardware(c.device)
     for name, measured, sheet in beside_datasheet(c, spec):
         if sheet is not None and name.endswith("_per_s") and name != "l2_read_bytes_per_s":
@@ -51,8 +56,8 @@ def test_the_h100_file_is_a_real_gpu_run_with_every_headline():
 def test_the_shipped_file_is_a_real_gpu_run_with_every_section():
     c = read_ceilings(H200_FILE)
     assert not c.interpret and "H200" in c.device_kind and c.failed == []
-    missing = [name for name in CeilingValues.model_fields if c.value(name) is None]
-    assert missing == []
+    missing = {name for name in CeilingValues.model_fields if c.value(name) is None}
+    assert missing <= NEWER["h200"]
     assert {(r.instruction, r.dtype) for r in c.tensor_core} == {
         (i, d) for i in ("wgmma", "mma.sync", "triton_default") for d in ("bf16", "fp16")
     }
