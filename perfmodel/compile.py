@@ -212,8 +212,9 @@ def _entry(fn: Compiled, extra: Any) -> dict[str, Any] | None:
 
 
 #: What the printed numpy code calls instead of numpy's own function of that name: the
-#: same numbers, faster on the whole numbers the models hold (``roofline.mod``).
-NUMPY_OVERRIDES: dict[str, Any] = {"mod": roofline.mod}
+#: same numbers, faster on the whole numbers the models hold (``roofline.mod``) and on
+#: a Piecewise's arms (``roofline.select``).
+NUMPY_OVERRIDES: dict[str, Any] = {"mod": roofline.mod, "select": roofline.select}
 
 
 def _namespace(module: Any) -> dict[str, Any]:

@@ -125,6 +125,18 @@ def mod(a: Any, b: Any) -> Any:
     return np.mod(a, b)
 
 
+def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
+    """``np.select`` (a ``Piecewise`` of the printed cost models) as one ``np.where`` per
+    condition, from the last: the first condition that holds picks, as in numpy's, and
+    a condition that is plainly True (a Piecewise's ``otherwise``) takes its choice
+    as it is; numpy's copies every choice into one result first, at twice the cost."""
+    out = default
+    for cond, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
+        out = choice if cond is True else np.where(cond, choice, out)
+    dtype = np.result_type(*(np.asarray(c) for c in (*choicelist, default)))  # numpy's
+    return np.asarray(out, dtype=dtype)
+
+
 class _NumpyMath:
     """:class:`ArrayNamespace` for columns: numpy's functions, and its floor division by
     :func:`floor_divide`."""
