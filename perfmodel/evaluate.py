@@ -19,7 +19,7 @@ evaluated (``effect_<name>_s`` is what each adds).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -228,12 +228,16 @@ def _expressions(
     return tuple(names), tuple(sp.sympify(e) for e in exprs)
 
 
-def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
+def shape_values(
+    hw: HardwareSpec, *, reads: Collection[str] | None = None, **shape: Any
+) -> dict[str, Any]:
     """Symbol values for a shape on a device: the L2 model's hardware symbols, and the
     launch's GQA packing, K/V splits and blocks per SM (1 each unless given) and K/V
     stages (the paper model's ``costs.flash.KV_STAGES`` unless given: a kernel family's
     launch gives its own, :func:`flash_values`); with a ``mask`` (``costs.masks.Mask``),
-    its visited-tile counts at this launch."""
+    its visited-tile counts at this launch. ``reads``: the symbols the model evaluated
+    reads (:func:`model_symbols`; None: any); the tiles' gcds are computed only for a
+    model that reads them (the causal and backward ones)."""
     values = {"pack": 1, "splits": 1, "page": 1, "group_split": 1, "group_reduce": 0, **shape}
     if "kv_stages" not in values:
         from perfmodel.costs.flash import KV_STAGES
@@ -242,20 +246,33 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     blocks_per_sm = values.pop("blocks_per_sm", 1)
     mask = values.pop("mask", None)
     if "block_q" in values:
-        values["tile_gcd"] = gcd = tile_gcd(values["block_q"], values["block_k"], values["pack"])
         # a two-pass backward's dQ kernel: its own tile where the launch gives one
         own_dq = "dq_block_q" in values or "dq_block_k" in values
         values.setdefault("dq_block_q", values["block_q"])
         values.setdefault("dq_block_k", values["block_k"])
-        if not own_dq and _unpacked_columns(values["pack"], gcd):
-            values["dq_tile_gcd"] = gcd  # the same gcd: columns of it are computed once
-        else:
-            values["dq_tile_gcd"] = tile_gcd(values["dq_block_q"], values["dq_block_k"], 1.0)
+        if reads is None or "tile_gcd" in reads or "dq_tile_gcd" in reads:
+            values.update(_tile_gcds(values, own_dq))
     values["l2_capacity"] = hw.l2_bytes or 0
     values["resident_ctas"] = hw.sm_count * blocks_per_sm
     if mask is not None:
         values.update(masks.symbol_values(mask, **values))
     return values
+
+
+def _tile_gcds(values: dict[str, Any], own_dq: bool) -> dict[str, Any]:
+    """The gcd of the tile (``tile_gcd``) and of the dQ kernel's tile (``dq_tile_gcd``)."""
+    gcd = tile_gcd(values["block_q"], values["block_k"], values["pack"])
+    if not own_dq and _unpacked_columns(values["pack"], gcd):
+        return {"tile_gcd": gcd, "dq_tile_gcd": gcd}  # the same gcd: its columns computed once
+    return {
+        "tile_gcd": gcd,
+        "dq_tile_gcd": tile_gcd(values["dq_block_q"], values["dq_block_k"], 1.0),
+    }
+
+
+def model_symbols(key: ModelKey | str, causal: bool, hw: HardwareSpec) -> tuple[str, ...]:
+    """The symbols a model's compiled expressions read (``shape_values``'s ``reads``)."""
+    return _compiled_model(_as_key(key), causal, hw.l2_bytes is not None)[0].names
 
 
 def _unpacked_columns(pack: Any, gcd: Any) -> bool:
@@ -1178,12 +1195,18 @@ def _bound(t_compute: Num, t_memory: Num) -> Any:
 
 # --- a kernel family's launch, evaluated ---------------------------------------------
 def flash_values(
-    hw: HardwareSpec, shape: dict[str, Num], launch: Launch, pack: Num, splits: Num
+    hw: HardwareSpec,
+    shape: dict[str, Num],
+    launch: Launch,
+    pack: Num,
+    splits: Num,
+    reads: Collection[str] | None = None,
 ) -> dict[str, Num]:
     """Symbol values of the forward flash model at ``launch`` (its tiles, K/V stages and
-    blocks per SM) with ``pack`` and ``splits``."""
+    blocks per SM) with ``pack`` and ``splits``; ``reads``: as :func:`shape_values`'."""
     return shape_values(
         hw,
+        reads=reads,
         **shape,
         block_q=launch.block_q,
         block_k=launch.block_k,
@@ -1264,8 +1287,10 @@ def evaluate_flash(
         at: Launch,
         sub: dict[str, Num],
     ) -> tuple[dict[ExprName, Num], list[str], list[KernelRoofs]]:
-        values = flash_values(hw, {**sub, **extra}, at, pack, splits)
-        raw, kernels = _raw(model_key("flash", split=split, **forms), causal, hw, values)
+        key = model_key("flash", split=split, **forms)
+        reads = model_symbols(key, causal, hw)
+        values = flash_values(hw, {**sub, **extra}, at, pack, splits, reads)
+        raw, kernels = _raw(key, causal, hw, values)
         rates = roof_rates(hw, roofline.rows(peak, rows))
         return raw, kernels, _roofs_from_raw(raw, kernels, rates, hw, onchip)
 

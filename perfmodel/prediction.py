@@ -1495,8 +1495,7 @@ def _rows(col: np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
     """Some rows of a column: a slice, or indices (one value broadcast stays a view)."""
     if isinstance(rows, slice):
         return col[rows]
-    picked: np.ndarray = roofline_rows(col, rows)
-    return picked
+    return np.asarray(roofline_rows(col, rows))
 
 
 def _floats(col: np.ndarray) -> np.ndarray:
