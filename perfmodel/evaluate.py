@@ -440,17 +440,20 @@ def _roofs_from_raw(
         work_items, tiles = raw[k, "work_items"], raw[k, "tiles"]
         times = _kernel_roofs(raw, k, rates)
         fused = k == tiled
-        floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else _NO_ONCHIP)
+        fill = _fill(work_items, hw, onchip) if fused else None  # once for its three uses
+        floor, estimate = _with_parallelism(
+            times, work_items, hw, onchip if fused else _NO_ONCHIP, fill
+        )
         if roofline.any_nonzero(raw[k, "floor_work_items"]):  # more blocks than it launches
             floor = _with_parallelism(times, raw[k, "floor_work_items"], hw)[0]
         blocks = roofline.ratio_or_zero(work_items, tiles)
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1
         launches = raw[k, "launches"]  # kernels the entry stands for (a tiled one: 1)
-        latency, load = _prologue(work_items, hw, onchip, rates) if fused else _first_load(hw)
+        latency, load = _prologue(work_items, hw, onchip, rates, fill) if fill else _first_load(hw)
         if not fused:  # each kernel it stands for waits for its first operands
             latency = latency * launches
-        steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip)
+        steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip, fill)
         hbm = cast(Num, rates["hbm"])  # every device has one
         pad_s: Num = onchip.pad_bytes / hbm if i == 0 else 0.0  # once per model
         out.append(
@@ -481,16 +484,38 @@ def _roofs_from_raw(
     return out
 
 
+class _Fill(NamedTuple):
+    """How a tiled kernel's ``work_items`` blocks fill the SMs, found once for the memory
+    reach, the prologue and the pipeline: the share of SMs busy, the blocks resident on
+    a busy SM (:func:`_resident`) and the latency their loads see (:func:`_stream_latency`)."""
+
+    busy: Num
+    resident: Num
+    latency: Num
+
+
+def _fill(work_items: Num, hw: HardwareSpec, onchip: OnChip, busy: Num | None = None) -> _Fill:
+    """:class:`_Fill` of a kernel (``busy``: its share of busy SMs, where known)."""
+    busy = roofline.busy_fraction(work_items, hw.sm_count) if busy is None else busy
+    resident = _resident(work_items, hw, onchip)
+    return _Fill(busy, resident, _stream_latency(busy, resident, hw, onchip))
+
+
+def _resident(work_items: Num, hw: HardwareSpec, onchip: OnChip) -> Num:
+    """Blocks resident at once on a busy SM: the launch's blocks per SM, fewer where the
+    grid has fewer blocks per SM, and at least one."""
+    return roofline.minimum(onchip.blocks_per_sm, roofline.maximum(1.0, work_items / hw.sm_count))
+
+
 def _pipeline(
-    work_items: Num, tiles: Num, hw: HardwareSpec, onchip: OnChip
+    work_items: Num, tiles: Num, hw: HardwareSpec, onchip: OnChip, fill: _Fill | None = None
 ) -> tuple[Num, Num, Num, Num]:
     """:class:`KernelRoofs`' exposed-latency facts of a tiled kernel whose launch states its
     loads ahead (zeros elsewhere, and on a device without a measured memory latency)."""
     if onchip.loads_ahead is None or not hw.memory_latency_s or not roofline.any_nonzero(tiles):
         return (0.0, 1.0, 0.0, 0.0)
-    top, low = roofline.maximum, roofline.minimum
-    busy = low(work_items, float(hw.sm_count))
-    resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
+    busy = roofline.minimum(work_items, float(hw.sm_count))
+    resident = fill.resident if fill else _resident(work_items, hw, onchip)
     return (roofline.ratio_or_zero(tiles, busy), resident, onchip.loads_ahead, hw.memory_latency_s)
 
 
@@ -516,7 +541,11 @@ def latency_at(hw: HardwareSpec, demand: Num) -> Num:
 
 
 def _prologue(
-    work_items: Num, hw: HardwareSpec, onchip: OnChip, rates: Mapping[str, Num | None]
+    work_items: Num,
+    hw: HardwareSpec,
+    onchip: OnChip,
+    rates: Mapping[str, Num | None],
+    fill: _Fill | None = None,
 ) -> tuple[Num, Num]:
     """Per wave of the fused kernel's blocks (``work_items`` over the SMs' resident
     blocks): one memory latency per dependent load before the first inner-loop step can
@@ -525,8 +554,7 @@ def _prologue(
     resident = hw.sm_count * onchip.blocks_per_sm
     xp = roofline.xp_of(work_items, resident)
     waves = xp.ceil(work_items / resident)
-    busy = roofline.busy_fraction(work_items, hw.sm_count)
-    chain = onchip.prologue_loads * _stream_latency(busy, work_items, hw, onchip)
+    chain = onchip.prologue_loads * (fill or _fill(work_items, hw, onchip)).latency
     latency = waves * chain
     load = waves * onchip.q_tile_bytes * hw.sm_count / cast(Num, rates["hbm"])  # every device
     return latency, load
@@ -1122,7 +1150,11 @@ def blocked_of(calibration: Calibration, shape: dict[str, Num]) -> Num | None:
 
 
 def _with_parallelism(
-    times: dict[str, Num], work_items: Num, hw: HardwareSpec, onchip: OnChip | None = None
+    times: dict[str, Num],
+    work_items: Num,
+    hw: HardwareSpec,
+    onchip: OnChip | None = None,
+    fill: _Fill | None = None,
 ) -> tuple[dict[str, Num], dict[str, Num]]:
     """Roofs stretched by idle SMs. Floor: compute roofs by the share of SMs with no
     block at all (a true bound). Estimate: compute roofs by wave quantisation, and the
@@ -1130,9 +1162,9 @@ def _with_parallelism(
     without ``work_items`` fills the chip."""
     if not roofline.any_nonzero(work_items):
         return times, times
-    floor = roofline.busy_fraction(work_items, hw.sm_count)
+    floor = fill.busy if fill else roofline.busy_fraction(work_items, hw.sm_count)
     waves = roofline.wave_efficiency(work_items, hw.sm_count)
-    reach = _memory_reach(floor, work_items, hw, onchip or _NO_ONCHIP)
+    reach = _memory_reach(floor, work_items, hw, onchip or _NO_ONCHIP, fill)
     estimate = {
         r: t / waves if r in roofline.COMPUTE_ROOFS else t * reach.get(r, 1.0)
         for r, t in times.items()
@@ -1141,7 +1173,9 @@ def _with_parallelism(
     return floor_times, estimate
 
 
-def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) -> dict[str, Num]:
+def _memory_reach(
+    busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip, fill: _Fill | None = None
+) -> dict[str, Num]:
     """Stretch of the memory roofs when the busy SMs cannot pull the full bandwidth.
 
     Each SM's port to L2 carries at most its share of the L2 bandwidth; and by Little's
@@ -1154,9 +1188,8 @@ def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) 
     top, low = roofline.maximum, roofline.minimum
     per_sm: Num = hw.l2_bandwidth_bytes_per_s / hw.sm_count  # one SM's port, all SMs pulling
     if hw.memory_latency_s and roofline.any_nonzero(onchip.bytes_in_flight):
-        resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
-        latency = _stream_latency(busy, work_items, hw, onchip)
-        per_sm = low(per_sm, resident * onchip.bytes_in_flight / latency)
+        fill = fill or _fill(work_items, hw, onchip, busy)
+        per_sm = low(per_sm, fill.resident * onchip.bytes_in_flight / fill.latency)
     reach = busy * hw.sm_count * per_sm
     return {
         "l2": top(1.0, hw.l2_bandwidth_bytes_per_s / reach),
@@ -1164,14 +1197,12 @@ def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) 
     }
 
 
-def _stream_latency(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) -> Num:
+def _stream_latency(busy: Num, resident: Num, hw: HardwareSpec, onchip: OnChip) -> Num:
     """The latency a tiled kernel's loads see (:func:`latency_at`): the bandwidth its
-    busy SMs ask for, each with its resident blocks' bytes in flight per idle latency."""
+    busy SMs ask for, each with its ``resident`` blocks' bytes in flight per idle latency."""
     idle = hw.idle_memory_latency_s or hw.memory_latency_s or 0.0
     if not idle:
         return 0.0
-    top, low = roofline.maximum, roofline.minimum
-    resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
     demand = busy * hw.sm_count * resident * onchip.bytes_in_flight / idle
     return latency_at(hw, demand)
 
