@@ -35,7 +35,7 @@ from perfmodel.compile import Compiled, compiled_named
 from perfmodel.costs import MODES, masks
 from perfmodel.errors import PerfmodelError
 from perfmodel.launch import ByIdentity, Launch, floor_launches, tile_gcd
-from perfmodel.roofline import Num
+from perfmodel.roofline import Array, Num
 from perfmodel.vocabulary import ALGORITHMS, DQ_FAMILIES, ROOFS, Algorithm, NaiveCompile, Roof
 
 if TYPE_CHECKING:  # the sympy models load where a model is built (``_model``)
@@ -1262,7 +1262,7 @@ def _per_split(split: Num, run: Callable[[Any, bool], Columns]) -> Columns:
         return run(None, False)
     if roofline.all_nonzero(split):
         return run(None, True)
-    mask = cast(npt.NDArray[Any], split)  # some rows split, others not: a column
+    mask = cast(Array, split)  # some rows split, others not: a column
     size = len(mask)
     few = int(np.count_nonzero(mask)) * 2 <= size  # True: the split rows are the fewer
     rows = np.flatnonzero(mask if few else ~mask)

@@ -50,7 +50,7 @@ from perfmodel.catalog.kernels import (
 from perfmodel.compile import Compiled, compiled_named
 from perfmodel.costs import masks
 from perfmodel.errors import PerfmodelError
-from perfmodel.roofline import FLOATS, Num, xp_of
+from perfmodel.roofline import FLOATS, Array, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
 from perfmodel.trace import as_float, as_int, is_traced, never_negative, opaque, searching
@@ -134,7 +134,7 @@ class Launch:
     imbalance: Num = 1.0
 
     def __len__(self) -> int:
-        return len(cast(npt.NDArray[Any], self.block_q))  # a launch of columns
+        return len(cast(Array, self.block_q))  # a launch of columns
 
     def take(self, rows: Any) -> Launch:
         """The launch of some rows (an index or a boolean mask)."""

@@ -29,6 +29,9 @@ ROOF_SET = frozenset(COMPUTE_ROOFS + MEMORY_ROOFS)
 
 #: A float for one point, or a numpy array for a sweep: every function takes either.
 Num: TypeAlias = float | npt.NDArray[Any]
+#: A numpy array of any element type (named once: a subscript in a call is built at
+#: every call, at a cost a hot path notices).
+Array: TypeAlias = npt.NDArray[Any]
 #: Plain Python numbers (bool among them): one point, no numpy.
 NUMBERS = (int, float)
 
@@ -212,7 +215,7 @@ def rows(value: Num, index: Any) -> Num:
     is a column of one value broadcast (the rows stay a broadcast view: nothing copied)."""
     if index is None or np.ndim(value) == 0:
         return value
-    column = cast(npt.NDArray[Any], value)
+    column = cast(Array, value)
     if is_repeated(column):
         count = int(np.count_nonzero(index)) if np.asarray(index).dtype == bool else len(index)
         return np.broadcast_to(column[:1], (count,))
