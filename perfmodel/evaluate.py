@@ -307,7 +307,9 @@ def _raw(
     key: ModelKey | str, causal: bool, hw: HardwareSpec, values: dict[str, Num]
 ) -> tuple[dict[ExprName, Num], list[str]]:
     fn, names, kernels = _compiled_model(_as_key(key), causal, hw.l2_bytes is not None)
-    return dict(zip(names, fn(**values), strict=True)), kernels
+    # a term that is a constant of the model (a roof it has no work on, one launch) stays
+    # a number: what follows from it costs no pass over the points
+    return dict(zip(names, fn.numbers_or_columns(**values), strict=True)), kernels
 
 
 @dataclass(frozen=True)

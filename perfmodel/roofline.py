@@ -252,7 +252,7 @@ def lower_bound(times: Mapping[str, Num]) -> Num:
 
 def largest(values: list[Num]) -> Num:
     """The largest of some roof times (floats, or arrays elementwise)."""
-    if isinstance(values[0], float):  # one point: all are floats
+    if _plain(values):  # one point: all are floats
         return max(values)
     return _max([np.asarray(t, dtype=np.float64) for t in values])
 
@@ -271,9 +271,19 @@ def derated(times: Mapping[str, Num], efficiency: Mapping[str, Num]) -> dict[str
 
 def _max(values: Sequence[Num]) -> Num:
     """Elementwise maximum, pairwise (``np.maximum.reduce`` would stack the arrays first)."""
-    if isinstance(values[0], float):
+    if _plain(values):
         return max(values)
     return functools.reduce(np.maximum, values)
+
+
+def _plain(values: Sequence[Any]) -> bool:
+    """Whether every value is a float: one point's, or a sweep's terms that are constants
+    of the model (then columns may be among them); a loop, not ``all()`` of a generator,
+    which costs more than the tests on every call."""
+    for v in values:  # noqa: SIM110
+        if not isinstance(v, float):
+            return False
+    return True
 
 
 def kernel_estimate(
@@ -383,7 +393,7 @@ def binding_roof(times: Mapping[str, Num]) -> Any:
     """Name of the largest roof, elementwise (a label: a str, or an object array of them,
     carried among the number columns)."""
     names = list(times)
-    if isinstance(times[names[0]], float):
+    if _plain(list(times.values())):
         return max(names, key=times.__getitem__)
     shape = np.broadcast_shapes(*(np.shape(times[name]) for name in names))
     best = np.array(np.broadcast_to(times[names[0]], shape), dtype=np.float64)  # own copy
