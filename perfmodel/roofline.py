@@ -277,9 +277,9 @@ def _max(values: Sequence[Num]) -> Num:
 
 
 def _plain(values: Sequence[Any]) -> bool:
-    """Whether every value is a float: one point's, or a sweep's terms that are constants
-    of the model (then columns may be among them); a loop, not ``all()`` of a generator,
-    which costs more than the tests on every call."""
+    """Whether every value is a plain float (one point's numbers): a sweep's list may hold
+    floats (a model's constant terms) among its columns. A loop, not ``all()`` of a
+    generator, which costs more than the tests on every call."""
     for v in values:  # noqa: SIM110
         if not isinstance(v, float):
             return False
