@@ -122,6 +122,16 @@ class Compiled:
         return self._expr
 
     def __call__(self, **values: Any) -> Any:
+        return self._evaluate(values, _full_shape)
+
+    def numbers_or_columns(self, **values: Any) -> Any:
+        """Its value(s) as a call gives them, but an expression that is a constant (a
+        model's terms of 0, its one launch) stays a number rather than a column of it:
+        the engine's rules take numbers and columns alike, and a number costs no pass
+        over the points."""
+        return self._evaluate(values, _number_or_column)
+
+    def _evaluate(self, values: dict[str, Any], shaped: Callable[[Any, Shape], Any]) -> Any:
         try:
             raw = [values[name] for name in self.names]
         except KeyError:
@@ -138,8 +148,8 @@ class Compiled:
         shape = np.broadcast_shapes(*(a.shape for a in args)) if args else ()
         out = self._fn(*args)
         if self.is_tuple:
-            return [_full_shape(o, shape) for o in out]
-        return _full_shape(out, shape)
+            return [shaped(o, shape) for o in out]
+        return shaped(out, shape)
 
     def __repr__(self) -> str:
         return f"Compiled({self.expr})"
@@ -154,11 +164,23 @@ def _numbers(values: list[Any]) -> bool:
     return True
 
 
-def _full_shape(value: Any, shape: tuple[int, ...]) -> Any:
+#: The shape of a call's columns.
+Shape = tuple[int, ...]
+
+
+def _full_shape(value: Any, shape: Shape) -> Any:
     """``value`` as a float64 array of ``shape`` (a read-only view where it is smaller)."""
     if type(value) is np.ndarray and value.dtype == np.float64 and value.shape == shape:
         return value
     return np.broadcast_to(np.asarray(value, dtype=np.float64), shape)
+
+
+def _number_or_column(value: Any, shape: Shape) -> Any:
+    """A constant (a number, or an array of no dimension) as a float, else
+    :func:`_full_shape` of ``value``."""
+    if np.ndim(value) == 0:
+        return float(value)
+    return _full_shape(value, shape)
 
 
 @functools.cache
@@ -212,8 +234,9 @@ def _entry(fn: Compiled, extra: Any) -> dict[str, Any] | None:
 
 
 #: What the printed numpy code calls instead of numpy's own function of that name: the
-#: same numbers, faster on the whole numbers the models hold (``roofline.mod``).
-NUMPY_OVERRIDES: dict[str, Any] = {"mod": roofline.mod}
+#: same numbers, faster on the whole numbers the models hold (``roofline.mod``) and on
+#: a Piecewise's arms (``roofline.select``).
+NUMPY_OVERRIDES: dict[str, Any] = {"mod": roofline.mod, "select": roofline.select}
 
 
 def _namespace(module: Any) -> dict[str, Any]:

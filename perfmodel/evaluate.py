@@ -19,7 +19,7 @@ evaluated (``effect_<name>_s`` is what each adds).
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 
@@ -35,7 +35,7 @@ from perfmodel.compile import Compiled, compiled_named
 from perfmodel.costs import MODES, masks
 from perfmodel.errors import PerfmodelError
 from perfmodel.launch import ByIdentity, Launch, floor_launches, tile_gcd
-from perfmodel.roofline import Num
+from perfmodel.roofline import Array, Num
 from perfmodel.vocabulary import ALGORITHMS, DQ_FAMILIES, ROOFS, Algorithm, NaiveCompile, Roof
 
 if TYPE_CHECKING:  # the sympy models load where a model is built (``_model``)
@@ -228,12 +228,16 @@ def _expressions(
     return tuple(names), tuple(sp.sympify(e) for e in exprs)
 
 
-def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
+def shape_values(
+    hw: HardwareSpec, *, reads: Collection[str] | None = None, **shape: Any
+) -> dict[str, Any]:
     """Symbol values for a shape on a device: the L2 model's hardware symbols, and the
     launch's GQA packing, K/V splits and blocks per SM (1 each unless given) and K/V
     stages (the paper model's ``costs.flash.KV_STAGES`` unless given: a kernel family's
     launch gives its own, :func:`flash_values`); with a ``mask`` (``costs.masks.Mask``),
-    its visited-tile counts at this launch."""
+    its visited-tile counts at this launch. ``reads``: the symbols the model evaluated
+    reads (:func:`model_symbols`; None: any); the tiles' gcds are computed only for a
+    model that reads them (the causal and backward ones)."""
     values = {"pack": 1, "splits": 1, "page": 1, "group_split": 1, "group_reduce": 0, **shape}
     if "kv_stages" not in values:
         from perfmodel.costs.flash import KV_STAGES
@@ -242,20 +246,33 @@ def shape_values(hw: HardwareSpec, **shape: Any) -> dict[str, Any]:
     blocks_per_sm = values.pop("blocks_per_sm", 1)
     mask = values.pop("mask", None)
     if "block_q" in values:
-        values["tile_gcd"] = gcd = tile_gcd(values["block_q"], values["block_k"], values["pack"])
         # a two-pass backward's dQ kernel: its own tile where the launch gives one
         own_dq = "dq_block_q" in values or "dq_block_k" in values
         values.setdefault("dq_block_q", values["block_q"])
         values.setdefault("dq_block_k", values["block_k"])
-        if not own_dq and _unpacked_columns(values["pack"], gcd):
-            values["dq_tile_gcd"] = gcd  # the same gcd: columns of it are computed once
-        else:
-            values["dq_tile_gcd"] = tile_gcd(values["dq_block_q"], values["dq_block_k"], 1.0)
+        if reads is None or "tile_gcd" in reads or "dq_tile_gcd" in reads:
+            values.update(_tile_gcds(values, own_dq))
     values["l2_capacity"] = hw.l2_bytes or 0
     values["resident_ctas"] = hw.sm_count * blocks_per_sm
     if mask is not None:
         values.update(masks.symbol_values(mask, **values))
     return values
+
+
+def _tile_gcds(values: dict[str, Any], own_dq: bool) -> dict[str, Any]:
+    """The gcd of the tile (``tile_gcd``) and of the dQ kernel's tile (``dq_tile_gcd``)."""
+    gcd = tile_gcd(values["block_q"], values["block_k"], values["pack"])
+    if not own_dq and _unpacked_columns(values["pack"], gcd):
+        return {"tile_gcd": gcd, "dq_tile_gcd": gcd}  # the same gcd: its columns computed once
+    return {
+        "tile_gcd": gcd,
+        "dq_tile_gcd": tile_gcd(values["dq_block_q"], values["dq_block_k"], 1.0),
+    }
+
+
+def model_symbols(key: ModelKey | str, causal: bool, hw: HardwareSpec) -> tuple[str, ...]:
+    """The symbols a model's compiled expressions read (``shape_values``'s ``reads``)."""
+    return _compiled_model(_as_key(key), causal, hw.l2_bytes is not None)[0].names
 
 
 def _unpacked_columns(pack: Any, gcd: Any) -> bool:
@@ -290,7 +307,9 @@ def _raw(
     key: ModelKey | str, causal: bool, hw: HardwareSpec, values: dict[str, Num]
 ) -> tuple[dict[ExprName, Num], list[str]]:
     fn, names, kernels = _compiled_model(_as_key(key), causal, hw.l2_bytes is not None)
-    return dict(zip(names, fn(**values), strict=True)), kernels
+    # a term that is a constant of the model (a roof it has no work on, one launch) stays
+    # a number: what follows from it costs no pass over the points
+    return dict(zip(names, fn.numbers_or_columns(**values), strict=True)), kernels
 
 
 @dataclass(frozen=True)
@@ -423,17 +442,20 @@ def _roofs_from_raw(
         work_items, tiles = raw[k, "work_items"], raw[k, "tiles"]
         times = _kernel_roofs(raw, k, rates)
         fused = k == tiled
-        floor, estimate = _with_parallelism(times, work_items, hw, onchip if fused else _NO_ONCHIP)
+        fill = _fill(work_items, hw, onchip) if fused else None  # once for its three uses
+        floor, estimate = _with_parallelism(
+            times, work_items, hw, onchip if fused else _NO_ONCHIP, fill
+        )
         if roofline.any_nonzero(raw[k, "floor_work_items"]):  # more blocks than it launches
             floor = _with_parallelism(times, raw[k, "floor_work_items"], hw)[0]
         blocks = roofline.ratio_or_zero(work_items, tiles)
         spill = tiles * onchip.spill_bytes_per_tile / rates["l2"] if fused and rates["l2"] else 0.0
         per_sm = onchip.blocks_per_sm if fused else 1
         launches = raw[k, "launches"]  # kernels the entry stands for (a tiled one: 1)
-        latency, load = _prologue(work_items, hw, onchip, rates) if fused else _first_load(hw)
+        latency, load = _prologue(work_items, hw, onchip, rates, fill) if fill else _first_load(hw)
         if not fused:  # each kernel it stands for waits for its first operands
             latency = latency * launches
-        steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip)
+        steps, resident, ahead, wait = _pipeline(work_items, tiles, hw, onchip, fill)
         hbm = cast(Num, rates["hbm"])  # every device has one
         pad_s: Num = onchip.pad_bytes / hbm if i == 0 else 0.0  # once per model
         out.append(
@@ -464,16 +486,38 @@ def _roofs_from_raw(
     return out
 
 
+class _Fill(NamedTuple):
+    """How a tiled kernel's ``work_items`` blocks fill the SMs, found once for the memory
+    reach, the prologue and the pipeline: the share of SMs busy, the blocks resident on
+    a busy SM (:func:`_resident`) and the latency their loads see (:func:`_stream_latency`)."""
+
+    busy: Num
+    resident: Num
+    latency: Num
+
+
+def _fill(work_items: Num, hw: HardwareSpec, onchip: OnChip, busy: Num | None = None) -> _Fill:
+    """:class:`_Fill` of a kernel (``busy``: its share of busy SMs, where known)."""
+    busy = roofline.busy_fraction(work_items, hw.sm_count) if busy is None else busy
+    resident = _resident(work_items, hw, onchip)
+    return _Fill(busy, resident, _stream_latency(busy, resident, hw, onchip))
+
+
+def _resident(work_items: Num, hw: HardwareSpec, onchip: OnChip) -> Num:
+    """Blocks resident at once on a busy SM: the launch's blocks per SM, fewer where the
+    grid has fewer blocks per SM, and at least one."""
+    return roofline.minimum(onchip.blocks_per_sm, roofline.maximum(1.0, work_items / hw.sm_count))
+
+
 def _pipeline(
-    work_items: Num, tiles: Num, hw: HardwareSpec, onchip: OnChip
+    work_items: Num, tiles: Num, hw: HardwareSpec, onchip: OnChip, fill: _Fill | None = None
 ) -> tuple[Num, Num, Num, Num]:
     """:class:`KernelRoofs`' exposed-latency facts of a tiled kernel whose launch states its
     loads ahead (zeros elsewhere, and on a device without a measured memory latency)."""
     if onchip.loads_ahead is None or not hw.memory_latency_s or not roofline.any_nonzero(tiles):
         return (0.0, 1.0, 0.0, 0.0)
-    top, low = roofline.maximum, roofline.minimum
-    busy = low(work_items, float(hw.sm_count))
-    resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
+    busy = roofline.minimum(work_items, float(hw.sm_count))
+    resident = fill.resident if fill else _resident(work_items, hw, onchip)
     return (roofline.ratio_or_zero(tiles, busy), resident, onchip.loads_ahead, hw.memory_latency_s)
 
 
@@ -499,7 +543,11 @@ def latency_at(hw: HardwareSpec, demand: Num) -> Num:
 
 
 def _prologue(
-    work_items: Num, hw: HardwareSpec, onchip: OnChip, rates: Mapping[str, Num | None]
+    work_items: Num,
+    hw: HardwareSpec,
+    onchip: OnChip,
+    rates: Mapping[str, Num | None],
+    fill: _Fill | None = None,
 ) -> tuple[Num, Num]:
     """Per wave of the fused kernel's blocks (``work_items`` over the SMs' resident
     blocks): one memory latency per dependent load before the first inner-loop step can
@@ -508,8 +556,7 @@ def _prologue(
     resident = hw.sm_count * onchip.blocks_per_sm
     xp = roofline.xp_of(work_items, resident)
     waves = xp.ceil(work_items / resident)
-    busy = roofline.busy_fraction(work_items, hw.sm_count)
-    chain = onchip.prologue_loads * _stream_latency(busy, work_items, hw, onchip)
+    chain = onchip.prologue_loads * (fill or _fill(work_items, hw, onchip)).latency
     latency = waves * chain
     load = waves * onchip.q_tile_bytes * hw.sm_count / cast(Num, rates["hbm"])  # every device
     return latency, load
@@ -1105,7 +1152,11 @@ def blocked_of(calibration: Calibration, shape: dict[str, Num]) -> Num | None:
 
 
 def _with_parallelism(
-    times: dict[str, Num], work_items: Num, hw: HardwareSpec, onchip: OnChip | None = None
+    times: dict[str, Num],
+    work_items: Num,
+    hw: HardwareSpec,
+    onchip: OnChip | None = None,
+    fill: _Fill | None = None,
 ) -> tuple[dict[str, Num], dict[str, Num]]:
     """Roofs stretched by idle SMs. Floor: compute roofs by the share of SMs with no
     block at all (a true bound). Estimate: compute roofs by wave quantisation, and the
@@ -1113,9 +1164,9 @@ def _with_parallelism(
     without ``work_items`` fills the chip."""
     if not roofline.any_nonzero(work_items):
         return times, times
-    floor = roofline.busy_fraction(work_items, hw.sm_count)
+    floor = fill.busy if fill else roofline.busy_fraction(work_items, hw.sm_count)
     waves = roofline.wave_efficiency(work_items, hw.sm_count)
-    reach = _memory_reach(floor, work_items, hw, onchip or _NO_ONCHIP)
+    reach = _memory_reach(floor, work_items, hw, onchip or _NO_ONCHIP, fill)
     estimate = {
         r: t / waves if r in roofline.COMPUTE_ROOFS else t * reach.get(r, 1.0)
         for r, t in times.items()
@@ -1124,7 +1175,9 @@ def _with_parallelism(
     return floor_times, estimate
 
 
-def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) -> dict[str, Num]:
+def _memory_reach(
+    busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip, fill: _Fill | None = None
+) -> dict[str, Num]:
     """Stretch of the memory roofs when the busy SMs cannot pull the full bandwidth.
 
     Each SM's port to L2 carries at most its share of the L2 bandwidth; and by Little's
@@ -1137,9 +1190,8 @@ def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) 
     top, low = roofline.maximum, roofline.minimum
     per_sm: Num = hw.l2_bandwidth_bytes_per_s / hw.sm_count  # one SM's port, all SMs pulling
     if hw.memory_latency_s and roofline.any_nonzero(onchip.bytes_in_flight):
-        resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
-        latency = _stream_latency(busy, work_items, hw, onchip)
-        per_sm = low(per_sm, resident * onchip.bytes_in_flight / latency)
+        fill = fill or _fill(work_items, hw, onchip, busy)
+        per_sm = low(per_sm, fill.resident * onchip.bytes_in_flight / fill.latency)
     reach = busy * hw.sm_count * per_sm
     return {
         "l2": top(1.0, hw.l2_bandwidth_bytes_per_s / reach),
@@ -1147,14 +1199,12 @@ def _memory_reach(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) 
     }
 
 
-def _stream_latency(busy: Num, work_items: Num, hw: HardwareSpec, onchip: OnChip) -> Num:
+def _stream_latency(busy: Num, resident: Num, hw: HardwareSpec, onchip: OnChip) -> Num:
     """The latency a tiled kernel's loads see (:func:`latency_at`): the bandwidth its
-    busy SMs ask for, each with its resident blocks' bytes in flight per idle latency."""
+    busy SMs ask for, each with its ``resident`` blocks' bytes in flight per idle latency."""
     idle = hw.idle_memory_latency_s or hw.memory_latency_s or 0.0
     if not idle:
         return 0.0
-    top, low = roofline.maximum, roofline.minimum
-    resident = low(onchip.blocks_per_sm, top(1.0, work_items / hw.sm_count))
     demand = busy * hw.sm_count * resident * onchip.bytes_in_flight / idle
     return latency_at(hw, demand)
 
@@ -1178,12 +1228,18 @@ def _bound(t_compute: Num, t_memory: Num) -> Any:
 
 # --- a kernel family's launch, evaluated ---------------------------------------------
 def flash_values(
-    hw: HardwareSpec, shape: dict[str, Num], launch: Launch, pack: Num, splits: Num
+    hw: HardwareSpec,
+    shape: dict[str, Num],
+    launch: Launch,
+    pack: Num,
+    splits: Num,
+    reads: Collection[str] | None = None,
 ) -> dict[str, Num]:
     """Symbol values of the forward flash model at ``launch`` (its tiles, K/V stages and
-    blocks per SM) with ``pack`` and ``splits``."""
+    blocks per SM) with ``pack`` and ``splits``; ``reads``: as :func:`shape_values`'."""
     return shape_values(
         hw,
+        reads=reads,
         **shape,
         block_q=launch.block_q,
         block_k=launch.block_k,
@@ -1208,7 +1264,7 @@ def _per_split(split: Num, run: Callable[[Any, bool], Columns]) -> Columns:
         return run(None, False)
     if roofline.all_nonzero(split):
         return run(None, True)
-    mask = cast(npt.NDArray[Any], split)  # some rows split, others not: a column
+    mask = cast(Array, split)  # some rows split, others not: a column
     size = len(mask)
     few = int(np.count_nonzero(mask)) * 2 <= size  # True: the split rows are the fewer
     rows = np.flatnonzero(mask if few else ~mask)
@@ -1264,8 +1320,10 @@ def evaluate_flash(
         at: Launch,
         sub: dict[str, Num],
     ) -> tuple[dict[ExprName, Num], list[str], list[KernelRoofs]]:
-        values = flash_values(hw, {**sub, **extra}, at, pack, splits)
-        raw, kernels = _raw(model_key("flash", split=split, **forms), causal, hw, values)
+        key = model_key("flash", split=split, **forms)
+        reads = model_symbols(key, causal, hw)
+        values = flash_values(hw, {**sub, **extra}, at, pack, splits, reads)
+        raw, kernels = _raw(key, causal, hw, values)
         rates = roof_rates(hw, roofline.rows(peak, rows))
         return raw, kernels, _roofs_from_raw(raw, kernels, rates, hw, onchip)
 

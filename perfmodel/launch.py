@@ -50,7 +50,7 @@ from perfmodel.catalog.kernels import (
 from perfmodel.compile import Compiled, compiled_named
 from perfmodel.costs import masks
 from perfmodel.errors import PerfmodelError
-from perfmodel.roofline import FLOATS, Num, xp_of
+from perfmodel.roofline import FLOATS, Array, Num, xp_of
 from perfmodel.roofline import rows as picked
 from perfmodel.shape import Shape
 from perfmodel.trace import as_float, as_int, is_traced, never_negative, opaque, searching
@@ -134,7 +134,7 @@ class Launch:
     imbalance: Num = 1.0
 
     def __len__(self) -> int:
-        return len(cast(npt.NDArray[Any], self.block_q))  # a launch of columns
+        return len(cast(Array, self.block_q))  # a launch of columns
 
     def take(self, rows: Any) -> Launch:
         """The launch of some rows (an index or a boolean mask)."""
@@ -215,8 +215,15 @@ def _by_unique(fn: Callable[..., tuple[float, ...]], *keys: Column) -> list[Colu
     distinct value, whatever the number of points."""
     uniq, inverse = distinct(*keys)
     table = np.array([fn(*row) for row in uniq.tolist()], dtype=np.float64)
-    picked = table[inverse]
-    return [picked[:, i] for i in range(picked.shape[1])]
+    return list(_at_points(table.T, inverse))
+
+
+def _at_points(table: npt.NDArray[np.float64], inverse: npt.NDArray[np.intp]) -> Column:
+    """Each row of ``table`` (one value per distinct key) at every point: one contiguous
+    column each (``table[:, inverse]`` would lay the values of a point side by side, and
+    every operation on such a strided column costs four times as much)."""
+    out: Column = np.take(np.ascontiguousarray(table), inverse, axis=1)
+    return out
 
 
 def default_tiles(
@@ -1126,10 +1133,10 @@ def _blocks_by_key(
     ]
     table = np.array([[d_run, *block] for d_run, block in found], dtype=np.float64).T
     if len(found) == 1:
-        spread = np.broadcast_to(table, (table.shape[0], len(d)))
+        columns = np.broadcast_to(table, (table.shape[0], len(d)))
     else:
-        spread = table[:, inverse]
-    return spread[0], tuple(spread[1:])
+        columns = _at_points(table, inverse)
+    return columns[0], tuple(columns[1:])
 
 
 @functools.lru_cache(maxsize=4096)

@@ -21,7 +21,7 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import astuple, dataclass, replace
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
@@ -79,6 +79,7 @@ from perfmodel.results import (
     text_table,
 )
 from perfmodel.roofline import NUMBERS, is_repeated
+from perfmodel.roofline import rows as roofline_rows
 from perfmodel.shape import Shape
 from perfmodel.trace import Miss, Paths, as_int, built_as, flat
 from perfmodel.vocabulary import (
@@ -1195,7 +1196,7 @@ _FORWARD_ONLY = ("splits", "page_tokens", "block_q", "block_k", "warps")
 #: The result columns that are integers: the launch's tiles and warps.
 _INTEGERS = ("block_q", "block_k", "warps")
 #: Points evaluated at once: one chunk's temporaries stay small (and in cache).
-CHUNK_POINTS = 1 << 16
+CHUNK_POINTS = 1 << 15
 #: Largest result ``sweep`` builds unless given a larger ``max_bytes`` (2 GiB).
 MAX_RESULT_BYTES = 2 * 2**30
 
@@ -1444,45 +1445,57 @@ def _evaluate_chunks(
         shape["page"] = 1.0
     # the launch columns as given: None where the family picks
     named_cols = {k: _named(cols[k]) for k in ("block_q", "block_k", "warps", "splits")}
-    need = wanted | {"naive.time_s", "flash.time_s", "block_q", "block_k", "warps"}
-    want = Wanted(
+    kept = wanted | set(_INTEGERS)
+    want = _parts_wanted(kept | {"naive.time_s", "flash.time_s"})  # speedup's two sides
+    out: dict[str, _Column] = {}
+    for c, rows in _case_chunks(cols["causal"], size):
+        sub = {k: _floats(_rows(v, rows)) if np.ndim(v) else v for k, v in shape.items()}
+        named = {k: None if v is None else v[rows] for k, v in named_cols.items()}
+        if np.ndim(sub["page"]) == 0:
+            sub["page"] = float(sub["page"])
+        res = engine.evaluate(sub, c, named, paged=paged, wanted=want)
+        if "speedup" in wanted:
+            res["speedup"] = res["naive.time_s"] / res["flash.time_s"]
+        for key, value in res.items():
+            if key in kept:
+                if key not in out:  # the launch's tiles and warps: integers
+                    out[key] = _Column(size, np.int64 if key in _INTEGERS else None)
+                out[key].put(rows, value)
+    result = {k: col.column() for k, col in out.items()}
+    result["flash.fits_sram"] = np.broadcast_to(True, (size,))  # a tile that does not fit: error
+    return result
+
+
+def _parts_wanted(need: set[str]) -> Wanted:
+    """The parts of the engine the columns in ``need`` take."""
+    return Wanted(
         # the floor's columns (``evaluate.FLOOR_FIELDS``): without them, no floor search
         floor=any(f"flash.{c}" in need for c in (*FLOOR_FIELDS, EFFECT_COLUMNS[0])),
         effects=any(c.endswith(EFFECT_COLUMNS) for c in need),
         naive=frozenset(c[6:] for c in need if c.startswith("naive.")),
         flash=frozenset(c[6:] for c in need if c.startswith("flash.")),
     )
-    out: dict[str, _Column] = {}
-    causal = cols["causal"]
-    for start in range(0, size, CHUNK_POINTS):
-        stop = min(size, start + CHUNK_POINTS)
-        part = {k: _floats(v[start:stop]) if np.ndim(v) else v for k, v in shape.items()}
-        tiles = {k: None if v is None else v[start:stop] for k, v in named_cols.items()}
-        cases: list[tuple[bool, Any, dict[str, Any], dict[str, Any]]]
-        if is_repeated(causal):
-            cases = [(bool(causal[0]), slice(start, stop), part, tiles)]
-        else:
-            flags = causal[start:stop]
-            cases = []
-            for c in (False, True):
-                sel = np.flatnonzero(flags == c)
-                if sel.size:
-                    sub = {k: (v[sel] if np.ndim(v) else v) for k, v in part.items()}
-                    named = {k: None if v is None else v[sel] for k, v in tiles.items()}
-                    cases.append((c, start + sel, sub, named))
-        for c, where, sub, named in cases:
-            if np.ndim(sub["page"]) == 0:
-                sub["page"] = float(sub["page"])
-            res = engine.evaluate(sub, c, named, paged=paged, wanted=want)
-            for key, value in res.items():
-                if key in need:
-                    if key not in out:  # the launch's tiles and warps: integers
-                        out[key] = _Column(size, np.int64 if key in _INTEGERS else None)
-                    out[key].put(where, value)
-    result = {k: col.column() for k, col in out.items()}
-    result["flash.fits_sram"] = np.broadcast_to(True, (size,))  # a tile that does not fit: error
-    result["speedup"] = result["naive.time_s"] / result["flash.time_s"]
-    return result
+
+
+def _case_chunks(causal: np.ndarray, size: int) -> Iterator[tuple[bool, slice | np.ndarray]]:
+    """Each causal case (a flag of the cost models' expressions) with its points, at most
+    CHUNK_POINTS at a time: slices where one case holds every point, else each case's
+    point indices (full chunks of each case: half the calls of chunks split in two)."""
+    if is_repeated(causal):
+        for start in range(0, size, CHUNK_POINTS):
+            yield bool(causal[0]), slice(start, min(size, start + CHUNK_POINTS))
+        return
+    for c in (False, True):
+        where = np.flatnonzero(causal == c)
+        for start in range(0, len(where), CHUNK_POINTS):
+            yield c, where[start : start + CHUNK_POINTS]
+
+
+def _rows(col: np.ndarray, rows: slice | np.ndarray) -> np.ndarray:
+    """Some rows of a column: a slice, or indices (one value broadcast stays a view)."""
+    if isinstance(rows, slice):
+        return col[rows]
+    return np.asarray(roofline_rows(col, rows))
 
 
 def _floats(col: np.ndarray) -> np.ndarray:

@@ -29,6 +29,9 @@ ROOF_SET = frozenset(COMPUTE_ROOFS + MEMORY_ROOFS)
 
 #: A float for one point, or a numpy array for a sweep: every function takes either.
 Num: TypeAlias = float | npt.NDArray[Any]
+#: A numpy array of any element type (named once: a subscript in a call is built at
+#: every call, at a cost a hot path notices).
+Array: TypeAlias = npt.NDArray[Any]
 #: Plain Python numbers (bool among them): one point, no numpy.
 NUMBERS = (int, float)
 
@@ -125,6 +128,18 @@ def mod(a: Any, b: Any) -> Any:
     return np.mod(a, b)
 
 
+def select(condlist: Sequence[Any], choicelist: Sequence[Any], default: Any = 0) -> Any:
+    """``np.select`` (a ``Piecewise`` of the printed cost models) as one ``np.where`` per
+    condition, from the last: the first condition that holds picks, as in numpy's, and
+    a condition that is plainly True (a Piecewise's ``otherwise``) takes its choice
+    as it is; numpy's copies every choice into one result first, at twice the cost."""
+    out = default
+    for cond, choice in zip(reversed(condlist), reversed(choicelist), strict=True):
+        out = choice if cond is True else np.where(cond, choice, out)
+    dtype = np.result_type(*(np.asarray(c) for c in (*choicelist, default)))  # numpy's
+    return np.asarray(out, dtype=dtype)
+
+
 class _NumpyMath:
     """:class:`ArrayNamespace` for columns: numpy's functions, and its floor division by
     :func:`floor_divide`."""
@@ -200,7 +215,7 @@ def rows(value: Num, index: Any) -> Num:
     is a column of one value broadcast (the rows stay a broadcast view: nothing copied)."""
     if index is None or np.ndim(value) == 0:
         return value
-    column = cast(npt.NDArray[Any], value)
+    column = cast(Array, value)
     if is_repeated(column):
         count = int(np.count_nonzero(index)) if np.asarray(index).dtype == bool else len(index)
         return np.broadcast_to(column[:1], (count,))
@@ -237,7 +252,7 @@ def lower_bound(times: Mapping[str, Num]) -> Num:
 
 def largest(values: list[Num]) -> Num:
     """The largest of some roof times (floats, or arrays elementwise)."""
-    if isinstance(values[0], float):  # one point: all are floats
+    if _plain(values):  # one point: all are floats
         return max(values)
     return _max([np.asarray(t, dtype=np.float64) for t in values])
 
@@ -256,9 +271,19 @@ def derated(times: Mapping[str, Num], efficiency: Mapping[str, Num]) -> dict[str
 
 def _max(values: Sequence[Num]) -> Num:
     """Elementwise maximum, pairwise (``np.maximum.reduce`` would stack the arrays first)."""
-    if isinstance(values[0], float):
+    if _plain(values):
         return max(values)
     return functools.reduce(np.maximum, values)
+
+
+def _plain(values: Sequence[Any]) -> bool:
+    """Whether every value is a plain float (one point's numbers): a sweep's list may hold
+    floats (a model's constant terms) among its columns. A loop, not ``all()`` of a
+    generator, which costs more than the tests on every call."""
+    for v in values:  # noqa: SIM110
+        if not isinstance(v, float):
+            return False
+    return True
 
 
 def kernel_estimate(
@@ -368,7 +393,7 @@ def binding_roof(times: Mapping[str, Num]) -> Any:
     """Name of the largest roof, elementwise (a label: a str, or an object array of them,
     carried among the number columns)."""
     names = list(times)
-    if isinstance(times[names[0]], float):
+    if _plain(list(times.values())):
         return max(names, key=times.__getitem__)
     shape = np.broadcast_shapes(*(np.shape(times[name]) for name in names))
     best = np.array(np.broadcast_to(times[names[0]], shape), dtype=np.float64)  # own copy
