@@ -50,8 +50,20 @@ SHAPES_D256 = (
     (4, 5557, 5557, 12, 1, False, "bfloat16"),
     (4, 5560, 5560, 12, 1, False, "bfloat16"),
 )
+#: The causal d = 96 shapes of held-out draw 16 on the H100 (0.70, 0.70, 0.92 x cuDNN; the
+#: tiled layout: lengths multiples of 8): ``--set d96``, the head dim padded to 128 (a
+#: 128-byte swizzle) against the native 64-byte one, and the schedule's knobs.
+SHAPES_D96 = (
+    (7, 8448, 8448, 12, 1, True, "bfloat16"),
+    (4, 8448, 8448, 32, 16, True, "float16"),
+    (2, 4096, 4096, 8, 2, True, "float16"),
+)
 #: (head dim, shapes, knobs kept) of each set ``--set`` names (None: every knob)
-SETS = {"d128": (128, SHAPES, None), "d256": (256, SHAPES_D256, ("not_persistent",))}
+SETS = {
+    "d128": (128, SHAPES, None),
+    "d256": (256, SHAPES_D256, ("not_persistent",)),
+    "d96": (96, SHAPES_D96, ("pad_d", "not_persistent", "bk64_s4", "no_prefetch")),
+}
 #: One knob each over the default (name: flash_attention options); ``variants`` picks.
 KNOBS = {
     "bk64_s4": {"block_k": 64, "num_stages": 4},
@@ -60,6 +72,7 @@ KNOBS = {
     "bk64_s5": {"block_k": 64, "num_stages": 5, "prefetch_q": False},
     "no_prefetch": {"prefetch_q": False},
     "not_persistent": {"persistent": False},
+    "pad_d": {"pad_head_dim": True},
 }
 D = 128
 

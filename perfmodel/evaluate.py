@@ -692,8 +692,9 @@ def kernel_memory(
     side's "xla" compile (the three-step baseline's library calls, as measured) reads
     them; the textbook "minimal" compile and jax.nn's "sdpa" (float32 logits) do not.
     Under a mask (``masked``) the score kernel is another call (a cuBLAS product writing
-    float32 scores, then a fusion that masks and rounds: ``costs.naive``), not the one
-    measured: it keeps the profile's rate."""
+    float32 scores, then a fusion that masks and rounds: ``xla_rows.scores_apart``), not
+    the one measured: it keeps the profile's rate, as the pass after it (``scores_pass``,
+    a mask's or a GQA group's transpose) does."""
     by_kernel = calibration.hbm_ratio_by_kernel
     if not by_kernel:
         return None

@@ -1,4 +1,4 @@
-"""Held-out draws 4 to 12 (H200) and 15 (H100 SXM) (issue 21, items 4 and 5): committed
+"""Held-out draws 4 to 12 (H200), 15 and 16 (H100 SXM) (issue 21, items 4 and 5): committed
 data, no timing.
 
 Each draw's shapes were drawn by ``kernel_bench/heldout_draw.py`` with its seed (none
@@ -128,6 +128,19 @@ RECORDED = {
         "pallas_flash [pallas-mosaic]": (14, -0.0430, 0.1209, 0.3755),
         "pallas_flash [pallas-mosaic] (train)": (6, -0.0022, 0.0221, 0.0697),
     },
+    # H100 SXM, seed 20261216, predictions 10ac048 (the model of main at 10ac048: the
+    # naive calls' own rates, the blocked layout's two products; docs/validation/heldout16.md);
+    # the first draw to time the three-step naive baseline (its GQA shapes)
+    "h100-heldout16-2026-12-07": {  # 80 jobs; cuDNN refused two odd-n training shapes
+        "cudnn": (14, -0.0355, 0.0419, 0.0773),
+        "cudnn (decode)": (8, -0.0021, 0.0932, 0.3077),
+        "cudnn (train)": (4, -0.0142, 0.0498, 0.1550),
+        "naive": (10, -0.2885, 0.2885, 0.6635),
+        "paged_decode": (8, 0.1051, 0.1051, 0.4305),
+        "pallas_flash": (14, 0.0091, 0.0419, 0.1148),  # ours on Triton
+        "pallas_flash [pallas-mosaic]": (14, -0.0413, 0.1185, 0.4431),
+        "pallas_flash [pallas-mosaic] (train)": (6, 0.0111, 0.0530, 0.2708),
+    },
 }
 #: The same draw's datasheet-only predictions (``ceilings="datasheet"``: the H200's
 #: measured fractions as the H100's priors), committed with them: issue 21's second
@@ -142,6 +155,21 @@ DATASHEET = {
         "pallas_flash [pallas-mosaic]": (14, -0.0280, 0.1226, 0.4068),  # misses both
         "pallas_flash [pallas-mosaic] (train)": (6, 0.0196, 0.0283, 0.0551),
     },
+    "h100-heldout16-2026-12-07": {
+        "cudnn": (14, -0.0111, 0.0269, 0.0918),
+        "cudnn (decode)": (8, -0.0398, 0.0917, 0.2770),
+        "cudnn (train)": (4, -0.0210, 0.0210, 0.2069),
+        "naive": (10, -0.2992, 0.2992, 0.7002),  # misses both
+        "paged_decode": (8, -0.0242, 0.0500, 0.2454),
+        "pallas_flash": (14, 0.0330, 0.0555, 0.1088),
+        "pallas_flash [pallas-mosaic]": (14, -0.0098, 0.1090, 0.4334),  # misses the max
+        "pallas_flash [pallas-mosaic] (train)": (6, 0.0374, 0.0724, 0.2484),
+    },
+}
+#: The groups whose datasheet-only figures missed the target (12 % median, 30 % max).
+DATASHEET_MISSED = {
+    "h100-heldout15-2026-12-07": {"pallas_flash [pallas-mosaic]"},
+    "h100-heldout16-2026-12-07": {"pallas_flash [pallas-mosaic]", "naive"},
 }
 #: Groups where today's model is held to its own figures instead, and why they moved
 #: (tests/test_heldout3.py's MOVED says why: the 4 µs gap is no longer device time)
@@ -234,6 +262,19 @@ HELD = {
         ("pallas_flash [pallas-mosaic] (train)", "max", 0.20),  # 7.0 %
         ("pallas_flash [pallas-mosaic] (train)", "signed", 0.03),  # -0.2 %
     ),
+    "h100-heldout16-2026-12-07": (  # every forward target of ours on Triton held
+        ("cudnn", "median", 0.05),  # 4.2 %
+        ("cudnn", "max", 0.15),  # 7.7 %
+        ("cudnn (decode)", "signed", 0.03),  # -0.2 %
+        ("cudnn (train)", "median", 0.08),  # 5.0 %
+        ("cudnn (train)", "max", 0.20),  # 15.5 %
+        ("cudnn (train)", "signed", 0.03),  # -1.4 %
+        ("pallas_flash", "median", 0.05),  # 4.2 %
+        ("pallas_flash", "max", 0.15),  # 11.5 %
+        ("pallas_flash", "signed", 0.03),  # +0.9 %
+        ("pallas_flash [pallas-mosaic] (train)", "median", 0.08),  # 5.3 %
+        ("pallas_flash [pallas-mosaic] (train)", "signed", 0.03),  # +1.1 %
+    ),
 }
 
 
@@ -292,8 +333,9 @@ def test_no_held_out_point_is_below_the_floor(draw):
 @pytest.mark.parametrize(("draw", "key"), _cases(DATASHEET))
 def test_the_datasheet_only_figures(draw, key):
     """Recorded from the datasheet-only predictions; where a group's median and max meet
-    the datasheet target (12 %, 30 %) that is asserted, and the one that missed is not."""
+    the datasheet target (12 %, 30 %) that is asserted, and those that missed
+    (``DATASHEET_MISSED``) are not."""
     figures = checks.committed(*_files(draw, "-datasheet"), key)
     assert figures == pytest.approx(DATASHEET[draw][key], abs=0.0006)
-    if key != "pallas_flash [pallas-mosaic]":
+    if key not in DATASHEET_MISSED.get(draw, set()):
         assert figures[2] <= 0.12 and figures[3] <= 0.30

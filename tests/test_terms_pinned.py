@@ -66,12 +66,28 @@ def test_naive_minimal_kernels_by_hand():
 
 
 def test_naive_xla_causal_mask_pass_adds_eight_bytes_a_score():
-    # cuBLAS writes float32 scores (4 B) and a second fusion reads them back (4 B); at
-    # b = 1 no tensor is copied head-major (the next test), so the mask pass is all of it.
+    # cuBLAS writes float32 scores (4 B) and a second fusion reads them back (4 B): the
+    # scores' second pass, its own kernel; the score product counts S as the minimal does
+    # at b = 1 (no tensor copied head-major: the next test).
     one = dict(b=1)
-    minimal = _kernels(symbolic("naive", causal=True), **one)["qk"]["hbm_bytes"]
-    xla = _kernels(symbolic("naive", causal=True, naive="xla"), **one)["qk"]["hbm_bytes"]
-    assert xla - minimal == 8 * (SCORES // B)
+    minimal = _kernels(symbolic("naive", causal=True), **one)
+    xla = _kernels(symbolic("naive", causal=True, naive="xla"), **one)
+    assert xla["qk"]["hbm_bytes"] == minimal["qk"]["hbm_bytes"]
+    assert xla["scores_pass"]["hbm_bytes"] == 8 * (SCORES // B)
+    assert "scores_pass" not in minimal
+
+
+@pytest.mark.parametrize(("naive", "h_kv", "per_score"), [
+    ("xla", HKV, 2 * S),  # a GQA group of 2: S read and written again, transposed
+    ("xla", H, 0),  # MHA: the product writes [b, h, n, m] itself
+    ("sdpa", HKV, 0),  # jax.nn's path repeats K/V heads: no regrouped scores
+])  # fmt: skip
+def test_xla_transposes_a_gqa_groups_scores(naive, h_kv, per_score):
+    model = symbolic("naive", naive=naive)
+    k = _kernels(model, h_kv=h_kv)["scores_pass"]
+    assert k == dict(matmul_flops=0, vector_flops=0, exp_count=0, hbm_bytes=per_score * SCORES)
+    launches = next(x.launches for x in model.kernels if x.name == "scores_pass")
+    assert at(launches, h_kv=h_kv) == (1 if per_score else 0)
 
 
 @pytest.mark.parametrize("naive", ["xla", "sdpa"])

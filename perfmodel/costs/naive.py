@@ -16,8 +16,8 @@ import sympy as sp
 
 from perfmodel.costs import terms as t
 from perfmodel.costs.base import CostModel, Kernel
-from perfmodel.costs.xla_rows import ROW_FUSION_KEYS, softmax_reads
-from perfmodel.symbols import F32, b, h, h_kv, m
+from perfmodel.costs.xla_rows import ROW_FUSION_KEYS, scores_apart, softmax_reads
+from perfmodel.symbols import F32, b, h, h_kv, m, s
 from perfmodel.vocabulary import NaiveCompile
 
 #: How naive attention is compiled. "minimal": the four trips above, nothing more (the
@@ -35,6 +35,8 @@ from perfmodel.vocabulary import NaiveCompile
 #: rounds (``benchmarks/naive_mask_hlo.py``, specs/measurements/details/
 #: h200-naive-mask-hlo-2026-12-01.*); so ``causal`` here stands for any mask, and the
 #: naive side of a masked prediction is the causal one: full n x m scores, then the mask.
+#: A GQA group of more than one query head does the same with no mask: the product's
+#: output is transposed to [b, h, n, m] by a second fusion (``xla_rows.scores_apart``).
 #: "sdpa": ``jax.nn.dot_product_attention(implementation="xla")`` (jax 0.10-0.11,
 #: ``_dot_product_attention_core``): the score einsum writes float32 logits
 #: (``preferred_element_type`` float32), the scale, the mask and the float32 softmax read
@@ -66,10 +68,27 @@ def batch_copies(implementation: str, heads: sp.Expr) -> sp.Expr:
     return sp.Piecewise((1, (b > 1) & (heads > 1)), (0, True))
 
 
+def _scores_pass(implementation: str, causal: bool) -> tuple[sp.Expr, sp.Expr]:
+    """(bytes a score, kernels) of the second pass over the scores a compile makes after
+    its score product (``xla_rows.scores_apart``): a float32 write and read under a mask
+    (counted here: the product's wider write and the masking fusion), S's bytes read and
+    written again by a GQA group's transpose; over the group size, one expression where
+    the two cases agree."""
+    per_score = {"mask": 2 * F32, "transpose": 2 * s, None: sp.Integer(0)}
+    alone = scores_apart(implementation, causal, grouped=False)
+    grouped = scores_apart(implementation, causal, grouped=True)
+    if alone == grouped:
+        return per_score[alone], sp.Integer(int(alone is not None))
+    return (
+        sp.Piecewise((per_score[grouped], h > h_kv), (per_score[alone], True)),
+        sp.Piecewise((int(grouped is not None), h > h_kv), (int(alone is not None), True)),
+    )
+
+
 def build(causal: bool = False, implementation: str = "minimal") -> CostModel:
     """The naive model. ``causal`` changes nothing in the minimal costs (see above)."""
     scores = t.all_scores
-    mask_pass = 2 * F32 * scores if causal and implementation != "minimal" else 0 * scores
+    pass_bytes, pass_kernels = _scores_pass(implementation, causal)
     # the bytes a score takes as the score matmul writes it and the softmax reads it
     logits = F32 * scores if implementation == "sdpa" else t.score_matrix_bytes
     q_and_o, k_and_v = (2 * batch_copies(implementation, x) for x in (h, h_kv))
@@ -78,7 +97,15 @@ def build(causal: bool = False, implementation: str = "minimal") -> CostModel:
         matmul_flops=t.matmul_flops(scores) / 2,
         vector_flops=scores,  # the scale
         exp_count=0 * scores,
-        hbm_bytes=(1 + q_and_o) * t.q_bytes + (1 + k_and_v) * t.k_bytes + logits + mask_pass,
+        hbm_bytes=(1 + q_and_o) * t.q_bytes + (1 + k_and_v) * t.k_bytes + logits,
+    )
+    scores_pass = Kernel(  # none in most compiles: its launches are 0 there
+        name="scores_pass",
+        matmul_flops=0 * scores,
+        vector_flops=0 * scores,
+        exp_count=0 * scores,
+        hbm_bytes=pass_bytes * scores,
+        launches=pass_kernels,
     )
     softmax = Kernel(
         name="softmax",
@@ -96,7 +123,7 @@ def build(causal: bool = False, implementation: str = "minimal") -> CostModel:
     )
     return CostModel(
         name="naive" if implementation == "minimal" else f"naive-{implementation}",
-        kernels=(qk, softmax, pv),
+        kernels=(qk, scores_pass, softmax, pv) if implementation != "minimal" else (qk, softmax, pv),
         extra_memory_bytes=2 * t.score_matrix_bytes,
-        hbm_bytes_no_cache=qk.hbm_bytes + softmax.hbm_bytes + pv.hbm_bytes,
+        hbm_bytes_no_cache=qk.hbm_bytes + scores_pass.hbm_bytes + softmax.hbm_bytes + pv.hbm_bytes,
     )
