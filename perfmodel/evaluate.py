@@ -348,6 +348,9 @@ class OnChip:
     #: that kernel's own (the naive side's XLA library calls: :func:`kernel_memory`); a
     #: kernel not named has 1.
     kernel_memory_ratio: tuple[tuple[str, Num], ...] = ()
+    #: Seconds a step of the tiled kernel's loop waits, in one CTA, for products it
+    #: depends on to drain out of the tensor cores (:func:`drains`; 0: none stated).
+    drain_per_step_s: Num = 0.0
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -411,6 +414,9 @@ class KernelRoofs:
     matmul_ratio: Num = 1.0
     #: Its HBM rate over the profile's (``OnChip.kernel_memory_ratio``; 1: the same).
     memory_ratio: Num = 1.0
+    #: The drains its busiest SM waits through (:func:`drains`): each step's
+    #: ``OnChip.drain_per_step_s`` over the blocks resident to fill them.
+    drain_s: Num = 0.0
 
 
 def kernel_roofs(
@@ -481,6 +487,7 @@ def _roofs_from_raw(
                 launches=1.0 if fused else launches,
                 matmul_ratio=dict(onchip.kernel_matmul_ratio).get(k, 1.0),
                 memory_ratio=dict(onchip.kernel_memory_ratio).get(k, 1.0),
+                drain_s=steps * onchip.drain_per_step_s / resident if fused else 0.0,
             )
         )
     return out
@@ -763,6 +770,15 @@ def spills(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     return t._replace(serial=t.serial + k.spill_s)
 
 
+def drains(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
+    """Products a step waits for before the work that depends on them (a backward's S and
+    dP before dS, its dQ before the reduce-add): each wait exposes the tensor cores'
+    drain of a dependent product (``Calibration.wgmma_drain_s_by_d``, measured), in
+    series with the compute, shared by the blocks resident on the SM (one fills another's
+    drain): ``steps · waits · drain / (warpgroups · resident)``."""
+    return t._replace(serial=t.serial + k.drain_s)
+
+
 def block_overhead(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """A fixed cost per thread block, in inner-loop steps (``block_overhead_tiles``),
     stretching the compute."""
@@ -810,6 +826,7 @@ EFFECTS: tuple[Effect, ...] = (
     overlap,
     exposed_latency,
     spills,
+    drains,
     block_overhead,
     kernel_launch,
     prologue,

@@ -37,6 +37,7 @@ from perfmodel.catalog.calibration import (
     naive_default,
 )
 from perfmodel.catalog.data import data_dir
+from perfmodel.catalog.ceilings import interpolate
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.hardware import registry as hardware_registry
@@ -828,6 +829,20 @@ def _family_and_profiles(
     return family, calibration_profiles(None, spec.obj, family, ceilings)
 
 
+def _drain_per_step(view: KernelFamily, profile: Calibration, d: Any) -> Any:
+    """Seconds one CTA of a backward's dK/dV loop waits each step for products to drain
+    (``evaluate.drains``): the family's dependent waits (``Backward.dependent_waits``) at
+    the measured drain of a product at head dim ``d`` (``Calibration.wgmma_drain_s_by_d``),
+    shared by its computing warpgroups (the tiles' warps over 4; the families that state
+    waits run one warp count at every head dim, ``tests/test_drains.py``); 0 where either
+    is missing."""
+    table = profile.wgmma_drain_s_by_d
+    if not view.dependent_waits or not table:
+        return 0.0
+    warpgroups = max(1, min(t.warps for t in view.tiles) // 4)
+    return view.dependent_waits * interpolate(table, d) / warpgroups
+
+
 class _Engine:
     """One device, kernel family, calibration, naive compile and mode: what stays fixed
     over the points of one ``predict`` or ``sweep`` call. :meth:`evaluate` is the one
@@ -1115,6 +1130,7 @@ class _Engine:
                 kernel_matmul_ratio=(("bwd_dq", narrow_dq_ratio(profile, bwd.dq_block_k)),)
                 if dq == "two_pass"
                 else (),
+                drain_per_step_s=_drain_per_step(view, profile, bwd.head_dim),
                 kernel_imbalance=backward_imbalance(
                     causal and mask is None,
                     **{k: sizes[k] for k in ("n", "m", "h", "h_kv", "b")},

@@ -257,19 +257,23 @@ def test_each_effect_by_hand():
     assert steps[5] == 15.0
     # spills in series: + 0.5
     assert steps[6] == 15.5
+    # drains: none on a kernel that states none; in series where it does
+    assert steps[7] == 15.5
+    drained = estimate_steps([replace(_kernel(), drain_s=0.75)], cal, launch=0.125)
+    assert drained[7] - drained[6] == 0.75
     # block overhead: 1 + 2 tiles x 0.25 blocks per tile = x1.5
-    assert steps[7] == 23.25
+    assert steps[8] == 23.25
     # the per-kernel device charge
-    assert steps[8] == 23.375
+    assert steps[9] == 23.375
     # the prologue: one latency and one Q tile per wave, in series
     kernel = replace(_kernel(), prologue_latency_s=0.25, prologue_bytes_s=0.25)
     with_prologue = estimate_steps([kernel], cal, launch=0.125)
-    assert with_prologue[9] - with_prologue[8] == 0.25 + 0.25 / 0.5  # bytes at the HBM fraction
-    assert steps[9] == steps[8]  # no prologue on a kernel without one
+    assert with_prologue[10] - with_prologue[9] == 0.25 + 0.25 / 0.5  # bytes at the HBM fraction
+    assert steps[10] == steps[9]  # no prologue on a kernel without one
     # XLA's kernels around it: 3, each the per-kernel charge and its first load
     glued = estimate_steps([replace(_kernel(), xla_kernels=3.0, first_load_s=0.5)], cal, 0.125)
-    assert glued[11] - glued[10] == 3 * (0.125 + 0.5)
-    assert steps[11] == steps[10]
+    assert glued[12] - glued[11] == 3 * (0.125 + 0.5)
+    assert steps[12] == steps[11]
     # imbalance: the busiest SM's programs at 1.5 times the mean stretch the compute roofs
     # (matmul 5 -> 7.5, exp 2.5 -> 3.75; the memory roofs stay)
     skewed = estimate_steps([replace(_kernel(), imbalance=1.5)], cal, launch=0.125)

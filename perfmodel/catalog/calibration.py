@@ -86,6 +86,11 @@ class Calibration(BaseModel):
     #: ``perfmodel.catalog.ceilings.xla_naive_ratios``); empty: ``hbm_efficiency`` for
     #: every kernel.
     hbm_ratio_by_kernel: tuple[tuple[str, str, tuple[tuple[int, Ratio], ...]], ...] = ()
+    #: (head dim, seconds): how much longer a wgmma takes when it is waited for before the
+    #: next is issued than when the next is in flight behind it, a 64-row tile of one
+    #: warpgroup alone on its SM at K = head dim (``perfmodel.catalog.ceilings.wgmma_drains``:
+    #: the "bwd_serial" rows against the "bwd_lone" ones); empty: no such term.
+    wgmma_drain_s_by_d: tuple[tuple[int, Overhead], ...] = ()
     #: Fit statistics, shown and never computed with (NaN: a stderr the fit cannot give).
     fit: dict[str, int | float | str] = {}
     sources: dict[str, str] = {}

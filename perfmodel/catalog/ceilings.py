@@ -514,6 +514,26 @@ def narrow_n_ratios(c: Ceilings, family: KernelFamily) -> tuple[tuple[int, float
     return tuple((n, min(1.0, best[n] / best[64])) for n in sorted(best) if n < 64)
 
 
+def wgmma_drains(c: Ceilings) -> tuple[tuple[int, float], ...]:
+    """(K, seconds) for each K at which a 64-row, 64-column wgmma tile of one warpgroup
+    alone on its SM was measured both ways: each product waited for before the next is
+    issued ("bwd_serial") and the next in flight behind it ("bwd_lone"). The difference of
+    the two per product, on one SM, is the drain a dependent product exposes (empty where
+    either was not measured): ``2·64·64·K·SMs·(1/r_serial − 1/r_lone)``."""
+    rate: dict[tuple[str, int], float] = {}
+    for r in c.tensor_core:
+        if r.instruction == "wgmma" and r.dtype == "bf16" and r.valid and (r.m, r.n) == (64, 64):
+            if r.form in ("bwd_serial", "bwd_lone"):
+                rate[r.form, r.k] = max(rate.get((r.form, r.k), 0.0), r.flops_per_s)
+    out = []
+    for k in sorted({k for form, k in rate if form == "bwd_serial"}):
+        if ("bwd_lone", k) in rate:
+            flops = 2.0 * 64 * 64 * k * c.sm_count
+            drain = flops * (1.0 / rate["bwd_serial", k] - 1.0 / rate["bwd_lone", k])
+            out.append((k, max(0.0, drain)))
+    return tuple(out)
+
+
 #: The naive model's kernel each [[xla_naive]] call stands for, and the shape variable
 #: (a symbol of ``perfmodel.symbols``) its rate goes by.
 XLA_NAIVE_KERNELS = {"scores": ("qk", "d"), "softmax": ("softmax", "m"), "pv": ("pv", "d")}
@@ -618,6 +638,14 @@ def measured_fractions(
                 "column block over N = d, S = Q K^T at K = one column block over K = d "
                 "(blocked_ratios)"
             )
+        _put(
+            out,
+            sources,
+            "wgmma_drain_s_by_d",
+            wgmma_drains(c) if family.matmul == "wgmma" else (),
+            "ceilings: wgmma 64x64xK tiles of one warpgroup alone on an SM, each product "
+            "waited for (bwd_serial) against the next in flight (bwd_lone) (wgmma_drains)",
+        )
         _put(
             out,
             sources,

@@ -239,6 +239,10 @@ class Backward(BaseModel):
     group_reduce: GroupReduce = "none"
     #: The form of the atomic family's dQ adds (None: not atomic, or not stated).
     dq_atomics: DqAtomics | None = None
+    #: Products a computing warpgroup waits for, each step of the dK/dV loop, before the
+    #: work that depends on them can start (the ``drains`` effect): S and dP before the
+    #: softmax's recompute and dS, dQ before its reduce-add leaves. 0: not stated.
+    dependent_waits: Annotated[int, INTEGER, within(0, 16)] = 0
     assumed: tuple[str, ...] = ()
     sources: dict[str, str]
 
@@ -304,6 +308,9 @@ class KernelFamily(BaseModel):
     group_reduce: GroupReduce = "none"
     #: A backward view's dQ atomics (``Backward.dq_atomics``); None for a forward.
     dq_atomics: DqAtomics | None = None
+    #: A backward view's dependent waits a step (``Backward.dependent_waits``); 0 for a
+    #: forward.
+    dependent_waits: Annotated[int, INTEGER, within(0, 16)] = 0
     #: The fused forward holds d in column blocks of shared memory (one wgmma of O += P V
     #: per block) where n or kv_len is not a multiple of this (None: never): ours on Mosaic
     blocked_multiple: Count | None = None
@@ -423,6 +430,7 @@ class KernelFamily(BaseModel):
                 group_split_d_max=bwd.group_split_d_max,
                 group_reduce=bwd.group_reduce,
                 dq_atomics=bwd.dq_atomics,
+                dependent_waits=bwd.dependent_waits,
                 tiles=tiles,
                 backward=None,
                 backward_family=None,
