@@ -1291,7 +1291,8 @@ def measure_loaded_latency(s: Session) -> None:
 
         def build(programs=programs):
             fn, moved = stream_fn("read", n_bytes, programs, s.interpret)
-            return fn, [(_random(90 + i, (rows, TILE_COLS), jnp.bfloat16),) for i in range(2)], moved
+            sets = [(_random(90 + i, (rows, TILE_COLS), jnp.bfloat16),) for i in range(2)]
+            return fn, sets, moved
 
         timed = _timed(s, f"loaded latency {per_sm}/SM", build)
         if timed is None:
@@ -1309,8 +1310,9 @@ def measure_loaded_latency(s: Session) -> None:
               f"{rate / 1e12:.2f} TB/s, Little's law {latency * 1e6:.2f} us")  # fmt: skip
         if per_sm == 2:
             _headline(s, "hbm_loaded_latency_s", latency, "s",
-                      f"Little's law on a Pallas Triton streaming read of {n_bytes / 2**20:.2f} MiB, {programs} "
-                      f"programs of 4 warps ({per_sm} a SM), one 16 KB tile in flight each: "
+                      f"Little's law on a Pallas Triton streaming read of "
+                      f"{n_bytes / 2**20:.2f} MiB, {programs} programs of 4 warps ({per_sm} a SM), "
+                      "one 16 KB tile in flight each: "
                       f"bytes in flight / bytes a second ({t['method']}); the other occupancies "
                       "in [[loaded_latency]]", f"{n_bytes / 2**20:.2f} MiB", t)  # fmt: skip
 

@@ -487,7 +487,7 @@ def _roofs_from_raw(
                 launches=1.0 if fused else launches,
                 matmul_ratio=dict(onchip.kernel_matmul_ratio).get(k, 1.0),
                 memory_ratio=dict(onchip.kernel_memory_ratio).get(k, 1.0),
-                drain_s=steps * onchip.drain_per_step_s / resident if fused else 0.0,
+                drain_s=_drain_s(work_items, tiles, hw, onchip, fill) if fill else 0.0,
             )
         )
     return out
@@ -523,9 +523,23 @@ def _pipeline(
     loads ahead (zeros elsewhere, and on a device without a measured memory latency)."""
     if onchip.loads_ahead is None or not hw.memory_latency_s or not roofline.any_nonzero(tiles):
         return (0.0, 1.0, 0.0, 0.0)
-    busy = roofline.minimum(work_items, float(hw.sm_count))
     resident = fill.resident if fill else _resident(work_items, hw, onchip)
-    return (roofline.ratio_or_zero(tiles, busy), resident, onchip.loads_ahead, hw.memory_latency_s)
+    return (_steps_per_sm(work_items, tiles, hw), resident, onchip.loads_ahead, hw.memory_latency_s)
+
+
+def _steps_per_sm(work_items: Num, tiles: Num, hw: HardwareSpec) -> Num:
+    """Inner-loop steps each busy SM runs: the kernel's steps over the SMs its blocks
+    occupy."""
+    return roofline.ratio_or_zero(tiles, roofline.minimum(work_items, float(hw.sm_count)))
+
+
+def _drain_s(work_items: Num, tiles: Num, hw: HardwareSpec, onchip: OnChip, fill: _Fill) -> Num:
+    """:class:`KernelRoofs`' ``drain_s`` of a tiled kernel (:func:`drains`): each step's
+    drain over the blocks resident to fill it, whether or not the launch states a
+    pipeline or the device a memory latency."""
+    if not roofline.any_nonzero(onchip.drain_per_step_s):
+        return 0.0
+    return _steps_per_sm(work_items, tiles, hw) * onchip.drain_per_step_s / fill.resident
 
 
 def _first_load(hw: HardwareSpec) -> tuple[Num, Num]:

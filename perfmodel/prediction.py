@@ -36,8 +36,8 @@ from perfmodel.catalog.calibration import (
     load_calibration,
     naive_default,
 )
-from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.ceilings import interpolate
+from perfmodel.catalog.data import data_dir
 from perfmodel.catalog.frameworks import call_latency_of
 from perfmodel.catalog.hardware import HardwareSpec, load_hardware
 from perfmodel.catalog.hardware import registry as hardware_registry

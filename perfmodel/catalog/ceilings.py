@@ -522,9 +522,10 @@ def wgmma_drains(c: Ceilings) -> tuple[tuple[int, float], ...]:
     either was not measured): ``2·64·64·K·SMs·(1/r_serial − 1/r_lone)``."""
     rate: dict[tuple[str, int], float] = {}
     for r in c.tensor_core:
-        if r.instruction == "wgmma" and r.dtype == "bf16" and r.valid and (r.m, r.n) == (64, 64):
-            if r.form in ("bwd_serial", "bwd_lone"):
-                rate[r.form, r.k] = max(rate.get((r.form, r.k), 0.0), r.flops_per_s)
+        key = (str(r.form), r.k)
+        wanted = key[0] in ("bwd_serial", "bwd_lone") and (r.m, r.n) == (64, 64)
+        if wanted and r.instruction == "wgmma" and r.dtype == "bf16" and r.valid:
+            rate[key] = max(rate.get(key, 0.0), r.flops_per_s)
     out = []
     for k in sorted({k for form, k in rate if form == "bwd_serial"}):
         if ("bwd_lone", k) in rate:
