@@ -8,6 +8,11 @@ group, and the points whose fastest run is below ``t_lower_s``::
 
     python tools/dev_errors.py                 # every committed file
     python tools/dev_errors.py --only heldout2,heldout3   # files whose name has one
+
+A backward or training point whose backward ran another family's kernels than its
+forward's (``Point.backward_family``: ours on Hopper before the Mosaic backward covered
+every head dim ran the Triton backward) is shown in a group of its own, marked
+``<... backward>``: the Mosaic backward's figure is then the Mosaic backward's.
 """
 
 from __future__ import annotations
@@ -20,7 +25,7 @@ import numpy as np
 
 from perfmodel.catalog.data import data_dir
 from perfmodel.validation.compare import compare, group_of, select
-from perfmodel.validation.measured import load_measurements
+from perfmodel.validation.measured import Point, load_measurements
 
 
 def device_rows(only: tuple[str, ...] = ()) -> list:
@@ -36,6 +41,15 @@ def device_rows(only: tuple[str, ...] = ()) -> list:
     return rows
 
 
+def label_of(p: Point) -> str:
+    """``perfmodel validate``'s group (``compare.group_of``), marked with the backward's
+    family where the point's backward ran another family's kernels than its forward's."""
+    label = group_of(p)
+    if p.phase in ("backward", "train") and p.backward_family not in (None, p.family):
+        label += f" <{p.backward_family} backward>"
+    return label
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--only", default="", help="comma-separated parts of file names")
@@ -43,12 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     rows = device_rows(tuple(w for w in args.only.split(",") if w))
     groups: dict[str, list[float]] = {}
     for r in rows:
-        groups.setdefault(group_of(r.point), []).append(r.error)
-    print(f"{'group':42s} {'points':>6s} {'signed':>7s} {'median':>7s} {'max':>7s}")
+        groups.setdefault(label_of(r.point), []).append(r.error)
+    width = max([42, *map(len, groups)])
+    print(f"{'group':{width}s} {'points':>6s} {'signed':>7s} {'median':>7s} {'max':>7s}")
     for name in sorted(groups):
         e = np.asarray(groups[name])
         print(
-            f"{name:42s} {len(e):6d} {np.median(e):+7.1%} {np.median(np.abs(e)):7.1%} "
+            f"{name:{width}s} {len(e):6d} {np.median(e):+7.1%} {np.median(np.abs(e)):7.1%} "
             f"{np.max(np.abs(e)):7.1%}"
         )
     below = [r.label() for r in rows if r.violates_lower_bound]
