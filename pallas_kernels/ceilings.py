@@ -93,8 +93,8 @@ WGMMA_FP16_TILES = ((2, 128, 64), (2, 128, 128), (2, 64, 256))
 #: row of 16-bit values is not a multiple of 128 bytes: the forward keeps such operands
 #: in a 64- or 32-byte swizzle (``flash_mosaic.swizzle_bytes``), and its blocked layout
 #: issues S = Q K^T as a chain of K = one column block (32 at d = 96 and 160, 16 at d = 80).
-WGMMA_SWIZZLE_TILES = ((2, 128, 96), (2, 128, 32), (2, 128, 80), (2, 128, 16), (2, 64, 160), (2, 64, 32),
-                       (2, 128, 48))  # fmt: skip
+WGMMA_SWIZZLE_TILES = ((2, 128, 96), (2, 128, 32), (2, 128, 80), (2, 128, 16), (2, 64, 160),
+                       (2, 64, 32), (2, 128, 48))  # fmt: skip
 #: Mosaic wgmma shaped as the forward's O += P V: (warpgroups, N, K) with K = the key
 #: tile (128 to d = 128, 64 above) and N = a head dim the tiled layout runs whole or one
 #: column block of the blocked layout (``flash_mosaic._Buffers``: 16 at d = 80, 32 at
@@ -464,7 +464,9 @@ def _wgmma_body(a_ref, b_ref, o_ref, *, wgs, n, k, iters, n_tiles, mn_major=Fals
 
     smem_types = (
         plgpu.SMEM((wgs, 64, k), dtype, transforms=swizzled(k)),
-        plgpu.SMEM((k, n) if mn_major else (n, k), dtype, transforms=swizzled(n if mn_major else k)),
+        plgpu.SMEM(
+            (k, n) if mn_major else (n, k), dtype, transforms=swizzled(n if mn_major else k)
+        ),
         plgpu.SMEM((wgs, 64), jnp.float32),
     )
     barrier_types = (plgpu.Barrier(num_barriers=wgs), plgpu.Barrier(num_barriers=1))
@@ -1277,9 +1279,11 @@ LOADED_PER_SM = (1, 2, 4)
 def measure_loaded_latency(s: Session) -> None:
     """HBM latency under load (``hbm_loaded_latency_s``), by Little's law: a streaming read
     (``stream_fn``, 16 KB tiles) at ``LOADED_PER_SM`` programs a SM over 1 GiB, each
-    program counted as one tile in flight (the method of the H200 spec's figure,
-    ``kernel_bench.bench_decode.memory_latency_sweep``); latency = bytes in flight / bytes
-    a second. A row each in ``[[loaded_latency]]``; the headline at 2 a SM, as there."""
+    program counted as one tile in flight (the method of the H200 spec's figure, the
+    "stream_read" rows of ``specs/measurements/details/h200-heldout-decode-2026-11-30.json``,
+    which the decode benchmark measured before this section owned it); latency = bytes in
+    flight / bytes a second. A row each in ``[[loaded_latency]]``; the headline at 2 a SM,
+    as there."""
     n_bytes = (256 << 10) if s.interpret else (1 << 30)
     rows = n_bytes // (2 * TILE_COLS)
     tile = 8 * TILE_COLS * 2
