@@ -351,6 +351,10 @@ class OnChip:
     #: Seconds a step of the tiled kernel's loop waits, in one CTA, for products it
     #: depends on to drain out of the tensor cores (:func:`drains`; 0: none stated).
     drain_per_step_s: Num = 0.0
+    #: Bytes one block moves outside its loop, once (a forward's Q tile in and O tile out,
+    #: a backward's K, V in and dK, dV out): of the kernel's HBM bytes, the part not
+    #: streamed step by step (:func:`exposed_latency`).
+    edge_bytes: Num = 0.0
 
 
 #: A kernel with no on-chip facts of its own (every kernel but the fused one).
@@ -371,6 +375,7 @@ def onchip_of(launch: Launch, paged: bool = False) -> OnChip:
         launch.xla_kernels,
         launch.imbalance,
         2.0 if paged else 1.0,
+        edge_bytes=launch.edge_bytes,
     )
 
 
@@ -417,6 +422,9 @@ class KernelRoofs:
     #: The drains its busiest SM waits through (:func:`drains`): each step's
     #: ``OnChip.drain_per_step_s`` over the blocks resident to fill them.
     drain_s: Num = 0.0
+    #: Of its HBM bytes, the share its loop streams step by step (the rest moves once a
+    #: block: ``OnChip.edge_bytes``): :func:`exposed_latency`'s bytes a step.
+    streamed_share: Num = 1.0
 
 
 def kernel_roofs(
@@ -488,6 +496,9 @@ def _roofs_from_raw(
                 matmul_ratio=dict(onchip.kernel_matmul_ratio).get(k, 1.0),
                 memory_ratio=dict(onchip.kernel_memory_ratio).get(k, 1.0),
                 drain_s=_drain_s(work_items, tiles, hw, onchip, fill) if fill else 0.0,
+                streamed_share=_streamed_share(raw[k, "hbm_bytes"], work_items, onchip)
+                if fused
+                else 1.0,
             )
         )
     return out
@@ -525,6 +536,13 @@ def _pipeline(
         return (0.0, 1.0, 0.0, 0.0)
     resident = fill.resident if fill else _resident(work_items, hw, onchip)
     return (_steps_per_sm(work_items, tiles, hw), resident, onchip.loads_ahead, hw.memory_latency_s)
+
+
+def _streamed_share(hbm_bytes: Num, work_items: Num, onchip: OnChip) -> Num:
+    """:class:`KernelRoofs`' ``streamed_share``: the kernel's HBM bytes less each block's
+    ``edge_bytes``, over its HBM bytes (0 where none are left or it moves none)."""
+    edges = work_items * onchip.edge_bytes
+    return roofline.ratio_or_zero(roofline.maximum(0.0, hbm_bytes - edges), hbm_bytes)
 
 
 def _steps_per_sm(work_items: Num, tiles: Num, hw: HardwareSpec) -> Num:
@@ -763,9 +781,13 @@ def compute_overlap_at(calibration: Calibration, d: Num | None) -> Num:
 def exposed_latency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     """Loads an unpipelined loop cannot hide: a block that issues its next tiles only
     when it needs them (``loads_ahead`` 0: a Triton launch of one stage, our d > 128
-    kernels) waits one memory latency each inner-loop step; ``step`` being one step's
-    compute at the SM's rate, the SM idles only while all its ``resident`` blocks wait,
-    so the compute stretches by ``max(1, (step + latency) / (resident·step))``."""
+    kernels, cuDNN's decode engine at d = 256) waits each inner-loop step for one memory
+    latency and for the step's bytes from HBM (``hbm_step``: the HBM roof time of the
+    bytes the loop streams, ``streamed_share`` of it, over the steps per SM: the SM's
+    share of the bandwidth; bytes read again from L2 add nothing), in series with its
+    compute; ``step`` being one step's compute at the SM's
+    rate, the SM idles only while all its ``resident`` blocks wait, so the compute
+    stretches by ``max(1, (step + latency + hbm_step) / (resident·step))``."""
     if not roofline.any_nonzero(k.steps_per_sm):
         return t
     compute = {r: v for r, v in t.times.items() if r in _COMPUTE}
@@ -773,7 +795,8 @@ def exposed_latency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     # A load in flight ahead of use is taken as hidden: with one or more, the bandwidth
     # the SMs can pull is the ``waves`` effect's Little's-law reach, not a wait per step.
     unpipelined = roofline.choose(roofline.gt(k.loads_ahead, 0.0), 0.0, 1.0)
-    wait = unpipelined * k.latency_s
+    hbm_step = roofline.ratio_or_zero(t.times.get("hbm", 0.0) * k.streamed_share, k.steps_per_sm)
+    wait = unpipelined * (k.latency_s + hbm_step)
     factor = roofline.maximum(1.0, roofline.ratio_or_zero(step + wait, k.resident * step))
     return t._replace(stretch=t.stretch * factor)
 

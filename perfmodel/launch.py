@@ -121,6 +121,9 @@ class Launch:
     split_limit_group: Num
     #: K/V tiles in flight ahead of the one computed on (``KernelFamily.loads_ahead``)
     loads_ahead: Num = 1.0
+    #: HBM bytes one block moves outside its loop: the query rows it holds (at most its Q
+    #: tile; one packed group's at decode) in, and their O out
+    edge_bytes: Num = 0.0
     #: The head dim the kernel runs at (``KernelFamily.head_dim_padding``).
     head_dim: Num = 0.0
     #: Bytes read and written, and kernels run, by the copies into padded inputs and out
@@ -937,6 +940,45 @@ def kv_splits(
     return xp.where(n <= family.split_max_queries, chosen, 1.0) + 0.0  # a float (column)
 
 
+def decode_launch(
+    family: KernelFamily, n: Num, d_run: Num, block_k: Num, ahead: Num, in_flight: Num, s: Num
+) -> tuple[Num, Num, Num]:
+    """``(block_k, loads_ahead, bytes_in_flight)`` of each point: the family's decode
+    kernel's (``KernelFamily.decode_tiles``) where the query is decode-length (at most
+    ``split_max_queries``), the launch's own elsewhere. That kernel's compute warps load
+    its K/V tiles (cp.async, no producer warpgroup): its stages' K and V tiles in flight
+    a block, loaded a step ahead unless the tile says none are (``Tile.loads_ahead``)."""
+    if not family.decode_tiles or family.split_max_queries is None:
+        return block_k, ahead, in_flight
+    xp = xp_of(n, d_run)
+
+    def tile(dim: float) -> tuple[float, float, float]:
+        t = family.decode_tile_for(int(dim))
+        if t is None:
+            return (np.nan, np.nan, np.nan)
+        stages = t.kv_stages or family.kv_stages
+        loads = stages if t.loads_ahead is None else t.loads_ahead
+        return (float(t.block_k), float(loads), float(stages))
+
+    dec_k: Num
+    dec_ahead: Num
+    dec_stages: Num
+    if xp is FLOATS:
+        dec_k, dec_ahead, dec_stages = tile(cast(float, d_run))
+        if math.isnan(dec_k):  # no decode tile at this head dim
+            return block_k, ahead, in_flight
+        decode: Num = n <= family.split_max_queries
+    else:
+        dec_k, dec_ahead, dec_stages = _by_unique(tile, cast(Column, d_run))
+        decode = (n <= family.split_max_queries) & ~np.isnan(dec_k)  # a tile stated at d
+    dec_in_flight = 2 * dec_k * d_run * s * dec_stages
+    return (
+        xp.where(decode, dec_k, block_k) + 0.0,
+        xp.where(decode, dec_ahead, ahead) + 0.0,
+        xp.where(decode, dec_in_flight, in_flight) + 0.0,
+    )
+
+
 def kv_blocks_of(
     mask: masks.Mask | None, n: Num, m: Num, block_q: Any, block_k: Num, pack: Num
 ) -> Num:
@@ -1010,6 +1052,8 @@ def _assemble(
     n, m, d, h, h_kv, b, s = (sizes[k] for k in ("n", "m", "d", "h", "h_kv", "b", "s"))
     xp = xp_of(n, m, d, h, h_kv, b, s)
     bq, bk, w, stages, ahead, smem, acc_bytes, regs, threads, producers, blocks, spilled = block
+    in_flight = 2 * bk * d_run * s * (stages if family.producer_warps else 1.0)
+    bk, ahead, in_flight = decode_launch(family, n, d_run, bk, ahead, in_flight, s)
     group = xp.floor_divide(h, h_kv)
     pack = gqa_pack(family.gqa_packing, n, group, bq)
     copied, copies = pad_copies(
@@ -1044,8 +1088,9 @@ def _assemble(
         blocks_per_sm=blocks,
         spilled_registers_per_thread=spilled,
         spill_bytes_per_tile=2 * REGISTER_BYTES * spilled * threads,
-        bytes_in_flight=2 * bk * d_run * s * (stages if family.producer_warps else 1.0),
+        bytes_in_flight=in_flight,
         q_tile_bytes=bq * d_run * s,
+        edge_bytes=2 * xp.minimum(bq, n * pack) * d_run * s,
         loads_ahead=ahead,
         head_dim=d_run,
         pad_bytes=copied,

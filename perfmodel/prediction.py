@@ -1124,6 +1124,7 @@ class _Engine:
             onchip=OnChip(
                 blocks_per_sm=bwd.blocks_per_sm,
                 q_tile_bytes=bwd.edge_bytes,
+                edge_bytes=bwd.edge_bytes,
                 loads_ahead=bwd.loads_ahead,
                 pad_bytes=bwd.pad_bytes,
                 pad_copies=bwd.pad_copies,

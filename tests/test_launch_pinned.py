@@ -286,15 +286,16 @@ def test_exposed_latency_by_hand():
     cal = Calibration(name="t", matmul_efficiency=0.5, exp_efficiency=0.5, hbm_efficiency=0.5,
                       compute_overlap=0.0)  # fmt: skip
     # 15 s of compute over 10 steps per SM: 1.5 s a step; no load ahead, 2 blocks resident,
-    # 6 s latency: (1.5 + 6) / (2 x 1.5) = x2.5 on the compute
+    # 6 s latency and the step's HBM bytes (3 s of HBM at its fraction over 10 steps: 0.3 s)
+    # in series: (1.5 + 6 + 0.3) / (2 x 1.5) = x2.6 on the compute
     kernel = replace(_kernel(), steps_per_sm=10.0, resident=2.0, loads_ahead=0.0, latency_s=6.0)
     steps = estimate_steps([kernel], cal, launch=0.0)
-    assert steps[5] == 15.0 * 2.5
+    assert steps[5] == 15.0 * ((1.5 + 6.0 + 0.3) / 3.0)
     # a load in flight ahead of use hides the latency (the waves effect's reach bounds it)
     ahead = estimate_steps([replace(kernel, loads_ahead=1.0)], cal, launch=0.0)
     assert ahead[5] == ahead[4] == 15.0
-    # enough resident blocks hide it too: (1.5 + 6) / (5 x 1.5) = 1
-    many = estimate_steps([replace(kernel, resident=5.0)], cal, launch=0.0)
+    # enough resident blocks hide it too: (1.5 + 6 + 0.3) / (6 x 1.5) < 1
+    many = estimate_steps([replace(kernel, resident=6.0)], cal, launch=0.0)
     assert many[5] == 15.0
 
 

@@ -329,6 +329,12 @@ class KernelFamily(BaseModel):
     #: where it differs; None: ``softmax_overlap`` at every d.
     wide_softmax_overlap: Annotated[float, Field(ge=0, le=1)] | None = None
     tiles: tuple[Tile, ...] = ()
+    #: The tiles of the kernel the family runs on decode-length queries (at most
+    #: ``split_max_queries``) where that is another kernel than its ``tiles``' (cuDNN's
+    #: sm80 decode engine): its key tile and the K/V tiles it has in flight ahead of use
+    #: (``Tile.loads_ahead``, else its stages' loads, issued by its compute warps), read
+    #: by ``launch.decode_launch``; empty: the family's tiles at every length.
+    decode_tiles: tuple[Tile, ...] = ()
     #: Compute capabilities the family's kernels run on ("sm90"); empty: any device.
     archs: tuple[str, ...] = ()
     #: FP8 attention as the family runs it; None: the family has no FP8 kernel.
@@ -457,6 +463,11 @@ class KernelFamily(BaseModel):
             f"kernel family {self.name!r} has no tile for head dim d={d}"
             + (f" (largest: {max(t.d_max for t in self.tiles)})" if self.tiles else "")
         )
+
+    def decode_tile_for(self, d: int) -> Tile | None:
+        """The decode kernel's tile for head dim ``d`` (first matching entry), None where
+        the family states none (or none up to ``d``)."""
+        return next((t for t in self.decode_tiles if d <= t.d_max), None)
 
     def split_block_k_for(self, d: int) -> int:
         """B_c of the family's split kernel at head dim ``d`` (its K/V blocks per chunk)."""
