@@ -785,9 +785,9 @@ def exposed_latency(t: KernelTime, k: KernelRoofs, c: Context) -> KernelTime:
     latency and for the step's bytes from HBM (``hbm_step``: the HBM roof time of the
     bytes the loop streams, ``streamed_share`` of it, over the steps per SM: the SM's
     share of the bandwidth; bytes read again from L2 add nothing), in series with its
-    compute; ``step`` being one step's compute at the SM's
-    rate, the SM idles only while all its ``resident`` blocks wait, so the compute
-    stretches by ``max(1, (step + latency + hbm_step) / (resident·step))``."""
+    compute; ``step`` being one step's compute at the SM's rate, the SM idles only while
+    all its ``resident`` blocks wait, so the compute stretches by
+    ``max(1, (step + latency + hbm_step) / (resident·step))``."""
     if not roofline.any_nonzero(k.steps_per_sm):
         return t
     compute = {r: v for r, v in t.times.items() if r in _COMPUTE}

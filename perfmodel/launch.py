@@ -957,8 +957,7 @@ def decode_launch(
         if t is None:
             return (np.nan, np.nan, np.nan)
         stages = t.kv_stages or family.kv_stages
-        loads = stages if t.loads_ahead is None else t.loads_ahead
-        return (float(t.block_k), float(loads), float(stages))
+        return (float(t.block_k), float(family.loads_ahead(t, producer=False)), float(stages))
 
     dec_k: Num
     dec_ahead: Num

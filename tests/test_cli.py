@@ -96,7 +96,8 @@ def test_cli_errors_name_the_option_as_typed(capsys):
         predict(n=0, hw="h200")
     with pytest.raises(PerfmodelError, match=r"window=\(8, 2\): a causal mask"):
         predict(n=64, hw="h200", window=(8, 2), causal=True)
-    with pytest.raises(PerfmodelError, match=r"n=63 is not divisible by 2 \(contiguous split, cp=2\)"):
+    contiguous = r"n=63 is not divisible by 2 \(contiguous split, cp=2\)"
+    with pytest.raises(PerfmodelError, match=contiguous):
         predict(n=63, hw="h200", cp=2)
     # the help's defaults are predict()'s, read from the one definition
     defaults = inspect.signature(predict).parameters

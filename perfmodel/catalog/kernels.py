@@ -444,15 +444,18 @@ class KernelFamily(BaseModel):
         )
         return view, bwd.dq
 
-    def loads_ahead(self, tile: Tile) -> int:
+    def loads_ahead(self, tile: Tile, producer: bool | None = None) -> int:
         """K/V tiles in flight ahead of use at ``tile``: what the tile states, else a
         producer warpgroup's ring of ``kv_stages`` buffers keeps ``kv_stages - 1`` loading
         while one is computed on, and a kernel whose compute warps load (cp.async, FA-2's
-        K prefetch) issues its ``kv_stages`` loads one step ahead."""
+        K prefetch) issues its ``kv_stages`` loads one step ahead. ``producer``: whether
+        the tile's kernel has a producer warpgroup (None: the family's, ``producer_warps``;
+        a decode tile's kernel has none)."""
         if tile.loads_ahead is not None:
             return tile.loads_ahead
         stages = tile.kv_stages or self.kv_stages
-        return stages - 1 if self.producer_warps else stages
+        has_producer = bool(self.producer_warps) if producer is None else producer
+        return stages - 1 if has_producer else stages
 
     def tile_for(self, d: int, *, causal: bool, arch: str | None) -> Tile:
         """The family's default tile for head dim ``d`` (first matching entry)."""
